@@ -1,0 +1,39 @@
+# Two commands from a fresh clone: `make smoke` and `make test`. Each creates .venv when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Any torch >= 2.2 works. 2.13.0 is pinned here only because it is a small CPU build on the CI machines;
+# `make TORCH=torch smoke` takes the newest release instead (a CUDA build on Linux).
+TORCH  ?= torch==2.13.0
+
+.PHONY: smoke test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+smoke: $(VENV)/.installed
+	$(BIN)/modern-gpt params --modern
+
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check modern_gpt tests bench
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check modern_gpt tests bench
+	$(BIN)/ruff format --check modern_gpt tests bench
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/bench_smoke.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info modern_gpt.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,325 @@
+"""Text in, token ids out: reading corpora, tokenizers, the train/val split, the token cache and batches.
+
+Fairness lives here: the batch order and the evaluation windows are functions of a
+seed and the data alone, never of the model, so every variant sees the same ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import UserError
+
+TOKENIZERS = ("char", "byte", "bpe")
+CACHE_FORMAT = 1  # bump when the cached files change meaning
+SMOKE = "smoke"  # the name of the built-in corpus
+
+
+class DataError(UserError):
+    """The corpus cannot be read or is unusable."""
+
+
+@dataclass
+class DataConfig:
+    path: str = ""  # a UTF-8 text file or a folder of .txt files; empty means the built-in smoke corpus
+    tokenizer: str = "char"  # char | byte | bpe
+    vocab_size: int = 1024  # bpe only: the size of the vocabulary it learns
+    val_fraction: float = 0.1  # the last part of the text that is held out for validation
+    cache_dir: str = ""  # where tokenized corpora are kept; empty means the user's cache folder
+
+    def validate(self) -> None:
+        if self.tokenizer not in TOKENIZERS:
+            raise DataError(f"unknown tokenizer {self.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}.")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise DataError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
+        if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
+            raise DataError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
+
+
+# ---------------------------------------------------------------------------
+# Reading text
+# ---------------------------------------------------------------------------
+def corpus_files(path: str) -> list[Path]:
+    """The files a --data path stands for: the file itself, or a folder's .txt files in sorted order."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError(f"data path {path} does not exist; give a UTF-8 text file or a folder of .txt files.")
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*.txt") if f.is_file())
+        if not files:
+            raise DataError(f"folder {path} holds no .txt files; put the corpus in files ending in .txt.")
+        return files
+    return [p]
+
+
+def decode_text(raw: bytes, name: str) -> str:
+    """UTF-8 bytes to text: a byte-order mark dropped, CR and CRLF read as LF."""
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise DataError(f"{name} looks binary (a NUL byte at byte offset {nul}); give a UTF-8 text file.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{name} is not valid UTF-8 (byte offset {e.start}); convert it to UTF-8 first.") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
+    """The corpus's display name and its files' raw bytes."""
+    if not cfg.path:
+        return SMOKE, [(SMOKE, resources.files("modern_gpt").joinpath("smoke.txt").read_bytes())]
+    files = corpus_files(cfg.path)
+    parts = []
+    for f in files:
+        try:
+            parts.append((str(f), f.read_bytes()))
+        except OSError as e:
+            raise DataError(f"cannot read {f}: {e.strerror}.") from None
+    return Path(cfg.path).name, parts
+
+
+def join_text(parts: list[tuple[str, bytes]]) -> str:
+    texts = [decode_text(raw, name) for name, raw in parts]
+    # Files are joined with a line end between them, so that no word runs across two files.
+    text = "".join(t if t.endswith("\n") else t + "\n" for t in texts[:-1]) + texts[-1]
+    if not text.strip():
+        what = parts[0][0] if len(parts) == 1 else f"every one of the {len(parts)} .txt files"
+        raise DataError(f"{what} is empty; give a corpus with text in it.")
+    return text
+
+
+# ---------------------------------------------------------------------------
+# Tokenizers: each turns text into an int array and back, and saves itself as JSON.
+# ---------------------------------------------------------------------------
+class CharTokenizer:
+    """One id per character seen in the training split; id 0 stands for any character it never saw."""
+
+    kind = "char"
+    UNKNOWN = "\ufffd"
+
+    def __init__(self, chars: str):
+        self.chars = chars
+        self._codes = np.array([ord(c) for c in chars], dtype=np.uint32)  # sorted
+        self.vocab_size = len(chars) + 1
+
+    @classmethod
+    def train(cls, text: str) -> CharTokenizer:
+        return cls("".join(sorted(set(text))))
+
+    def encode(self, text: str) -> np.ndarray:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+        at = np.searchsorted(self._codes, codes).clip(0, max(len(self._codes) - 1, 0))
+        known = self._codes[at] == codes if len(self._codes) else np.zeros(len(codes), bool)
+        return np.where(known, at + 1, 0).astype(np.int64)
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[i - 1] if 0 < i <= len(self.chars) else self.UNKNOWN for i in map(int, ids))
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "chars": self.chars}
+
+
+class ByteTokenizer:
+    """The 256 byte values of UTF-8: no training, nothing unknown."""
+
+    kind = "byte"
+    vocab_size = 256
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+    def decode(self, ids) -> str:
+        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind}
+
+
+class BPETokenizer:
+    """Byte-level BPE (as in GPT-2), trained on the training split with the `tokenizers` library."""
+
+    kind = "bpe"
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.vocab_size = tok.get_vocab_size()
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int) -> BPETokenizer:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        )
+        tok.train_from_iterator(_chunks(text), trainer=trainer)
+        return cls(tok)
+
+    def encode(self, text: str) -> np.ndarray:
+        ids = [i for enc in self.tok.encode_batch(list(_chunks(text))) for i in enc.ids]
+        return np.array(ids, dtype=np.int64)
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids])
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "tokenizers": json.loads(self.tok.to_str())}
+
+
+def _chunks(text: str, size: int = 1 << 16):
+    """Pieces of about `size` characters that end at a line end, for batched BPE training and encoding."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
+def train_tokenizer(kind: str, text: str, vocab_size: int):
+    if kind == "char":
+        return CharTokenizer.train(text)
+    if kind == "byte":
+        return ByteTokenizer()
+    return BPETokenizer.train(text, vocab_size)
+
+
+def tokenizer_from_json(d: dict):
+    if d.get("kind") == "char":
+        return CharTokenizer(d["chars"])
+    if d.get("kind") == "byte":
+        return ByteTokenizer()
+    if d.get("kind") == "bpe":
+        from tokenizers import Tokenizer
+
+        return BPETokenizer(Tokenizer.from_str(json.dumps(d["tokenizers"])))
+    raise DataError(f"unknown tokenizer kind {d.get('kind')!r} in a saved tokenizer.")
+
+
+# ---------------------------------------------------------------------------
+# The corpus: tokenized once, cached, memory-mapped afterwards.
+# ---------------------------------------------------------------------------
+@dataclass
+class Corpus:
+    name: str
+    key: str  # the cache key: a hash of the text and the tokenizer settings
+    tokenizer: object
+    train: np.ndarray  # token ids of the training split (possibly a memory map)
+    val: np.ndarray  # token ids of the validation split: the text after the training split
+    train_chars: int
+    val_chars: int
+
+    @property
+    def val_tokens_per_char(self) -> float:
+        return len(self.val) / self.val_chars
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get("MODERN_GPT_CACHE"):
+        return Path(os.environ["MODERN_GPT_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "modern-gpt"
+
+
+def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    settings = {"format": CACHE_FORMAT, "tokenizer": cfg.tokenizer, "val_fraction": cfg.val_fraction}
+    if cfg.tokenizer == "bpe":
+        settings["vocab_size"] = cfg.vocab_size
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    for _, raw in parts:  # contents only, so that a moved or renamed file still hits the cache
+        h.update(len(raw).to_bytes(8, "little"))
+        h.update(raw)
+    return h.hexdigest()[:32]
+
+
+def load_corpus(cfg: DataConfig) -> Corpus:
+    """Read, split and tokenize the corpus, or memory-map it from the token cache when it was done before."""
+    cfg.validate()
+    name, parts = read_raw(cfg)
+    key = cache_key(cfg, parts)
+    folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
+    entry = folder / key
+    if not (entry / "meta.json").exists():
+        _build_cache_entry(cfg, parts, entry)
+    meta = json.loads((entry / "meta.json").read_text())
+    tokens = np.load(entry / "tokens.npy", mmap_mode="r")
+    tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
+    n = meta["train_tokens"]
+    return Corpus(name, key, tokenizer, tokens[:n], tokens[n:], meta["train_chars"], meta["val_chars"])
+
+
+def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: Path) -> None:
+    text = join_text(parts)
+    cut = int(len(text) * (1 - cfg.val_fraction))
+    train_text, val_text = text[:cut], text[cut:]
+    tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
+    train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
+    dtype = np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
+    except OSError as e:
+        raise DataError(f"cannot write the token cache in {entry.parent}: {e.strerror}; set --cache-dir.") from None
+    np.save(tmp / "tokens.npy", np.concatenate([train_ids, val_ids]).astype(dtype))
+    (tmp / "tokenizer.json").write_text(json.dumps(tokenizer.to_json()))
+    meta = {"train_tokens": len(train_ids), "train_chars": len(train_text), "val_chars": len(val_text), **asdict(cfg)}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    try:
+        os.rename(tmp, entry)  # atomic: a reader sees a whole entry or none
+    except OSError:  # another process finished the same entry first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# Batches.  Offsets come from a seeded generator and the data's length alone.
+# ---------------------------------------------------------------------------
+def check_length(corpus: Corpus, context: int) -> None:
+    need = context + 1
+    for split, ids in (("training", corpus.train), ("validation", corpus.val)):
+        if len(ids) < need:
+            raise DataError(
+                f"the corpus is too short for context {context}: its {split} split has {len(ids)} tokens "
+                f"and needs at least {need}; use a longer text or a smaller --context."
+            )
+
+
+def random_offsets(n_tokens: int, context: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, n_tokens - context, size=count)
+
+
+def windows(ids: np.ndarray, offsets: np.ndarray, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets (B, context) for windows starting at offsets."""
+    rows = np.stack([np.asarray(ids[o : o + context + 1], dtype=np.int64) for o in offsets])
+    t = torch.from_numpy(rows)
+    return t[:, :-1], t[:, 1:]
+
+
+class BatchStream:
+    """The training batches of one seed, in order: the same for every model."""
+
+    def __init__(self, ids: np.ndarray, context: int, batch_size: int, seed: int):
+        self.ids, self.context, self.batch_size = ids, context, batch_size
+        self.rng = np.random.default_rng(seed)
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return windows(self.ids, random_offsets(len(self.ids), self.context, self.batch_size, self.rng), self.context)
+
+
+def eval_windows(ids: np.ndarray, context: int, batch_size: int, n_batches: int, seed: int) -> list[np.ndarray]:
+    """Fixed evaluation offsets, one array per batch, chosen once per seed and split."""
+    rng = np.random.default_rng(seed)
+    return [random_offsets(len(ids), context, batch_size, rng) for _ in range(n_batches)]

@@ -1,0 +1,431 @@
+"""A small GPT in which every modern piece can be switched on and off on its own.
+
+Read it top to bottom: each classic GPT-2 (2019) piece sits next to the modern
+piece that replaces it in today's open models (Llama, Mistral, Qwen, OLMo).
+With all six flags off this is GPT-2; with all six on it is a Llama-style model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .errors import UserError
+
+# The six modern components, in the order the cumulative ablation stacks them.
+# This is the one place the list lives; everything else imports it.
+COMPONENTS = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")
+
+# classic piece -> modern piece, one line each, for help texts and tables.
+COMPONENT_SUMMARY = {
+    "rmsnorm": "LayerNorm -> RMSNorm",
+    "rope": "learned position table -> rotary position embedding (RoPE)",
+    "swiglu": "GELU MLP at 4*dim -> SwiGLU at 2/3*4*dim",
+    "no_bias": "a bias in every Linear and norm -> no biases",
+    "gqa": "one K/V head per query head -> kv_heads shared K/V heads",
+    "qk_norm": "plain q.k -> RMS-normalised q and k per head",
+}
+
+# The pieces a parameter count is split into (see param_counts).
+PIECES = ("token_embedding", "position_table", "attention", "mlp", "norms", "biases", "output_head")
+
+
+class ConfigError(UserError, ValueError):
+    """A model shape that cannot be built. The message is one sentence meant for the user."""
+
+
+class ContextWall(UserError, ValueError):
+    """A position past the learned position table was asked for."""
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 256
+    context: int = 128
+    dim: int = 128
+    heads: int = 4
+    layers: int = 4
+    dropout: float = 0.0
+    # The six components: False is GPT-2's piece, True the modern one.
+    rmsnorm: bool = False
+    rope: bool = False
+    swiglu: bool = False
+    no_bias: bool = False
+    gqa: bool = False
+    qk_norm: bool = False
+    kv_heads: int | None = None  # K/V heads when gqa is on; None means heads // 2
+    rope_base: float = 10000.0
+    multiple_of: int = 8  # SwiGLU's hidden width is rounded up to a multiple of this
+    mlp_hidden: int | None = None  # an explicit MLP hidden width, overriding the rules above
+    tie_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "context", "dim", "heads", "layers", "multiple_of"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
+        if self.mlp_hidden is not None and self.mlp_hidden < 1:
+            raise ConfigError(f"mlp_hidden must be at least 1, got {self.mlp_hidden}.")
+        if self.rope_base <= 1:
+            raise ConfigError(f"rope_base must be greater than 1, got {self.rope_base}.")
+        if self.dim % self.heads:
+            raise ConfigError(
+                f"dim {self.dim} is not divisible by {self.heads} heads: every head needs an equal share of dim."
+            )
+        if self.gqa:
+            if self.n_kv_heads < 1:
+                raise ConfigError(
+                    f"kv_heads must be at least 1, got {self.n_kv_heads}"
+                    + (f" (the default is heads // 2 = {self.heads} // 2)." if self.kv_heads is None else ".")
+                )
+            if self.heads % self.n_kv_heads:
+                raise ConfigError(
+                    f"{self.heads} heads with {self.n_kv_heads} KV heads: {self.heads} is not divisible by {self.n_kv_heads}."
+                )
+        if self.rope and self.head_dim % 2:
+            raise ConfigError(
+                f"rope needs an even head dimension, but dim {self.dim} / {self.heads} heads = {self.head_dim}."
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        if not self.gqa:
+            return self.heads
+        return self.heads // 2 if self.kv_heads is None else self.kv_heads
+
+    @property
+    def hidden(self) -> int:
+        """The MLP's hidden width."""
+        if self.mlp_hidden is not None:
+            return self.mlp_hidden
+        if not self.swiglu:
+            return 4 * self.dim
+        # SwiGLU has three matrices instead of two, so 2/3 of the width keeps the cost equal.
+        hidden = int(2 * 4 * self.dim / 3)
+        return self.multiple_of * math.ceil(hidden / self.multiple_of)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return tuple(c for c in COMPONENTS if getattr(self, c))
+
+    def with_components(self, components) -> ModelConfig:
+        """The same settings with exactly these components switched on."""
+        unknown = set(components) - set(COMPONENTS)
+        if unknown:
+            raise ConfigError(f"unknown component {sorted(unknown)[0]!r}; the components are {', '.join(COMPONENTS)}.")
+        return replace(self, **{c: c in components for c in COMPONENTS})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# Normalisation.  Classic: LayerNorm subtracts the mean, divides by the standard
+# deviation, then scales and shifts (a bias).  Modern: RMSNorm only divides by
+# the root mean square and scales: no mean, no bias, a little cheaper, and in
+# practice just as stable.
+# ---------------------------------------------------------------------------
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # In float32 even under bf16 autocast: the mean of squares loses too much in 8 mantissa bits.
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def make_norm(cfg: ModelConfig, dim: int) -> nn.Module:
+    if cfg.rmsnorm:
+        return RMSNorm(dim)
+    return nn.LayerNorm(dim, eps=1e-5, bias=not cfg.no_bias)
+
+
+# ---------------------------------------------------------------------------
+# Positions.  Classic: a learned table with one vector per position, added to
+# the token embeddings; it has nothing to say about a position past its last
+# row (the "context wall").  Modern: RoPE rotates each (q, k) pair of channels
+# by an angle proportional to the position, so q.k depends only on the
+# distance i - j.  It has no parameters and no last row.
+# ---------------------------------------------------------------------------
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, base: float):
+        super().__init__()
+        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # a constant, not a parameter
+
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = positions.float()[:, None] * self.inv_freq[None, :]  # (T, head_dim / 2)
+        return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # Channel i is paired with channel i + head_dim/2 (the "rotate half" layout
+    # of GPT-NeoX and Hugging Face's Llama, so exported weights need no permutation).
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).type_as(x)
+
+
+# ---------------------------------------------------------------------------
+# Attention.  Classic: every query head has its own key and value head.
+# Modern (GQA): kv_heads key/value heads, each shared by heads / kv_heads query
+# heads: fewer K/V projections and a KV cache smaller by that factor.
+# Classic: scores are plain q.k.  Modern (QK-norm): q and k are RMS-normalised
+# per head first, which bounds the attention logits and keeps training stable.
+# ---------------------------------------------------------------------------
+_SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
+    """Causal attention of q (B, H, T, d) over k, v (B, Hkv, L, d), where the last T of the L keys are q's own tokens."""
+    T, L = q.size(-2), k.size(-2)
+    mask, is_causal = None, False
+    if T == L:
+        is_causal = True
+    elif T > 1:  # a chunk after cached tokens: query t sees every cached key and its own chunk up to t
+        mask = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)
+    extra = {}
+    if k.size(1) != q.size(1):
+        if _SDPA_HAS_GQA:
+            extra["enable_gqa"] = True  # the kernel indexes shared heads; nothing is copied
+        else:
+            group = q.size(1) // k.size(1)
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **extra)
+
+
+class KVCache:
+    """The keys and values of every layer for the tokens seen so far, so that generation computes each token once."""
+
+    def __init__(self) -> None:
+        self.keys: dict[int, torch.Tensor] = {}
+        self.values: dict[int, torch.Tensor] = {}
+        self.length = 0  # tokens stored; advanced by GPT.forward after the last layer
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if layer in self.keys:
+            k = torch.cat([self.keys[layer], k], dim=2)
+            v = torch.cat([self.values[layer], v], dim=2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.layer, self.heads, self.kv_heads, self.head_dim = layer, cfg.heads, cfg.n_kv_heads, cfg.head_dim
+        self.dropout = cfg.dropout
+        bias = not cfg.no_bias
+        self.qkv = nn.Linear(cfg.dim, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=bias)
+        self.q_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
+        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=bias)
+
+    def forward(self, x: torch.Tensor, rope: tuple | None, cache: KVCache | None) -> torch.Tensor:
+        B, T, C = x.shape
+        sizes = [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim]
+        q, k, v = self.qkv(x).split(sizes, dim=-1)
+        q = q.view(B, T, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+# ---------------------------------------------------------------------------
+# Feed-forward.  Classic: dim -> 4*dim -> GELU -> dim.  Modern (SwiGLU): a gate
+# silu(x W_gate) multiplies an up projection x W_up; three matrices at 2/3 of
+# the width cost what the classic two do, and the gate trains better.
+# ---------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.dim, cfg.hidden, bias=not cfg.no_bias)
+        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=not cfg.no_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # GPT-2's tanh approximation
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate = nn.Linear(cfg.dim, cfg.hidden, bias=not cfg.no_bias)
+        self.up = nn.Linear(cfg.dim, cfg.hidden, bias=not cfg.no_bias)
+        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=not cfg.no_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.silu(self.gate(x)) * self.up(x))
+
+
+# ---------------------------------------------------------------------------
+# The block and the model are the same in 2019 and today: pre-norm residual
+# blocks, tied input and output embeddings, and one initialisation for every
+# variant, so that only the toggled piece differs.
+# ---------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.norm1 = make_norm(cfg, cfg.dim)
+        self.attn = Attention(cfg, layer)
+        self.norm2 = make_norm(cfg, cfg.dim)
+        self.mlp = SwiGLU(cfg) if cfg.swiglu else MLP(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, rope: tuple | None, cache: KVCache | None) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), rope, cache))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.config = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.pos_emb = None if cfg.rope else nn.Embedding(cfg.context, cfg.dim)
+        self.rotary = Rotary(cfg.head_dim, cfg.rope_base) if cfg.rope else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.layers))
+        self.norm_f = make_norm(cfg, cfg.dim)
+        self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        self.apply(_init_weights)
+        # GPT-2's scaling: each block adds two residual outputs, so shrink them to keep the residual stream's variance flat.
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.layers))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None):
+        """Logits (B, T, vocab) for token ids idx (B, T), and the mean cross-entropy when targets are given."""
+        T = idx.size(1)
+        start = cache.length if cache is not None else 0
+        positions = torch.arange(start, start + T, device=idx.device)
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            if start + T > self.config.context:
+                rows = self.config.context
+                raise ContextWall(
+                    f"position {start + T - 1} is past the learned position table, which has {rows} rows "
+                    f"(positions 0-{rows - 1}); a RoPE model has no such wall."
+                )
+            x = x + self.pos_emb(positions)
+        rope = self.rotary(positions) if self.rotary is not None else None
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, rope, cache)
+        logits = self.lm_head(self.norm_f(x))
+        if cache is not None:
+            cache.length += T
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Sample new_tokens after idx (B, T) with a KV cache; temperature 0 is greedy.
+
+        When the window reaches the training context the cache is rebuilt from the
+        last half-context of tokens, so that learned-position models never hit
+        their wall and RoPE models stay within the lengths they were trained on.
+        """
+        context = self.config.context
+        idx = idx[:, -context:]
+        out = idx
+        cache = KVCache()
+        logits, _ = self(idx, cache=cache)
+        for _ in range(new_tokens):
+            next_logits = logits[:, -1, :].float()
+            if temperature <= 0:
+                nxt = next_logits.argmax(-1, keepdim=True)
+            else:
+                next_logits = next_logits / temperature
+                if top_k is not None and top_k < next_logits.size(-1):
+                    kth = torch.topk(next_logits, top_k).values[:, -1:]
+                    next_logits = next_logits.masked_fill(next_logits < kth, float("-inf"))
+                probs = F.softmax(next_logits, dim=-1)
+                nxt = torch.multinomial(probs, 1, generator=generator)
+            out = torch.cat([out, nxt], dim=1)
+            if cache.length >= context:
+                cache = KVCache()
+                logits, _ = self(out[:, -(context // 2 or 1) :], cache=cache)
+            else:
+                logits, _ = self(nxt, cache=cache)
+        return out
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+# ---------------------------------------------------------------------------
+# The price of each piece.
+# ---------------------------------------------------------------------------
+def _piece_of(name: str) -> str:
+    if name.endswith(".bias"):
+        return "biases"
+    if name.startswith("tok_emb."):
+        return "token_embedding"
+    if name.startswith("pos_emb."):
+        return "position_table"
+    if name.startswith("lm_head."):
+        return "output_head"  # only when the embeddings are untied
+    if "norm" in name.rsplit(".", 2)[-2]:
+        return "norms"
+    if ".attn." in name:
+        return "attention"
+    if ".mlp." in name:
+        return "mlp"
+    raise AssertionError(f"parameter {name} belongs to no piece")
+
+
+def param_counts(cfg: ModelConfig) -> dict[str, int]:
+    """Parameters per piece (see PIECES) and their total, counting tied weights once."""
+    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+        model = GPT(cfg)
+    counts = dict.fromkeys(PIECES, 0)
+    for name, p in model.named_parameters():  # named_parameters yields a tied tensor once
+        counts[_piece_of(name)] += p.numel()
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def non_embedding_params(counts: dict[str, int]) -> int:
+    """The parameters of the transformer body: what --match-params equalises."""
+    return counts["total"] - counts["token_embedding"] - counts["position_table"] - counts["output_head"]
+
+
+def kv_cache_bytes_per_token(cfg: ModelConfig, bytes_per_value: int = 2) -> int:
+    """Bytes a KV cache holds per token when serving (keys and values, every layer), at bf16 by default."""
+    return 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * bytes_per_value

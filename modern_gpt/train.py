@@ -1,0 +1,249 @@
+"""One training run: (ModelConfig, corpus, TrainConfig, seed) -> RunResult.
+
+Everything random comes from the seed through separate streams (weight init,
+batch order, dropout, evaluation windows), so that two variants trained with the
+same seed differ only in their architecture, and the same run twice on a CPU
+gives bitwise identical losses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+
+from .data import BatchStream, Corpus, check_length, eval_windows, windows
+from .errors import UserError
+from .model import GPT, ModelConfig, param_counts
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+STREAMS = ("init", "batches", "dropout", "eval_val", "eval_train")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 500  # optimizer steps per run
+    batch_size: int = 16
+    lr: float = 1e-3  # peak learning rate
+    min_lr_ratio: float = 0.1  # cosine decay ends at this fraction of the peak
+    warmup_steps: int = 50  # linear warmup from 0 to the peak
+    weight_decay: float = 0.1  # on matrices only: not on biases, norms or gains
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # clip the global gradient norm; 0 turns clipping off
+    eval_every: int = 100  # evaluate every this many steps, and at the end
+    eval_batches: int = 8  # fixed batches per evaluation of each split
+    device: str = "auto"  # auto | cpu | cuda | mps
+    compile: bool = False  # torch.compile the model (faster on GPUs after a warm-up)
+    threads: int = 0  # torch threads per run; 0 means the cores, divided among parallel runs
+
+    def validate(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "eval_batches"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if not self.lr > 0 or not math.isfinite(self.lr):
+            raise UserError(f"lr must be a positive number, got {self.lr}.")
+        if self.warmup_steps < 0 or self.threads < 0:
+            raise UserError("warmup_steps and threads must not be negative.")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise UserError(f"min_lr_ratio must be between 0 and 1, got {self.min_lr_ratio}.")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise UserError("weight_decay and grad_clip must not be negative.")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise UserError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
+        if self.device not in DEVICES:
+            raise UserError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
+
+
+@dataclass
+class RunResult:
+    seed: int
+    params: int
+    train_loss: float  # nats per token, on the fixed training windows, at the end
+    val_loss: float  # nats per token, on the fixed validation windows, at the end
+    val_bpc: float  # bits per character: comparable across tokenizers
+    val_ppl: float
+    best_val_loss: float
+    best_step: int
+    steps_done: int
+    tokens_seen: int
+    epochs: float  # tokens seen / tokens in the training split
+    tokens_per_s: float
+    secs: float
+    threads: int
+    device: str
+    diverged: bool = False
+    error: str = ""  # a fault that ended the run (out of memory, say)
+    curve: list[dict] = field(default_factory=list)  # {step, train_loss, val_loss} per evaluation
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """An independent seed for one random stream of a run."""
+    return int(np.random.SeedSequence([seed, STREAMS.index(stream)]).generate_state(1)[0])
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu or auto.")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError("--device mps was asked for, but torch sees no Apple GPU; use --device cpu or auto.")
+    return name
+
+
+def default_threads(jobs: int = 1) -> int:
+    return max(1, (os.cpu_count() or 1) // max(1, jobs))
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to the peak, then cosine decay to min_lr_ratio of it at the last step."""
+    warmup = min(cfg.warmup_steps, cfg.steps)
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, cfg.steps - warmup)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def make_optimizer(model: GPT, cfg: TrainConfig, device: str) -> torch.optim.Optimizer:
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": matrices, "weight_decay": cfg.weight_decay}, {"params": others, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device == "cuda")
+
+
+def _autocast(device: str):
+    if device == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def evaluate(model: GPT, ids: np.ndarray, batches: list[np.ndarray], context: int, device: str) -> float:
+    """Mean loss in nats per token over fixed windows."""
+    model.eval()
+    losses = []
+    for offsets in batches:
+        x, y = windows(ids, offsets, context)
+        with _autocast(device):
+            _, loss = model(x.to(device), y.to(device))
+        losses.append(loss.item())
+    model.train()
+    return float(np.mean(losses))
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+def train_run(
+    model_cfg: ModelConfig,
+    corpus: Corpus,
+    cfg: TrainConfig,
+    seed: int,
+    progress=None,
+    threads: int | None = None,
+) -> tuple[RunResult, GPT]:
+    """Train one model and evaluate it. progress(step, loss) is called after every step.
+
+    A loss that becomes NaN or infinite ends the run as diverged, and an out-of-memory
+    error ends it with its message; neither raises.
+    """
+    cfg.validate()
+    model_cfg = replace(model_cfg, vocab_size=corpus.tokenizer.vocab_size)
+    check_length(corpus, model_cfg.context)
+    device = resolve_device(cfg.device)
+    threads = threads or cfg.threads or default_threads()
+    torch.set_num_threads(threads)  # pinned per run: CPU results depend on it
+    t0 = time.perf_counter()
+
+    torch.manual_seed(stream_seed(seed, "init"))
+    model = GPT(model_cfg).to(device)
+    torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
+    step_fn = torch.compile(model) if cfg.compile else model
+    opt = make_optimizer(model, cfg, device)
+    context = model_cfg.context
+    batches = BatchStream(corpus.train, context, cfg.batch_size, stream_seed(seed, "batches"))
+    val_windows = eval_windows(corpus.val, context, cfg.batch_size, cfg.eval_batches, stream_seed(seed, "eval_val"))
+    train_windows = eval_windows(
+        corpus.train, context, cfg.batch_size, cfg.eval_batches, stream_seed(seed, "eval_train")
+    )
+
+    curve: list[dict] = []
+    diverged, error, step, steps_done = False, "", 0, 0
+    train_secs = 0.0
+    try:
+        for step in range(1, cfg.steps + 1):
+            ts = time.perf_counter()
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step - 1, cfg)
+            x, y = batches.next()
+            with _autocast(device):
+                _, loss = step_fn(x.to(device), y.to(device))
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                diverged = True
+                break
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            steps_done = step
+            train_secs += time.perf_counter() - ts
+            if progress is not None:
+                progress(step, loss_value)
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                tl = evaluate(model, corpus.train, train_windows, context, device)
+                vl = evaluate(model, corpus.val, val_windows, context, device)
+                curve.append({"step": step, "train_loss": tl, "val_loss": vl})
+                if not (math.isfinite(tl) and math.isfinite(vl)):
+                    diverged = True
+                    break
+    except RuntimeError as e:
+        if not _is_oom(e):
+            raise
+        error = f"out of memory at step {step}: {str(e).splitlines()[0]}"
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+    tokens = steps_done * cfg.batch_size * context
+    nan = float("nan")
+    last = curve[-1] if curve and not (diverged or error) else {"train_loss": nan, "val_loss": nan}
+    finite = [c for c in curve if math.isfinite(c["val_loss"])]
+    best = min(finite, key=lambda c: c["val_loss"]) if finite else {"val_loss": nan, "step": 0}
+    val = last["val_loss"]
+    result = RunResult(
+        seed=seed,
+        params=param_counts(model_cfg)["total"],
+        train_loss=last["train_loss"],
+        val_loss=val,
+        val_bpc=val * corpus.val_tokens_per_char / math.log(2),
+        val_ppl=math.exp(val) if math.isfinite(val) and val < 700 else nan,
+        best_val_loss=best["val_loss"],
+        best_step=best["step"],
+        steps_done=steps_done,
+        tokens_seen=tokens,
+        epochs=tokens / len(corpus.train),
+        tokens_per_s=tokens / train_secs if train_secs > 0 else 0.0,
+        secs=time.perf_counter() - t0,
+        threads=threads,
+        device=device,
+        diverged=diverged,
+        error=error,
+        curve=curve,
+    )
+    return result, model
