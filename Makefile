@@ -25,12 +25,12 @@ smoke: $(VENV)/.installed
 	$(BIN)/modern-gpt params --modern
 
 test: $(VENV)/.installed-dev
-	$(BIN)/ruff check modern_gpt tests bench
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check modern_gpt tests bench
-	$(BIN)/ruff format --check modern_gpt tests bench
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_smoke.py
