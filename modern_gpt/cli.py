@@ -235,29 +235,22 @@ def train(
         return
     save_checkpoint(out, model, settings, corpus.tokenizer, metrics)
     table = Table(title=f"{'+'.join(model.config.components) or 'classic'} on {corpus.name}, seed {seed}")
-    for col in (
-        "params",
-        "train loss",
-        "val loss",
-        "val bits/char",
-        "val ppl",
-        "best val (step)",
-        "epochs",
-        "tokens/s",
-        "secs",
-    ):
-        table.add_column(col, justify="right")
-    table.add_row(
-        f"{result.params:,}",
-        f"{result.train_loss:.4f}",
-        f"{result.val_loss:.4f}",
-        f"{result.val_bpc:.4f}",
-        f"{result.val_ppl:.2f}",
-        f"{result.best_val_loss:.4f} ({result.best_step})",
-        f"{result.epochs:.2f}",
-        f"{result.tokens_per_s:,.0f}",
-        f"{result.secs:.1f}",
-    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("params", f"{result.params:,}"),
+        ("train loss (nats/token)", f"{result.train_loss:.4f}"),
+        ("val loss (nats/token)", f"{result.val_loss:.4f}"),
+        ("val bits/char", f"{result.val_bpc:.4f}"),
+        ("val perplexity", f"{result.val_ppl:.2f}"),
+        ("best val loss (step)", f"{result.best_val_loss:.4f} ({result.best_step})"),
+        ("epochs of the training split", f"{result.epochs:.2f}"),
+        ("tokens/s", f"{result.tokens_per_s:,.0f}"),
+        ("wall seconds", f"{result.secs:.1f}"),
+        ("device, threads", f"{result.device}, {result.threads}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     if result.epochs > 1:
         console.print(

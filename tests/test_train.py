@@ -1,0 +1,120 @@
+"""One training run: reproducible, paired across variants, and honest about divergence."""
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+import modern_gpt.model as model_module
+from modern_gpt.data import DataConfig, load_corpus
+from modern_gpt.model import COMPONENTS, GPT, ModelConfig
+from modern_gpt.train import TrainConfig, lr_at, make_optimizer, stream_seed, train_run
+
+MODEL = ModelConfig(context=16, dim=32, heads=2, layers=2)
+TRAIN = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_every=4, eval_batches=2, threads=1)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return load_corpus(DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache"))))
+
+
+def test_the_same_seed_twice_is_bitwise_identical(corpus):
+    a, _ = train_run(MODEL, corpus, TRAIN, seed=5)
+    b, _ = train_run(MODEL, corpus, TRAIN, seed=5)
+    c, _ = train_run(MODEL, corpus, TRAIN, seed=6)
+    assert a.curve == b.curve and a.val_loss == b.val_loss and a.train_loss == b.train_loss
+    assert a.val_loss != c.val_loss and a.curve != c.curve
+
+
+def test_variants_with_the_same_seed_see_the_same_batches_and_windows(corpus, monkeypatch):
+    seen = []
+    forward = GPT.forward
+
+    def recording_forward(self, idx, targets=None, cache=None):
+        seen.append((self.training, idx.clone()))
+        return forward(self, idx, targets, cache)
+
+    monkeypatch.setattr(model_module.GPT, "forward", recording_forward)
+    runs = {}
+    for components in [(), COMPONENTS, ("rope", "swiglu")]:
+        seen.clear()
+        train_run(MODEL.with_components(components), corpus, TRAIN, seed=2)
+        runs[components] = list(seen)
+    first, *others = runs.values()
+    n_train = sum(1 for training, _ in first if training)
+    n_eval = sum(1 for training, _ in first if not training)
+    assert n_train == TRAIN.steps and n_eval == 3 * 2 * TRAIN.eval_batches  # 3 evaluations of 2 splits
+    for other in others:
+        assert len(other) == len(first)
+        for (mode_a, x_a), (mode_b, x_b) in zip(first, other, strict=True):
+            assert mode_a == mode_b and torch.equal(x_a, x_b)
+    seen.clear()
+    train_run(MODEL, corpus, TRAIN, seed=3)
+    assert not torch.equal(seen[0][1], first[0][1])  # another seed, other batches
+
+
+def test_a_run_records_what_a_researcher_needs(corpus):
+    result, _ = train_run(MODEL, corpus, TRAIN, seed=0)
+    assert result.steps_done == 12 and result.tokens_seen == 12 * 4 * 16
+    assert result.epochs == pytest.approx(result.tokens_seen / len(corpus.train))
+    assert [c["step"] for c in result.curve] == [4, 8, 12]
+    assert result.val_loss == result.curve[-1]["val_loss"]
+    assert result.best_val_loss == min(c["val_loss"] for c in result.curve)
+    assert result.val_bpc == pytest.approx(result.val_loss * len(corpus.val) / corpus.val_chars / math.log(2))
+    assert result.val_ppl == pytest.approx(math.exp(result.val_loss))
+    assert result.threads == 1 and result.device == "cpu" and result.tokens_per_s > 0
+    model = GPT(replace(MODEL, vocab_size=corpus.tokenizer.vocab_size))
+    assert result.params == sum(p.numel() for p in model.parameters())
+    assert not result.diverged and result.error == ""
+
+
+def test_an_absurd_learning_rate_ends_as_diverged_not_as_a_crash(corpus):
+    result, _ = train_run(MODEL, corpus, TrainConfig(**{**vars(TRAIN), "lr": 1e6, "warmup_steps": 0}), seed=0)
+    assert result.diverged
+    assert result.steps_done < TRAIN.steps
+    assert math.isnan(result.val_loss)
+
+
+def test_an_out_of_memory_error_is_recorded(corpus, monkeypatch):
+    def oom(self, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(model_module.GPT, "forward", oom)
+    result, _ = train_run(MODEL, corpus, TRAIN, seed=0)
+    assert result.error.startswith("out of memory at step 1: CUDA out of memory")
+    assert not result.diverged and result.steps_done == 0
+
+
+def test_warmup_then_cosine_to_a_tenth():
+    cfg = TrainConfig(steps=110, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_at(0, cfg) == pytest.approx(0.1)
+    assert lr_at(9, cfg) == pytest.approx(1.0)
+    assert lr_at(10, cfg) == pytest.approx(1.0)
+    assert lr_at(60, cfg) == pytest.approx(0.55)
+    assert lr_at(110, cfg) == pytest.approx(0.1)
+    steps = [lr_at(s, cfg) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_weight_decay_applies_to_matrices_only():
+    model = GPT(MODEL)
+    decay, no_decay = make_optimizer(model, TRAIN, "cpu").param_groups
+    assert decay["weight_decay"] == TRAIN.weight_decay and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_random_streams_are_independent():
+    seeds = {stream_seed(0, s) for s in ("init", "batches", "dropout", "eval_val", "eval_train")}
+    assert len(seeds) == 5
+    assert stream_seed(0, "init") != stream_seed(1, "init")
+
+
+@pytest.mark.parametrize("field,value", [("steps", 0), ("batch_size", -1), ("lr", 0.0), ("lr", -1e-3)])
+def test_nonsense_training_settings_are_refused(corpus, field, value):
+    from modern_gpt.errors import UserError
+
+    with pytest.raises(UserError, match=field):
+        train_run(MODEL, corpus, TrainConfig(**{**vars(TRAIN), field: value}), seed=0)
