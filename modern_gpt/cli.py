@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
+import shlex
 import sys
 import time
 import traceback
@@ -30,6 +32,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 console = Console()
+if not console.is_terminal and "COLUMNS" not in os.environ:
+    console = Console(width=120)  # logs and pipes: wide enough for the ablation table on one line per row
 _state = {"debug": False}
 
 FORMATS_TABLE_JSON = ("table", "json")
@@ -281,6 +285,197 @@ def generate(
         raise UserError(f"--top-k must be at least 1, got {top_k}.")
     model, _, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
     print(generate_text(model, tokenizer, prompt, tokens, temperature, top_k, seed))
+
+
+# ---------------------------------------------------------------------------
+# ablate and report
+# ---------------------------------------------------------------------------
+def _results_folder(out: Path | None, plan: str) -> Path:
+    if out is not None:
+        return out
+    base = Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan}"
+    folder, n = base, 2
+    while folder.exists():
+        folder, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return folder
+
+
+def _print_report(meta: dict, runs, fmt: str, folder: Path) -> list[dict]:
+    from . import report
+
+    summary = report.summarize(meta, runs)
+    notes = report.footnotes(meta, runs, summary, str(folder))
+    if fmt == "table":
+        console.print(report.rich_table(meta, summary))
+        for note in notes:
+            console.print(f"- {note}", highlight=False, markup=False)
+    elif fmt == "markdown":
+        print(report.markdown(meta, summary, notes), end="")
+    elif fmt == "csv":
+        print(report.csv_text(summary), end="")
+    else:
+        print(report.json_text(meta, summary, notes))
+    return summary
+
+
+@app.command()
+@with_settings(components=False, exclude=("model.vocab_size",))
+def ablate(
+    settings,
+    plan: Annotated[
+        str | None,
+        typer.Option(
+            help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). [default: cumulative]",
+            rich_help_panel="Ablation",
+        ),
+    ] = None,
+    components: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Comma list choosing and ordering the components [default: {','.join(COMPONENTS)}].",
+            rich_help_panel="Ablation",
+        ),
+    ] = None,
+    variants: Annotated[
+        str | None,
+        typer.Option(
+            help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.',
+            rich_help_panel="Ablation",
+        ),
+    ] = None,
+    seeds: Annotated[
+        int | None, typer.Option(help="Run every variant with seeds 0..N-1 [default: 3].", rich_help_panel="Ablation")
+    ] = None,
+    seed_list: Annotated[
+        str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel="Ablation")
+    ] = None,
+    match_params: Annotated[
+        bool,
+        typer.Option(
+            "--match-params",
+            help="Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's.",
+            rich_help_panel="Ablation",
+        ),
+    ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            help="Runs at once, in separate processes; torch threads are divided among them.",
+            rich_help_panel="Ablation",
+        ),
+    ] = 1,
+    out: Annotated[
+        Path | None, typer.Option(help="Results folder [default: results/<time>-<plan>].", rich_help_panel="Ablation")
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Finish an interrupted ablation in this results folder; its settings are reused.",
+            rich_help_panel="Ablation",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel="Ablation")
+    ] = "table",
+) -> None:
+    """Train every variant with every seed and print one table: does each component really help?"""
+    from . import ablate as ab
+    from .data import load_corpus
+    from .progress import AblationDisplay
+    from .report import FORMATS
+    from .results import ResultsDir
+    from .train import resolve_device
+
+    _check_format(fmt, FORMATS)
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    if settings.data.path:
+        settings.data.path = str(Path(settings.data.path).expanduser().resolve())  # resume works from anywhere
+    explicit = bool(settings.given or plan or components or variants or seeds is not None or seed_list or match_params)
+    requested = None
+    if resume is None or explicit:
+        variant_rows = ab.make_plan(plan or "cumulative", ab.parse_components(components), variants)
+        if match_params:
+            variant_rows = ab.match_params(variant_rows, settings.model)
+        requested = ab.Spec(settings, plan or "cumulative", variant_rows, ab.seed_list(seeds, seed_list), match_params)
+    device = resolve_device(settings.train.device if requested else "cpu")
+
+    if resume is not None:
+        results = ResultsDir(resume)
+        meta = results.read_meta()
+        spec = ab.Spec.from_dict(meta["spec"])
+        corpus = load_corpus(spec.settings.data)
+        if requested is not None:
+            requested.data_key, requested.data_name = corpus.key, corpus.name
+            diffs = ab.spec_differences(meta["spec"], requested.to_dict())
+            if diffs:
+                raise UserError(
+                    f"{resume} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
+                    f"or with --resume {resume} alone, which reuses them."
+                )
+        if corpus.key != spec.data_key:
+            raise UserError(
+                f"the data of {resume} has changed since the ablation started ({spec.data_name}); start a new ablation."
+            )
+        device = resolve_device(spec.settings.train.device)
+        meta.update(status="running", resumed=[*meta.get("resumed", []), ab.now()])
+    else:
+        spec = requested
+        corpus = load_corpus(spec.settings.data)
+        spec.data_key, spec.data_name = corpus.key, corpus.name
+        results = ResultsDir(_results_folder(out, spec.plan))
+        if results.path.exists() and any(results.path.iterdir()):
+            raise UserError(f"{results.path} already exists and is not empty; choose another --out, or --resume it.")
+        meta = {
+            "command": shlex.join(["modern-gpt", *sys.argv[1:]]),
+            "spec": spec.to_dict(),
+            "variants": ab.variant_info(spec, corpus.tokenizer.vocab_size),
+            "jobs": jobs,
+            **ab.environment(device),
+            "started": ab.now(),
+            "finished": None,
+            "status": "running",
+        }
+        results.create(meta)
+    from .data import check_length
+
+    check_length(corpus, spec.settings.model.context)
+    results.lock()
+    try:
+        results.write_meta(meta)
+        names = [v.name for v in spec.variants]
+        log = Console(stderr=True)
+        with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
+            if not console.is_terminal:
+                log.print(
+                    f"ablation: {len(names)} variants x {len(spec.seeds)} seeds -> {results.path}",
+                    markup=False,
+                    highlight=False,
+                )
+            ab.Ablation(spec, results, jobs).run(display)
+        meta.update(status="finished", finished=ab.now())
+        results.write_meta(meta)
+        summary = _print_report(meta, results.runs(), fmt, results.path)
+        results.write_summary(summary)
+    finally:
+        results.unlock()
+    if fmt == "table":
+        console.print(f"results: {results.path}", highlight=False)
+
+
+@app.command()
+def report(
+    folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate or duel.")],
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
+) -> None:
+    """Re-render an ablation's table from its results folder alone (nothing is trained)."""
+    from .report import FORMATS
+    from .results import ResultsDir
+
+    _check_format(fmt, FORMATS)
+    results = ResultsDir(folder)
+    meta = results.read_meta()
+    _print_report(meta, results.runs(), fmt, folder)
 
 
 if __name__ == "__main__":

@@ -310,11 +310,15 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """One scheme for every variant: normal(0, 0.02) weights, zero biases, unit norm gains."""
         self.apply(_init_weights)
         # GPT-2's scaling: each block adds two residual outputs, so shrink them to keep the residual stream's variance flat.
         for name, p in self.named_parameters():
             if name.endswith("proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.layers))
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * self.config.layers))
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None):
         """Logits (B, T, vocab) for token ids idx (B, T), and the mean cross-entropy when targets are given."""
@@ -392,31 +396,29 @@ def _init_weights(module: nn.Module) -> None:
 # ---------------------------------------------------------------------------
 # The price of each piece.
 # ---------------------------------------------------------------------------
-def _piece_of(name: str) -> str:
-    if name.endswith(".bias"):
-        return "biases"
-    if name.startswith("tok_emb."):
-        return "token_embedding"
-    if name.startswith("pos_emb."):
-        return "position_table"
-    if name.startswith("lm_head."):
-        return "output_head"  # only when the embeddings are untied
-    if "norm" in name.rsplit(".", 2)[-2]:
-        return "norms"
-    if ".attn." in name:
-        return "attention"
-    if ".mlp." in name:
-        return "mlp"
-    raise AssertionError(f"parameter {name} belongs to no piece")
-
-
 def param_counts(cfg: ModelConfig) -> dict[str, int]:
-    """Parameters per piece (see PIECES) and their total, counting tied weights once."""
-    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
-        model = GPT(cfg)
-    counts = dict.fromkeys(PIECES, 0)
-    for name, p in model.named_parameters():  # named_parameters yields a tied tensor once
-        counts[_piece_of(name)] += p.numel()
+    """Parameters per piece (see PIECES) and their total, from the settings alone.
+
+    Arithmetic rather than a built model, so that it costs nothing for any size
+    (a config.json of a 70B model included); tests/test_model.py checks it against
+    counting the parameters of a real GPT for every variant.
+    """
+    d, L, hd = cfg.dim, cfg.layers, cfg.head_dim
+    qkv = (cfg.heads + 2 * cfg.n_kv_heads) * hd  # output width of the fused q, k, v projection
+    mlp_matrices = 3 if cfg.swiglu else 2
+    counts = {
+        "token_embedding": cfg.vocab_size * d,
+        "position_table": 0 if cfg.rope else cfg.context * d,
+        "attention": L * (d * qkv + d * d),
+        "mlp": L * mlp_matrices * d * cfg.hidden,
+        "norms": (2 * L + 1) * d + (L * 2 * hd if cfg.qk_norm else 0),  # gains; RMSNorm has no shift
+        "biases": 0,
+        "output_head": 0 if cfg.tie_embeddings else cfg.vocab_size * d,
+    }
+    if not cfg.no_bias:
+        mlp_biases = (mlp_matrices - 1) * cfg.hidden + d
+        norm_biases = 0 if cfg.rmsnorm else (2 * L + 1) * d  # LayerNorm's shift
+        counts["biases"] = L * (qkv + d + mlp_biases) + norm_biases
     counts["total"] = sum(counts.values())
     return counts
 

@@ -35,3 +35,62 @@ def run_progress(console: Console, steps: int, description: str):
             bar.update(task, completed=step, status=f"loss {loss:.4f}")
 
         yield progress
+
+
+class AblationDisplay:
+    """What an ablation shows while it runs.
+
+    On a terminal: a live bar of runs done (with time left) and one bar per run in
+    progress (variant, seed, step, loss). Elsewhere: one plain line per finished run
+    on stderr, so that CI logs stay readable and stdout stays clean for --format.
+    """
+
+    def __init__(self, console: Console, log: Console, variants: list[str], steps: int, live: bool):
+        self.console, self.log, self.variants, self.steps, self.live = console, log, variants, steps, live
+        self.bar = _bar(console) if live else None
+        self.total = self.done = 0
+        self.tasks: dict[tuple[int, int], int] = {}
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def start(self, total: int, done: int) -> None:
+        self.total, self.done = total, done
+        if self.bar:
+            self.overall = self.bar.add_task("runs", total=total, completed=done, status="")
+        elif done:
+            self.log.print(f"resuming: {done} of {total} runs already finished")
+
+    def step(self, row: int, seed: int, step: int, loss: float) -> None:
+        if not self.bar:
+            return
+        key = (row, seed)
+        if key not in self.tasks:
+            self.tasks[key] = self.bar.add_task(f"  {self.variants[row]} seed {seed}", total=self.steps, status="")
+        self.bar.update(self.tasks[key], completed=step, status=f"loss {loss:.4f}")
+
+    def finished(self, record: dict) -> None:
+        self.done += 1
+        key = (record["row"], record["seed"])
+        if self.bar:
+            if key in self.tasks:
+                self.bar.remove_task(self.tasks.pop(key))
+            self.bar.update(self.overall, completed=self.done)
+            return
+        if record["error"]:
+            outcome = record["error"]
+        elif record["diverged"]:
+            outcome = f"diverged after {record['steps_done']} steps"
+        else:
+            outcome = f"val {record['val_loss']:.4f}  train {record['train_loss']:.4f}"
+        self.log.print(
+            f"[{self.done}/{self.total}] {record['variant']} seed {record['seed']}: {outcome}  ({record['secs']:.1f} s)",
+            highlight=False,
+            markup=False,
+        )

@@ -163,6 +163,7 @@ class Settings:
     train: TrainConfig
     data: DataConfig
     config_file: str = ""
+    given: tuple[str, ...] = ()  # the keys a config file or a flag set (not saved)
 
     def to_dict(self) -> dict:
         return {"model": self.model.to_dict(), "train": vars(self.train).copy(), "data": vars(self.data).copy()}
@@ -188,7 +189,7 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
     data = DataConfig(**parts["data"])
     train.validate()
     data.validate()
-    return Settings(model, train, data, config_file)
+    return Settings(model, train, data, config_file, tuple(values))
 
 
 def from_dict(d: dict) -> Settings:

@@ -118,11 +118,52 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def make_optimizer(model: GPT, cfg: TrainConfig, device: str) -> torch.optim.Optimizer:
+class AdamW:
+    """Adam with decoupled weight decay, computed as torch.optim.AdamW computes it.
+
+    Written out because the first use of torch.optim imports torch's compiler stack,
+    about 2 s per process: most of a CPU smoke run. tests/test_train.py checks it
+    against torch.optim.AdamW.
+    """
+
+    def __init__(self, groups: list[dict], lr: float, betas: tuple[float, float], eps: float = 1e-8):
+        self.param_groups = [{"lr": lr, **g, "params": list(g["params"])} for g in groups]
+        self.betas, self.eps, self.t = betas, eps, 0
+        self.exp_avg = [[torch.zeros_like(p) for p in g["params"]] for g in self.param_groups]
+        self.exp_avg_sq = [[torch.zeros_like(p) for p in g["params"]] for g in self.param_groups]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        bias1, bias2 = 1 - b1**self.t, 1 - b2**self.t
+        for group, m, v in zip(self.param_groups, self.exp_avg, self.exp_avg_sq, strict=True):
+            have = [i for i, p in enumerate(group["params"]) if p.grad is not None]
+            if not have:
+                continue
+            params = [group["params"][i] for i in have]
+            grads = [p.grad for p in params]
+            m_, v_ = [m[i] for i in have], [v[i] for i in have]
+            torch._foreach_mul_(params, 1 - group["lr"] * group["weight_decay"])  # decoupled weight decay
+            torch._foreach_lerp_(m_, grads, 1 - b1)  # first moment
+            torch._foreach_mul_(v_, b2)
+            torch._foreach_addcmul_(v_, grads, grads, 1 - b2)  # second moment
+            denom = torch._foreach_sqrt(v_)
+            torch._foreach_div_(denom, math.sqrt(bias2))
+            torch._foreach_add_(denom, self.eps)
+            torch._foreach_addcdiv_(params, m_, denom, -group["lr"] / bias1)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
+
+def make_optimizer(model: GPT, cfg: TrainConfig) -> AdamW:
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     others = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": matrices, "weight_decay": cfg.weight_decay}, {"params": others, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device == "cuda")
+    return AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
 def _autocast(device: str):
@@ -174,7 +215,7 @@ def train_run(
     model = GPT(model_cfg).to(device)
     torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
     step_fn = torch.compile(model) if cfg.compile else model
-    opt = make_optimizer(model, cfg, device)
+    opt = make_optimizer(model, cfg)
     context = model_cfg.context
     batches = BatchStream(corpus.train, context, cfg.batch_size, stream_seed(seed, "batches"))
     val_windows = eval_windows(corpus.val, context, cfg.batch_size, cfg.eval_batches, stream_seed(seed, "eval_val"))

@@ -34,6 +34,32 @@ def test_there_are_64_variants():
     assert len(ALL_VARIANTS) == 64 and len(set(ALL_VARIANTS)) == 64
 
 
+def _piece_of(name: str) -> str:
+    """Which piece a parameter of a built GPT belongs to, by its name."""
+    if name.endswith(".bias"):
+        return "biases"
+    for prefix, piece in (("tok_emb.", "token_embedding"), ("pos_emb.", "position_table"), ("lm_head.", "output_head")):
+        if name.startswith(prefix):
+            return piece
+    if "norm" in name.rsplit(".", 2)[-2]:
+        return "norms"
+    return "attention" if ".attn." in name else "mlp"
+
+
+def counted(model) -> dict:
+    counts = dict.fromkeys(PIECES, 0)
+    for name, p in model.named_parameters():  # a tied tensor is yielded once
+        counts[_piece_of(name)] += p.numel()
+    return {**counts, "total": sum(counts.values())}
+
+
+@pytest.mark.parametrize("components", ALL_VARIANTS, ids=lambda c: "+".join(c) or "classic")
+def test_param_counts_equal_the_parameters_of_a_built_model(components):
+    for kw in (dict(), dict(heads=8, kv_heads=2, tie_embeddings=False, multiple_of=16), dict(mlp_hidden=37, layers=1)):
+        cfg = tiny(components, **kw)
+        assert param_counts(cfg) == counted(GPT(cfg)), kw
+
+
 def test_gpt2_and_llama_style_parameter_counts_are_exact():
     base = ModelConfig(vocab_size=1024, context=128, dim=128, heads=4, layers=4, multiple_of=1)
     assert param_counts(base)["total"] == 940_800
