@@ -100,10 +100,33 @@ def test_warmup_then_cosine_to_a_tenth():
 
 def test_weight_decay_applies_to_matrices_only():
     model = GPT(MODEL)
-    decay, no_decay = make_optimizer(model, TRAIN, "cpu").param_groups
+    decay, no_decay = make_optimizer(model, TRAIN).param_groups
     assert decay["weight_decay"] == TRAIN.weight_decay and no_decay["weight_decay"] == 0.0
     assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_adamw_equals_torch_adamw():
+    torch.manual_seed(0)
+    ours, reference = GPT(MODEL), GPT(MODEL)
+    reference.load_state_dict(ours.state_dict())
+    opt_ours = make_optimizer(ours, TRAIN)
+    groups = [
+        {"params": g["params"], "weight_decay": g["weight_decay"]}
+        for g in make_optimizer(reference, TRAIN).param_groups
+    ]
+    opt_ref = torch.optim.AdamW(groups, lr=TRAIN.lr, betas=(TRAIN.beta1, TRAIN.beta2), foreach=False)
+    for step in range(15):
+        x = torch.randint(0, MODEL.vocab_size, (4, 16))
+        for model, opt in ((ours, opt_ours), (reference, opt_ref)):
+            for group in opt.param_groups:
+                group["lr"] = TRAIN.lr * (1 + step) / 15  # a changing learning rate, as in a schedule
+            _, loss = model(x, x)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-7, rtol=0)
 
 
 def test_random_streams_are_independent():
