@@ -22,7 +22,7 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	touch $@
 
 smoke: $(VENV)/.installed
-	$(BIN)/modern-gpt params --modern
+	$(BIN)/modern-gpt ablate --seeds 3 --smoke
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

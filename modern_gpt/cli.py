@@ -57,6 +57,7 @@ def _root(
 
 def main() -> None:
     """The console script: user errors become one sentence on stderr and exit code 2."""
+    _state["argv"] = sys.argv[1:]
     try:
         app()
     except UserError as e:
@@ -300,6 +301,13 @@ def _results_folder(out: Path | None, plan: str) -> Path:
     return folder
 
 
+def _command_line() -> str:
+    """The command as typed (main() records it; an in-process call has none)."""
+    if "argv" not in _state:
+        return "(called in-process, not from the command line)"
+    return shlex.join(["modern-gpt", *_state["argv"]])
+
+
 def _print_report(meta: dict, runs, fmt: str, folder: Path) -> list[dict]:
     from . import report
 
@@ -427,7 +435,7 @@ def ablate(
         if results.path.exists() and any(results.path.iterdir()):
             raise UserError(f"{results.path} already exists and is not empty; choose another --out, or --resume it.")
         meta = {
-            "command": shlex.join(["modern-gpt", *sys.argv[1:]]),
+            "command": _command_line(),
             "spec": spec.to_dict(),
             "variants": ab.variant_info(spec, corpus.tokenizer.vocab_size),
             "jobs": jobs,

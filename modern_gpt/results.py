@@ -41,12 +41,19 @@ def _write_csv(path: Path, frame: pd.DataFrame) -> None:
         frame.to_csv(tmp, index=False)
 
 
+TEXT_COLUMNS = ("variant", "components", "error", "verdict", "device")
+# pandas 3 reads floats back exactly by default; older versions need to be asked
+_EXACT = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+
+
 def read_csv(path: Path) -> pd.DataFrame:
-    # round_trip: a float read back is the float that was written, so a re-rendered summary is exact
-    frame = pd.read_csv(path, float_precision="round_trip", keep_default_na=False, na_values=[""])
-    for col in ("components", "error", "verdict"):
-        if col in frame:
-            frame[col] = frame[col].fillna("").astype(str)
+    """A results CSV with every float exactly as written and text columns as text ("" when empty)."""
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().strip().split(",")
+    text = {c: str for c in TEXT_COLUMNS if c in header}
+    frame = pd.read_csv(path, dtype=text, **_EXACT)
+    for col in text:
+        frame[col] = frame[col].fillna("")
     return frame
 
 

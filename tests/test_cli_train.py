@@ -28,7 +28,7 @@ TINY = [
 def invoke(*args):
     result = runner.invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, (result.output, result.exception)
-    return result.output
+    return result.stdout
 
 
 @pytest.fixture(scope="module")

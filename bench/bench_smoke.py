@@ -1,0 +1,43 @@
+"""Wall time of `modern-gpt ablate --seeds 3 --smoke` (7 variants x 3 seeds), start-up included.
+
+    python bench/bench_smoke.py [--repeat 3] [--jobs 1]
+
+Prints each repeat's wall seconds, the median, and the machine, for the README.
+Speed is measured here, never asserted in a test.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=1)
+    args = parser.parse_args()
+    times = []
+    for i in range(args.repeat):
+        with tempfile.TemporaryDirectory() as out:
+            cmd = [sys.executable, "-m", "modern_gpt", "ablate", "--seeds", "3", "--smoke", "--jobs", str(args.jobs),
+                   "--out", os.path.join(out, "r"), "--format", "csv"]  # fmt: skip
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            times.append(time.perf_counter() - t)
+        print(f"run {i + 1}: {times[-1]:.1f} s", flush=True)
+    import torch
+
+    print(
+        f"median {statistics.median(times):.1f} s wall for 21 runs (--jobs {args.jobs}); "
+        f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+        f"python {platform.python_version()}"
+    )
+
+
+if __name__ == "__main__":
+    main()
