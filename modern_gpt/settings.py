@@ -98,8 +98,9 @@ def cli_settings(sections: tuple[str, ...], exclude: tuple[str, ...] = ()) -> li
 # ---------------------------------------------------------------------------
 # TOML files
 # ---------------------------------------------------------------------------
-def shipped_config(name: str) -> Path:
-    return Path(str(resources.files("modern_gpt").joinpath("configs", f"{name}.toml")))
+def shipped_configs() -> Path:
+    """The configs shipped inside the package (configs/ at the repository root links here)."""
+    return Path(str(resources.files("modern_gpt").joinpath("configs")))
 
 
 def find_config(name: str) -> Path:
@@ -107,10 +108,10 @@ def find_config(name: str) -> Path:
     p = Path(name).expanduser()
     if p.is_file():
         return p
-    shipped = shipped_config(name.removesuffix(".toml"))
+    shipped = shipped_configs() / f"{name.removesuffix('.toml')}.toml"
     if "/" not in name and shipped.is_file():
         return shipped
-    names = sorted(f.name.removesuffix(".toml") for f in shipped.parent.glob("*.toml"))
+    names = sorted(f.stem for f in shipped_configs().glob("*.toml"))
     raise UserError(f"config file {name} does not exist; give a path to a .toml file or one of: {', '.join(names)}.")
 
 
@@ -176,7 +177,7 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
     if smoke and config:
         raise UserError("--smoke and --config both choose a config file; give one of them.")
     if smoke or config:
-        path = shipped_config("smoke") if smoke else find_config(config)
+        path = shipped_configs() / "smoke.toml" if smoke else find_config(config)
         values.update(read_toml(path))
         config_file = str(path)
     values.update({k: v for k, v in overrides.items() if v is not None})
