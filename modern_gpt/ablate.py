@@ -8,11 +8,11 @@ interrupted ablation has complete pairs and resumes where it stopped.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import datetime as dt
 import multiprocessing as mp
 import platform
 import queue
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -22,14 +22,14 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .data import DataConfig, load_corpus
+from .data import DataConfig, check_length, load_corpus
 from .errors import UserError
 from .model import COMPONENTS, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
 from .results import ResultsDir
 from .settings import Settings, from_dict
-from .train import TrainConfig, default_threads, train_run
+from .train import TrainConfig, default_threads, resolve_device, train_run
 
-PLANS = ("cumulative", "single", "leave-one-out", "custom")
+PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel")
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
 
@@ -100,6 +100,8 @@ def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str
         return rows
     if plan == "single":
         return [Variant("classic", (), None)] + [Variant(c, (c,), 0) for c in components]
+    if plan == "duel":  # the two complete architectures: GPT-2 against a Llama-style model
+        return [Variant("classic", (), None), Variant("modern", COMPONENTS, 0)]
     if plan == "leave-one-out":
         rows = [Variant("modern", COMPONENTS, None)]
         return rows + [Variant(f"-{c}", tuple(x for x in COMPONENTS if x != c), 0) for c in components]
@@ -286,15 +288,101 @@ def execute(job: Job, on_step=None) -> dict:
     return record
 
 
-def _execute_in_worker(job: Job, events) -> dict:
+_events = None  # in a worker process: the queue its progress goes to
+
+
+def _worker_init(events) -> None:
+    global _events
+    _events = events
+    # Ctrl-C reaches every process of the terminal; the parent alone decides, and ends the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _execute_in_worker(job: Job) -> dict:
     last = [0.0]
 
     def on_step(row: int, seed: int, step: int, loss: float) -> None:
         if time.monotonic() - last[0] > 0.2:  # a few updates a second are enough for a display
             last[0] = time.monotonic()
-            events.put((row, seed, step, loss))
+            _events.put((row, seed, step, loss))
 
     return execute(job, on_step)
+
+
+def plan_spec(
+    settings: Settings,
+    plan: str,
+    components: str | None = None,
+    variants: str | None = None,
+    seeds: int | None = None,
+    seed_list_text: str | None = None,
+    match: bool = False,
+) -> Spec:
+    """The specification of a new ablation from the command line's choices."""
+    rows = make_plan(plan, parse_components(components), variants)
+    if match:
+        rows = match_params(rows, settings.model)
+    return Spec(settings, plan, rows, seed_list(seeds, seed_list_text), match)
+
+
+def default_folder(plan: str) -> Path:
+    base = Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan}"
+    folder, n = base, 2
+    while folder.exists():
+        folder, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return folder
+
+
+def start(spec: Spec, out: Path | None, jobs: int, command: str) -> Ablation:
+    """A new ablation: the corpus checked, the results folder created with its meta.json."""
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    device = resolve_device(spec.settings.train.device)
+    corpus = load_corpus(spec.settings.data)
+    check_length(corpus, spec.settings.model.context)
+    spec.data_key, spec.data_name = corpus.key, corpus.name
+    results = ResultsDir(out or default_folder(spec.plan))
+    if results.path.exists() and (not results.path.is_dir() or any(results.path.iterdir())):
+        raise UserError(
+            f"{results.path} already exists and is not an empty folder; choose another --out, or --resume it."
+        )
+    meta = {
+        "command": command,
+        "spec": spec.to_dict(),
+        "variants": variant_info(spec, corpus.tokenizer.vocab_size),
+        "jobs": jobs,
+        **environment(device),
+        "started": now(),
+        "finished": None,
+        "status": "running",
+    }
+    results.create(meta)
+    return Ablation(spec, results, meta, jobs)
+
+
+def resume(folder: Path, requested: Spec | None, jobs: int) -> Ablation:
+    """An interrupted ablation, with its own settings; `requested` (when flags were given) must match them."""
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    results = ResultsDir(folder)
+    meta = results.read_meta()
+    spec = Spec.from_dict(meta["spec"])
+    corpus = load_corpus(spec.settings.data)
+    if requested is not None:
+        requested.data_key, requested.data_name = corpus.key, corpus.name
+        diffs = spec_differences(meta["spec"], requested.to_dict())
+        if diffs:
+            raise UserError(
+                f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
+                f"or with --resume {folder} alone, which reuses them."
+            )
+    if corpus.key != spec.data_key:
+        raise UserError(
+            f"the data of {folder} ({spec.data_name}) has changed since the ablation started; start a new one."
+        )
+    resolve_device(spec.settings.train.device)
+    meta["resumed"] = [*meta.get("resumed", []), now()]
+    return Ablation(spec, results, meta, jobs)
 
 
 @dataclass
@@ -303,7 +391,12 @@ class Ablation:
 
     spec: Spec
     results: ResultsDir
+    meta: dict
     jobs: int = 1
+
+    @property
+    def total(self) -> int:
+        return len(self.spec.variants) * len(self.spec.seeds)
 
     def pending(self) -> list[Job]:
         done = self.results.finished()
@@ -317,36 +410,47 @@ class Ablation:
         ]
 
     def run(self, display) -> None:
-        """Run every pending job and write each finished run at once.
+        """Run every pending job and write each finished run at once; Ctrl-C keeps them and marks the folder.
         display: start(total, done), step(row, seed, step, loss), finished(record)."""
-        jobs = self.pending()
-        total = len(self.spec.variants) * len(self.spec.seeds)
-        display.start(total, total - len(jobs))
-        if self.jobs <= 1:
-            for job in jobs:
-                record = execute(job, display.step)
-                self.results.write_run(record)
-                display.finished(record)
-        else:
-            self._run_parallel(jobs, display)
+        self.results.lock()
+        try:
+            self.meta.update(status="running")
+            self.results.write_meta(self.meta)
+            self.results.write_tables(
+                self.results.finished()
+            )  # on resume: CSVs rebuilt from runs/, whatever befell them
+            jobs = self.pending()
+            display.start(self.total, self.total - len(jobs))
+            if self.jobs <= 1:
+                for job in jobs:
+                    record = execute(job, display.step)
+                    self.results.write_run(record)
+                    display.finished(record)
+            else:
+                self._run_parallel(jobs, display)
+            self.meta.update(status="finished", finished=now())
+        except KeyboardInterrupt:
+            self.meta.update(status="interrupted", interrupted=now())
+            raise
+        finally:
+            self.results.write_meta(self.meta)
+            self.results.unlock()
 
     def _run_parallel(self, jobs: list[Job], display) -> None:
         ctx = mp.get_context("spawn")  # fork after torch has started its threads can deadlock
-        with ctx.Manager() as manager:
-            events = manager.Queue()
-            pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
-            try:
-                waiting = {pool.submit(_execute_in_worker, job, events) for job in jobs}
-                while waiting:
-                    done, waiting = cf.wait(waiting, timeout=0.1, return_when=cf.FIRST_COMPLETED)
-                    while True:
-                        try:
-                            display.step(*events.get_nowait())
-                        except queue.Empty:
-                            break
-                    for fut in done:
-                        record = fut.result()
-                        self.results.write_run(record)
-                        display.finished(record)
-            finally:
-                pool.shutdown(wait=False, cancel_futures=True)
+        events = ctx.Queue()
+        # Leaving the with block (at the end, or on Ctrl-C) terminates the workers at once.
+        with ctx.Pool(self.jobs, initializer=_worker_init, initargs=(events,)) as pool:
+            waiting = [pool.apply_async(_execute_in_worker, (job,)) for job in jobs]
+            while waiting:
+                time.sleep(0.05)
+                while True:
+                    try:
+                        display.step(*events.get_nowait())
+                    except queue.Empty:
+                        break
+                for handle in [h for h in waiting if h.ready()]:
+                    waiting.remove(handle)
+                    record = handle.get()  # a worker's exception is raised here
+                    self.results.write_run(record)
+                    display.finished(record)

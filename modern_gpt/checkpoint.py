@@ -18,14 +18,16 @@ from .settings import Settings, from_dict
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "metrics.json")
 
 
-def save_checkpoint(folder: Path, model: GPT, settings: Settings, tokenizer, metrics: dict) -> None:
+def save_checkpoint(folder: Path, model: GPT | None, settings: Settings, tokenizer, metrics: dict) -> None:
+    """Every file of a checkpoint; with no model (a diverged run) only config.json and metrics.json."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with atomic_path(folder / "model.safetensors") as tmp:
-            save_model(model, str(tmp))  # tied weights are stored once
+        if model is not None:
+            with atomic_path(folder / "model.safetensors") as tmp:
+                save_model(model, str(tmp))  # tied weights are stored once
+            write_json(folder / "tokenizer.json", tokenizer.to_json())
         write_json(folder / "config.json", {"format": 1, **settings.to_dict()})
-        write_json(folder / "tokenizer.json", tokenizer.to_json())
         write_json(folder / "metrics.json", metrics)
     except OSError as e:
         raise UserError(f"cannot write the checkpoint to {folder}: {e.strerror or e}; choose another --out.") from None

@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -21,6 +22,7 @@ from rich.table import Table
 from . import __version__
 from .errors import UserError
 from .model import COMPONENT_SUMMARY, COMPONENTS, PIECES, kv_cache_bytes_per_token, param_counts
+from .results import ResultsDir
 from .settings import HELP, PANELS, SECTIONS, cli_settings, resolve
 
 app = typer.Typer(
@@ -55,9 +57,14 @@ def _root(
     _state["debug"] = debug
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops a run the way Ctrl-C does: finished work is kept
+
+
 def main() -> None:
-    """The console script: user errors become one sentence on stderr and exit code 2."""
+    """The console script: a user error is one sentence on stderr and exit code 2; Ctrl-C and SIGTERM exit with 130."""
     _state["argv"] = sys.argv[1:]
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except UserError as e:
@@ -65,6 +72,11 @@ def main() -> None:
             traceback.print_exc()
         print(f"modern-gpt: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        if _state["debug"]:
+            traceback.print_exc()
+        print("modern-gpt: interrupted", file=sys.stderr)
+        sys.exit(130)
 
 
 # ---------------------------------------------------------------------------
@@ -229,13 +241,11 @@ def train(
     settings.model = model.config  # with the tokenizer's vocab_size
     metrics = result.to_dict()
     if result.diverged or result.error:
-        from .files import write_json
-
-        Path(out).mkdir(parents=True, exist_ok=True)
-        write_json(Path(out) / "metrics.json", metrics)
-        why = "diverged (the loss became NaN or infinite)" if result.diverged else result.error
+        save_checkpoint(out, None, settings, corpus.tokenizer, metrics)
+        why = "diverged (the loss became NaN or infinite)" if result.diverged else f"failed: {result.error}"
         console.print(
-            f"[red]The run {why} after {result.steps_done} steps[/]; no weights saved, metrics in {out}/metrics.json."
+            f"The run {why} after {result.steps_done} steps; no weights saved, metrics in {out}/metrics.json.",
+            markup=False,
         )
         return
     save_checkpoint(out, model, settings, corpus.tokenizer, metrics)
@@ -289,18 +299,8 @@ def generate(
 
 
 # ---------------------------------------------------------------------------
-# ablate and report
+# ablate, duel and report
 # ---------------------------------------------------------------------------
-def _results_folder(out: Path | None, plan: str) -> Path:
-    if out is not None:
-        return out
-    base = Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan}"
-    folder, n = base, 2
-    while folder.exists():
-        folder, n = base.with_name(f"{base.name}-{n}"), n + 1
-    return folder
-
-
 def _command_line() -> str:
     """The command as typed (main() records it; an in-process call has none)."""
     if "argv" not in _state:
@@ -308,182 +308,229 @@ def _command_line() -> str:
     return shlex.join(["modern-gpt", *_state["argv"]])
 
 
-def _print_report(meta: dict, runs, fmt: str, folder: Path) -> list[dict]:
+def _print_report(folder: Path, fmt: str) -> None:
     from . import report
 
-    summary = report.summarize(meta, runs)
-    notes = report.footnotes(meta, runs, summary, str(folder))
+    meta, summary, notes = report.load(folder)
+    duel_info = report.duel(meta, ResultsDir(folder).runs()) if meta["spec"]["plan"] == "duel" else None
     if fmt == "table":
         console.print(report.rich_table(meta, summary))
+        if duel_info:
+            console.print(report.duel_table(meta, duel_info))
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
-        print(report.markdown(meta, summary, notes), end="")
+        print(report.markdown(meta, summary, notes, duel_info), end="")
     elif fmt == "csv":
         print(report.csv_text(summary), end="")
     else:
-        print(report.json_text(meta, summary, notes))
-    return summary
+        print(report.json_text(meta, summary, notes, duel_info))
+
+
+def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: Path | None, out: Path | None,
+                  jobs: int, fmt: str, **choices) -> None:  # fmt: skip
+    """What ablate and duel share: start or resume, run with a progress display, write and print the report."""
+    from . import ablate as ab
+    from . import report
+    from .progress import AblationDisplay
+
+    _check_format(fmt, report.FORMATS)
+    explicit = bool(settings.given or plan_given or any(v not in (None, False) for v in choices.values()))
+    requested = ab.plan_spec(settings, plan_given or default_plan, **choices) if resume is None or explicit else None
+    ablation = ab.resume(resume, requested, jobs) if resume else ab.start(requested, out, jobs, _command_line())
+    folder = ablation.results.path
+    log = Console(stderr=True)
+    names = [v.name for v in ablation.spec.variants]
+    try:
+        with AblationDisplay(
+            console, log, names, ablation.spec.settings.train.steps, live=console.is_terminal
+        ) as display:
+            if not console.is_terminal:
+                log.print(
+                    f"{ablation.spec.plan}: {len(names)} variants x {len(ablation.spec.seeds)} seeds -> {folder}",
+                    markup=False,
+                    highlight=False,
+                )
+            ablation.run(display)
+    except KeyboardInterrupt:
+        report.write(folder, draw=False)  # the summary of what finished
+        print(
+            f"modern-gpt: interrupted; {len(ablation.results.finished())} of {ablation.total} runs finished and kept in {folder}.\n"
+            f"Resume with: modern-gpt {'duel' if ablation.spec.plan == 'duel' else 'ablate'} --resume {shlex.quote(str(folder))}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(130) from None
+    report.write(folder)
+    _print_report(folder, fmt)
+    if fmt == "table":
+        console.print(f"results: {folder} (curves.png: validation loss against step)", highlight=False)
+
+
+SEEDS_HELP = "Run every variant with seeds 0..N-1 [default: 3]."
+JOBS_HELP = "Runs at once, in separate processes; torch threads are divided among them."
+RESUME_HELP = "Finish an interrupted run of this command in this results folder; its settings are reused."
+PANEL = "Ablation"
 
 
 @app.command()
 @with_settings(components=False, exclude=("model.vocab_size",))
 def ablate(
     settings,
-    plan: Annotated[
-        str | None,
-        typer.Option(
-            help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). [default: cumulative]",
-            rich_help_panel="Ablation",
-        ),
-    ] = None,
-    components: Annotated[
-        str | None,
-        typer.Option(
-            help=f"Comma list choosing and ordering the components [default: {','.join(COMPONENTS)}].",
-            rich_help_panel="Ablation",
-        ),
-    ] = None,
-    variants: Annotated[
-        str | None,
-        typer.Option(
-            help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.',
-            rich_help_panel="Ablation",
-        ),
-    ] = None,
-    seeds: Annotated[
-        int | None, typer.Option(help="Run every variant with seeds 0..N-1 [default: 3].", rich_help_panel="Ablation")
-    ] = None,
-    seed_list: Annotated[
-        str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel="Ablation")
-    ] = None,
-    match_params: Annotated[
-        bool,
-        typer.Option(
-            "--match-params",
-            help="Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's.",
-            rich_help_panel="Ablation",
-        ),
-    ] = False,
-    jobs: Annotated[
-        int,
-        typer.Option(
-            help="Runs at once, in separate processes; torch threads are divided among them.",
-            rich_help_panel="Ablation",
-        ),
-    ] = 1,
-    out: Annotated[
-        Path | None, typer.Option(help="Results folder [default: results/<time>-<plan>].", rich_help_panel="Ablation")
-    ] = None,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            help="Finish an interrupted ablation in this results folder; its settings are reused.",
-            rich_help_panel="Ablation",
-        ),
-    ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel="Ablation")
-    ] = "table",
-) -> None:
+    plan: Annotated[str | None, typer.Option(help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). [default: cumulative]", rich_help_panel=PANEL)] = None,
+    components: Annotated[str | None, typer.Option(help=f"Comma list choosing and ordering the components [default: {','.join(COMPONENTS)}].", rich_help_panel=PANEL)] = None,
+    variants: Annotated[str | None, typer.Option(help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.', rich_help_panel=PANEL)] = None,
+    seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
+    seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
+    match_params: Annotated[bool, typer.Option("--match-params", help="Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's.", rich_help_panel=PANEL)] = False,
+    jobs: Annotated[int, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = 1,
+    out: Annotated[Path | None, typer.Option(help="Results folder [default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
+    resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
+) -> None:  # fmt: skip
     """Train every variant with every seed and print one table: does each component really help?"""
-    from . import ablate as ab
-    from .data import load_corpus
-    from .progress import AblationDisplay
-    from .report import FORMATS
-    from .results import ResultsDir
-    from .train import resolve_device
+    _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt, components=components, variants=variants,
+                  seeds=seeds, seed_list_text=seed_list, match=match_params)  # fmt: skip
 
-    _check_format(fmt, FORMATS)
-    if jobs < 1:
-        raise UserError(f"--jobs must be at least 1, got {jobs}.")
-    if settings.data.path:
-        settings.data.path = str(Path(settings.data.path).expanduser().resolve())  # resume works from anywhere
-    explicit = bool(settings.given or plan or components or variants or seeds is not None or seed_list or match_params)
-    requested = None
-    if resume is None or explicit:
-        variant_rows = ab.make_plan(plan or "cumulative", ab.parse_components(components), variants)
-        if match_params:
-            variant_rows = ab.match_params(variant_rows, settings.model)
-        requested = ab.Spec(settings, plan or "cumulative", variant_rows, ab.seed_list(seeds, seed_list), match_params)
-    device = resolve_device(settings.train.device if requested else "cpu")
 
-    if resume is not None:
-        results = ResultsDir(resume)
-        meta = results.read_meta()
-        spec = ab.Spec.from_dict(meta["spec"])
-        corpus = load_corpus(spec.settings.data)
-        if requested is not None:
-            requested.data_key, requested.data_name = corpus.key, corpus.name
-            diffs = ab.spec_differences(meta["spec"], requested.to_dict())
-            if diffs:
-                raise UserError(
-                    f"{resume} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
-                    f"or with --resume {resume} alone, which reuses them."
-                )
-        if corpus.key != spec.data_key:
-            raise UserError(
-                f"the data of {resume} has changed since the ablation started ({spec.data_name}); start a new ablation."
-            )
-        device = resolve_device(spec.settings.train.device)
-        meta.update(status="running", resumed=[*meta.get("resumed", []), ab.now()])
-    else:
-        spec = requested
-        corpus = load_corpus(spec.settings.data)
-        spec.data_key, spec.data_name = corpus.key, corpus.name
-        results = ResultsDir(_results_folder(out, spec.plan))
-        if results.path.exists() and any(results.path.iterdir()):
-            raise UserError(f"{results.path} already exists and is not empty; choose another --out, or --resume it.")
-        meta = {
-            "command": _command_line(),
-            "spec": spec.to_dict(),
-            "variants": ab.variant_info(spec, corpus.tokenizer.vocab_size),
-            "jobs": jobs,
-            **ab.environment(device),
-            "started": ab.now(),
-            "finished": None,
-            "status": "running",
-        }
-        results.create(meta)
-    from .data import check_length
-
-    check_length(corpus, spec.settings.model.context)
-    results.lock()
-    try:
-        results.write_meta(meta)
-        names = [v.name for v in spec.variants]
-        log = Console(stderr=True)
-        with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
-            if not console.is_terminal:
-                log.print(
-                    f"ablation: {len(names)} variants x {len(spec.seeds)} seeds -> {results.path}",
-                    markup=False,
-                    highlight=False,
-                )
-            ab.Ablation(spec, results, jobs).run(display)
-        meta.update(status="finished", finished=ab.now())
-        results.write_meta(meta)
-        summary = _print_report(meta, results.runs(), fmt, results.path)
-        results.write_summary(summary)
-    finally:
-        results.unlock()
-    if fmt == "table":
-        console.print(f"results: {results.path}", highlight=False)
+@app.command()
+@with_settings(components=False, exclude=("model.vocab_size",))
+def duel(
+    settings,
+    seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
+    seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
+    jobs: Annotated[int, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = 1,
+    out: Annotated[Path | None, typer.Option(help="Results folder [default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
+    resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
+) -> None:  # fmt: skip
+    """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
+    _run_ablation(settings, None, "duel", resume, out, jobs, fmt, seeds=seeds, seed_list_text=seed_list)
 
 
 @app.command()
 def report(
     folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate or duel.")],
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
+    plot: Annotated[bool, typer.Option("--plot", help="Redraw curves.png in the folder from its files.")] = False,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
-    from .report import FORMATS
-    from .results import ResultsDir
+    from . import report as rep
 
-    _check_format(fmt, FORMATS)
-    results = ResultsDir(folder)
-    meta = results.read_meta()
-    _print_report(meta, results.runs(), fmt, folder)
+    _check_format(fmt, rep.FORMATS)
+    if plot:
+        path = rep.plot(folder)
+        print(f"wrote {path}", file=sys.stderr)
+    _print_report(folder, fmt)
+
+
+# ---------------------------------------------------------------------------
+# research instruments: extrapolate, explain, export
+# ---------------------------------------------------------------------------
+@app.command()
+def extrapolate(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
+    contexts: Annotated[str, typer.Option(help="Context lengths to evaluate, comma separated.")] = "128,256,512,1024,2048",
+    data: Annotated[Path | None, typer.Option(help="Evaluate on this text's validation split [default: the checkpoint's corpus].")] = None,
+    windows: Annotated[int, typer.Option(help="Windows per context length (non-overlapping, from the start of the validation split).")] = 8,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps.")] = "cpu",
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:  # fmt: skip
+    """Val loss, bits/char and ms per token at context lengths past the trained one: the context wall."""
+    from dataclasses import replace
+
+    from .checkpoint import load_checkpoint
+    from .data import validation_text
+    from .extrapolate import extrapolate as run
+    from .extrapolate import parse_contexts
+    from .train import resolve_device
+
+    _check_format(fmt, FORMATS_TABLE_JSON)
+    lengths = parse_contexts(contexts)
+    if windows < 1:
+        raise UserError(f"--windows must be at least 1, got {windows}.")
+    model, settings, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
+    data_cfg = replace(settings.data, path=str(data)) if data else settings.data
+    results = run(model, tokenizer, validation_text(data_cfg), lengths, windows)
+    cfg = model.config
+    kind = "RoPE" if cfg.rope else "learned positions"
+    if fmt == "json":
+        _print_json({"checkpoint": str(checkpoint), "trained_context": cfg.context, "positions": kind,
+                     "results": [r.to_dict() for r in results]})  # fmt: skip
+        return
+    table = Table(title=f"{checkpoint}: {kind}, trained at context {cfg.context}", title_justify="left")
+    for col in ("context", "val loss", "val bits/char", "ms/token", "windows", ""):
+        table.add_column(col, justify="right" if col else "left")
+    for r in results:
+        if r.status == "ok":
+            past = "past the trained context" if r.context > cfg.context else ""
+            table.add_row(
+                str(r.context), f"{r.val_loss:.4f}", f"{r.val_bpc:.4f}", f"{r.ms_per_token:.3f}", str(r.windows), past
+            )
+        else:
+            table.add_row(str(r.context), r.status, "", "", "", r.note)
+    console.print(table)
+
+
+@app.command()
+def explain(
+    config_json: Annotated[Path, typer.Argument(help="A Hugging Face style config.json (Llama, Mistral, Qwen2, Gemma, GPT-2, GPT-NeoX).")],
+    as_flags: Annotated[bool, typer.Option("--as-flags", help="Print only the modern-gpt flags of the closest variant.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:  # fmt: skip
+    """Explain a real model's config.json in terms of the six components, with its parameter count and KV cache."""
+    from .explain import explain_config, read_config
+
+    _check_format(fmt, FORMATS_TABLE_JSON)
+    info = explain_config(read_config(config_json))
+    if as_flags:
+        print(shlex.join(info["flags"]))
+        return
+    if fmt == "json":
+        _print_json(info)
+        return
+    table = Table(title=f"{config_json}: {info['family']}", title_justify="left", show_lines=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_column("component")
+    table.add_column("meaning")
+    for f in info["fields"]:
+        table.add_row(f["field"], json.dumps(f["value"]), f["component"] or "", f["meaning"])
+    console.print(table)
+    if info["unknown"]:
+        console.print(
+            "unknown (not explained, not guessed): " + ", ".join(info["unknown"]), highlight=False, markup=False
+        )
+    console.print(
+        f"components: {', '.join(info['components']) or 'none (classic GPT-2)'}", highlight=False, markup=False
+    )
+    console.print(
+        f"parameters: {info['params']:,}; KV cache: {info['kv_cache_bytes_per_token']:,} bytes per token at {info['dtype']}",
+        highlight=False,
+        markup=False,
+    )
+    console.print(
+        f"closest modern-gpt variant: modern-gpt {shlex.join(['params', *info['flags']])}",
+        highlight=False,
+        markup=False,
+    )
+
+
+@app.command()
+def export(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
+    hf: Annotated[Path, typer.Option("--hf", help="The folder to write (config.json and model.safetensors).")],
+) -> None:
+    """Write a checkpoint as a Hugging Face transformers model: LlamaForCausalLM or GPT2LMHeadModel."""
+    from .checkpoint import load_checkpoint
+    from .export import export_hf
+
+    model, _, _ = load_checkpoint(checkpoint)
+    arch = export_hf(model, hf)
+    console.print(
+        f"wrote {hf} ({arch}); load it with transformers.AutoModelForCausalLM.from_pretrained({str(hf)!r})",
+        highlight=False,
+        markup=False,
+    )
 
 
 if __name__ == "__main__":

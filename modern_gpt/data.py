@@ -100,6 +100,17 @@ def join_text(parts: list[tuple[str, bytes]]) -> str:
     return text
 
 
+def split_text(text: str, val_fraction: float) -> tuple[str, str]:
+    """Training text, then validation text: the last val_fraction of the characters, contiguous."""
+    cut = int(len(text) * (1 - val_fraction))
+    return text[:cut], text[cut:]
+
+
+def validation_text(cfg: DataConfig) -> str:
+    """The validation split of a corpus, as text (for evaluating a trained model with its own tokenizer)."""
+    return split_text(join_text(read_raw(cfg)[1]), cfg.val_fraction)[1]
+
+
 # ---------------------------------------------------------------------------
 # Tokenizers: each turns text into an int array and back, and saves itself as JSON.
 # ---------------------------------------------------------------------------
@@ -253,31 +264,40 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     key = cache_key(cfg, parts)
     folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
     entry = folder / key
-    if not (entry / "meta.json").exists():
-        _build_cache_entry(cfg, parts, entry)
-    meta = json.loads((entry / "meta.json").read_text())
-    tokens = np.load(entry / "tokens.npy", mmap_mode="r")
-    tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
-    n = meta["train_tokens"]
-    return Corpus(name, key, tokenizer, tokens[:n], tokens[n:], meta["train_chars"], meta["val_chars"])
+    for attempt in range(2):
+        if not (entry / "meta.json").exists():
+            _build_cache_entry(cfg, parts, entry)
+        try:
+            meta = json.loads((entry / "meta.json").read_text())
+            tokens = np.load(entry / "tokens.npy", mmap_mode="r")
+            tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
+            n = meta["train_tokens"]
+            return Corpus(name, key, tokenizer, tokens[:n], tokens[n:], meta["train_chars"], meta["val_chars"])
+        except (OSError, ValueError, KeyError, DataError):
+            if attempt:
+                raise DataError(f"the token cache entry {entry} is damaged; delete it and run again.") from None
+            shutil.rmtree(entry, ignore_errors=True)  # damaged by hand or by a full disk: build it again
 
 
 def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: Path) -> None:
-    text = join_text(parts)
-    cut = int(len(text) * (1 - cfg.val_fraction))
-    train_text, val_text = text[:cut], text[cut:]
+    train_text, val_text = split_text(join_text(parts), cfg.val_fraction)
     tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
     train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
     dtype = np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32
+    meta = {"train_tokens": len(train_ids), "train_chars": len(train_text), "val_chars": len(val_text), **asdict(cfg)}
+    tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
+        np.save(tmp / "tokens.npy", np.concatenate([train_ids, val_ids]).astype(dtype))
+        (tmp / "tokenizer.json").write_text(json.dumps(tokenizer.to_json()))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     except OSError as e:
-        raise DataError(f"cannot write the token cache in {entry.parent}: {e.strerror}; set --cache-dir.") from None
-    np.save(tmp / "tokens.npy", np.concatenate([train_ids, val_ids]).astype(dtype))
-    (tmp / "tokenizer.json").write_text(json.dumps(tokenizer.to_json()))
-    meta = {"train_tokens": len(train_ids), "train_chars": len(train_text), "val_chars": len(val_text), **asdict(cfg)}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(
+            f"cannot write the token cache in {entry.parent}: {e.strerror or e}; set --cache-dir."
+        ) from None
     try:
         os.rename(tmp, entry)  # atomic: a reader sees a whole entry or none
     except OSError:  # another process finished the same entry first

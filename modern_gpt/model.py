@@ -74,8 +74,8 @@ class ModelConfig:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
         if self.mlp_hidden is not None and self.mlp_hidden < 1:
             raise ConfigError(f"mlp_hidden must be at least 1, got {self.mlp_hidden}.")
-        if self.rope_base <= 1:
-            raise ConfigError(f"rope_base must be greater than 1, got {self.rope_base}.")
+        if not 1 < self.rope_base < math.inf:
+            raise ConfigError(f"rope_base must be a finite number greater than 1, got {self.rope_base}.")
         if self.dim % self.heads:
             raise ConfigError(
                 f"dim {self.dim} is not divisible by {self.heads} heads: every head needs an equal share of dim."

@@ -14,7 +14,7 @@ import pandas as pd
 from rich import box
 from rich.table import Table
 
-from .results import SUMMARY_COLUMNS
+from .results import SUMMARY_COLUMNS, ResultsDir
 from .stats import holm, mean, paired, spread, verdict
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -131,6 +131,86 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
     return notes
 
 
+def load(folder) -> tuple[dict, list[dict], list[str]]:
+    """meta.json, the summary rows and the footnotes, from the folder's files alone."""
+    results = ResultsDir(folder)
+    meta = results.read_meta()
+    runs = results.runs()
+    summary = summarize(meta, runs)
+    return meta, summary, footnotes(meta, runs, summary, str(folder))
+
+
+def write(folder, draw: bool = True) -> None:
+    """summary.csv (and, with draw, curves.png) from the runs the folder holds."""
+    results = ResultsDir(folder)
+    meta = results.read_meta()
+    results.write_summary(summarize(meta, results.runs()))
+    if draw:
+        plot(folder)
+
+
+def plot(folder):
+    """Draw curves.png from the folder's files; returns its path."""
+    from .plot import plot_curves
+
+    results = ResultsDir(folder)
+    return plot_curves(results.read_meta(), results.runs(), results.curves(), results.path / "curves.png")
+
+
+# ---------------------------------------------------------------------------
+# The duel: all classic against all modern
+# ---------------------------------------------------------------------------
+def duel(meta: dict, runs: pd.DataFrame) -> dict:
+    """Per architecture: params, best val loss and its step, val bits/char, perplexity; and the relative
+    perplexity change exp(mean paired delta) - 1, which is perplexity(modern) / perplexity(classic) - 1."""
+    good = runs[[not _failed(r) for _, r in runs.iterrows()]]
+    sides = {}
+    for row, v in enumerate(meta["variants"]):
+        mine = good[good["row"] == row]
+        sides[v["name"]] = {
+            "params": v["params"],
+            "val_loss": mean(list(mine["val_loss"])),
+            "best_val_loss": mean(list(mine["best_val_loss"])),
+            "best_step": mean(list(mine["best_step"])),
+            "val_bpc": mean(list(mine["val_bpc"])),
+            "perplexity": math.exp(mean(list(mine["val_loss"]))) if len(mine) else math.nan,
+        }
+    classic = good[good["row"] == 0].set_index("seed")["val_loss"]
+    modern = good[good["row"] == 1].set_index("seed")["val_loss"]
+    deltas = list((modern - classic).dropna())
+    return {
+        "sides": sides,
+        "perplexity_change": math.exp(mean(deltas)) - 1 if deltas else math.nan,
+        "best_step_sooner": sides["classic"]["best_step"] - sides["modern"]["best_step"],
+    }
+
+
+def duel_table(meta: dict, d: dict) -> Table:
+    table = Table(
+        title="classic (GPT-2) against modern (Llama-style)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    table.add_column("")
+    for name in d["sides"]:
+        table.add_column(name, justify="right")
+    rows = [
+        ("params", lambda x: f"{x['params']:,}"),
+        ("val loss", lambda x: _num(x["val_loss"], ".4f")),
+        ("best val loss (mean step)", lambda x: f"{_num(x['best_val_loss'], '.4f')} ({_num(x['best_step'], '.0f')})"),
+        ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
+        ("perplexity", lambda x: _num(x["perplexity"], ".3f")),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(x) for x in d["sides"].values()))
+    table.caption = duel_sentence(d)
+    return table
+
+
+def duel_sentence(d: dict) -> str:
+    sooner = d["best_step_sooner"]
+    when = f"{abs(sooner):.0f} steps {'sooner' if sooner >= 0 else 'later'}" if not math.isnan(sooner) else "—"
+    return f"modern vs classic: perplexity {100 * d['perplexity_change']:+.1f}%, best point reached {when}."
+
+
 def title(meta: dict) -> str:
     spec, s = meta["spec"], meta["spec"]["settings"]
     seeds = spec["seeds"]
@@ -207,9 +287,14 @@ def csv_text(summary: list[dict]) -> str:
     return buf.getvalue()
 
 
-def json_text(meta: dict, summary: list[dict], notes: list[str]) -> str:
-    def clean(x):
-        return None if isinstance(x, float) and math.isnan(x) else x
+def _clean(x):
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    return None if isinstance(x, float) and math.isnan(x) else x
 
-    rows = [{k: clean(v) for k, v in row.items()} for row in summary]
-    return json.dumps({"title": title(meta), "rows": rows, "footnotes": notes}, indent=2)
+
+def json_text(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
+    doc = {"title": title(meta), "rows": [_clean(row) for row in summary], "footnotes": notes}
+    if duel_info:
+        doc["duel"] = _clean(duel_info)
+    return json.dumps(doc, indent=2)

@@ -14,7 +14,6 @@ moment leaves each file whole and `--resume` able to finish.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -48,10 +47,18 @@ _EXACT = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "
 
 def read_csv(path: Path) -> pd.DataFrame:
     """A results CSV with every float exactly as written and text columns as text ("" when empty)."""
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().strip().split(",")
-    text = {c: str for c in TEXT_COLUMNS if c in header}
-    frame = pd.read_csv(path, dtype=text, **_EXACT)
+    try:
+        with open(path, encoding="utf-8") as f:
+            header = f.readline().strip().split(",")
+        text = {c: str for c in TEXT_COLUMNS if c in header}
+        frame = pd.read_csv(path, dtype=text, **_EXACT)
+    except (OSError, ValueError, pd.errors.ParserError) as e:
+        raise UserError(
+            f"{path} is damaged ({str(e).splitlines()[0]}); modern-gpt ablate --resume rebuilds it from runs/."
+        ) from None
+    for col in ("row", "seed", "val_loss") if path.name == "runs.csv" else ():
+        if col not in frame:
+            raise UserError(f"{path} is damaged (no {col} column); modern-gpt ablate --resume rebuilds it from runs/.")
     for col in text:
         frame[col] = frame[col].fillna("")
     return frame
@@ -182,10 +189,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def clean(value):
-    """A JSON-friendly number: NaN and infinities become None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -188,6 +188,8 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
     model = ModelConfig(**parts["model"])
     train = TrainConfig(**parts["train"])
     data = DataConfig(**parts["data"])
+    if data.path:  # absolute, so that a checkpoint or a resumed ablation finds it from any folder
+        data.path = str(Path(data.path).expanduser().resolve())
     train.validate()
     data.validate()
     return Settings(model, train, data, config_file, tuple(values))

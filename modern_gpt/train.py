@@ -48,12 +48,14 @@ class TrainConfig:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if not self.lr > 0 or not math.isfinite(self.lr):
             raise UserError(f"lr must be a positive number, got {self.lr}.")
-        if self.warmup_steps < 0 or self.threads < 0:
-            raise UserError("warmup_steps and threads must not be negative.")
+        for name in ("warmup_steps", "threads"):
+            if getattr(self, name) < 0:
+                raise UserError(f"{name} must not be negative, got {getattr(self, name)}.")
         if not 0 <= self.min_lr_ratio <= 1:
             raise UserError(f"min_lr_ratio must be between 0 and 1, got {self.min_lr_ratio}.")
-        if self.weight_decay < 0 or self.grad_clip < 0:
-            raise UserError("weight_decay and grad_clip must not be negative.")
+        for name in ("weight_decay", "grad_clip"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise UserError(f"{name} must be a finite number of 0 or more, got {getattr(self, name)}.")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise UserError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
         if self.device not in DEVICES:

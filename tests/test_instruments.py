@@ -1,0 +1,230 @@
+"""Research instruments: the duel, curves.png, the context wall, explain and the Hugging Face export."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from modern_gpt.checkpoint import load_checkpoint
+from modern_gpt.errors import UserError
+from modern_gpt.explain import explain_config, read_config, shape
+from modern_gpt.export import export_hf
+from modern_gpt.settings import shipped_configs
+
+from .clihelp import run_main
+
+TINY = [
+    "--smoke",
+    "--steps",
+    "12",
+    "--eval-every",
+    "4",
+    "--context",
+    "16",
+    "--dim",
+    "32",
+    "--heads",
+    "4",
+    "--layers",
+    "2",
+]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def run(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args):
+        code, out, err = run_main(capsys, monkeypatch, *args)
+        assert code == 0, (code, out, err)
+        return out
+
+    return call
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Tiny trained models: all classic, Llama-style with and without GQA, and RoPE alone."""
+    from modern_gpt.checkpoint import save_checkpoint
+    from modern_gpt.data import load_corpus
+    from modern_gpt.settings import resolve
+    from modern_gpt.train import train_run
+
+    root = tmp_path_factory.mktemp("ckpts")
+    variants = {"classic": (), "llama": ("rmsnorm", "rope", "swiglu", "no_bias"),
+                "llama-gqa": ("rmsnorm", "rope", "swiglu", "no_bias", "gqa"), "rope": ("rope",)}  # fmt: skip
+    settings = resolve(
+        None, True, {"train.steps": 12, "model.context": 16, "model.dim": 32, "model.heads": 4, "model.layers": 2}
+    )
+    corpus = load_corpus(settings.data)
+    for name, components in variants.items():
+        result, model = train_run(settings.model.with_components(components), corpus, settings.train, seed=0)
+        settings.model = model.config
+        save_checkpoint(root / name, model, settings, corpus.tokenizer, result.to_dict())
+    return root
+
+
+# ---------------------------------------------------------------------------
+# duel and plots
+# ---------------------------------------------------------------------------
+def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run, tmp_path):
+    folder = tmp_path / "duel"
+    table = run("duel", *TINY, "--seeds", "2", "--out", folder)
+    assert "classic (GPT-2) against modern (Llama-style)" in table and "perplexity" in table
+    doc = json.loads(run("report", folder, "--format", "json"))
+    runs = pd.read_csv(folder / "runs.csv")
+    classic = runs[runs.variant == "classic"].set_index("seed").val_loss
+    modern = runs[runs.variant == "modern"].set_index("seed").val_loss
+    by_hand = math.exp((modern - classic).mean()) - 1
+    ppl = {side: math.exp(runs[runs.variant == side].val_loss.mean()) for side in ("classic", "modern")}
+    assert doc["duel"]["perplexity_change"] == pytest.approx(by_hand, rel=1e-12)
+    assert doc["duel"]["perplexity_change"] == pytest.approx(ppl["modern"] / ppl["classic"] - 1, rel=1e-12)
+    best = runs.groupby("variant").best_step.mean()
+    assert doc["duel"]["best_step_sooner"] == best["classic"] - best["modern"]
+    assert [r["variant"] for r in doc["rows"]] == ["classic", "modern"]
+    assert doc["rows"][1]["verdict"] in ("better", "worse", "noise")
+    assert f"perplexity {100 * by_hand:+.1f}%" in table
+    for name in ("runs.csv", "curves.csv", "summary.csv", "meta.json", "curves.png"):
+        assert (folder / name).is_file()
+
+
+def test_ablate_draws_curves_and_report_redraws_them(run, tmp_path):
+    folder = tmp_path / "r"
+    run("ablate", *TINY, "--seeds", "2", "--plan", "custom", "--variants", "classic;rope;modern", "--out", folder)
+    png = folder / "curves.png"
+    assert png.read_bytes().startswith(PNG) and png.stat().st_size > 10_000
+    png.unlink()
+    run("report", folder, "--plot")
+    assert png.read_bytes().startswith(PNG) and png.stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------------------
+# the context wall
+# ---------------------------------------------------------------------------
+def test_learned_positions_report_a_wall_and_rope_keeps_going(run, checkpoints):
+    classic = json.loads(run("extrapolate", checkpoints / "classic", "--contexts", "8,16,32", "--format", "json"))
+    rope = json.loads(run("extrapolate", checkpoints / "rope", "--contexts", "8,16,32", "--format", "json"))
+    assert classic["trained_context"] == 16 and classic["positions"] == "learned positions"
+    assert [r["status"] for r in classic["results"]] == ["ok", "ok", "wall"]
+    assert classic["results"][2]["note"] == "the learned position table has 16 rows"
+    assert [r["status"] for r in rope["results"]] == ["ok", "ok", "ok"]  # twice the trained context
+    for r in rope["results"]:
+        assert r["val_loss"] > 0 and r["val_bpc"] > 0 and r["ms_per_token"] > 0
+    table = run("extrapolate", checkpoints / "classic", "--contexts", "16,32")
+    assert "wall" in table and "16 rows" in table
+
+
+def test_extrapolate_refuses_nonsense_lengths(checkpoints):
+    from modern_gpt.extrapolate import parse_contexts
+
+    with pytest.raises(UserError, match="whole numbers"):
+        parse_contexts("128,lots")
+    with pytest.raises(UserError, match="lengths of 1 or more"):
+        parse_contexts("0,16")
+
+
+# ---------------------------------------------------------------------------
+# explain
+# ---------------------------------------------------------------------------
+def hand_count_llama(v, d, layers, heads, kv, hidden, tied):
+    hd = d // heads
+    per_layer = d * d + 2 * d * kv * hd + d * d + 3 * d * hidden + 2 * d  # q, k+v, o, gate+up+down, two RMSNorms
+    return v * d * (1 if tied else 2) + layers * per_layer + d
+
+
+def test_explain_the_shipped_llama_config(run):
+    path = shipped_configs() / "hf" / "llama-style.json"
+    info = explain_config(read_config(path))
+    assert info["params"] == hand_count_llama(128256, 4096, 32, 32, 8, 14336, tied=False) == 8_030_261_248
+    assert info["kv_cache_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    assert info["components"] == ["rmsnorm", "rope", "swiglu", "no_bias", "gqa"]
+    kv = next(f for f in info["fields"] if f["field"] == "num_key_value_heads")
+    assert kv["component"] == "gqa"
+    assert kv["meaning"] == ("8 K/V heads with 32 query heads: grouped-query attention, 4 query heads share each K/V head, "
+                             "KV cache 4x smaller than multi-head attention.")  # fmt: skip
+    assert info["unknown"] == []
+    # the closest modern-gpt variant has exactly the same parameter count
+    flags = run("explain", path, "--as-flags").split()
+    assert json.loads(run("params", *flags, "--format", "json"))["total"] == info["params"]
+
+
+def test_explain_the_shipped_gpt2_config(run):
+    path = shipped_configs() / "hf" / "gpt2-style.json"
+    info = explain_config(read_config(path))
+    v, d, t, n = 50257, 768, 1024, 12
+    by_hand = (
+        v * d
+        + t * d
+        + n * (2 * d + (d * 3 * d + 3 * d) + (d * d + d) + 2 * d + (d * 4 * d + 4 * d) + (4 * d * d + d))
+        + 2 * d
+    )
+    assert info["params"] == by_hand == 124_439_808
+    assert info["components"] == []
+    assert set(info["unknown"]) == {
+        "summary_activation",
+        "summary_first_dropout",
+        "summary_proj_to_labels",
+        "summary_type",
+        "summary_use_proj",
+    }
+    positions = next(f for f in info["fields"] if f["field"] == "n_positions")
+    assert "context wall" in positions["meaning"]
+    flags = run("explain", path, "--as-flags").split()
+    assert json.loads(run("params", *flags, "--format", "json"))["total"] == by_hand
+    table = run("explain", path)
+    assert "unknown (not explained, not guessed): summary_activation" in table
+
+
+def test_explain_lists_unknown_fields_and_refuses_non_configs(tmp_path):
+    cfg = {"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+           "num_key_value_heads": 1, "intermediate_size": 128, "vocab_size": 100, "flux_capacitor": 3}  # fmt: skip
+    info = explain_config(cfg)
+    assert info["unknown"] == ["flux_capacitor"] and info["family"] == "Mistral"
+    assert shape(cfg)["kv_heads"] == 1 and "gqa" in info["components"]
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(UserError, match="not an object of fields"):
+        read_config(tmp_path / "list.json")
+    with pytest.raises(UserError, match="does not exist"):
+        read_config(tmp_path / "none.json")
+    with pytest.raises(UserError, match="no usable hidden size"):
+        explain_config({"model_type": "llama"})
+
+
+# ---------------------------------------------------------------------------
+# export to Hugging Face transformers
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name,arch", [("classic", "GPT2LMHeadModel"), ("llama", "LlamaForCausalLM"), ("llama-gqa", "LlamaForCausalLM")]
+)
+def test_export_loads_in_transformers_with_the_same_logits(checkpoints, tmp_path, name, arch):
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is not installed (pip install modern-gpt[hf])"
+    )
+    model, _, _ = load_checkpoint(checkpoints / name)
+    assert export_hf(model, tmp_path / "hf") == arch
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", attn_implementation="eager").eval()
+    assert type(hf).__name__ == arch
+    x = torch.randint(0, model.config.vocab_size, (2, 16))
+    with torch.no_grad():
+        ours, theirs = model(x)[0], hf(x).logits
+    assert torch.allclose(ours, theirs, atol=1e-4), (ours - theirs).abs().max()
+
+
+def test_export_refuses_pieces_without_a_counterpart(checkpoints, tmp_path):
+    model, _, _ = load_checkpoint(checkpoints / "rope")
+    with pytest.raises(UserError, match="LlamaForCausalLM needs rmsnorm, swiglu, no_bias as well"):
+        export_hf(model, tmp_path / "x")
+    from modern_gpt.model import GPT, ModelConfig
+
+    with pytest.raises(UserError, match="qk_norm has no counterpart"):
+        export_hf(
+            GPT(
+                ModelConfig(vocab_size=10, dim=16, heads=2, layers=1, context=8).with_components(
+                    ["rmsnorm", "rope", "swiglu", "no_bias", "qk_norm"]
+                )
+            ),
+            tmp_path / "y",
+        )
