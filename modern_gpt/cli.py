@@ -66,7 +66,7 @@ def main() -> None:
     _state["argv"] = sys.argv[1:]
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        app()
+        app(prog_name="modern-gpt")
     except UserError as e:
         if _state["debug"]:
             traceback.print_exc()
@@ -83,8 +83,8 @@ def main() -> None:
 # Settings flags: generated from the settings dataclasses, so that train, ablate
 # and duel share one definition of every flag.
 # ---------------------------------------------------------------------------
-def _option(name: str, annotation, default, *flags: str, help: str, panel: str, show=False) -> inspect.Parameter:
-    opt = typer.Option(*flags, help=help, rich_help_panel=panel, show_default=show)
+def _option(name: str, annotation, default, *flags: str, help: str, panel: str) -> inspect.Parameter:
+    opt = typer.Option(*flags, help=help, rich_help_panel=panel, show_default=False)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, opt]
     )
@@ -123,16 +123,15 @@ def with_settings(sections: tuple[str, ...] = tuple(SECTIONS), components: bool 
         for s in settings:
             default = getattr(SECTIONS[s.section](), s.name)
             flags = s.flags if s.type is not bool else (f"{s.flags[0]}/--no-{s.flags[0][2:]}",)
-            show = str(default) if default not in (None, "") else False
+            text = HELP[s.key] + (f" \\[default: {default}]" if default not in (None, "") else "")
             params.append(
                 _option(
                     f"{s.section}_{s.name}",
                     s.type | None,
                     None,
                     *flags,
-                    help=HELP[s.key],
+                    help=text,
                     panel=PANELS[s.section],
-                    show=show,
                 )
             )
         if components:
@@ -224,7 +223,7 @@ def _default_out(kind: str, suffix: str = "") -> Path:
 def train(
     settings,
     seed: Annotated[int, typer.Option(help="Seed of every random stream of the run.")] = 0,
-    out: Annotated[Path | None, typer.Option(help="Checkpoint folder [default: checkpoints/<time>].")] = None,
+    out: Annotated[Path | None, typer.Option(help="Checkpoint folder \\[default: checkpoints/<time>].")] = None,
 ) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
     from .checkpoint import save_checkpoint
@@ -317,6 +316,7 @@ def _print_report(folder: Path, fmt: str) -> None:
         console.print(report.rich_table(meta, summary))
         if duel_info:
             console.print(report.duel_table(meta, duel_info))
+            console.print(report.duel_sentence(duel_info), highlight=False, markup=False)
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
@@ -366,9 +366,10 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
         console.print(f"results: {folder} (curves.png: validation loss against step)", highlight=False)
 
 
-SEEDS_HELP = "Run every variant with seeds 0..N-1 [default: 3]."
+SEEDS_HELP = "Run every variant with seeds 0..N-1 \\[default: 3]."
 JOBS_HELP = "Runs at once, in separate processes; torch threads are divided among them."
 RESUME_HELP = "Finish an interrupted run of this command in this results folder; its settings are reused."
+MATCH_HELP = "Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's."
 PANEL = "Ablation"
 
 
@@ -376,14 +377,14 @@ PANEL = "Ablation"
 @with_settings(components=False, exclude=("model.vocab_size",))
 def ablate(
     settings,
-    plan: Annotated[str | None, typer.Option(help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). [default: cumulative]", rich_help_panel=PANEL)] = None,
-    components: Annotated[str | None, typer.Option(help=f"Comma list choosing and ordering the components [default: {','.join(COMPONENTS)}].", rich_help_panel=PANEL)] = None,
+    plan: Annotated[str | None, typer.Option(help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). \\[default: cumulative]", rich_help_panel=PANEL)] = None,
+    components: Annotated[str | None, typer.Option(help=f"Comma list choosing and ordering the components \\[default: {','.join(COMPONENTS)}].", rich_help_panel=PANEL)] = None,
     variants: Annotated[str | None, typer.Option(help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.', rich_help_panel=PANEL)] = None,
     seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
     seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
-    match_params: Annotated[bool, typer.Option("--match-params", help="Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's.", rich_help_panel=PANEL)] = False,
+    match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
     jobs: Annotated[int, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = 1,
-    out: Annotated[Path | None, typer.Option(help="Results folder [default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
+    out: Annotated[Path | None, typer.Option(help="Results folder \\[default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
@@ -398,13 +399,16 @@ def duel(
     settings,
     seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
     seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
+    match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
     jobs: Annotated[int, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = 1,
-    out: Annotated[Path | None, typer.Option(help="Results folder [default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
+    out: Annotated[Path | None, typer.Option(help="Results folder \\[default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
     """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
-    _run_ablation(settings, None, "duel", resume, out, jobs, fmt, seeds=seeds, seed_list_text=seed_list)
+    _run_ablation(
+        settings, None, "duel", resume, out, jobs, fmt, seeds=seeds, seed_list_text=seed_list, match=match_params
+    )
 
 
 @app.command()
@@ -430,7 +434,7 @@ def report(
 def extrapolate(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
     contexts: Annotated[str, typer.Option(help="Context lengths to evaluate, comma separated.")] = "128,256,512,1024,2048",
-    data: Annotated[Path | None, typer.Option(help="Evaluate on this text's validation split [default: the checkpoint's corpus].")] = None,
+    data: Annotated[Path | None, typer.Option(help="Evaluate on this text's validation split \\[default: the checkpoint's corpus].")] = None,
     windows: Annotated[int, typer.Option(help="Windows per context length (non-overlapping, from the start of the validation split).")] = 8,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps.")] = "cpu",
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",

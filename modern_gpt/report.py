@@ -101,10 +101,10 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
         if abs(gap) > PARAM_MISMATCH:
             ref = summary[int(row["reference"])]
             against_ref = (row["params"] - ref["params"]) / ref["params"]
+            also = f" ({100 * against_ref:+.1f}% against its reference {ref['variant']})" if ref is not base else ""
             notes.append(
                 f"Parameter mismatch: {row['variant']} has {row['params']:,} parameters, {100 * gap:+.1f}% against "
-                f"{base['variant']} ({100 * against_ref:+.1f}% against its reference {ref['variant']}): part of a "
-                "delta may be size, not architecture; --match-params equalises them."
+                f"{base['variant']}{also}: part of a delta may be size, not architecture; --match-params equalises them."
             )
     for row in summary:
         mine = runs[runs["row"] == row["row"]]
@@ -201,7 +201,6 @@ def duel_table(meta: dict, d: dict) -> Table:
     ]
     for label, cell in rows:
         table.add_row(label, *(cell(x) for x in d["sides"].values()))
-    table.caption = duel_sentence(d)
     return table
 
 
@@ -215,8 +214,9 @@ def title(meta: dict) -> str:
     spec, s = meta["spec"], meta["spec"]["settings"]
     seeds = spec["seeds"]
     t = s["train"]
+    what = "classic-vs-modern duel" if spec["plan"] == "duel" else f"{spec['plan']} ablation"
     return (
-        f"{spec['plan']} ablation on {spec['data_name']} ({s['data']['tokenizer']} tokens): {len(seeds)} seed"
+        f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {len(seeds)} seed"
         f"{'s' if len(seeds) != 1 else ''}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
         f"dim {s['model']['dim']}, {s['model']['layers']} layers"
     )
