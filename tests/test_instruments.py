@@ -228,3 +228,22 @@ def test_export_refuses_pieces_without_a_counterpart(checkpoints, tmp_path):
             ),
             tmp_path / "y",
         )
+
+
+@pytest.mark.parametrize(
+    "cfg,published",
+    [
+        # the public shapes of Pythia-160m (GPT-NeoX: biases, LayerNorm, untied), 162,322,944 parameters
+        ({"model_type": "gpt_neox", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+          "intermediate_size": 3072, "vocab_size": 50304, "rotary_pct": 0.25, "tie_word_embeddings": False}, 162_322_944),
+        # Qwen2-0.5B (q, k and v carry biases, GQA 14:2, tied), 494,032,768 parameters
+        ({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+          "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True}, 494_032_768),
+        # Gemma-2B (head_dim 256 is not hidden/heads, one K/V head, GeGLU, tied), 2,506,172,416 parameters
+        ({"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 8,
+          "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 16384, "vocab_size": 256000,
+          "hidden_activation": "gelu_pytorch_tanh"}, 2_506_172_416),
+    ],
+)  # fmt: skip
+def test_explain_counts_other_families_as_published(cfg, published):
+    assert explain_config(cfg)["params"] == published
