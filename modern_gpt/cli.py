@@ -281,7 +281,7 @@ def generate(
     temperature: Annotated[float, typer.Option(help="Sampling temperature; 0 is greedy.")] = 0.8,
     top_k: Annotated[int | None, typer.Option(help="Sample from the k most likely tokens only.")] = 40,
     seed: Annotated[int, typer.Option(help="Sampling seed: the same seed gives the same text.")] = 0,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps.")] = "cpu",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps (auto: cuda, then mps, then cpu).")] = "auto",
 ) -> None:
     """Continue a prompt with a trained checkpoint; every model setting is read from the checkpoint."""
     from .checkpoint import generate_text, load_checkpoint
@@ -436,7 +436,7 @@ def extrapolate(
     contexts: Annotated[str, typer.Option(help="Context lengths to evaluate, comma separated.")] = "128,256,512,1024,2048",
     data: Annotated[Path | None, typer.Option(help="Evaluate on this text's validation split \\[default: the checkpoint's corpus].")] = None,
     windows: Annotated[int, typer.Option(help="Windows per context length (non-overlapping, from the start of the validation split).")] = 8,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps.")] = "cpu",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps (auto: cuda, then mps, then cpu).")] = "auto",
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:  # fmt: skip
     """Val loss, bits/char and ms per token at context lengths past the trained one: the context wall."""

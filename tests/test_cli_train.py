@@ -8,21 +8,7 @@ from typer.testing import CliRunner
 from modern_gpt.cli import app
 
 runner = CliRunner()
-TINY = [
-    "--smoke",
-    "--steps",
-    "8",
-    "--eval-every",
-    "4",
-    "--context",
-    "16",
-    "--dim",
-    "32",
-    "--heads",
-    "2",
-    "--layers",
-    "1",
-]
+TINY = "--smoke --steps 8 --eval-every 4 --context 16 --dim 32 --heads 2 --layers 1".split()
 
 
 def invoke(*args):

@@ -14,21 +14,7 @@ from modern_gpt.results import ResultsDir
 
 from .clihelp import cli, cli_process, run_main
 
-TINY = [
-    "--smoke",
-    "--steps",
-    "3",
-    "--eval-every",
-    "3",
-    "--context",
-    "16",
-    "--dim",
-    "16",
-    "--heads",
-    "2",
-    "--layers",
-    "1",
-]
+TINY = "--smoke --steps 3 --eval-every 3 --context 16 --dim 16 --heads 2 --layers 1".split()
 
 
 @pytest.fixture

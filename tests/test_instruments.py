@@ -15,21 +15,7 @@ from modern_gpt.settings import shipped_configs
 
 from .clihelp import run_main
 
-TINY = [
-    "--smoke",
-    "--steps",
-    "12",
-    "--eval-every",
-    "4",
-    "--context",
-    "16",
-    "--dim",
-    "32",
-    "--heads",
-    "4",
-    "--layers",
-    "2",
-]
+TINY = "--smoke --steps 12 --eval-every 4 --context 16 --dim 32 --heads 4 --layers 2".split()
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
