@@ -325,6 +325,11 @@ def plan_spec(
     return Spec(settings, plan, rows, seed_list(seeds, seed_list_text), match)
 
 
+def check_jobs(jobs: int) -> None:
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+
+
 def default_folder(plan: str) -> Path:
     base = Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan}"
     folder, n = base, 2
@@ -335,8 +340,7 @@ def default_folder(plan: str) -> Path:
 
 def start(spec: Spec, out: Path | None, jobs: int, command: str) -> Ablation:
     """A new ablation: the corpus checked, the results folder created with its meta.json."""
-    if jobs < 1:
-        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    check_jobs(jobs)
     device = resolve_device(spec.settings.train.device)
     corpus = load_corpus(spec.settings.data)
     check_length(corpus, spec.settings.model.context)
@@ -362,8 +366,7 @@ def start(spec: Spec, out: Path | None, jobs: int, command: str) -> Ablation:
 
 def resume(folder: Path, requested: Spec | None, jobs: int) -> Ablation:
     """An interrupted ablation, with its own settings; `requested` (when flags were given) must match them."""
-    if jobs < 1:
-        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    check_jobs(jobs)
     results = ResultsDir(folder)
     meta = results.read_meta()
     spec = Spec.from_dict(meta["spec"])
@@ -416,9 +419,8 @@ class Ablation:
         try:
             self.meta.update(status="running")
             self.results.write_meta(self.meta)
-            self.results.write_tables(
-                self.results.finished()
-            )  # on resume: CSVs rebuilt from runs/, whatever befell them
+            # on resume, the CSVs are rebuilt from runs/, whatever befell them
+            self.results.write_tables(self.results.finished())
             jobs = self.pending()
             display.start(self.total, self.total - len(jobs))
             if self.jobs <= 1:

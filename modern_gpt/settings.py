@@ -10,7 +10,7 @@ import difflib
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
@@ -198,7 +198,3 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
 def from_dict(d: dict) -> Settings:
     """Settings saved by Settings.to_dict (in a checkpoint or a results folder)."""
     return Settings(ModelConfig(**d["model"]), TrainConfig(**d["train"]), DataConfig(**d["data"]))
-
-
-def with_model(settings: Settings, **changes) -> Settings:
-    return replace(settings, model=replace(settings.model, **changes))
