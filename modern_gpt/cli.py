@@ -22,7 +22,6 @@ from rich.table import Table
 from . import __version__
 from .errors import UserError
 from .model import COMPONENT_SUMMARY, COMPONENTS, PIECES, kv_cache_bytes_per_token, param_counts
-from .results import ResultsDir
 from .settings import HELP, PANELS, SECTIONS, cli_settings, resolve
 
 app = typer.Typer(
@@ -310,8 +309,7 @@ def _command_line() -> str:
 def _print_report(folder: Path, fmt: str) -> None:
     from . import report
 
-    meta, summary, notes = report.load(folder)
-    duel_info = report.duel(meta, ResultsDir(folder).runs()) if meta["spec"]["plan"] == "duel" else None
+    meta, summary, notes, duel_info = report.load(folder)
     if fmt == "table":
         console.print(report.rich_table(meta, summary))
         if duel_info:

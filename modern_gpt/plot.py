@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from .files import atomic_path
+from .results import failed
 
 
 def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
@@ -16,7 +17,7 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     import matplotlib.pyplot as plt
 
     # Runs that diverged or failed are left out, as they are of the table's means.
-    good = runs[(~runs["diverged"].astype(bool)) & (runs["error"] == "")][["row", "seed"]]
+    good = runs[~failed(runs)][["row", "seed"]]
     curves = curves.merge(good, on=["row", "seed"])
     seeds = len(meta["spec"]["seeds"])
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)

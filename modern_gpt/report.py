@@ -14,7 +14,7 @@ import pandas as pd
 from rich import box
 from rich.table import Table
 
-from .results import SUMMARY_COLUMNS, ResultsDir
+from .results import SUMMARY_COLUMNS, ResultsDir, failed
 from .stats import holm, mean, paired, spread, verdict
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -27,18 +27,14 @@ VERDICT_RULE = (
 )
 
 
-def _failed(r: pd.Series) -> bool:
-    return bool(r["diverged"]) or bool(r["error"]) or not math.isfinite(r["val_loss"])
-
-
 def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
     """One dict per table row (the columns of summary.csv)."""
     variants = meta["variants"]
     good = {i: {} for i in range(len(variants))}  # row -> {seed: run} for runs that finished well
-    failed = {i: 0 for i in range(len(variants))}
-    for _, r in runs.iterrows():
-        if _failed(r):
-            failed[int(r["row"])] += 1
+    failures = {i: 0 for i in range(len(variants))}
+    for (_, r), bad in zip(runs.iterrows(), failed(runs), strict=True):
+        if bad:
+            failures[int(r["row"])] += 1
         else:
             good[int(r["row"])][int(r["seed"])] = r
     rows, p_values = [], []
@@ -65,7 +61,7 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             "reference": v["reference"] if v["reference"] is not None else math.nan,
             "mlp_hidden": v["hidden"],
             "seeds": len(mine),
-            "diverged": failed[i],
+            "diverged": failures[i],
             "epochs": mean([r["epochs"] for r in mine.values()]),
         }
         p = math.nan
@@ -117,10 +113,10 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
             reasons.append(f"val - train is {row['val_loss'] - row['train_loss']:.2f} nats")
         if reasons:
             notes.append(f"Memorisation risk: {row['variant']}: {'; '.join(reasons)}. Use more text or fewer steps.")
-    for _, r in runs.sort_values(["row", "seed"]).iterrows():
-        if _failed(r):
-            what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
-            notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
+    ordered = runs.sort_values(["row", "seed"])
+    for _, r in ordered[failed(ordered)].iterrows():
+        what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
+        notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
     expected = len(summary) * len(seeds)
     if len(runs) < expected:
         where = f" {folder}" if folder else " DIR"
@@ -131,13 +127,14 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
     return notes
 
 
-def load(folder) -> tuple[dict, list[dict], list[str]]:
-    """meta.json, the summary rows and the footnotes, from the folder's files alone."""
+def load(folder) -> tuple[dict, list[dict], list[str], dict | None]:
+    """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone."""
     results = ResultsDir(folder)
     meta = results.read_meta()
     runs = results.runs()
     summary = summarize(meta, runs)
-    return meta, summary, footnotes(meta, runs, summary, str(folder))
+    duel_info = duel(meta, runs) if meta["spec"]["plan"] == "duel" else None
+    return meta, summary, footnotes(meta, runs, summary, str(folder)), duel_info
 
 
 def write(folder, draw: bool = True) -> None:
@@ -163,7 +160,7 @@ def plot(folder):
 def duel(meta: dict, runs: pd.DataFrame) -> dict:
     """Per architecture: params, best val loss and its step, val bits/char, perplexity; and the relative
     perplexity change exp(mean paired delta) - 1, which is perplexity(modern) / perplexity(classic) - 1."""
-    good = runs[[not _failed(r) for _, r in runs.iterrows()]]
+    good = runs[~failed(runs)]
     sides = {}
     for row, v in enumerate(meta["variants"]):
         mine = good[good["row"] == row]

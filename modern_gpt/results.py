@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .errors import UserError
@@ -33,6 +34,11 @@ SUMMARY_COLUMNS = [
     "val_bpc", "tokens_per_s", "kv_cache_bytes_per_token", "p_holm",
     "row", "components", "reference", "mlp_hidden", "seeds", "diverged", "epochs",
 ]  # fmt: skip
+
+
+def failed(runs: pd.DataFrame) -> pd.Series:
+    """Which runs diverged or failed: the table leaves them out of its means and the plot out of its curves."""
+    return runs["diverged"].astype(bool) | (runs["error"] != "") | ~np.isfinite(runs["val_loss"].astype(float))
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
