@@ -265,7 +265,7 @@ def rich_table(meta: dict, summary: list[dict]) -> Table:
     return table
 
 
-def markdown(meta: dict, summary: list[dict], notes: list[str]) -> str:
+def markdown(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
     show_mlp = meta["spec"]["match_params"]
     headers = _headers(show_mlp)
     lines = [
@@ -275,6 +275,8 @@ def markdown(meta: dict, summary: list[dict], notes: list[str]) -> str:
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
     lines += ["| " + " | ".join(_cells(row, show_mlp)) + " |" for row in summary]
+    if duel_info:
+        lines += ["", duel_sentence(duel_info)]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
 
 

@@ -204,6 +204,18 @@ def test_report_re_renders_exactly_what_ablate_wrote(smoke):
     assert invoke("report", folder) == output[: output.rindex(f"results: {folder}")]
 
 
+def test_report_prints_every_format(smoke):
+    import json
+
+    folder, _ = smoke
+    md = invoke("report", folder, "--format", "markdown").splitlines()
+    assert md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | verdict | secs |"
+    assert [line.split(" | ")[0] for line in md[4:11]] == ["| classic"] + [f"| +{c}" for c in COMPONENTS]
+    doc = json.loads(invoke("report", folder, "--format", "json"))
+    assert [r["variant"] for r in doc["rows"]] == ["classic"] + [f"+{c}" for c in COMPONENTS]
+    assert doc["rows"][0]["delta_val"] is None and doc["footnotes"][-1].startswith("verdict:")
+
+
 def test_the_same_variant_twice_is_a_delta_of_exactly_zero(tmp_path):
     invoke(
         "ablate",

@@ -73,6 +73,7 @@ def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run, tmp_
     assert [r["variant"] for r in doc["rows"]] == ["classic", "modern"]
     assert doc["rows"][1]["verdict"] in ("better", "worse", "noise")
     assert f"perplexity {100 * by_hand:+.1f}%" in table
+    assert f"perplexity {100 * by_hand:+.1f}%" in run("report", folder, "--format", "markdown")
     for name in ("runs.csv", "curves.csv", "summary.csv", "meta.json", "curves.png"):
         assert (folder / name).is_file()
 
