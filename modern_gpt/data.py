@@ -1,7 +1,8 @@
 """Text in, token ids out: reading corpora, tokenizers, the train/val split, the token cache and batches.
 
-Fairness lives here: the batch order and the evaluation windows are functions of a
-seed and the data alone, never of the model, so every variant sees the same ones.
+Fairness lives here: the batch order is a function of a seed and the data alone, and
+the evaluation windows of the data alone, never of the model, so every variant sees
+the same batches for a seed and every run is measured on the same tokens.
 """
 
 from __future__ import annotations
@@ -339,7 +340,23 @@ class BatchStream:
         return windows(self.ids, random_offsets(len(self.ids), self.context, self.batch_size, self.rng), self.context)
 
 
-def eval_windows(ids: np.ndarray, context: int, batch_size: int, n_batches: int, seed: int) -> list[np.ndarray]:
-    """Fixed evaluation offsets, one array per batch, chosen once per seed and split."""
-    rng = np.random.default_rng(seed)
-    return [random_offsets(len(ids), context, batch_size, rng) for _ in range(n_batches)]
+def eval_offsets(n_tokens: int, context: int, max_tokens: int) -> np.ndarray:
+    """The fixed evaluation windows of a split: a function of its length alone, never of a seed.
+
+    Every whole, non-overlapping window of the split when they hold at most max_tokens
+    predicted tokens; otherwise max_tokens // context of them, evenly spaced over the split.
+    Every run (every variant, every seed) is measured on these same tokens, so the windows
+    add no variance to a run's loss and none to a paired difference.
+    """
+    n_all = (n_tokens - 1) // context  # a window needs context + 1 tokens (its targets are shifted by one)
+    keep = max(1, max_tokens // context)
+    if n_all <= keep:
+        return np.arange(n_all, dtype=np.int64) * context
+    return np.unique(np.linspace(0, n_all - 1, keep).round().astype(np.int64)) * context
+
+
+def subset(offsets: np.ndarray, count: int) -> np.ndarray:
+    """count of the offsets, evenly spaced: the cheaper set that intermediate evaluations use."""
+    if len(offsets) <= count:
+        return offsets
+    return offsets[np.unique(np.linspace(0, len(offsets) - 1, count).round().astype(np.int64))]

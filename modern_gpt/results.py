@@ -24,7 +24,7 @@ from .errors import UserError
 from .files import atomic_path, write_json
 
 RUN_COLUMNS = [
-    "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "best_val_loss",
+    "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens", "best_val_loss",
     "best_step", "val_bpc", "val_ppl", "steps_done", "tokens_seen", "epochs", "tokens_per_s", "secs", "threads",
     "device", "diverged", "error",
 ]  # fmt: skip

@@ -1,9 +1,10 @@
 """One training run: (ModelConfig, corpus, TrainConfig, seed) -> RunResult.
 
 Everything random comes from the seed through separate streams (weight init,
-batch order, dropout, evaluation windows), so that two variants trained with the
-same seed differ only in their architecture, and the same run twice on a CPU
-gives bitwise identical losses.
+batch order, dropout), so that two variants trained with the same seed differ
+only in their architecture, and the same run twice on a CPU gives bitwise
+identical losses. The evaluation windows come from the data alone: every run,
+whatever its seed, is measured on the same tokens.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from .data import BatchStream, Corpus, check_length, eval_windows, windows
+from .data import BatchStream, Corpus, check_length, eval_offsets, subset, windows
 from .errors import UserError
 from .model import GPT, ModelConfig, param_counts
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-STREAMS = ("init", "batches", "dropout", "eval_val", "eval_train")
+# "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
+STREAMS = ("init", "batches", "dropout", "placebo")
+EVAL_CHUNK = 64  # windows per forward pass when evaluating
 
 
 @dataclass
@@ -37,13 +40,14 @@ class TrainConfig:
     beta2: float = 0.95
     grad_clip: float = 1.0  # clip the global gradient norm; 0 turns clipping off
     eval_every: int = 100  # evaluate every this many steps, and at the end
-    eval_batches: int = 8  # fixed batches per evaluation of each split
+    eval_batches: int = 8  # intermediate evaluations use eval_batches x batch_size of the fixed windows
+    eval_tokens: int = 262_144  # the final evaluation: the whole split, or this many tokens of evenly spaced windows
     device: str = "auto"  # auto | cpu | cuda | mps
     compile: bool = False  # torch.compile the model (faster on GPUs after a warm-up)
     threads: int = 0  # torch threads per run; 0 means the cores, divided among parallel runs
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "eval_batches"):
+        for name in ("steps", "batch_size", "eval_every", "eval_batches", "eval_tokens"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if not self.lr > 0 or not math.isfinite(self.lr):
@@ -68,6 +72,7 @@ class RunResult:
     params: int
     train_loss: float  # nats per token, on the fixed training windows, at the end
     val_loss: float  # nats per token, on the fixed validation windows, at the end
+    val_tokens: int  # how many validation tokens val_loss averages: the same for every run of a corpus
     val_bpc: float  # bits per character: comparable across tokenizers
     val_ppl: float
     best_val_loss: float
@@ -175,17 +180,18 @@ def _autocast(device: str):
 
 
 @torch.no_grad()
-def evaluate(model: GPT, ids: np.ndarray, batches: list[np.ndarray], context: int, device: str) -> float:
-    """Mean loss in nats per token over fixed windows."""
+def evaluate(model: GPT, ids: np.ndarray, offsets: np.ndarray, context: int, device: str) -> float:
+    """Mean loss in nats per token over the windows starting at offsets (every window has context targets)."""
     model.eval()
-    losses = []
-    for offsets in batches:
-        x, y = windows(ids, offsets, context)
+    total = 0.0
+    for start in range(0, len(offsets), EVAL_CHUNK):
+        chunk = offsets[start : start + EVAL_CHUNK]
+        x, y = windows(ids, chunk, context)
         with _autocast(device):
             _, loss = model(x.to(device), y.to(device))
-        losses.append(loss.item())
+        total += loss.item() * len(chunk)
     model.train()
-    return float(np.mean(losses))
+    return total / len(offsets)
 
 
 def _is_oom(e: BaseException) -> bool:
@@ -199,8 +205,10 @@ def train_run(
     seed: int,
     progress=None,
     threads: int | None = None,
+    init: str = "init",
 ) -> tuple[RunResult, GPT]:
     """Train one model and evaluate it. progress(step, loss) is called after every step.
+    init names the weight-init stream: "init", or "placebo" for the placebo row.
 
     A loss that becomes NaN or infinite ends the run as diverged, and an out-of-memory
     error ends it with its message; neither raises.
@@ -213,19 +221,22 @@ def train_run(
     torch.set_num_threads(threads)  # pinned per run: CPU results depend on it
     t0 = time.perf_counter()
 
-    torch.manual_seed(stream_seed(seed, "init"))
+    torch.manual_seed(stream_seed(seed, init))
     model = GPT(model_cfg).to(device)
     torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
     step_fn = torch.compile(model) if cfg.compile else model
     opt = make_optimizer(model, cfg)
     context = model_cfg.context
     batches = BatchStream(corpus.train, context, cfg.batch_size, stream_seed(seed, "batches"))
-    val_windows = eval_windows(corpus.val, context, cfg.batch_size, cfg.eval_batches, stream_seed(seed, "eval_val"))
-    train_windows = eval_windows(
-        corpus.train, context, cfg.batch_size, cfg.eval_batches, stream_seed(seed, "eval_train")
-    )
+    # The final evaluation: the same tokens for every run. Intermediate ones: a fixed, smaller subset of them.
+    val_final = eval_offsets(len(corpus.val), context, cfg.eval_tokens)
+    train_final = eval_offsets(len(corpus.train), context, cfg.eval_tokens)
+    val_windows = subset(val_final, cfg.eval_batches * cfg.batch_size)
+    train_windows = subset(train_final, cfg.eval_batches * cfg.batch_size)
 
     curve: list[dict] = []
+    nan = float("nan")
+    final = {"train_loss": nan, "val_loss": nan}
     diverged, error, step, steps_done = False, "", 0, 0
     train_secs = 0.0
     try:
@@ -256,6 +267,19 @@ def train_run(
                 if not (math.isfinite(tl) and math.isfinite(vl)):
                     diverged = True
                     break
+        if not diverged:  # the final losses, on the full fixed sets (the last curve point when that is all of them)
+            last = curve[-1]
+            final["train_loss"] = (
+                evaluate(model, corpus.train, train_final, context, device)
+                if len(train_final) > len(train_windows)
+                else last["train_loss"]
+            )
+            final["val_loss"] = (
+                evaluate(model, corpus.val, val_final, context, device)
+                if len(val_final) > len(val_windows)
+                else last["val_loss"]
+            )
+            diverged = not all(math.isfinite(x) for x in final.values())
     except RuntimeError as e:
         if not _is_oom(e):
             raise
@@ -264,8 +288,7 @@ def train_run(
             torch.cuda.empty_cache()
 
     tokens = steps_done * cfg.batch_size * context
-    nan = float("nan")
-    last = curve[-1] if curve and not (diverged or error) else {"train_loss": nan, "val_loss": nan}
+    last = final if not (diverged or error) else {"train_loss": nan, "val_loss": nan}
     finite = [c for c in curve if math.isfinite(c["val_loss"])]
     best = min(finite, key=lambda c: c["val_loss"]) if finite else {"val_loss": nan, "step": 0}
     val = last["val_loss"]
@@ -274,6 +297,7 @@ def train_run(
         params=param_counts(model_cfg)["total"],
         train_loss=last["train_loss"],
         val_loss=val,
+        val_tokens=len(val_final) * context,
         val_bpc=val * corpus.val_tokens_per_char / math.log(2),
         val_ppl=math.exp(val) if math.isfinite(val) and val < 700 else nan,
         best_val_loss=best["val_loss"],

@@ -3,13 +3,15 @@
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
 import modern_gpt.model as model_module
 from modern_gpt.data import DataConfig, load_corpus
 from modern_gpt.model import COMPONENTS, GPT, ModelConfig
-from modern_gpt.train import TrainConfig, lr_at, make_optimizer, stream_seed, train_run
+from modern_gpt.data import eval_offsets
+from modern_gpt.train import STREAMS, TrainConfig, evaluate, lr_at, make_optimizer, stream_seed, train_run
 
 MODEL = ModelConfig(context=16, dim=32, heads=2, layers=2)
 TRAIN = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_every=4, eval_batches=2, threads=1)
@@ -44,8 +46,7 @@ def test_variants_with_the_same_seed_see_the_same_batches_and_windows(corpus, mo
         runs[components] = list(seen)
     first, *others = runs.values()
     n_train = sum(1 for training, _ in first if training)
-    n_eval = sum(1 for training, _ in first if not training)
-    assert n_train == TRAIN.steps and n_eval == 3 * 2 * TRAIN.eval_batches  # 3 evaluations of 2 splits
+    assert n_train == TRAIN.steps
     for other in others:
         assert len(other) == len(first)
         for (mode_a, x_a), (mode_b, x_b) in zip(first, other, strict=True):
@@ -53,6 +54,49 @@ def test_variants_with_the_same_seed_see_the_same_batches_and_windows(corpus, mo
     seen.clear()
     train_run(MODEL, corpus, TRAIN, seed=3)
     assert not torch.equal(seen[0][1], first[0][1])  # another seed, other batches
+    # ... but the very same evaluation tokens: every seed is measured on the same windows
+    evals_2 = [x for training, x in first if not training]
+    evals_3 = [x for training, x in seen if not training]
+    assert len(evals_2) == len(evals_3) > 3 * 2  # 3 evaluations of 2 splits, then the final full sets
+    assert all(torch.equal(a, b) for a, b in zip(evals_2, evals_3, strict=True))
+
+
+def test_two_seeds_and_the_placebo_are_measured_on_identical_val_tokens(corpus):
+    """The final val loss of every run averages the same tokens: a function of the data, not of the seed."""
+    offsets = eval_offsets(len(corpus.val), MODEL.context, TRAIN.eval_tokens)
+    results = [train_run(MODEL, corpus, TRAIN, seed=s, init=i) for s, i in ((0, "init"), (1, "init"), (0, "placebo"))]
+    for result, model in results:
+        assert result.val_tokens == len(offsets) * MODEL.context
+        assert result.val_loss == evaluate(model, corpus.val, offsets, MODEL.context, "cpu")  # recomputed: equal
+    assert len({r.val_loss for r, _ in results}) == 3  # different models, same tokens
+
+
+def test_the_placebo_changes_the_init_stream_only(corpus, monkeypatch):
+    seen = []
+    forward = GPT.forward
+
+    def recording_forward(self, idx, targets=None, cache=None):
+        seen.append(idx.clone())
+        return forward(self, idx, targets, cache)
+
+    monkeypatch.setattr(model_module.GPT, "forward", recording_forward)
+    a, model_a = train_run(MODEL, corpus, TRAIN, seed=4)
+    inputs_a = list(seen)
+    seen.clear()
+    b, model_b = train_run(MODEL, corpus, TRAIN, seed=4, init="placebo")
+    # the same batches in the same order and the same evaluation windows, from other initial weights
+    assert len(seen) == len(inputs_a) and all(torch.equal(x, y) for x, y in zip(seen, inputs_a, strict=True))
+    assert a.val_loss != b.val_loss and a.val_tokens == b.val_tokens
+    first_a, first_b = next(iter(model_a.parameters())), next(iter(model_b.parameters()))
+    assert not torch.equal(first_a, first_b)
+
+
+def test_a_small_eval_budget_takes_evenly_spaced_windows_of_the_data_alone():
+    offsets = eval_offsets(100_001, 100, 10_000)
+    assert len(offsets) == 100 and offsets[0] == 0 and offsets[-1] == 99_900  # spans the split: the last window ends at token 100,000
+    assert np.all(np.diff(offsets) >= 100)  # whole windows, none overlapping
+    whole = eval_offsets(1_000, 100, 10_000)
+    assert list(whole) == [i * 100 for i in range(9)]  # all of a short split: 9 windows need 901 tokens
 
 
 def test_a_run_records_what_a_researcher_needs(corpus):
@@ -60,7 +104,7 @@ def test_a_run_records_what_a_researcher_needs(corpus):
     assert result.steps_done == 12 and result.tokens_seen == 12 * 4 * 16
     assert result.epochs == pytest.approx(result.tokens_seen / len(corpus.train))
     assert [c["step"] for c in result.curve] == [4, 8, 12]
-    assert result.val_loss == result.curve[-1]["val_loss"]
+    assert result.val_tokens == len(eval_offsets(len(corpus.val), 16, TRAIN.eval_tokens)) * 16
     assert result.best_val_loss == min(c["val_loss"] for c in result.curve)
     assert result.val_bpc == pytest.approx(result.val_loss * len(corpus.val) / corpus.val_chars / math.log(2))
     assert result.val_ppl == pytest.approx(math.exp(result.val_loss))
@@ -130,8 +174,8 @@ def test_adamw_equals_torch_adamw():
 
 
 def test_random_streams_are_independent():
-    seeds = {stream_seed(0, s) for s in ("init", "batches", "dropout", "eval_val", "eval_train")}
-    assert len(seeds) == 5
+    seeds = {stream_seed(0, s) for s in STREAMS}
+    assert len(seeds) == len(STREAMS) == 4
     assert stream_seed(0, "init") != stream_seed(1, "init")
 
 
