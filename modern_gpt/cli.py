@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
+
+
+def _interrupted_at_start(signum, frame) -> None:
+    print("modern-gpt: interrupted", file=sys.stderr)
+    raise SystemExit(130)
+
+
+# Ctrl-C while the imports below load (torch takes a second or more) is a quiet exit, not a traceback.
+_sigint = None
+if threading.current_thread() is threading.main_thread():
+    _sigint = signal.signal(signal.SIGINT, _interrupted_at_start)
+
 import functools
 import inspect
 import json
 import os
 import shlex
-import signal
-import sys
 import time
 import traceback
 import typing
@@ -23,6 +36,9 @@ from . import __version__
 from .errors import UserError
 from .model import COMPONENT_SUMMARY, COMPONENTS, PIECES, kv_cache_bytes_per_token, param_counts
 from .settings import HELP, PANELS, SECTIONS, cli_settings, resolve
+
+if _sigint is not None:
+    signal.signal(signal.SIGINT, _sigint)
 
 app = typer.Typer(
     name="modern-gpt",
@@ -57,15 +73,41 @@ def _root(
 
 
 def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops a run the way Ctrl-C does: finished work is kept
+    raise KeyboardInterrupt  # SIGTERM and SIGHUP stop a run the way Ctrl-C does: finished work is kept
+
+
+# typer's click (its own copy in recent versions): the exceptions it raises for a mistyped command line
+_click_exceptions = sys.modules[typer.BadParameter.__module__]
+UsageError, ClickException = _click_exceptions.UsageError, _click_exceptions.ClickException
+NoArgsIsHelpError = getattr(_click_exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_error(e) -> str:
+    """click's usage error as one sentence: what is wrong, and where the flags are listed."""
+    text = " ".join(e.format_message().split())
+    command = e.ctx.command_path if e.ctx is not None else "modern-gpt"
+    return f"{text.rstrip('.')}; see {command} --help."
 
 
 def main() -> None:
-    """The console script: a user error is one sentence on stderr and exit code 2; Ctrl-C and SIGTERM exit with 130."""
+    """The console script: a user error (a usage error included) is one sentence on stderr and exit code 2;
+    Ctrl-C, SIGTERM and SIGHUP exit with 130."""
     _state["argv"] = sys.argv[1:]
-    signal.signal(signal.SIGTERM, _terminate)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _terminate)
     try:
-        app(prog_name="modern-gpt")
+        try:
+            code = app(prog_name="modern-gpt", standalone_mode=False)
+        except NoArgsIsHelpError as e:
+            print(e.ctx.get_help() if e.ctx is not None else str(e))
+            code = 0
+        except UsageError as e:
+            raise UserError(_usage_error(e)) from e
+        except typer.Abort:  # click's name for Ctrl-C
+            raise KeyboardInterrupt from None
+        except ClickException as e:
+            raise UserError(" ".join(e.format_message().split())) from e
     except UserError as e:
         if _state["debug"]:
             traceback.print_exc()
@@ -76,6 +118,7 @@ def main() -> None:
             traceback.print_exc()
         print("modern-gpt: interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 # ---------------------------------------------------------------------------

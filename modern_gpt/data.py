@@ -56,15 +56,25 @@ def corpus_files(path: str) -> list[Path]:
     if not p.exists():
         raise DataError(f"data path {path} does not exist; give a UTF-8 text file or a folder of .txt files.")
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*.txt") if f.is_file())
+        files = sorted(f for f in p.rglob("*.txt") if f.is_file())  # is_file: regular files only
         if not files:
             raise DataError(f"folder {path} holds no .txt files; put the corpus in files ending in .txt.")
         return files
+    if not p.is_file():  # a FIFO, a device such as /dev/zero, a socket: it could block or never end
+        raise DataError(
+            f"data path {path} is not a regular file (a pipe, a device or a socket); "
+            "give a UTF-8 text file or a folder of .txt files."
+        )
     return [p]
 
 
 def decode_text(raw: bytes, name: str) -> str:
     """UTF-8 bytes to text: a byte-order mark dropped, CR and CRLF read as LF."""
+    utf16 = _utf16(raw)
+    if utf16:
+        raise DataError(
+            f"{name} is {utf16} text, not UTF-8; convert it first, e.g. iconv -f {utf16} -t UTF-8 {name} > corpus.txt."
+        )
     nul = raw.find(b"\x00")
     if nul >= 0:
         raise DataError(f"{name} looks binary (a NUL byte at byte offset {nul}); give a UTF-8 text file.")
@@ -75,6 +85,22 @@ def decode_text(raw: bytes, name: str) -> str:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _utf16(raw: bytes) -> str:
+    """'UTF-16LE' or 'UTF-16BE' when the bytes look like UTF-16 text (a byte-order mark, or every other byte
+    zero as in mostly-ASCII UTF-16), else ''."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "UTF-16LE" if raw[:2] == b"\xff\xfe" else "UTF-16BE"
+    head = raw[:4096]
+    if len(head) >= 8:
+        pairs = len(head) // 2
+        even, odd = head[0 : 2 * pairs : 2], head[1 : 2 * pairs : 2]
+        if odd.count(0) > 0.9 * pairs and even.count(0) < 0.1 * pairs:
+            return "UTF-16LE"
+        if even.count(0) > 0.9 * pairs and odd.count(0) < 0.1 * pairs:
+            return "UTF-16BE"
+    return ""
 
 
 def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
@@ -310,11 +336,11 @@ def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: P
 # ---------------------------------------------------------------------------
 def check_length(corpus: Corpus, context: int) -> None:
     need = context + 1
-    for split, ids in (("training", corpus.train), ("validation", corpus.val)):
+    for split, ids, fix in (("training", corpus.train, "smaller"), ("validation", corpus.val, "larger")):
         if len(ids) < need:
             raise DataError(
                 f"the corpus is too short for context {context}: its {split} split has {len(ids)} tokens "
-                f"and needs at least {need}; use a longer text or a smaller --context."
+                f"and needs at least {need}; use a longer text, a smaller --context or a {fix} --val-fraction."
             )
 
 

@@ -5,24 +5,37 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
+
+from .errors import UserError
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path):
-    """Yields a temporary path beside `path`; on success it is renamed onto `path`, on failure removed."""
+    """Yields a temporary path beside `path`; on success it is renamed onto `path`, on failure removed.
+
+    The temporary file is created with the umask's permissions (not mkstemp's 0600), so that what is
+    written is as readable as any other file the user creates. A write that fails (a full disk, a
+    folder that cannot be written) is a UserError naming the folder.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     try:
-        yield Path(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())  # the bytes reach the disk before the name does
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # 0o666 less the umask
+            yield tmp
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())  # the bytes reach the disk before the name does
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    except OSError as e:
+        raise UserError(f"cannot write {path.name} in {path.parent}: {e.strerror or e}; {FREE}") from None
+
+
+FREE = "free some space or make the folder writable, or choose another folder."
 
 
 def write_text(path: Path, text: str) -> None:

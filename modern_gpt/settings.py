@@ -109,6 +109,9 @@ def find_config(name: str) -> Path:
     p = Path(name).expanduser()
     if p.is_file():
         return p
+    if p.exists():
+        what = "a folder" if p.is_dir() else "not a regular file"
+        raise UserError(f"config {name} is {what}; give a path to a .toml file.")
     shipped = shipped_configs() / f"{name.removesuffix('.toml')}.toml"
     if "/" not in name and shipped.is_file():
         return shipped
