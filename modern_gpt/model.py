@@ -396,29 +396,76 @@ def _init_weights(module: nn.Module) -> None:
 # ---------------------------------------------------------------------------
 # The price of each piece.
 # ---------------------------------------------------------------------------
-def param_counts(cfg: ModelConfig) -> dict[str, int]:
+@dataclass(frozen=True)
+class Shapes:
+    """Everything a parameter count depends on: the one description that param_counts reads.
+
+    modern-gpt's own models fill it from a ModelConfig (Shapes.of); `explain` fills it
+    from a Hugging Face config.json, which can have biases on some projections only, a
+    head_dim that is not dim / heads, or QK-norm gains over the whole projection (OLMo-2).
+    """
+
+    vocab_size: int
+    dim: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    hidden: int  # the MLP's hidden width
+    mlp_matrices: int  # 2 (classic) or 3 (gated: SwiGLU, GeGLU)
+    position_rows: int  # rows of a learned position table; 0 with RoPE
+    qk_norm_gains: int  # QK-norm gains per layer: 0, 2 * head_dim (per head), or (heads + kv_heads) * head_dim (OLMo-2)
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    norm_shift: bool  # LayerNorm's bias
+    tied: bool
+
+    @classmethod
+    def of(cls, cfg: ModelConfig) -> Shapes:
+        bias = not cfg.no_bias
+        return cls(
+            vocab_size=cfg.vocab_size,
+            dim=cfg.dim,
+            layers=cfg.layers,
+            heads=cfg.heads,
+            kv_heads=cfg.n_kv_heads,
+            head_dim=cfg.head_dim,
+            hidden=cfg.hidden,
+            mlp_matrices=3 if cfg.swiglu else 2,
+            position_rows=0 if cfg.rope else cfg.context,
+            qk_norm_gains=2 * cfg.head_dim if cfg.qk_norm else 0,
+            qkv_bias=bias,
+            o_bias=bias,
+            mlp_bias=bias,
+            norm_shift=bias and not cfg.rmsnorm,
+            tied=cfg.tie_embeddings,
+        )
+
+
+def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
     """Parameters per piece (see PIECES) and their total, from the settings alone.
 
     Arithmetic rather than a built model, so that it costs nothing for any size
     (a config.json of a 70B model included); tests/test_model.py checks it against
     counting the parameters of a real GPT for every variant.
     """
-    d, L, hd = cfg.dim, cfg.layers, cfg.head_dim
-    qkv = (cfg.heads + 2 * cfg.n_kv_heads) * hd  # output width of the fused q, k, v projection
-    mlp_matrices = 3 if cfg.swiglu else 2
+    s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
+    d, L = s.dim, s.layers
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim  # widths of the query and of the key (or value) projection
     counts = {
-        "token_embedding": cfg.vocab_size * d,
-        "position_table": 0 if cfg.rope else cfg.context * d,
-        "attention": L * (d * qkv + d * d),
-        "mlp": L * mlp_matrices * d * cfg.hidden,
-        "norms": (2 * L + 1) * d + (L * 2 * hd if cfg.qk_norm else 0),  # gains; RMSNorm has no shift
+        "token_embedding": s.vocab_size * d,
+        "position_table": s.position_rows * d,
+        "attention": L * (d * (q + 2 * kv) + q * d),
+        "mlp": L * s.mlp_matrices * d * s.hidden,
+        "norms": (2 * L + 1) * d + L * s.qk_norm_gains,  # gains; RMSNorm has no shift
         "biases": 0,
-        "output_head": 0 if cfg.tie_embeddings else cfg.vocab_size * d,
+        "output_head": 0 if s.tied else s.vocab_size * d,
     }
-    if not cfg.no_bias:
-        mlp_biases = (mlp_matrices - 1) * cfg.hidden + d
-        norm_biases = 0 if cfg.rmsnorm else (2 * L + 1) * d  # LayerNorm's shift
-        counts["biases"] = L * (qkv + d + mlp_biases) + norm_biases
+    counts["biases"] = (
+        L * ((q + 2 * kv) * s.qkv_bias + d * s.o_bias + ((s.mlp_matrices - 1) * s.hidden + d) * s.mlp_bias)
+        + (2 * L + 1) * d * s.norm_shift  # LayerNorm's shift
+    )
     counts["total"] = sum(counts.values())
     return counts
 
@@ -428,6 +475,7 @@ def non_embedding_params(counts: dict[str, int]) -> int:
     return counts["total"] - counts["token_embedding"] - counts["position_table"] - counts["output_head"]
 
 
-def kv_cache_bytes_per_token(cfg: ModelConfig, bytes_per_value: int = 2) -> int:
+def kv_cache_bytes_per_token(cfg: ModelConfig | Shapes, bytes_per_value: int = 2) -> int:
     """Bytes a KV cache holds per token when serving (keys and values, every layer), at bf16 by default."""
-    return 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * bytes_per_value
+    s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
+    return 2 * s.layers * s.kv_heads * s.head_dim * bytes_per_value
