@@ -1,0 +1,199 @@
+"""Export to Hugging Face transformers, checked against transformers itself on realistic weights.
+
+Freshly initialised weights (std 0.02) hide mapping mistakes: an erf GELU in place of GPT-2's
+tanh GELU, or RoPE before QK-norm instead of after, changes the logits by less than the
+tolerance. So every test here first perturbs every tensor to the magnitudes of a trained
+model, and negative controls check that the same comparison catches each such mistake.
+"""
+
+import itertools
+import json
+import math
+import re
+from dataclasses import replace
+
+import pytest
+import torch
+
+from modern_gpt.errors import UserError
+from modern_gpt.export import COPY, TABLE, TARGETS, export_hf, target_for, write_model
+from modern_gpt.model import COMPONENTS, GPT, ModelConfig, apply_rope
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install modern-gpt[hf])")
+
+TOL = 1e-4  # float32
+SHAPE = dict(vocab_size=61, context=16, dim=32, heads=4, layers=2)
+ALL_COMBINATIONS = [c for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)]
+
+
+def label(components) -> str:
+    return "+".join(components) or "classic"
+
+
+def perturb(model: GPT, seed: int = 0) -> GPT:
+    """Every tensor at a trained model's magnitude: unit-variance pre-activations, gains spread around 1, real biases."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if p.dim() == 1 and name.endswith("weight"):  # norm gains (LayerNorm, RMSNorm, QK-norm)
+                p.copy_(1.0 + 0.5 * noise)
+            elif p.dim() == 1:  # biases and LayerNorm shifts
+                p.copy_(0.3 * noise)
+            elif "emb" in name:
+                p.copy_(noise)
+            else:  # matrices: a fan-in scale, so that every activation is of order 1
+                p.copy_(noise / math.sqrt(p.shape[1]))
+    return model.eval()
+
+
+def build(components, **shape) -> GPT:
+    torch.manual_seed(0)
+    return perturb(GPT(ModelConfig(**(SHAPE | shape)).with_components(components)))
+
+
+def load_hf(folder):
+    hf, info = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, attn_implementation="eager", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info  # every tensor mapped, none left over
+    return hf.float().eval()
+
+
+def max_diff(model: GPT, folder) -> float:
+    hf = load_hf(folder)
+    x = torch.randint(0, model.config.vocab_size, (2, model.config.context), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, theirs = model(x)[0], hf(x).logits
+    assert ours.abs().max() > 3  # realistic logits, not the near-zero ones of an untrained model
+    return (ours - theirs).abs().max().item()
+
+
+@pytest.mark.parametrize("components", ALL_COMBINATIONS, ids=label)
+def test_every_combination_exports_with_equal_logits_or_is_refused_by_name(components, tmp_path):
+    model = build(components)
+    if frozenset(components) not in TABLE:
+        with pytest.raises(UserError) as err:
+            export_hf(model, tmp_path / "hf")
+        message = str(err.value)
+        assert message.startswith(f"{label(components)} does not export: no counterpart for ")
+        named = re.findall(r"\((\w+)( off)?\)(?= in | and )", message.split("; what exports")[0])
+        assert named, message  # at least one piece is named...
+        for component, off in named:  # ...and each one truthfully: on when named as modern, off when classic
+            assert component in COMPONENTS and (component in components) != bool(off), message
+        assert not (tmp_path / "hf").exists()  # refused before anything is written
+        return
+    arch = export_hf(model, tmp_path / "hf")
+    assert arch == TABLE[frozenset(components)].name
+    assert max_diff(model, tmp_path / "hf") < TOL
+
+
+def test_the_table_covers_the_components_and_names_one_class_per_combination():
+    assert {c for t in TARGETS for c in t.holds} <= set(COMPONENTS)  # no stale names
+    exportable = {label(c): TABLE[frozenset(c)].name for c in ALL_COMBINATIONS if frozenset(c) in TABLE}
+    modern = "+".join(COMPONENTS)
+    assert exportable == {
+        "classic": "GPT2LMHeadModel",
+        "no_bias": "GPT2LMHeadModel",
+        "rmsnorm+rope+swiglu": "LlamaForCausalLM",
+        "rmsnorm+rope+swiglu+no_bias": "LlamaForCausalLM",
+        "rmsnorm+rope+swiglu+gqa": "LlamaForCausalLM",
+        "rmsnorm+rope+swiglu+no_bias+gqa": "LlamaForCausalLM",
+        "rmsnorm+rope+swiglu+no_bias+qk_norm": "Qwen3ForCausalLM",
+        modern: "Qwen3ForCausalLM",
+    }
+
+
+def test_refusals_name_the_pieces_without_a_counterpart():
+    def refusal(components):
+        with pytest.raises(UserError) as err:
+            target_for(ModelConfig(**SHAPE).with_components(components))
+        return str(err.value)
+
+    assert "rotary position embedding (RoPE) (rope) in GPT2LMHeadModel" in refusal(["rope"])
+    # qk_norm with biases: Llama has no QK-norm, and Qwen3's MLP has no bias
+    msg = refusal(["rmsnorm", "rope", "swiglu", "qk_norm"])
+    assert "RMS-normalised q and k per head (qk_norm) in LlamaForCausalLM" in msg
+    assert "a bias in every Linear and norm (no_bias off) in Qwen3ForCausalLM" in msg
+
+
+def test_a_new_component_is_refused_until_someone_maps_it(monkeypatch):
+    """A seventh component, switched on, has no entry in any target: the export names it instead of guessing."""
+    cfg = ModelConfig(**SHAPE).with_components(["rmsnorm", "rope", "swiglu", "no_bias"])
+    assert target_for(cfg).name == "LlamaForCausalLM"
+    switched_on = ModelConfig.components.fget
+    monkeypatch.setattr(ModelConfig, "components", property(lambda self: (*switched_on(self), "parallel")))
+    with pytest.raises(UserError, match=r"no counterpart for parallel \(parallel\) in LlamaForCausalLM"):
+        target_for(cfg)
+
+
+@pytest.mark.parametrize(
+    "components,shape",
+    [
+        ((), {"tie_embeddings": False}),
+        (("no_bias",), {"tie_embeddings": False}),
+        (("rmsnorm", "rope", "swiglu", "gqa"), {"kv_heads": 1, "rope_base": 500.0, "tie_embeddings": False}),
+        (("rmsnorm", "rope", "swiglu", "no_bias", "gqa"), {"kv_heads": 1, "rope_base": 500.0}),
+        (COMPONENTS, {"kv_heads": 1, "rope_base": 500.0, "tie_embeddings": False}),
+        (COMPONENTS, {"heads": 8, "kv_heads": 2, "mlp_hidden": 40}),
+    ],
+    ids=["classic-untied", "no_bias-untied", "llama-bias-kv1-base500-untied", "llama-kv1-base500",
+         "qwen3-kv1-base500-untied", "qwen3-8heads-hidden40"],
+)  # fmt: skip
+def test_other_shapes_export_with_equal_logits(components, shape, tmp_path):
+    model = build(components, **shape)
+    export_hf(model, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["tie_word_embeddings"] == model.config.tie_embeddings
+    assert max_diff(model, tmp_path / "hf") < TOL
+
+
+# ---------------------------------------------------------------------------
+# Negative controls: a deliberately wrong mapping must fail the very same comparison.
+# ---------------------------------------------------------------------------
+def test_control_erf_gelu_fails_on_realistic_weights_and_passes_on_fresh_ones(tmp_path):
+    def diff_with_erf_gelu(model, folder):
+        export_hf(model, folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | {"activation_function": "gelu"}))  # exact erf GELU
+        return max_diff(model, folder)
+
+    assert diff_with_erf_gelu(build(()), tmp_path / "real") > 10 * TOL
+    torch.manual_seed(0)
+    fresh = GPT(ModelConfig(**SHAPE)).eval()
+    fresh.lm_head.weight.data.mul_(500)  # logits large enough for max_diff's check, the body still at init scale
+    assert diff_with_erf_gelu(fresh, tmp_path / "fresh") < TOL  # why the weights are perturbed
+
+
+def test_control_a_missing_transpose_fails(tmp_path):
+    gpt2 = TARGETS[0]
+    wrong = [(ours, theirs, COPY if "attn.c_proj.weight" in theirs else how) for ours, theirs, how in gpt2.rules]
+    model = build(())
+    write_model(model, tmp_path / "hf", replace(gpt2, rules=wrong))
+    assert max_diff(model, tmp_path / "hf") > 10 * TOL
+
+
+def test_control_rope_then_qk_norm_fails(tmp_path, monkeypatch):
+    """Qwen3 (and modern-gpt) normalise q and k, then rotate; the other order must be caught."""
+    model = build(COMPONENTS)
+    export_hf(model, tmp_path / "hf")
+    assert max_diff(model, tmp_path / "hf") < TOL
+    import modern_gpt.model as m
+
+    for block in model.blocks:  # move each norm after the rotation
+        block.attn.q_norm.forward, block.attn.k_norm.forward = _later(block.attn.q_norm), _later(block.attn.k_norm)
+    pending = []
+    monkeypatch.setattr(m, "apply_rope", lambda x, cos, sin: pending.pop(0)(apply_rope(x, cos, sin)))
+    _later.pending = pending
+    assert max_diff(model, tmp_path / "hf") > 10 * TOL
+
+
+def _later(norm):
+    """A norm's forward that returns its input unchanged and leaves the real norm for apply_rope to run after."""
+    real = type(norm).forward.__get__(norm)
+
+    def forward(x):
+        _later.pending.append(real)
+        return x
+
+    return forward
