@@ -5,7 +5,7 @@
     runs.csv      one row per variant x seed, rebuilt from runs/ after every finished run
     curves.csv    variant, seed, step, train_loss, val_loss
     summary.csv   one row per table row
-    .lock         the pid of the process writing the folder
+    .lock         flock'ed by the process writing the folder; holds its pid, for messages
 
 Every file is written to a temporary name and renamed, so a SIGKILL at any
 moment leaves each file whole and `--resume` able to finish.
@@ -13,15 +13,25 @@ moment leaves each file whole and `--resume` able to finish.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import numpy as np
 import pandas as pd
 
 from .errors import UserError
 from .files import atomic_path, write_json
+from .model import COMPONENTS
+from .schema import problem
 
 RUN_COLUMNS = [
     "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens", "best_val_loss",
@@ -31,9 +41,105 @@ RUN_COLUMNS = [
 CURVE_COLUMNS = ["variant", "row", "seed", "step", "train_loss", "val_loss"]
 SUMMARY_COLUMNS = [
     "variant", "params", "train_loss", "val_loss", "delta_val", "spread", "ci_low", "ci_high", "verdict", "secs",
-    "val_bpc", "tokens_per_s", "kv_cache_bytes_per_token", "p_holm",
-    "row", "components", "reference", "mlp_hidden", "seeds", "diverged", "epochs",
+    "val_bpc", "tokens_per_s", "kv_cache_bytes_per_token", "pairs", "sd", "p", "p_holm", "p_same", "p_same_holm",
+    "mde", "seeds_needed", "row", "components", "reference", "mlp_hidden", "seeds", "diverged", "epochs",
 ]  # fmt: skip
+
+# What each file must hold for --resume and report to trust it (the notation is in schema.py). Other keys are
+# tolerated; a key that the code reads back gets a line here.
+VARIANT_SCHEMA = {"name": str, "components": [str], "reference": (int, None), "mlp_hidden?": (int, None)}
+META_SCHEMA = {  # written by ablate.start
+    "command": str,
+    "spec": {
+        "settings": {"model": dict, "train": dict, "data": dict},
+        "plan": str,
+        "variants": [VARIANT_SCHEMA],
+        "seeds": [int],
+        "match_params": bool,
+        "data_key": str,
+        "data_name": str,
+    },
+    "variants": [{**VARIANT_SCHEMA, "params": int, "hidden": int, "kv_cache_bytes_per_token": int}],
+    "status": str,
+}
+NUMBER = (float, None)  # NaN for a run that diverged or failed; null in a hand-edited file
+RUN_SCHEMA = {  # written by ablate.execute: train.RunResult and the run's identity
+    "row": int,
+    "seed": int,
+    "variant": str,
+    "components": str,
+    "settings_hash": str,
+    "params": int,
+    "train_loss": NUMBER,
+    "val_loss": NUMBER,
+    "best_val_loss": NUMBER,
+    "best_step": int,
+    "val_bpc": NUMBER,
+    "steps_done": int,
+    "epochs": NUMBER,
+    "tokens_per_s": NUMBER,
+    "secs": NUMBER,
+    "diverged": bool,
+    "error": str,
+    "curve": [{"step": int, "train_loss": NUMBER, "val_loss": NUMBER}],
+}
+# runs.csv: the columns the table, the footnotes and the plot read, and which must be numbers
+RUNS_CSV_NUMBERS = ("row", "seed", "train_loss", "val_loss", "best_val_loss", "best_step", "val_bpc", "steps_done",
+                    "epochs", "tokens_per_s", "secs")  # fmt: skip
+RUNS_CSV_REQUIRED = ("variant", "diverged", "error", *RUNS_CSV_NUMBERS)
+
+
+def settings_hash(settings: dict, data_key: str) -> str:
+    """A run's settings and data, in 16 hex digits: a run file carries it so that a foreign one is recognised."""
+    text = json.dumps({"settings": settings, "data_key": data_key}, sort_keys=True, allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_meta(meta, path: Path) -> None:
+    """meta.json against META_SCHEMA, its plan's rows and seeds, and its settings: one sentence for what is wrong."""
+    found = problem(meta, META_SCHEMA)
+    spec = meta["spec"] if found is None else {}
+    if found is None and not spec["variants"]:
+        found = "spec.variants is empty"
+    if found is None and len(meta["variants"]) != len(spec["variants"]):
+        found = f"variants has {len(meta['variants'])} rows and spec.variants {len(spec['variants'])}"
+    for i, v in enumerate(spec.get("variants", []) if found is None else []):
+        unknown = [c for c in v["components"] if c not in COMPONENTS]
+        if unknown:
+            found = f"spec.variants[{i}] has an unknown component {unknown[0]!r}"
+        elif (v["reference"] is None) != (i == 0) or (v["reference"] is not None and not 0 <= v["reference"] < i):
+            found = f"spec.variants[{i}].reference {v['reference']!r} is not a row above it"
+        if found:
+            break
+    if found is None and (not spec["seeds"] or min(spec["seeds"]) < 0 or len(set(spec["seeds"])) < len(spec["seeds"])):
+        found = f"spec.seeds must be distinct seeds of 0 or more, got {spec['seeds']}"
+    if found is None:
+        found = _settings_problem(spec["settings"])
+    if found:
+        raise UserError(
+            f"{path} is not a modern-gpt results file or is damaged: {found}; "
+            "give a folder written by modern-gpt ablate, or start a new ablation."
+        )
+
+
+def _settings_problem(d: dict) -> str | None:
+    """What is wrong with settings saved in meta.json (an unknown key, a wrong type, an invalid value), or None."""
+    from .settings import ALL, _check_value, from_dict
+
+    try:
+        for section, values in d.items():
+            for key, value in values.items():
+                if f"{section}.{key}" not in ALL:
+                    return f"spec.settings has an unknown setting {section}.{key}"
+                _check_value(ALL[f"{section}.{key}"], value, "spec.settings")
+        settings = from_dict(d)
+        settings.train.validate()
+        settings.data.validate()
+    except UserError as e:
+        return f"a setting read from meta.json is invalid ({str(e).rstrip('.')})"
+    except (TypeError, ValueError) as e:
+        return f"spec.settings cannot be read ({e})"
+    return None
 
 
 def failed(runs: pd.DataFrame) -> pd.Series:
@@ -59,15 +165,85 @@ def read_csv(path: Path) -> pd.DataFrame:
         text = {c: str for c in TEXT_COLUMNS if c in header}
         frame = pd.read_csv(path, dtype=text, **_EXACT)
     except (OSError, ValueError, pd.errors.ParserError) as e:
-        raise UserError(
-            f"{path} is damaged ({str(e).splitlines()[0]}); modern-gpt ablate --resume rebuilds it from runs/."
-        ) from None
+        raise UserError(f"{path} is damaged ({(str(e).splitlines() or ['empty'])[0]}); {REBUILD}") from None
     for col in ("row", "seed", "val_loss") if path.name == "runs.csv" else ():
         if col not in frame:
-            raise UserError(f"{path} is damaged (no {col} column); modern-gpt ablate --resume rebuilds it from runs/.")
+            raise UserError(f"{path} is damaged (no {col} column); {REBUILD}")
     for col in text:
         frame[col] = frame[col].fillna("")
     return frame
+
+
+REBUILD = "delete it, and report and --resume rebuild it from runs/."
+
+
+def _foreign(record: dict, spec: dict, expected_hash: str) -> str | None:
+    """Why a run file does not belong to this ablation, or None when it does."""
+    row, seed, variants = record["row"], record["seed"], spec["variants"]
+    if not 0 <= row < len(variants):
+        return f"row {row} is outside the plan's {len(variants)} rows"
+    if seed not in spec["seeds"]:
+        return f"seed {seed} is not one of the plan's seeds"
+    v = variants[row]
+    if record["variant"] != v["name"] or record["components"] != "+".join(v["components"]):
+        return f"it is a run of {record['variant']!r}, and row {row} is {v['name']!r}"
+    if v.get("mlp_hidden") is not None and record.get("mlp_hidden") != v["mlp_hidden"]:
+        return f"its MLP width {record.get('mlp_hidden')} is not the plan's {v['mlp_hidden']}"
+    if record["settings_hash"] != expected_hash:
+        return "it was made with other settings or data"
+    return None
+
+
+def _tables(finished: dict[tuple[int, int], dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """runs.csv and curves.csv as frames, from run records."""
+    records = [finished[k] for k in sorted(finished)]
+    runs = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS)
+    curves = pd.DataFrame(
+        [{"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point} for r in records for point in r["curve"]],
+        columns=CURVE_COLUMNS,
+    )
+    return runs, curves
+
+
+def _reread(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame exactly as read_csv would read it back from a file."""
+    text = {c: str for c in TEXT_COLUMNS if c in frame}
+    out = pd.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=text, **_EXACT)
+    for col in text:
+        out[col] = out[col].fillna("")
+    return out
+
+
+def _check_runs(frame: pd.DataFrame, path: Path, meta: dict) -> None:
+    """runs.csv's columns, numbers, rows and seeds against RUNS_CSV_* and the plan; numbers made numeric in place."""
+
+    def damaged(what: str) -> UserError:
+        return UserError(f"{path} is damaged ({what}); {REBUILD}")
+
+    for col in RUNS_CSV_REQUIRED:
+        if col not in frame:
+            raise damaged(f"no {col} column")
+    for col in RUNS_CSV_NUMBERS:
+        numbers = pd.to_numeric(frame[col], errors="coerce")
+        bad = numbers.isna() & frame[col].notna()
+        if col in ("row", "seed"):
+            bad |= numbers.isna() | (numbers != numbers.round())
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise damaged(f"line {i + 2} has {frame[col].iloc[i]!r} in column {col}, not a number")
+        frame[col] = numbers.astype(int) if col in ("row", "seed") else numbers.astype(float)
+    flags = frame["diverged"].map({True: True, False: False, "True": True, "False": False, "true": True, "false": False})
+    if flags.isna().any():
+        i = int(flags.isna().to_numpy().nonzero()[0][0])
+        raise damaged(f"line {i + 2} has {frame['diverged'].iloc[i]!r} in column diverged, not True or False")
+    frame["diverged"] = flags.astype(bool)
+    rows, seeds = len(meta["variants"]), set(meta["spec"]["seeds"])
+    for i, (row, seed) in enumerate(zip(frame["row"], frame["seed"], strict=True)):
+        if not 0 <= row < rows or seed not in seeds:
+            raise damaged(f"line {i + 2} is row {row}, seed {seed}, outside the plan's {rows} rows and seeds")
+    if frame.duplicated(["row", "seed"]).any():
+        i = int(frame.duplicated(["row", "seed"]).to_numpy().nonzero()[0][0])
+        raise damaged(f"line {i + 2} repeats row {frame['row'].iloc[i]}, seed {frame['seed'].iloc[i]}")
 
 
 class ResultsDir:
@@ -89,15 +265,55 @@ class ResultsDir:
     def is_results(self) -> bool:
         return (self.path / "meta.json").is_file() and self.runs_dir.is_dir()
 
+    def half_created(self) -> bool:
+        """A folder that modern-gpt began to create and never finished: runs/ (empty), no meta.json."""
+        return (
+            self.runs_dir.is_dir()
+            and not (self.path / "meta.json").exists()
+            and not any(self.runs_dir.iterdir())
+            and all(f.name in ("runs", ".lock", ".write-test") or f.name.endswith(".tmp") for f in self.path.iterdir())
+        )
+
+    def half_created_error(self) -> UserError:
+        return UserError(
+            f"{self.path} was left half-created (no meta.json, no runs: nothing ran in it); delete it, "
+            "then start the ablation again."
+        )
+
+    def check_new(self) -> None:
+        """A folder for a new ablation: missing or empty, else refused with the advice that fits what it holds."""
+        p = self.path
+        if not p.exists():
+            return
+        if not p.is_dir():
+            raise UserError(f"{p} exists and is not a folder; choose another --out.")
+        if not any(p.iterdir()):
+            return
+        owner = self.owner()
+        if owner is not None:
+            who = f"pid {owner}" if owner else "its pid not yet written"
+            raise UserError(f"{p} is being written by another modern-gpt process ({who}); choose another --out.")
+        if self.half_created():
+            raise self.half_created_error()
+        if self.is_results():
+            raise UserError(f"{p} already holds an ablation; finish it with --resume {p}, or choose another --out.")
+        raise UserError(f"{p} already exists and is not an empty folder; choose another --out.")
+
     def read_meta(self) -> dict:
+        """meta.json, checked against META_SCHEMA: a damaged or foreign file is one sentence naming it."""
         if not self.is_results():
+            if self.path.is_dir() and self.half_created():
+                raise self.half_created_error()
             raise UserError(
                 f"{self.path} is not a results folder (no meta.json and runs/ in it); give a folder written by modern-gpt ablate."
             )
+        path = self.path / "meta.json"
         try:
-            return json.loads((self.path / "meta.json").read_text())
+            meta = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
-            raise UserError(f"{self.path}/meta.json is damaged ({e}).") from None
+            raise UserError(f"{path} is damaged ({str(e).splitlines()[0]}); start a new ablation.") from None
+        check_meta(meta, path)
+        return meta
 
     def write_meta(self, meta: dict) -> None:
         write_json(self.path / "meta.json", meta)
@@ -108,49 +324,114 @@ class ResultsDir:
         return self.path / ".lock"
 
     def lock(self) -> None:
-        """Take the folder for this process; refuse while a live process holds it, take over from a dead one."""
+        """Take the folder for this process, or refuse while another process holds it.
+
+        An exclusive flock on .lock: the kernel releases it when its owner dies, however it dies, so a
+        dead owner's lock is free and two live processes can never both hold it. The pid written into
+        the file only names the owner in the message.
+        """
+        if fcntl is None:  # no flock on this platform: no lock
+            return
         while True:
             try:
-                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    owner = int(self.lock_path.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    owner = 0
-                if owner and owner != os.getpid() and _alive(owner):
-                    raise UserError(
-                        f"{self.path} is being written by another modern-gpt process (pid {owner}); "
-                        "wait for it to finish or stop it first."
-                    ) from None
-                self.lock_path.unlink(missing_ok=True)  # left by a dead process: take it over
-                continue
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            except IsADirectoryError:
+                raise UserError(f"{self.lock_path} is a folder, not a lock file; remove it and run again.") from None
             except OSError as e:
                 raise UserError(f"cannot write results to {self.path}: {e.strerror or e}.") from None
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                owner = self.owner()
+                who = f"pid {owner}" if owner else "its pid not yet written"
+                raise UserError(
+                    f"{self.path} is being written by another modern-gpt process ({who}); "
+                    "wait for it to finish or stop it first."
+                ) from None
+            try:  # the file may have been removed by the owner that unlocked it just before: lock the new one
+                same = os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            self._lock_fd = fd
             return
 
     def unlock(self) -> None:
+        fd = getattr(self, "_lock_fd", None)
+        if fd is None:
+            return
+        self._lock_fd = None
+        with contextlib.suppress(OSError):
+            self.lock_path.unlink()  # while still holding it, so no one locks a file that is about to go
+        os.close(fd)
+
+    def owner(self) -> int | None:
+        """The pid of the live process that holds the folder's lock, or None when no process holds it."""
+        if fcntl is None:
+            return None
         try:
-            if self.lock_path.read_text().strip() == str(os.getpid()):
-                self.lock_path.unlink()
+            fd = os.open(self.lock_path, os.O_RDONLY)
         except OSError:
-            pass
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:  # held
+                text = os.read(fd, 32).decode(errors="replace").strip()
+                return int(text) if text.isdigit() else 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     # -- runs ----------------------------------------------------------------
     def run_file(self, row: int, seed: int) -> Path:
         return self.runs_dir / f"row{row:02d}-seed{seed}.json"
 
     def finished(self) -> dict[tuple[int, int], dict]:
-        """Every finished run, keyed by (row, seed). A file that cannot be parsed is ignored and will be re-run."""
-        out = {}
-        for f in sorted(self.runs_dir.glob("row*-seed*.json")):
+        """Every finished run of this folder's ablation, keyed by (row, seed).
+
+        A file that cannot be parsed, does not match RUN_SCHEMA, or belongs elsewhere (a row or seed outside
+        the plan, another variant, other settings or data: a file copied from another ablation) is left out
+        and named in self.rejected; --resume runs its run again.
+        """
+        spec = self.read_meta()["spec"]
+        expected = settings_hash(spec["settings"], spec["data_key"])
+        out, self.rejected = {}, []
+        for f in sorted(self.runs_dir.glob("*.json")):
             try:
-                record = json.loads(f.read_text())
-                out[(int(record["row"]), int(record["seed"]))] = record
-            except (OSError, ValueError, KeyError):
+                record = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self.rejected.append(f"runs/{f.name} (it cannot be read)")
                 continue
+            why = problem(record, RUN_SCHEMA) or _foreign(record, spec, expected)
+            if why is None and f.name != self.run_file(record["row"], record["seed"]).name:
+                why = f"its name does not match its row {record['row']} and seed {record['seed']}"
+            if why:
+                self.rejected.append(f"runs/{f.name} ({why})")
+            else:
+                out[(record["row"], record["seed"])] = record
         return out
+
+    def health_notes(self, meta: dict) -> list[str]:
+        """What a reader of the table must know about the folder itself: a writer still at work, one that died
+        or failed (meta.json's status alone can say `running` for a process long gone), run files left out."""
+        notes, status, owner = [], meta.get("status"), self.owner()
+        resume = f"modern-gpt {'duel' if meta['spec']['plan'] == 'duel' else 'ablate'} --resume {self.path}"
+        if owner is not None:
+            notes.append(f"Still running (pid {owner or 'unknown'}): the table shows the runs finished so far.")
+        elif status == "running":
+            notes.append(f"The process that wrote this folder stopped before the end (it holds no lock); {resume} finishes it.")
+        elif status == "failed":
+            notes.append(f"The ablation failed: {str(meta.get('error') or 'no reason recorded').rstrip('.')}; {resume} runs what is left.")
+        self.finished()
+        notes += [f"{r} is left out of the table: it does not belong to this ablation." for r in self.rejected]
+        return notes
 
     def write_run(self, record: dict) -> None:
         """One finished run: its own file first, then runs.csv and curves.csv rebuilt from all of them."""
@@ -158,26 +439,30 @@ class ResultsDir:
         self.write_tables(self.finished())
 
     def write_tables(self, finished: dict[tuple[int, int], dict]) -> None:
-        records = [finished[k] for k in sorted(finished)]
-        runs = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS)
-        curves = pd.DataFrame(
-            [
-                {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}
-                for r in records
-                for point in r["curve"]
-            ],
-            columns=CURVE_COLUMNS,
-        )
+        runs, curves = _tables(finished)
         _write_csv(self.path / "runs.csv", runs)
         _write_csv(self.path / "curves.csv", curves)
 
     def runs(self) -> pd.DataFrame:
+        """runs.csv, checked against the plan; rebuilt from runs/ (the source of truth) when it is gone."""
         path = self.path / "runs.csv"
-        return read_csv(path) if path.is_file() else pd.DataFrame(columns=RUN_COLUMNS)
+        if not path.exists():
+            return _reread(_tables(self.finished())[0])
+        frame = read_csv(path)
+        _check_runs(frame, path, self.read_meta())
+        return frame
 
     def curves(self) -> pd.DataFrame:
         path = self.path / "curves.csv"
-        return read_csv(path) if path.is_file() else pd.DataFrame(columns=CURVE_COLUMNS)
+        if not path.exists():
+            return _reread(_tables(self.finished())[1])
+        frame = read_csv(path)
+        missing = [c for c in ("row", "seed", "step", "val_loss") if c not in frame]
+        bad = [c for c in ("row", "seed", "step", "val_loss") if c in frame and not pd.api.types.is_numeric_dtype(frame[c])]
+        if missing or bad:
+            what = f"no {missing[0]} column" if missing else f"a cell of column {bad[0]} is not a number"
+            raise UserError(f"{path} is damaged ({what}); {REBUILD}")
+        return frame
 
     # -- summary -------------------------------------------------------------
     def write_summary(self, rows: list[dict]) -> None:
@@ -185,13 +470,3 @@ class ResultsDir:
 
     def summary(self) -> pd.DataFrame:
         return read_csv(self.path / "summary.csv")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

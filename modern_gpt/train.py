@@ -111,6 +111,41 @@ def resolve_device(name: str) -> str:
     return name
 
 
+def memory_bytes(device: str) -> int | None:
+    """The memory a run on this device can have at most: the machine's RAM, or the GPU's; None when unknown."""
+    try:
+        if device == "cuda":
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        if device == "cpu":
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError, RuntimeError):
+        pass
+    return None
+
+
+def check_memory(model_cfg: ModelConfig, cfg: TrainConfig, device: str) -> None:
+    """Refuse, naming the flags, a run whose model or one training step cannot fit in the device's memory at all.
+    A rough lower bound (float32 weights, gradients, AdamW's moments, logits and activations): what passes may
+    still run out of memory, and is then recorded as a failed run."""
+    total = memory_bytes(device)
+    if total is None:
+        return
+    gb = 1 << 30
+    weights = 16 * param_counts(model_cfg)["total"]
+    tokens = cfg.batch_size * model_cfg.context
+    step = 4 * tokens * (3 * model_cfg.vocab_size + 16 * model_cfg.dim * model_cfg.layers)
+    if weights > total:
+        raise UserError(
+            f"the model ({param_counts(model_cfg)['total']:,} parameters) needs about {weights / gb:,.0f} GB to train, "
+            f"more than the {total / gb:,.0f} GB of memory here; use a smaller --dim, --layers or --context."
+        )
+    if weights + step > total:
+        raise UserError(
+            f"--batch-size {cfg.batch_size} with --context {model_cfg.context} needs about {(weights + step) / gb:,.0f} GB "
+            f"for one training step, more than the {total / gb:,.0f} GB of memory here; use a smaller --batch-size."
+        )
+
+
 def default_threads(jobs: int = 1) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, jobs))
 
@@ -194,8 +229,12 @@ def evaluate(model: GPT, ids: np.ndarray, offsets: np.ndarray, context: int, dev
     return total / len(offsets)
 
 
-def _is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
+def is_oom(e: BaseException) -> bool:
+    """Out of memory: CUDA's error, the CPU allocator's "can't allocate memory", numpy's MemoryError."""
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def train_run(
@@ -217,6 +256,7 @@ def train_run(
     model_cfg = replace(model_cfg, vocab_size=corpus.tokenizer.vocab_size)
     check_length(corpus, model_cfg.context)
     device = resolve_device(cfg.device)
+    check_memory(model_cfg, cfg, device)
     threads = threads or cfg.threads or default_threads()
     torch.set_num_threads(threads)  # pinned per run: CPU results depend on it
     t0 = time.perf_counter()
@@ -280,10 +320,10 @@ def train_run(
                 else last["val_loss"]
             )
             diverged = not all(math.isfinite(x) for x in final.values())
-    except RuntimeError as e:
-        if not _is_oom(e):
+    except (RuntimeError, MemoryError) as e:
+        if not is_oom(e):
             raise
-        error = f"out of memory at step {step}: {str(e).splitlines()[0]}"
+        error = f"out of memory at step {step}: {(str(e).splitlines() or [type(e).__name__])[0]}"
         if device == "cuda":
             torch.cuda.empty_cache()
 
