@@ -518,7 +518,7 @@ def extrapolate(
 
 @app.command()
 def explain(
-    config_json: Annotated[Path, typer.Argument(help="A Hugging Face style config.json (Llama, Mistral, Qwen2, Gemma, GPT-2, GPT-NeoX).")],
+    config_json: Annotated[Path, typer.Argument(help="A Hugging Face style config.json (Llama, Mistral, Qwen2, Qwen3, OLMo-2, Gemma, GPT-2, GPT-NeoX).")],
     as_flags: Annotated[bool, typer.Option("--as-flags", help="Print only the modern-gpt flags of the closest variant.")] = False,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:  # fmt: skip
@@ -548,6 +548,15 @@ def explain(
     console.print(
         f"components: {', '.join(info['components']) or 'none (classic GPT-2)'}", highlight=False, markup=False
     )
+    with_bias = [name for name, on in info["biases"].items() if on]
+    console.print(
+        f"biases: {', '.join(with_bias) if with_bias else 'none'}"
+        + (f"; none on {', '.join(n for n, on in info['biases'].items() if not on)}" if with_bias else ""),
+        highlight=False,
+        markup=False,
+    )
+    for note in info["notes"]:
+        console.print(f"note: {note}", highlight=False, markup=False)
     console.print(
         f"parameters: {info['params']:,}; KV cache: {info['kv_cache_bytes_per_token']:,} bytes per token at {info['dtype']}",
         highlight=False,
@@ -563,16 +572,19 @@ def explain(
 @app.command()
 def export(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
-    hf: Annotated[Path, typer.Option("--hf", help="The folder to write (config.json and model.safetensors).")],
-) -> None:
-    """Write a checkpoint as a Hugging Face transformers model: LlamaForCausalLM or GPT2LMHeadModel."""
+    hf: Annotated[str, typer.Option("--hf", help="The folder to write: config.json, model.safetensors, tokenizer.json, tokenizer_config.json.")],
+    force: Annotated[bool, typer.Option("--force", help="Write into --hf even when it holds files (they are replaced).")] = False,
+) -> None:  # fmt: skip
+    """Write a checkpoint and its tokenizer as a Hugging Face transformers model: GPT2LMHeadModel, LlamaForCausalLM or Qwen3ForCausalLM."""
     from .checkpoint import load_checkpoint
     from .export import export_hf
 
-    model, _, _ = load_checkpoint(checkpoint)
-    arch = export_hf(model, hf)
+    hf = Path(_folder_flag("--hf", hf))
+    _check_free(hf, "--hf", force)
+    model, _, tokenizer = load_checkpoint(checkpoint)
+    arch = export_hf(model, hf, tokenizer)
     console.print(
-        f"wrote {hf} ({arch}); load it with transformers.AutoModelForCausalLM.from_pretrained({str(hf)!r})",
+        f"wrote {hf} ({arch} and its tokenizer); load it with transformers.pipeline('text-generation', model={str(hf)!r})",
         highlight=False,
         markup=False,
     )
