@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 
 from .data import tokenizer_from_json
 from .errors import UserError
 from .files import atomic_path, write_json
 from .model import GPT
-from .settings import Settings, from_dict
+from .settings import Settings, from_dict, saved_settings_problem
 
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "metrics.json")
 
@@ -23,7 +23,10 @@ def save_checkpoint(folder: Path, model: GPT | None, settings: Settings, tokeniz
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        if model is not None:
+        if model is None:  # a diverged run: no weights, and none left from an earlier run in this folder
+            for name in ("model.safetensors", "tokenizer.json"):
+                (folder / name).unlink(missing_ok=True)
+        else:
             with atomic_path(folder / "model.safetensors") as tmp:
                 save_model(model, str(tmp))  # tied weights are stored once
             write_json(folder / "tokenizer.json", tokenizer.to_json())
@@ -41,15 +44,32 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
             f"{folder} is not a checkpoint folder (it does not exist); give a folder written by modern-gpt train."
         )
     missing = [f for f in FILES[:3] if not (folder / f).is_file()]
+    failed = _failed_run(folder)
+    if "model.safetensors" in missing and failed:
+        raise UserError(f"{folder} holds a run that {failed}; no weights were saved (its metrics are in metrics.json).")
     if missing:
         raise UserError(
             f"{folder} is not a checkpoint folder: {', '.join(missing)} missing; give a folder written by modern-gpt train."
         )
     try:
-        settings = from_dict(json.loads((folder / "config.json").read_text()))
-        tokenizer = tokenizer_from_json(json.loads((folder / "tokenizer.json").read_text()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{folder}: config.json or tokenizer.json is damaged ({type(e).__name__}: {e}).") from None
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        why = saved_settings_problem({k: v for k, v in config.items() if k != "format"} if isinstance(config, dict) else config)
+    except (OSError, ValueError) as e:
+        why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+    if why:
+        raise UserError(f"{folder}/config.json is damaged ({why}); train the checkpoint again.")
+    settings = from_dict(config)
+    try:
+        tokenizer = tokenizer_from_json(json.loads((folder / "tokenizer.json").read_text(encoding="utf-8")))
+    except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse
+        text = (str(e).splitlines() or [""])[0][:120]
+        raise UserError(f"{folder}/tokenizer.json is damaged ({type(e).__name__}: {text}); train the checkpoint again.") from None
+    if tokenizer.vocab_size != settings.model.vocab_size:
+        raise UserError(
+            f"{folder}: tokenizer.json has {tokenizer.vocab_size} token ids and config.json's model "
+            f"{settings.model.vocab_size}: they do not belong to the same checkpoint."
+        )
+    _check_shapes(folder, settings)  # before building anything: a wrong config.json must not build a huge model
     model = GPT(settings.model)
     try:
         missing_keys, unexpected = load_model(model, str(folder / "model.safetensors"), strict=False, device=device)
@@ -60,6 +80,48 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
             f"{folder}/model.safetensors does not match config.json (missing {missing_keys[:3]}, unexpected {unexpected[:3]})."
         )
     return model.to(device).eval(), settings, tokenizer
+
+
+def _failed_run(folder: Path) -> str:
+    """'diverged after N steps' or 'failed: why' when metrics.json records a run that saved no weights, else ''."""
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(metrics, dict):
+        return ""
+    if metrics.get("diverged"):
+        return f"diverged (the loss became NaN or infinite) after {metrics.get('steps_done', '?')} steps"
+    if metrics.get("error"):
+        return f"failed ({str(metrics['error']).rstrip('.')})"
+    return ""
+
+
+def _check_shapes(folder: Path, settings: Settings) -> None:
+    """model.safetensors's header against the shapes config.json implies, read without loading a weight."""
+    path = folder / "model.safetensors"
+    try:
+        with safe_open(str(path), "pt") as f:
+            stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise UserError(f"{path} is damaged or truncated ({(str(e).splitlines() or [''])[0]}).") from None
+    with torch.device("meta"):  # shapes only: no memory, whatever config.json says
+        expected = {k: tuple(v.shape) for k, v in GPT(settings.model).state_dict().items()}
+    if settings.model.tie_embeddings:  # tied weights are stored once, under either name
+        for a, b in (("lm_head.weight", "tok_emb.weight"), ("tok_emb.weight", "lm_head.weight")):
+            if a not in stored and b in stored:
+                expected.pop(a, None)
+    for name, shape in stored.items():
+        if name in expected and expected[name] != shape:
+            raise UserError(
+                f"{path} does not match config.json: {name} is {list(shape)} in the weights and "
+                f"{list(expected[name])} by config.json."
+            )
+    missing, unexpected = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
+    if missing or unexpected:
+        raise UserError(
+            f"{path} does not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
+        )
 
 
 def generate_text(

@@ -20,6 +20,7 @@ if threading.current_thread() is threading.main_thread():
 import functools
 import inspect
 import json
+import math
 import os
 import shlex
 import time
@@ -256,6 +257,26 @@ def params(
 # ---------------------------------------------------------------------------
 # train and generate
 # ---------------------------------------------------------------------------
+def _folder_flag(flag: str, value: str | None) -> str | None:
+    """A folder given on the command line; an empty one (--out '') would mean the current folder: refused."""
+    if value is not None and not value.strip():
+        raise UserError(f"{flag} is empty; give a folder name.")
+    return value
+
+
+def _check_free(folder: Path, flag: str, force: bool) -> None:
+    """A folder to write a checkpoint or an export into: missing or empty, or holding files and --force given."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} exists and is not a folder; choose another {flag}.")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise UserError(f"{folder} already exists and holds files; choose another {flag}, or add --force to replace them.")
+
+
+def _command_of(plan: str) -> str:
+    """The command that writes (and resumes) a results folder of this plan."""
+    return plan if plan in ("duel", "power") else "ablate"
+
+
 def _default_out(kind: str, suffix: str = "") -> Path:
     return Path(kind) / (time.strftime("%Y%m%d-%H%M%S") + (f"-{suffix}" if suffix else ""))
 
@@ -265,7 +286,8 @@ def _default_out(kind: str, suffix: str = "") -> Path:
 def train(
     settings,
     seed: Annotated[int, typer.Option(help="Seed of every random stream of the run.")] = 0,
-    out: Annotated[Path | None, typer.Option(help="Checkpoint folder \\[default: checkpoints/<time>].")] = None,
+    out: Annotated[str | None, typer.Option(help="Checkpoint folder \\[default: checkpoints/<time>].")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write into --out even when it holds files (they are replaced).")] = False,
 ) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
     from .checkpoint import save_checkpoint
@@ -275,8 +297,10 @@ def train(
 
     if seed < 0:
         raise UserError(f"--seed must not be negative, got {seed}.")
+    out = _folder_flag("--out", out)
+    out = Path(out) if out else _default_out("checkpoints", "+".join(settings.model.components) or "classic")
+    _check_free(out, "--out", force)
     corpus = load_corpus(settings.data)
-    out = out or _default_out("checkpoints", "+".join(settings.model.components) or "classic")
     with run_progress(console, settings.train.steps, f"train {corpus.name}") as progress:
         result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
     settings.model = model.config  # with the tokenizer's vocab_size
@@ -331,8 +355,10 @@ def generate(
 
     if tokens < 0:
         raise UserError(f"--tokens must not be negative, got {tokens}.")
-    if temperature < 0:
-        raise UserError(f"--temperature must not be negative, got {temperature}.")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise UserError(f"--temperature must be a finite number of 0 or more, got {temperature}.")
+    if not 0 <= seed < 2**64:
+        raise UserError(f"--seed must be between 0 and {2**64 - 1}, got {seed}.")
     if top_k is not None and top_k < 1:
         raise UserError(f"--top-k must be at least 1, got {top_k}.")
     model, _, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
@@ -374,8 +400,17 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
     from . import ablate as ab
     from . import report
     from .progress import AblationDisplay
+    from .results import ResultsDir
 
-    _check_format(fmt, report.FORMATS)
+    _check_format(fmt, report.FORMATS if default_plan != "power" else FORMATS_TABLE_JSON)
+    out = _folder_flag("--out", out)
+    if resume is not None:
+        if out is not None and Path(out).resolve() != Path(resume).resolve():
+            raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
+        written_by = _command_of(ResultsDir(resume).read_meta()["spec"]["plan"])
+        if written_by != _command_of(default_plan):
+            raise UserError(f"{resume} was written by modern-gpt {written_by}; resume it with modern-gpt {written_by} --resume {resume}.")
+        out = None
     explicit = bool(settings.given or plan_given or any(v not in (None, False) for v in choices.values()))
     requested = ab.plan_spec(settings, plan_given or default_plan, **choices) if resume is None or explicit else None
     ablation = ab.resume(resume, requested, jobs) if resume else ab.start(requested, out, jobs, _command_line())
@@ -424,8 +459,8 @@ def ablate(
     seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
     seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
     match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
-    jobs: Annotated[int, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = 1,
-    out: Annotated[Path | None, typer.Option(help="Results folder \\[default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
+    jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
+    out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
@@ -441,15 +476,33 @@ def duel(
     seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
     seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
     match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
-    jobs: Annotated[int, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = 1,
-    out: Annotated[Path | None, typer.Option(help="Results folder \\[default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
+    jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
+    out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
     """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
-    _run_ablation(
-        settings, None, "duel", resume, out, jobs, fmt, seeds=seeds, seed_list_text=seed_list, match=match_params
-    )
+    _run_ablation(settings, None, "duel", resume, out, jobs, fmt, seeds=seeds, seed_list_text=seed_list,
+                  match=match_params, placebo=placebo, alpha=alpha, margin=margin, min_seeds=min_seeds,
+                  max_seeds=max_seeds)  # fmt: skip
+
+
+@app.command()
+@with_settings(components=False, exclude=("model.vocab_size",))
+def power(
+    settings,
+    variant: Annotated[str | None, typer.Option(help="The architecture to measure: classic, modern, or components joined by + \\[default: classic].", rich_help_panel=PANEL)] = None,
+    seeds: Annotated[int | None, typer.Option(help="Seeds to train it with, each also with the placebo init \\[default: 8].", rich_help_panel=PANEL)] = None,
+    alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
+    jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
+    out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-power].", rich_help_panel=PANEL)] = None,
+    resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.", rich_help_panel=PANEL)] = "table",
+) -> None:  # fmt: skip
+    """How many seeds does my question need? Measures the seed noise of paired differences on your data and
+    budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
+    3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
+    _run_ablation(settings, None, "power", resume, out, jobs, fmt, variants=variant, seeds=seeds, alpha=alpha)
 
 
 @app.command()

@@ -32,6 +32,7 @@ from .errors import UserError
 from .files import atomic_path, write_json
 from .model import COMPONENTS
 from .schema import problem
+from .settings import saved_settings_problem
 
 RUN_COLUMNS = [
     "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens", "best_val_loss",
@@ -114,32 +115,13 @@ def check_meta(meta, path: Path) -> None:
     if found is None and (not spec["seeds"] or min(spec["seeds"]) < 0 or len(set(spec["seeds"])) < len(spec["seeds"])):
         found = f"spec.seeds must be distinct seeds of 0 or more, got {spec['seeds']}"
     if found is None:
-        found = _settings_problem(spec["settings"])
+        found = saved_settings_problem(spec["settings"])
+        found = found and f"spec.settings: {found} (read from meta.json)"
     if found:
         raise UserError(
             f"{path} is not a modern-gpt results file or is damaged: {found}; "
             "give a folder written by modern-gpt ablate, or start a new ablation."
         )
-
-
-def _settings_problem(d: dict) -> str | None:
-    """What is wrong with settings saved in meta.json (an unknown key, a wrong type, an invalid value), or None."""
-    from .settings import ALL, _check_value, from_dict
-
-    try:
-        for section, values in d.items():
-            for key, value in values.items():
-                if f"{section}.{key}" not in ALL:
-                    return f"spec.settings has an unknown setting {section}.{key}"
-                _check_value(ALL[f"{section}.{key}"], value, "spec.settings")
-        settings = from_dict(d)
-        settings.train.validate()
-        settings.data.validate()
-    except UserError as e:
-        return f"a setting read from meta.json is invalid ({str(e).rstrip('.')})"
-    except (TypeError, ValueError) as e:
-        return f"spec.settings cannot be read ({e})"
-    return None
 
 
 def failed(runs: pd.DataFrame) -> pd.Series:

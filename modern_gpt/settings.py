@@ -199,6 +199,27 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
     return Settings(model, train, data, config_file, tuple(values))
 
 
+def saved_settings_problem(d) -> str | None:
+    """What is wrong with settings read back from a file (a missing section, an unknown key, a wrong type, an
+    invalid value), as a phrase; None when they are fine."""
+    if not isinstance(d, dict) or any(not isinstance(d.get(section), dict) for section in SECTIONS):
+        return f"the settings need the sections {', '.join(SECTIONS)}, each an object"
+    try:
+        for section in SECTIONS:
+            for key, value in d[section].items():
+                if f"{section}.{key}" not in ALL:
+                    return f"unknown setting {section}.{key}"
+                _check_value(ALL[f"{section}.{key}"], value, "settings")
+        settings = from_dict(d)
+        settings.train.validate()
+        settings.data.validate()
+    except UserError as e:
+        return f"invalid setting ({str(e).rstrip('.')})"
+    except (TypeError, ValueError) as e:
+        return f"unreadable settings ({e})"
+    return None
+
+
 def from_dict(d: dict) -> Settings:
     """Settings saved by Settings.to_dict (in a checkpoint or a results folder)."""
     return Settings(ModelConfig(**d["model"]), TrainConfig(**d["train"]), DataConfig(**d["data"]))
