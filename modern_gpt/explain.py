@@ -1,8 +1,10 @@
 """Read a Hugging Face style config.json in terms of the six components.
 
 Every field it knows gets one sentence; fields it does not know are listed as
-unknown, never guessed. The parameter count is computed from the shapes in the
-file, per model family, and the KV-cache bytes per token from the K/V heads.
+unknown, never guessed. What a family implies without a field (Qwen3's per-head
+QK-norm, Qwen2's q/k/v biases) is said in a note. The parameter count and the
+KV-cache bytes per token come from model.param_counts and model.kv_cache_bytes_per_token,
+the formulas modern-gpt counts its own models with, fed the shapes read from the file.
 """
 
 from __future__ import annotations
@@ -11,16 +13,29 @@ import json
 from pathlib import Path
 
 from .errors import UserError
+from .model import COMPONENTS, Shapes, kv_cache_bytes_per_token, param_counts
 
 FAMILIES = {
     "llama": "Llama",
     "mistral": "Mistral",
     "qwen2": "Qwen2",
+    "qwen3": "Qwen3",
+    "olmo2": "OLMo-2",
     "gemma": "Gemma",
     "gpt2": "GPT-2",
     "gpt_neox": "GPT-NeoX",
 }
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+QK_NORM_FIELDS = ("qk_norm", "use_qk_norm", "qk_layernorm")  # other families' switches for QK-norm
+# The transformers class defaults that are not what the general rule (hidden / heads, K/V heads = heads) gives,
+# for a config.json that leaves the field out.
+FAMILY_DEFAULTS = {
+    "qwen3": {"head_dim": 128, "num_key_value_heads": 32},
+    "gemma": {"head_dim": 256, "num_key_value_heads": 16},
+    "qwen2": {"num_key_value_heads": 32},
+    "mistral": {"num_key_value_heads": 8},
+}
+BIASES = {"qkv_bias": "q, k, v", "o_bias": "o", "mlp_bias": "MLP", "norm_bias": "norms"}
 
 
 def read_config(path: Path) -> dict:
@@ -54,13 +69,20 @@ def shape(cfg: dict) -> dict:
         raise UserError(
             "the config has no usable hidden size, head count and layer count (hidden_size/n_embd, num_attention_heads/n_head, num_hidden_layers/n_layer)."
         )
-    kv_heads = _get(cfg, "num_key_value_heads", default=heads)
-    head_dim = _get(cfg, "head_dim", default=dim // heads)
+    defaults = FAMILY_DEFAULTS.get(kind, {})
+    kv_heads = _get(cfg, "num_key_value_heads", default=defaults.get("num_key_value_heads", heads))
+    head_dim = _get(cfg, "head_dim", default=defaults.get("head_dim", dim // heads))
     act = str(
         _get(cfg, "hidden_act", "hidden_activation", "activation_function", default="gelu_new" if gpt2 else "silu")
     )
     gated = not (gpt2 or neox)  # Llama-style MLPs are gated (SwiGLU, or GeGLU in Gemma)
     attention_bias = bool(_get(cfg, "attention_bias", default=False))
+    # QK-norm: Qwen3 has one head_dim-wide gain for q and one for k (per head, like modern-gpt's);
+    # OLMo-2 normalises the whole q and k projections; other families switch it on with a field.
+    if kind == "qwen3" or (kind != "olmo2" and any(cfg.get(f) is True for f in QK_NORM_FIELDS)):
+        qk_norm = "head"
+    else:
+        qk_norm = "projection" if kind == "olmo2" else ""
     return {
         "family": FAMILIES.get(kind, f"unknown model_type {kind!r}" if kind else "no model_type"),
         "vocab": _get(cfg, "vocab_size", default=0),
@@ -81,40 +103,96 @@ def shape(cfg: dict) -> dict:
         "o_bias": gpt2 or neox or attention_bias,
         "mlp_bias": gpt2 or neox or bool(_get(cfg, "mlp_bias", default=False)),
         "norm_bias": gpt2 or neox,
+        "qk_norm": qk_norm,  # "", "head" or "projection"
         "tie": bool(_get(cfg, "tie_word_embeddings", default=kind in ("gpt2", "gemma"))),
         "dtype": str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")),
     }
 
 
+def shapes(s: dict) -> Shapes:
+    """The shapes as model.param_counts reads them."""
+    hd = s["head_dim"]
+    return Shapes(
+        vocab_size=s["vocab"],
+        dim=s["dim"],
+        layers=s["layers"],
+        heads=s["heads"],
+        kv_heads=s["kv_heads"],
+        head_dim=hd,
+        hidden=s["hidden"],
+        mlp_matrices=3 if s["gated"] else 2,
+        position_rows=0 if s["rope"] else s["context"],
+        qk_norm_gains={"": 0, "head": 2 * hd, "projection": (s["heads"] + s["kv_heads"]) * hd}[s["qk_norm"]],
+        qkv_bias=s["qkv_bias"],
+        o_bias=s["o_bias"],
+        mlp_bias=s["mlp_bias"],
+        norm_shift=s["norm_bias"],
+        tied=s["tie"],
+    )
+
+
 def param_count(s: dict) -> int:
-    """Parameters from the shapes: embeddings, then per layer attention, MLP and norms, then the final norm."""
-    d, hd = s["dim"], s["head_dim"]
-    q, kv = s["heads"] * hd, s["kv_heads"] * hd
-    attention = d * q + 2 * d * kv + q * d + (q + 2 * kv if s["qkv_bias"] else 0) + (d if s["o_bias"] else 0)
-    matrices = 3 if s["gated"] else 2
-    mlp = matrices * d * s["hidden"] + ((matrices - 1) * s["hidden"] + d if s["mlp_bias"] else 0)
-    norm = 2 * d if s["norm_bias"] else d
-    positions = 0 if s["rope"] else s["context"] * d
-    embeddings = s["vocab"] * d * (1 if s["tie"] else 2) + positions
-    return embeddings + s["layers"] * (attention + mlp + 2 * norm) + norm
+    """Parameters from the shapes, with the formula modern-gpt counts its own models with."""
+    return param_counts(shapes(s))["total"]
 
 
 def kv_cache_bytes(s: dict) -> int:
-    return 2 * s["layers"] * s["kv_heads"] * s["head_dim"] * DTYPE_BYTES.get(s["dtype"], 2)
+    return kv_cache_bytes_per_token(shapes(s), DTYPE_BYTES.get(s["dtype"], 2))
+
+
+# How each component shows in a config's shapes. Keyed by model.COMPONENTS; a component
+# without a detector is reported as not detected rather than guessed.
+DETECTORS = {
+    "rmsnorm": lambda s: s["rmsnorm"],
+    "rope": lambda s: s["rope"],
+    "swiglu": lambda s: s["gated"],
+    "no_bias": lambda s: not any(s[b] for b in BIASES),
+    "gqa": lambda s: s["kv_heads"] < s["heads"],
+    "qk_norm": lambda s: bool(s["qk_norm"]),
+}
 
 
 def components(s: dict) -> list[str]:
+    return [c for c in COMPONENTS if c in DETECTORS and DETECTORS[c](s)]
+
+
+def biases(s: dict) -> dict[str, bool]:
+    """Which projections carry a bias: q, k, v; o; MLP; norms (LayerNorm's shift)."""
+    return {label: bool(s[key]) for key, label in BIASES.items()}
+
+
+def notes(s: dict, cfg: dict) -> list[str]:
+    """What the family implies without a field, and where modern-gpt's closest variant cannot follow."""
+    kind = cfg.get("model_type", "")
     out = []
-    if s["rmsnorm"]:
-        out.append("rmsnorm")
-    if s["rope"]:
-        out.append("rope")
-    if s["gated"]:
-        out.append("swiglu")
-    if not (s["qkv_bias"] or s["o_bias"] or s["mlp_bias"] or s["norm_bias"]):
-        out.append("no_bias")
-    if s["kv_heads"] < s["heads"]:
-        out.append("gqa")
+    if kind == "qwen3":
+        out.append(
+            "Qwen3 (no field): q and k are RMS-normalised per head before RoPE, one head_dim-wide gain each "
+            f"({s['head_dim']}) per layer: qk_norm, as in modern-gpt."
+        )
+    elif kind == "olmo2":
+        out.append(
+            f"OLMo-2 (no field): q and k are RMS-normalised over the whole projection ({s['heads']} x {s['head_dim']} "
+            f"and {s['kv_heads']} x {s['head_dim']} gains per layer), not per head: qk_norm, wider than modern-gpt's; "
+            "and its two norms per block sit after attention and after the MLP (post-norm), not before."
+        )
+    elif s["qk_norm"]:
+        out.append("QK-norm gains are counted as one head_dim-wide gain each for q and k per layer (Qwen3's layout).")
+    if kind == "qwen2":
+        out.append("Qwen2 (no field): the q, k and v projections always carry a bias, the output projection none.")
+    if s["head_dim"] != s["dim"] // s["heads"]:
+        out.append(
+            f"head_dim {s['head_dim']} is not hidden_size / heads = {s['dim'] // s['heads']}: modern-gpt's heads are "
+            "always dim / heads wide, so the closest variant's parameter count differs."
+        )
+    elif s["qk_norm"] == "projection":
+        out.append("modern-gpt's qk_norm has per-head gains, so the closest variant's parameter count differs.")
+    some = [label for label, on in biases(s).items() if on]
+    if some and len(some) < len(BIASES):
+        out.append(
+            f"biases on {', '.join(some)} only: modern-gpt has a bias everywhere or nowhere, "
+            "so the closest variant's parameter count differs."
+        )
     return out
 
 
@@ -200,8 +278,11 @@ FIELDS = {
     "rms_norm_eps": ("rmsnorm", lambda v, s: f"RMSNorm, with epsilon {v:g} added to the mean square."),
     "layer_norm_epsilon": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
     "layer_norm_eps": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
-    "attention_bias": ("no_bias", _either("biases in the attention projections.", "no bias in the attention projections.")),
+    "attention_bias": ("no_bias", lambda v, s: "biases on the q, k, v and o projections." if v else ("no bias on o (Qwen2's q, k and v always have one)." if s["family"] == "Qwen2" else "no bias in the attention projections.")),
     "mlp_bias": ("no_bias", _either("biases in the MLP.", "no bias in the MLP.")),
+    "qk_norm": ("qk_norm", _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k.")),
+    "use_qk_norm": ("qk_norm", _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k.")),
+    "qk_layernorm": ("qk_norm", _either("q and k are layer-normalised before their dot product (QK-norm).", "no QK-norm: plain q.k.")),
     "tie_word_embeddings": (None, _either("the output layer shares the token embedding's weights.", "the output layer has weights of its own (untied).")),
     "torch_dtype": (None, lambda v, s: f"weights stored as {v}."),
     "dtype": (None, lambda v, s: f"weights stored as {v}."),
@@ -244,6 +325,9 @@ def explain_config(cfg: dict) -> dict:
         "fields": fields,
         "unknown": unknown,
         "components": components(s),
+        "not_detected": [c for c in COMPONENTS if c not in DETECTORS],
+        "biases": biases(s),
+        "notes": notes(s, cfg),
         "params": param_count(s),
         "kv_cache_bytes_per_token": kv_cache_bytes(s),
         "dtype": s["dtype"],
