@@ -21,7 +21,8 @@ import torch
 
 from .errors import UserError
 
-TOKENIZERS = ("char", "byte", "bpe")
+TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
+SUFFIXES = (".txt", ".jsonl", ".parquet")  # the files a --data folder is read from
 CACHE_FORMAT = 1  # bump when the cached files change meaning
 SMOKE = "smoke"  # the name of the built-in corpus
 
@@ -32,15 +33,29 @@ class DataError(UserError):
 
 @dataclass
 class DataConfig:
-    path: str = ""  # a UTF-8 text file or a folder of .txt files; empty means the built-in smoke corpus
-    tokenizer: str = "char"  # char | byte | bpe
+    path: str = ""  # a .txt, .jsonl or .parquet file or a folder of them; empty means the built-in smoke corpus
+    tokenizer: str = "char"  # char | byte | bpe | the path of a Hugging Face tokenizer.json
+    text_field: str = "text"  # the field of each .jsonl object and the column of a .parquet file that holds the text
     vocab_size: int = 1024  # bpe only: the size of the vocabulary it learns
     val_fraction: float = 0.1  # the last part of the text that is held out for validation
     cache_dir: str = ""  # where tokenized corpora are kept; empty means the user's cache folder
 
+    @property
+    def tokenizer_file(self) -> Path | None:
+        """The pretrained tokenizer.json that --tokenizer names, or None for char, byte and bpe."""
+        return None if self.tokenizer in TOKENIZERS else Path(self.tokenizer).expanduser()
+
     def validate(self) -> None:
-        if self.tokenizer not in TOKENIZERS:
-            raise DataError(f"unknown tokenizer {self.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}.")
+        # A tokenizer file is read when a corpus is tokenized (load_corpus), not here: a checkpoint whose
+        # settings name one stays loadable after the file is gone, since it holds the tokenizer itself.
+        file = self.tokenizer_file
+        if file is not None and not (file.exists() or "/" in self.tokenizer or self.tokenizer.endswith(".json")):
+            raise DataError(
+                f"unknown tokenizer {self.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}, "
+                "or give the path of a Hugging Face tokenizer.json."
+            )
+        if not self.text_field:
+            raise DataError("text_field must not be empty; give the .jsonl field (or .parquet column) of the text.")
         if not 0.0 < self.val_fraction < 1.0:
             raise DataError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
         if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
@@ -51,14 +66,16 @@ class DataConfig:
 # Reading text
 # ---------------------------------------------------------------------------
 def corpus_files(path: str) -> list[Path]:
-    """The files a --data path stands for: the file itself, or a folder's .txt files in sorted order."""
+    """The files a --data path stands for: the file itself, or a folder's .txt, .jsonl and .parquet files in sorted order."""
     p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"data path {path} does not exist; give a UTF-8 text file or a folder of .txt files.")
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*.txt") if f.is_file())  # is_file: regular files only
+        files = sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file())  # is_file: regular files only
         if not files:
-            raise DataError(f"folder {path} holds no .txt files; put the corpus in files ending in .txt.")
+            raise DataError(
+                f"folder {path} holds no .txt, .jsonl or .parquet files; put the corpus in files with those endings."
+            )
         return files
     if not p.is_file():  # a FIFO, a device such as /dev/zero, a socket: it could block or never end
         raise DataError(
@@ -117,12 +134,83 @@ def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
     return Path(cfg.path).name, parts
 
 
-def join_text(parts: list[tuple[str, bytes]]) -> str:
-    texts = [decode_text(raw, name) for name, raw in parts]
+def file_text(name: str, raw: bytes, text_field: str = "text") -> str:
+    """One file's text: a .txt file as it is; the text_field of every object of a .jsonl file, or of every
+    row of a .parquet file, one document after another, each ending in a line end."""
+    suffix = Path(name).suffix
+    if suffix == ".parquet":
+        return _join_documents(_parquet_documents(name, raw, text_field))
+    text = decode_text(raw, name)
+    if suffix == ".jsonl":
+        return _join_documents(_jsonl_documents(name, text, text_field))
+    return text
+
+
+def _join_documents(docs) -> str:
+    # Documents, like files, are joined with a line end between them, so that no word runs across two.
+    return "".join(d if d.endswith("\n") else d + "\n" for d in docs)
+
+
+def _jsonl_documents(name: str, text: str, field: str):
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue  # blank lines (a trailing one included) hold no record
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"{name} line {n} is not JSON ({e.msg} at column {e.colno}); each line of a .jsonl file is one JSON object."
+            ) from None
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{name} line {n} holds a JSON {type(record).__name__}, not an object with a {field!r} field."
+            )
+        if field not in record:
+            has = ", ".join(map(repr, list(record)[:5])) or "no fields"
+            raise DataError(
+                f"{name} line {n} has no field {field!r} (it has {has}); choose the field with --text-field."
+            )
+        value = record[field]
+        if not isinstance(value, str):
+            raise DataError(f"{name} line {n}: the field {field!r} is not a string but {json.dumps(value)[:40]}.")
+        yield value.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _parquet_documents(name: str, raw: bytes, field: str):
+    import io
+
+    import pandas as pd
+
+    try:
+        column = pd.read_parquet(io.BytesIO(raw), columns=[field])[field]
+    except ImportError as e:
+        raise DataError(f"reading {name} needs a parquet engine ({e}); pip install pyarrow.") from None
+    except Exception as e:  # pyarrow's errors (a missing column, a damaged file) share no base class
+        try:
+            import pyarrow.parquet as pq
+
+            columns = pq.read_schema(io.BytesIO(raw)).names
+        except Exception:
+            raise DataError(f"{name} is not a readable parquet file ({str(e).splitlines()[0]}).") from None
+        if field not in columns:
+            has = ", ".join(map(repr, columns[:5])) or "none"
+            raise DataError(
+                f"{name} has no column {field!r} (its columns: {has}); choose it with --text-field."
+            ) from None
+        raise DataError(f"{name}: cannot read the column {field!r} ({str(e).splitlines()[0]}).") from None
+    for n, value in enumerate(column.tolist(), start=1):
+        if not isinstance(value, str):
+            shown = "null" if value is None or value != value else repr(value)  # pandas reads a null as None or NaN
+            raise DataError(f"{name} row {n} (counting from 1): the column {field!r} holds {shown}, not a string.")
+        yield value.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def join_text(parts: list[tuple[str, bytes]], text_field: str = "text") -> str:
+    texts = [file_text(name, raw, text_field) for name, raw in parts]
     # Files are joined with a line end between them, so that no word runs across two files.
     text = "".join(t if t.endswith("\n") else t + "\n" for t in texts[:-1]) + texts[-1]
     if not text.strip():
-        what = parts[0][0] if len(parts) == 1 else f"every one of the {len(parts)} .txt files"
+        what = parts[0][0] if len(parts) == 1 else f"every one of the {len(parts)} files"
         raise DataError(f"{what} is empty; give a corpus with text in it.")
     return text
 
@@ -135,7 +223,7 @@ def split_text(text: str, val_fraction: float) -> tuple[str, str]:
 
 def validation_text(cfg: DataConfig) -> str:
     """The validation split of a corpus, as text (for evaluating a trained model with its own tokenizer)."""
-    return split_text(join_text(read_raw(cfg)[1]), cfg.val_fraction)[1]
+    return split_text(join_text(read_raw(cfg)[1], cfg.text_field), cfg.val_fraction)[1]
 
 
 # ---------------------------------------------------------------------------
@@ -218,6 +306,44 @@ class BPETokenizer:
         return {"kind": self.kind, "tokenizers": json.loads(self.tok.to_str())}
 
 
+def read_tokenizer_file(path: Path) -> bytes:
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise DataError(f"tokenizer file {path} {what}; give the path of a Hugging Face tokenizer.json.")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise DataError(f"cannot read the tokenizer file {path}: {e.strerror or e}.") from None
+
+
+class PretrainedTokenizer(BPETokenizer):
+    """A pretrained Hugging Face tokenizer.json (GPT-2's, Llama's, ...), read from a file; nothing is downloaded.
+
+    Text is encoded without added special tokens (no BOS per chunk), so that the token count of a
+    text, and with it bits per character, depends on the text alone.
+    """
+
+    kind = "hf"
+
+    @classmethod
+    def from_file(cls, path: Path) -> PretrainedTokenizer:
+        from tokenizers import Tokenizer
+
+        try:
+            return cls(Tokenizer.from_str(read_tokenizer_file(path).decode("utf-8")))
+        except DataError:
+            raise
+        except Exception as e:  # the tokenizers library raises plain Exceptions for a file it cannot parse
+            raise DataError(
+                f"{path} is not a Hugging Face tokenizer.json ({str(e).splitlines()[0][:120]}); "
+                "give the tokenizer.json shipped with a model."
+            ) from None
+
+    def encode(self, text: str) -> np.ndarray:
+        encodings = self.tok.encode_batch(list(_chunks(text)), add_special_tokens=False)
+        return np.array([i for enc in encodings for i in enc.ids], dtype=np.int64)
+
+
 def _chunks(text: str, size: int = 1 << 16):
     """Pieces of about `size` characters that end at a line end, for batched BPE training and encoding."""
     start = 0
@@ -229,6 +355,9 @@ def _chunks(text: str, size: int = 1 << 16):
 
 
 def train_tokenizer(kind: str, text: str, vocab_size: int):
+    """A char, byte or bpe tokenizer for this text; any other kind is the path of a pretrained tokenizer.json."""
+    if kind not in TOKENIZERS:
+        return PretrainedTokenizer.from_file(Path(kind).expanduser())
     if kind == "char":
         return CharTokenizer.train(text)
     if kind == "byte":
@@ -241,10 +370,11 @@ def tokenizer_from_json(d: dict):
         return CharTokenizer(d["chars"])
     if d.get("kind") == "byte":
         return ByteTokenizer()
-    if d.get("kind") == "bpe":
+    if d.get("kind") in ("bpe", "hf"):
         from tokenizers import Tokenizer
 
-        return BPETokenizer(Tokenizer.from_str(json.dumps(d["tokenizers"])))
+        cls = BPETokenizer if d["kind"] == "bpe" else PretrainedTokenizer
+        return cls(Tokenizer.from_str(json.dumps(d["tokenizers"])))
     raise DataError(f"unknown tokenizer kind {d.get('kind')!r} in a saved tokenizer.")
 
 
@@ -277,6 +407,10 @@ def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> str:
     settings = {"format": CACHE_FORMAT, "tokenizer": cfg.tokenizer, "val_fraction": cfg.val_fraction}
     if cfg.tokenizer == "bpe":
         settings["vocab_size"] = cfg.vocab_size
+    if cfg.tokenizer_file is not None:  # the file's contents, not its name: an edited file is a new entry
+        settings["tokenizer"] = "file " + hashlib.sha256(read_tokenizer_file(cfg.tokenizer_file)).hexdigest()
+    if any(Path(name).suffix in (".jsonl", ".parquet") for name, _ in parts):
+        settings["text_field"] = cfg.text_field
     h.update(json.dumps(settings, sort_keys=True).encode())
     for _, raw in parts:  # contents only, so that a moved or renamed file still hits the cache
         h.update(len(raw).to_bytes(8, "little"))
@@ -307,7 +441,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
 
 
 def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: Path) -> None:
-    train_text, val_text = split_text(join_text(parts), cfg.val_fraction)
+    train_text, val_text = split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
     tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
     train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
     dtype = np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32

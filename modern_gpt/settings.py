@@ -49,8 +49,9 @@ HELP = {
     "train.device": "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)",
     "train.compile": "torch.compile the model",
     "train.threads": "torch threads per run (0: the cores, divided among --jobs)",
-    "data.path": "a UTF-8 text file or a folder of .txt files (unset: the built-in smoke corpus)",
-    "data.tokenizer": "char | byte | bpe (bpe is trained locally on the training split)",
+    "data.path": "a .txt, .jsonl or .parquet file, or a folder of them read in sorted order (unset: the built-in smoke corpus)",
+    "data.tokenizer": "char | byte | bpe (trained locally on the training split) | PATH/tokenizer.json (a pretrained Hugging Face tokenizer file)",
+    "data.text_field": "the field of each .jsonl object, and the .parquet column, that holds the text",
     "data.vocab_size": "vocabulary size the bpe tokenizer learns",
     "data.val_fraction": "the last fraction of the text held out for validation",
     "data.cache_dir": "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)",
@@ -156,6 +157,9 @@ def read_toml(path: Path) -> dict[str, object]:
             out[key] = _check_value(ALL[key], value, str(path))
     if isinstance(out.get("data.path"), str) and out["data.path"]:
         out["data.path"] = str((path.parent / out["data.path"]).expanduser())  # relative to the file
+    tokenizer = out.get("data.tokenizer")
+    if isinstance(tokenizer, str) and ("/" in tokenizer or tokenizer.endswith(".json")):
+        out["data.tokenizer"] = str((path.parent / tokenizer).expanduser())  # a tokenizer.json: relative to the file
     return out
 
 
@@ -194,6 +198,8 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
     data = DataConfig(**parts["data"])
     if data.path:  # absolute, so that a checkpoint or a resumed ablation finds it from any folder
         data.path = str(Path(data.path).expanduser().resolve())
+    if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too
+        data.tokenizer = str(data.tokenizer_file.resolve())
     train.validate()
     data.validate()
     return Settings(model, train, data, config_file, tuple(values))

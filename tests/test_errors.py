@@ -61,7 +61,7 @@ def test_non_utf8_file(run, tmp_path):
 def test_folder_without_txt_files(run, tmp_path):
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "notes.md").write_text("no")
-    assert_user_error(run("train", *TINY, "--data", tmp_path / "corpus"), "holds no .txt files")
+    assert_user_error(run("train", *TINY, "--data", tmp_path / "corpus"), "holds no .txt, .jsonl or .parquet files")
 
 
 def test_corpus_too_short_for_the_context(run, tmp_path):
