@@ -24,7 +24,9 @@ def atomic_path(path: Path):
     try:
         try:
             os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # 0o666 less the umask
+            mode = os.stat(tmp).st_mode & 0o777
             yield tmp
+            os.chmod(tmp, mode)  # a writer that replaced the file (safetensors does) may have left 0600
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())  # the bytes reach the disk before the name does
             os.replace(tmp, path)
