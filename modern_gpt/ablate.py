@@ -456,9 +456,3 @@ class Ablation:
                     record = handle.get()  # a worker's exception is raised here
                     self.results.write_run(record)
                     display.finished(record)
-    owner = results.owner()
-    if owner is not None:  # before the corpus is loaded: say it at once
-        raise UserError(
-            f"{folder} is being written by another modern-gpt process (pid {owner or 'not yet written'}); "
-            "wait for it to finish or stop it first."
-        )
