@@ -137,6 +137,12 @@ class Target:
     def state(self, component: str) -> str:
         return self.holds.get(component, CLASSIC)
 
+    def describe(self) -> str:
+        """What it holds, e.g. 'rmsnorm+rope+swiglu (no_bias, gqa either way)'."""
+        modern = "+".join(c for c in COMPONENTS if self.state(c) == MODERN) or "classic"
+        either = [c for c in COMPONENTS if self.state(c) == EITHER]
+        return modern + (f" ({', '.join(either)} either way)" if either else "")
+
     def mismatches(self, components) -> list[tuple[str, bool]]:
         """(component, on) for every component whose state this class cannot hold."""
         on = set(components)
@@ -208,14 +214,10 @@ def target_for(cfg: ModelConfig) -> Target:
     closest = [t for d, _, t in by_distance if d == by_distance[0][0]]
     parts = [f"{' and '.join(_piece(c, on) for c, on in t.mismatches(components))} in {t.name}" for t in closest]
     label = "+".join(components) or "classic"
-    exportable = "; ".join(
-        f"{t.name}: "
-        + ", ".join("+".join(c for c in COMPONENTS if c in k) or "classic" for k, v in TABLE.items() if v is t)
-        for t in TARGETS
-    )
+    exportable = "; ".join(f"{t.name} {t.describe()}" for t in TARGETS)
     raise UserError(
         f"{label} does not export: no counterpart for {'; nor for '.join(parts)} "
-        f"(the closest transformers classes); what exports: {exportable}."
+        f"(the closest transformers class{'es' if len(closest) > 1 else ''}); what exports: {exportable}."
     )
 
 
