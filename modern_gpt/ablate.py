@@ -8,28 +8,34 @@ interrupted ablation has complete pairs and resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import multiprocessing as mp
+import os
 import platform
 import queue
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, replace
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, fields, replace
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
 from . import __version__
-from .data import DataConfig, check_length, load_corpus
+from .data import Corpus, DataConfig, check_length, load_corpus
 from .errors import UserError
 from .model import COMPONENTS, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
-from .results import ResultsDir
+from .results import ResultsDir, settings_hash
 from .settings import Settings, from_dict
-from .train import TrainConfig, default_threads, resolve_device, train_run
+from .stats import look_level
+from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
 
-PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel")
+PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
+POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
 
@@ -39,6 +45,7 @@ class Variant:
     components: tuple[str, ...]
     reference: int | None  # the row this one is compared with; None for the first row
     mlp_hidden: int | None = None  # set by --match-params
+    placebo: bool = False  # the first row again with only its weight-init stream changed: the noise floor
 
     def to_dict(self) -> dict:
         return {
@@ -46,11 +53,12 @@ class Variant:
             "components": list(self.components),
             "reference": self.reference,
             "mlp_hidden": self.mlp_hidden,
+            "placebo": self.placebo,
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> Variant:
-        return cls(d["name"], tuple(d["components"]), d["reference"], d.get("mlp_hidden"))
+        return cls(d["name"], tuple(d["components"]), d["reference"], d.get("mlp_hidden"), d.get("placebo", False))
 
 
 # ---------------------------------------------------------------------------
@@ -91,8 +99,11 @@ def parse_variant(name: str) -> tuple[str, ...]:
 def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str | None = None) -> list[Variant]:
     if plan not in PLANS:
         raise UserError(f"unknown plan {plan!r}; choose one of {', '.join(PLANS)}.")
-    if plan != "custom" and variants:
+    if plan not in ("custom", "power") and variants:
         raise UserError("--variants goes with --plan custom; the other plans make their own rows.")
+    if plan == "power":  # one architecture; plan_spec adds its placebo
+        name = variants or "classic"
+        return [Variant(name, parse_variant(name), None)]
     if plan == "cumulative":
         rows = [Variant("classic", (), None)]
         for i, c in enumerate(components):
@@ -108,7 +119,33 @@ def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str
     if not variants:
         raise UserError('--plan custom needs --variants, e.g. --variants "classic;rmsnorm+rope;modern".')
     names = [v.strip() for v in variants.split(";") if v.strip()]
+    if not names:
+        raise UserError(f'--variants {variants!r} names no rows; give e.g. --variants "classic;rmsnorm+rope;modern".')
     return [Variant(n, parse_variant(n), i - 1 if i else None) for i, n in enumerate(names)]
+
+
+def add_placebo(rows: list[Variant]) -> list[Variant]:
+    """The plan with its first row repeated right under it, with only the weight-init stream changed and
+    compared with the first row: its delta shows what initialisation alone does on this data and budget."""
+    first = rows[0]
+    placebo = replace(first, name=f"{first.name} (placebo)", reference=0, placebo=True)
+    shifted = [replace(v, reference=v.reference + 1 if v.reference else v.reference) for v in rows[1:]]
+    return [first, placebo, *shifted]
+
+
+AUTO = "auto"
+
+
+def parse_seeds(text: str | int | None) -> int | str | None:
+    """--seeds: a whole number, or auto (seeds until every row is decided)."""
+    if text is None or isinstance(text, int):
+        return text
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"--seeds must be a whole number or auto, got {text!r}.") from None
 
 
 def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
@@ -167,6 +204,9 @@ class Spec:
     match_params: bool = False
     data_key: str = ""  # the corpus's content hash and tokenizer settings
     data_name: str = ""
+    alpha: float = 0.05  # the family-wise error rate of the table's verdicts
+    margin: float | None = None  # nats: with it, `same` when an equivalence test shows |delta| < margin
+    min_seeds: int | None = None  # --seeds auto: the first look; the seeds list then runs to --max-seeds
 
     def to_dict(self) -> dict:
         return {
@@ -177,6 +217,9 @@ class Spec:
             "match_params": self.match_params,
             "data_key": self.data_key,
             "data_name": self.data_name,
+            "alpha": self.alpha,
+            "margin": self.margin,
+            "min_seeds": self.min_seeds,
         }
 
     @classmethod
@@ -189,7 +232,25 @@ class Spec:
             d["match_params"],
             d["data_key"],
             d["data_name"],
+            d.get("alpha", 0.05),
+            d.get("margin"),
+            d.get("min_seeds"),
         )
+
+    @property
+    def sequential(self) -> bool:
+        return self.min_seeds is not None
+
+    @property
+    def tested_rows(self) -> int:
+        """The rows with a reference: the family whose false positives the verdicts control."""
+        return sum(v.reference is not None for v in self.variants)
+
+    def level(self) -> float:
+        """The level Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
+        if not self.sequential:
+            return self.alpha
+        return look_level(self.alpha, max(1, self.tested_rows), self.min_seeds, len(self.seeds))
 
 
 def spec_differences(stored: dict, requested: dict) -> list[str]:
@@ -270,32 +331,54 @@ class Job:
     threads: int
 
 
-_corpora: dict = {}  # per process: each corpus loaded once (memory-mapped from the token cache)
-
-
-def execute(job: Job, on_step=None) -> dict:
-    """One run as a results record. on_step(row, seed, step, loss) follows its progress."""
-    key = repr(job.data)
-    if key not in _corpora:
-        _corpora[key] = load_corpus(job.data)
+def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
+    """One run as a results record, on the corpus the driver loaded and hashed (never read again here, so
+    that every run trains on the tokens meta.json's data_key names). on_step(row, seed, step, loss) follows
+    its progress. Running out of memory, even before the first step, is a recorded failure, not an exception."""
     progress = None if on_step is None else lambda step, loss: on_step(job.row, job.seed, step, loss)
     cfg = variant_config(job.model, job.variant)
-    result, _ = train_run(cfg, _corpora[key], job.train, job.seed, progress, job.threads)
-    record = result.to_dict()
+    try:
+        init = "placebo" if job.variant.placebo else "init"
+        result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
+        record = result.to_dict()
+    except (RuntimeError, MemoryError) as e:
+        if not is_oom(e):
+            raise
+        record = _failed_record(job, cfg, corpus, f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}")
     record.update(
-        row=job.row, variant=job.variant.name, components="+".join(job.variant.components), mlp_hidden=cfg.hidden
+        row=job.row,
+        variant=job.variant.name,
+        components="+".join(job.variant.components),
+        mlp_hidden=cfg.hidden,
+        settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
     )
     return record
 
 
-_events = None  # in a worker process: the queue its progress goes to
+def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> dict:
+    nan = float("nan")
+    record = {f.name: None for f in fields(RunResult)}
+    record.update(
+        seed=job.seed, params=param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"],
+        train_loss=nan, val_loss=nan, val_bpc=nan, val_ppl=nan, best_val_loss=nan, best_step=0, steps_done=0,
+        tokens_seen=0, epochs=0.0, tokens_per_s=0.0, secs=0.0, threads=job.threads, device=job.train.device,
+        diverged=False, error=error, curve=[],
+    )  # fmt: skip
+    return record
 
 
-def _worker_init(events) -> None:
-    global _events
-    _events = events
+# In a worker process: the queue its progress goes to, and the driver's corpus (from the pool's initializer).
+_events = None
+_corpus: Corpus | None = None
+
+
+def _worker_init(events, corpus: Corpus) -> None:
+    global _events, _corpus
+    _events, _corpus = events, corpus
     # Ctrl-C reaches every process of the terminal; the parent alone decides, and ends the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _execute_in_worker(job: Job) -> dict:
@@ -306,7 +389,7 @@ def _execute_in_worker(job: Job) -> dict:
             last[0] = time.monotonic()
             _events.put((row, seed, step, loss))
 
-    return execute(job, on_step)
+    return execute(job, _corpus, on_step)
 
 
 def plan_spec(
@@ -314,20 +397,72 @@ def plan_spec(
     plan: str,
     components: str | None = None,
     variants: str | None = None,
-    seeds: int | None = None,
+    seeds: int | str | None = None,
     seed_list_text: str | None = None,
     match: bool = False,
+    placebo: bool | None = None,
+    alpha: float | None = None,
+    margin: float | None = None,
+    min_seeds: int | None = None,
+    max_seeds: int | None = None,
 ) -> Spec:
-    """The specification of a new ablation from the command line's choices."""
+    """The specification of a new ablation from the command line's choices (None: the default)."""
+    alpha = 0.05 if alpha is None else alpha
+    placebo = True if placebo is None or plan == "power" else placebo
+    if plan == "power" and seeds is None:
+        seeds = POWER_SEEDS
+    check_statistics(alpha, margin)
+    if plan == "custom" and components is not None:
+        raise UserError("--components does not go with --plan custom, whose rows --variants names; leave one out.")
     rows = make_plan(plan, parse_components(components), variants)
     if match:
         rows = match_params(rows, settings.model)
-    return Spec(settings, plan, rows, seed_list(seeds, seed_list_text), match)
+    if placebo:
+        rows = add_placebo(rows)
+    seeds = parse_seeds(seeds)
+    if seeds == AUTO:
+        if seed_list_text:
+            raise UserError("--seeds auto chooses seeds 0, 1, 2, ... itself; leave out --seed-list.")
+        low, high = 3 if min_seeds is None else min_seeds, 10 if max_seeds is None else max_seeds
+        if low < 2:
+            raise UserError(f"--min-seeds must be at least 2 (a paired test needs two pairs), got {low}.")
+        if high < low:
+            raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
+        return Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)
+    if min_seeds is not None or max_seeds is not None:
+        raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
+    return Spec(settings, plan, rows, seed_list(seeds, seed_list_text), match, alpha=alpha, margin=margin)
 
 
-def check_jobs(jobs: int) -> None:
+def check_statistics(alpha: float, margin: float | None) -> None:
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha must be between 0 and 1, got {alpha}.")
+    if margin is not None and not (0 < margin < float("inf")):
+        raise UserError(f"--margin must be a positive number of nats, got {margin}.")
+
+
+def check_jobs(jobs: int | str) -> int | str:
+    """--jobs: a whole number of 1 or more, or auto (the best use of this machine); returns it parsed."""
+    if isinstance(jobs, str):
+        if jobs.strip().lower() == AUTO:
+            return AUTO
+        try:
+            jobs = int(jobs)
+        except ValueError:
+            raise UserError(f"--jobs must be a whole number or auto, got {jobs!r}.") from None
     if jobs < 1:
         raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    return jobs
+
+
+def workers(jobs: int | str, device: str, pending: int) -> int:
+    """How many runs go at once. auto: on a CPU one single-thread run per core (two single-thread
+    processes trained 1.7x the tokens/s of one two-thread process on a 2-core machine), on a GPU one;
+    never more workers than runs to do."""
+    if jobs != AUTO:
+        return jobs
+    per_machine = (os.cpu_count() or 1) if device == "cpu" else 1
+    return max(1, min(per_machine, pending))
 
 
 def default_folder(plan: str) -> Path:
@@ -340,16 +475,16 @@ def default_folder(plan: str) -> Path:
 
 def start(spec: Spec, out: Path | None, jobs: int, command: str) -> Ablation:
     """A new ablation: the corpus checked, the results folder created with its meta.json."""
-    check_jobs(jobs)
+    jobs = check_jobs(jobs)
     device = resolve_device(spec.settings.train.device)
     corpus = load_corpus(spec.settings.data)
     check_length(corpus, spec.settings.model.context)
+    for v in spec.variants:  # a size that cannot fit is refused before anything is written
+        cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
+        check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name
     results = ResultsDir(out or default_folder(spec.plan))
-    if results.path.exists() and (not results.path.is_dir() or any(results.path.iterdir())):
-        raise UserError(
-            f"{results.path} already exists and is not an empty folder; choose another --out, or --resume it."
-        )
+    results.check_new()
     meta = {
         "command": command,
         "spec": spec.to_dict(),
@@ -361,14 +496,20 @@ def start(spec: Spec, out: Path | None, jobs: int, command: str) -> Ablation:
         "status": "running",
     }
     results.create(meta)
-    return Ablation(spec, results, meta, jobs)
+    return Ablation(spec, results, meta, jobs, corpus)
 
 
 def resume(folder: Path, requested: Spec | None, jobs: int) -> Ablation:
     """An interrupted ablation, with its own settings; `requested` (when flags were given) must match them."""
-    check_jobs(jobs)
+    jobs = check_jobs(jobs)
     results = ResultsDir(folder)
     meta = results.read_meta()
+    owner = results.owner()
+    if owner is not None:  # before the corpus is loaded: say it at once
+        raise UserError(
+            f"{folder} is being written by another modern-gpt process (pid {owner or 'not yet written'}); "
+            "wait for it to finish or stop it first."
+        )
     spec = Spec.from_dict(meta["spec"])
     corpus = load_corpus(spec.settings.data)
     if requested is not None:
@@ -385,7 +526,13 @@ def resume(folder: Path, requested: Spec | None, jobs: int) -> Ablation:
         )
     resolve_device(spec.settings.train.device)
     meta["resumed"] = [*meta.get("resumed", []), now()]
-    return Ablation(spec, results, meta, jobs)
+    return Ablation(spec, results, meta, jobs, corpus)
+
+
+def failure_reason(e: BaseException) -> str:
+    """One line for meta.json's error: a user error's sentence, or the exception's type and first line."""
+    text = (str(e).splitlines() or [""])[0]
+    return text if isinstance(e, UserError) else f"{type(e).__name__}: {text}".rstrip(": ")
 
 
 @dataclass
@@ -395,22 +542,79 @@ class Ablation:
     spec: Spec
     results: ResultsDir
     meta: dict
-    jobs: int = 1
+    jobs: int | str = 1  # or "auto"
+    corpus: Corpus | None = None  # loaded and hashed by the driver: the tokens every run trains on
 
     @property
     def total(self) -> int:
-        return len(self.spec.variants) * len(self.spec.seeds)
+        """The runs planned so far: every variant x seed, or with --seeds auto those of the rounds begun."""
+        seeds = len(self.spec.seeds)
+        if self.spec.sequential:
+            seq = self.meta.get("sequential") or {}
+            looks = seq.get("looks") or []
+            seeds = min(seeds, looks[-1]["seeds"] + (not seq.get("stopped")) if looks else self.spec.min_seeds)
+        return len(self.spec.variants) * seeds
 
-    def pending(self) -> list[Job]:
+    def pending(self, seeds: int | None = None) -> list[Job]:
+        """The runs not finished yet, among the first `seeds` seeds (all of them by default)."""
         done = self.results.finished()
         s = self.spec.settings
-        threads = s.train.threads or default_threads(self.jobs)
+        threads = s.train.threads or self._auto_threads()
         return [
             Job(row, v, seed, s.model, s.train, s.data, threads)
-            for seed in self.spec.seeds  # seed-major: an interrupted ablation leaves complete pairs
+            for seed in self.spec.seeds[:seeds]  # seed-major: an interrupted ablation leaves complete pairs
             for row, v in enumerate(self.spec.variants)
             if (row, seed) not in done
         ]
+
+    def _auto_threads(self) -> int:
+        """Torch threads per run when --threads is not set: one per run with --jobs auto on a CPU (so the
+        numbers equal --jobs 1 --threads 1 bitwise), else the cores divided among the runs at once."""
+        if self.jobs == AUTO:
+            return 1 if resolve_device(self.spec.settings.train.device) == "cpu" else default_threads(1)
+        return default_threads(self.jobs)
+
+    def _run_jobs(self, jobs: list[Job], display) -> None:
+        n = workers(self.jobs, resolve_device(self.spec.settings.train.device), len(jobs))
+        if n <= 1:
+            for job in jobs:
+                record = execute(job, self.corpus, display.step)
+                self.results.write_run(record)
+                display.finished(record)
+        else:
+            self._run_parallel(jobs, display, n)
+
+    def _run_rounds(self, display) -> None:
+        """Every pending run; with --seeds auto, a round of seeds at a time, testing every row after each
+        round and stopping once every row is decided or --max-seeds is reached. The looks are recomputed
+        from the finished runs on --resume, so a resumed ablation stops where the first would have."""
+        if not self.spec.sequential:
+            jobs = self.pending()
+            display.start(self.total, self.total - len(jobs))
+            self._run_jobs(jobs, display)
+            return
+        from .report import decided_rows  # the verdicts, computed as the table computes them
+
+        seq = self.meta["sequential"] = {
+            "min_seeds": self.spec.min_seeds,
+            "max_seeds": len(self.spec.seeds),
+            "level": self.spec.level(),
+            "looks": [],
+            "stopped": False,
+        }
+        n = self.spec.min_seeds
+        while True:
+            jobs = self.pending(n)
+            rows = len(self.spec.variants)
+            display.start(rows * n, rows * n - len(jobs))
+            self._run_jobs(jobs, display)
+            decided, tested = decided_rows(self.meta, self.results.runs(), n)
+            seq["looks"].append({"seeds": n, "decided": decided, "rows": tested, "at": now()})
+            seq["stopped"] = decided == tested or n == len(self.spec.seeds)
+            self.results.write_meta(self.meta)
+            if seq["stopped"]:
+                return
+            n += 1
 
     def run(self, display) -> None:
         """Run every pending job and write each finished run at once; Ctrl-C keeps them and marks the folder.
@@ -421,38 +625,58 @@ class Ablation:
             self.results.write_meta(self.meta)
             # on resume, the CSVs are rebuilt from runs/, whatever befell them
             self.results.write_tables(self.results.finished())
-            jobs = self.pending()
-            display.start(self.total, self.total - len(jobs))
-            if self.jobs <= 1:
-                for job in jobs:
-                    record = execute(job, display.step)
-                    self.results.write_run(record)
-                    display.finished(record)
-            else:
-                self._run_parallel(jobs, display)
+            self._run_rounds(display)
             self.meta.update(status="finished", finished=now())
-        except KeyboardInterrupt:
-            self.meta.update(status="interrupted", interrupted=now())
+        except BaseException as e:  # the folder tells the truth: interrupted, or failed and why
+            if isinstance(e, KeyboardInterrupt):
+                self.meta.update(status="interrupted", interrupted=now())
+            else:
+                self.meta.update(status="failed", failed=now(), error=failure_reason(e))
+            with contextlib.suppress(UserError):  # a full disk: the error being raised says so already
+                self.results.write_meta(self.meta)
             raise
-        finally:
+        else:
             self.results.write_meta(self.meta)
+        finally:
             self.results.unlock()
 
-    def _run_parallel(self, jobs: list[Job], display) -> None:
+    def _run_parallel(self, jobs: list[Job], display, n: int) -> None:
         ctx = mp.get_context("spawn")  # fork after torch has started its threads can deadlock
         events = ctx.Queue()
-        # Leaving the with block (at the end, or on Ctrl-C) terminates the workers at once.
-        with ctx.Pool(self.jobs, initializer=_worker_init, initargs=(events,)) as pool:
-            waiting = [pool.apply_async(_execute_in_worker, (job,)) for job in jobs]
+        # The driver's corpus goes to every worker once, through the initializer: no worker reads the data files.
+        pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(events, self.corpus))
+        try:
+            order = {pool.submit(_execute_in_worker, job): i for i, job in enumerate(jobs)}
+            waiting = set(order)
             while waiting:
-                time.sleep(0.05)
+                done, waiting = wait(waiting, timeout=0.05, return_when=FIRST_COMPLETED)
                 while True:
                     try:
                         display.step(*events.get_nowait())
                     except queue.Empty:
                         break
-                for handle in [h for h in waiting if h.ready()]:
-                    waiting.remove(handle)
-                    record = handle.get()  # a worker's exception is raised here
+                for future in sorted(done, key=order.get):
+                    try:
+                        record = future.result()  # a worker's exception is raised here
+                    except BrokenProcessPool:
+                        raise UserError(
+                            "a worker process died (killed from outside, or by the system for lack of memory); "
+                            "the finished runs are kept, and --resume runs the others (fewer --jobs need less memory)."
+                        ) from None
                     self.results.write_run(record)
                     display.finished(record)
+        except BaseException:
+            _terminate_workers(pool)  # at once: Ctrl-C or a failure must not wait for runs in progress
+            raise
+        pool.shutdown()
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)

@@ -51,7 +51,7 @@ app = typer.Typer(
 )
 console = Console()
 if not console.is_terminal and "COLUMNS" not in os.environ:
-    console = Console(width=120)  # logs and pipes: wide enough for the ablation table on one line per row
+    console = Console(width=150)  # logs and pipes: wide enough for the ablation table on one line per row
 _state = {"debug": False}
 
 FORMATS_TABLE_JSON = ("table", "json")
@@ -432,21 +432,42 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
         report.write(folder, draw=False)  # the summary of what finished
         print(
             f"modern-gpt: interrupted; {len(ablation.results.finished())} of {ablation.total} runs finished and kept in {folder}.\n"
-            f"Resume with: modern-gpt {'duel' if ablation.spec.plan == 'duel' else 'ablate'} --resume {shlex.quote(str(folder))}",
+            f"Resume with: modern-gpt {ablation.spec.plan if ablation.spec.plan in ('duel', 'power') else 'ablate'} --resume {shlex.quote(str(folder))}",
             file=sys.stderr,
         )
         raise typer.Exit(130) from None
     report.write(folder)
-    _print_report(folder, fmt)
+    if default_plan == "power":
+        _print_power(folder, fmt)
+    else:
+        _print_report(folder, fmt)
     if fmt == "table":
         console.print(f"results: {folder} (curves.png: validation loss against step)", highlight=False)
 
 
-SEEDS_HELP = "Run every variant with seeds 0..N-1 \\[default: 3]."
-JOBS_HELP = "Runs at once, in separate processes; torch threads are divided among them."
+def _print_power(folder: Path, fmt: str) -> None:
+    from . import report
+
+    info = report.power_info(folder)
+    if fmt == "json":
+        print(json.dumps(report.clean(info), indent=2))
+        return
+    console.print(report.power_table(info))
+    for line in report.power_sentences(info):
+        console.print(line, highlight=False, markup=False)
+
+
+SEEDS_HELP = "Run every variant with seeds 0..N-1 \\[default: 3], or auto: add seeds until every row is decided."
+AUTO_HELP = "With --seeds auto: the first look at the data \\[default: 3]."
+MAX_HELP = "With --seeds auto: stop at this many seeds even if rows are undecided \\[default: 10]."
+ALPHA_HELP = "The chance of any wrong better/worse in the whole table (family-wise error rate) \\[default: 0.05]."
+MARGIN_HELP = "Nats: also call a row 'same' when an equivalence test shows |Δ val| < this."
+PLACEBO_HELP = "Add the first row again with only its weight init changed: what init alone does \\[default: on]."
+JOBS_HELP = "Runs at once, in separate processes; auto: one single-thread run per core on a CPU, one on a GPU \\[default: auto]."
 RESUME_HELP = "Finish an interrupted run of this command in this results folder; its settings are reused."
 MATCH_HELP = "Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's."
 PANEL = "Ablation"
+STATS = "Statistics"
 
 
 @app.command()
@@ -456,8 +477,13 @@ def ablate(
     plan: Annotated[str | None, typer.Option(help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). \\[default: cumulative]", rich_help_panel=PANEL)] = None,
     components: Annotated[str | None, typer.Option(help=f"Comma list choosing and ordering the components \\[default: {','.join(COMPONENTS)}].", rich_help_panel=PANEL)] = None,
     variants: Annotated[str | None, typer.Option(help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.', rich_help_panel=PANEL)] = None,
-    seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
+    seeds: Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
     seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
+    min_seeds: Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)] = None,
+    max_seeds: Annotated[int | None, typer.Option(help=MAX_HELP, rich_help_panel=STATS)] = None,
+    alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
+    margin: Annotated[float | None, typer.Option(help=MARGIN_HELP, rich_help_panel=STATS)] = None,
+    placebo: Annotated[bool | None, typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False)] = None,
     match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
     jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
     out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
@@ -466,15 +492,21 @@ def ablate(
 ) -> None:  # fmt: skip
     """Train every variant with every seed and print one table: does each component really help?"""
     _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt, components=components, variants=variants,
-                  seeds=seeds, seed_list_text=seed_list, match=match_params)  # fmt: skip
+                  seeds=seeds, seed_list_text=seed_list, match=match_params, placebo=placebo, alpha=alpha,
+                  margin=margin, min_seeds=min_seeds, max_seeds=max_seeds)  # fmt: skip
 
 
 @app.command()
 @with_settings(components=False, exclude=("model.vocab_size",))
 def duel(
     settings,
-    seeds: Annotated[int | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
+    seeds: Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
     seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
+    min_seeds: Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)] = None,
+    max_seeds: Annotated[int | None, typer.Option(help=MAX_HELP, rich_help_panel=STATS)] = None,
+    alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
+    margin: Annotated[float | None, typer.Option(help=MARGIN_HELP, rich_help_panel=STATS)] = None,
+    placebo: Annotated[bool | None, typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False)] = None,
     match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
     jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
     out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-duel].", rich_help_panel=PANEL)] = None,

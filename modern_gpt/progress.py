@@ -48,7 +48,7 @@ class AblationDisplay:
     def __init__(self, console: Console, log: Console, variants: list[str], steps: int, live: bool):
         self.console, self.log, self.variants, self.steps, self.live = console, log, variants, steps, live
         self.bar = _bar(console) if live else None
-        self.total = self.done = 0
+        self.total = self.done = self.rounds = 0
         self.tasks: dict[tuple[int, int], int] = {}
 
     def __enter__(self):
@@ -61,9 +61,14 @@ class AblationDisplay:
             self.bar.__exit__(*exc)
 
     def start(self, total: int, done: int) -> None:
-        self.total, self.done = total, done
-        if self.bar:
+        """Called once, or with --seeds auto once per round of seeds (the total grows)."""
+        self.total, self.done, self.rounds = total, done, self.rounds + 1
+        if self.bar and self.rounds > 1:
+            self.bar.update(self.overall, total=total, completed=done)
+        elif self.bar:
             self.overall = self.bar.add_task("runs", total=total, completed=done, status="")
+        elif self.rounds > 1:
+            self.log.print(f"another round of seeds: {total - done} more runs", markup=False, highlight=False)
         elif done:
             self.log.print(f"resuming: {done} of {total} runs already finished")
 

@@ -1,4 +1,4 @@
-"""From a results folder's runs to the table a researcher reads: summary rows, footnotes, and renderings.
+"""From a results folder's runs to the table a researcher reads: summary rows, verdicts, footnotes, renderings.
 
 Everything here is computed from meta.json and runs.csv alone, so `modern-gpt report DIR`
 shows exactly what `modern-gpt ablate` showed.
@@ -14,22 +14,34 @@ import pandas as pd
 from rich import box
 from rich.table import Table
 
+from .model import COMPONENTS
 from .results import SUMMARY_COLUMNS, ResultsDir, failed
-from .stats import holm, mean, paired, spread, verdict
+from .stats import INCONCLUSIVE, MAX_PAIRS, decide, holm, mde, mean, paired, pairs_needed, spread, tost_p
 
 FORMATS = ("table", "markdown", "csv", "json")
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
 MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was learnt by heart
 MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split was memorised
-VERDICT_RULE = (
-    "verdict: better/worse only when every seed's paired difference has the same sign, its mean exceeds the "
-    "reference row's seed spread, and the 95% CI excludes 0; otherwise noise."
-)
+
+
+def level(meta: dict) -> float:
+    """What Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
+    seq = meta.get("sequential")
+    return seq["level"] if seq else meta["spec"].get("alpha", 0.05)
+
+
+def seeds_planned(meta: dict) -> int:
+    """The seeds the table is about: all of them, or with --seeds auto those up to the last look."""
+    spec, seq = meta["spec"], meta.get("sequential")
+    if spec.get("min_seeds") is None:
+        return len(spec["seeds"])
+    return seq["looks"][-1]["seeds"] if seq and seq["looks"] else spec["min_seeds"]
 
 
 def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
-    """One dict per table row (the columns of summary.csv)."""
-    variants = meta["variants"]
+    """One dict per table row (the columns of summary.csv): means over seeds, the paired test of each row
+    against its reference, Holm across the rows, the verdict, and what an inconclusive row would need."""
+    variants, margin = meta["variants"], meta["spec"].get("margin")
     good = {i: {} for i in range(len(variants))}  # row -> {seed: run} for runs that finished well
     failures = {i: 0 for i in range(len(variants))}
     for (_, r), bad in zip(runs.iterrows(), failed(runs), strict=True):
@@ -37,7 +49,7 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             failures[int(r["row"])] += 1
         else:
             good[int(r["row"])][int(r["seed"])] = r
-    rows, p_values = [], []
+    rows = []
     for i, v in enumerate(variants):
         mine = good[i]
         vals = [r["val_loss"] for r in mine.values()]
@@ -55,7 +67,10 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             "val_bpc": mean([r["val_bpc"] for r in mine.values()]),
             "tokens_per_s": mean([r["tokens_per_s"] for r in mine.values()]),
             "kv_cache_bytes_per_token": v["kv_cache_bytes_per_token"],
-            "p_holm": math.nan,
+            "pairs": 0,
+            "sd": math.nan,
+            "p": math.nan,
+            "p_same": math.nan,
             "row": i,
             "components": "+".join(v["components"]),
             "reference": v["reference"] if v["reference"] is not None else math.nan,
@@ -64,32 +79,64 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             "diverged": failures[i],
             "epochs": mean([r["epochs"] for r in mine.values()]),
         }
-        p = math.nan
-        ref = v["reference"]
-        if ref is not None:
-            theirs = good[ref]
-            common = sorted(set(mine) & set(theirs))
-            deltas = [mine[s]["val_loss"] - theirs[s]["val_loss"] for s in common]
-            if deltas:
-                st = paired(deltas)
-                ref_spread = spread([r["val_loss"] for r in theirs.values()])
-                row.update(delta_val=st.delta, ci_low=st.ci_low, ci_high=st.ci_high)
-                row["verdict"] = verdict(deltas, ref_spread, st)
-                p = st.p_value
-        p_values.append(p)
+        if v["reference"] is not None:
+            theirs = good[v["reference"]]
+            deltas = [mine[s]["val_loss"] - theirs[s]["val_loss"] for s in sorted(set(mine) & set(theirs))]
+            st = paired(deltas)
+            row.update(delta_val=st.delta, ci_low=st.ci_low, ci_high=st.ci_high, pairs=st.n, sd=st.sd, p=st.p_value)
+            row["p_same"] = tost_p(deltas, margin) if margin else math.nan
         rows.append(row)
-    for row, p in zip(rows, holm(p_values), strict=True):
-        row["p_holm"] = p
+    tested = [row for row in rows if not math.isnan(row["reference"])]
+    at = level(meta)
+    per_row = at / max(1, len(tested))  # Holm's first step: the level a single row is sure to be tested at
+    for row in rows:
+        row.update(p_holm=math.nan, p_same_holm=math.nan, mde=math.nan, seeds_needed=math.nan)
+    for row, p, p_same in zip(tested, holm([r["p"] for r in tested]), holm([r["p_same"] for r in tested]), strict=True):
+        row.update(p_holm=p, p_same_holm=p_same)
+        row["verdict"] = decide(row["delta_val"], p, at, p_same)
+        row["mde"] = mde(row["sd"], row["pairs"], per_row)
+        if row["verdict"] == INCONCLUSIVE:
+            row["seeds_needed"] = pairs_needed(margin or abs(row["delta_val"]), row["sd"], per_row)
     return rows
+
+
+def decided_rows(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[int, int]:
+    """(rows decided, rows tested) using the first `seeds` seeds: a look of --seeds auto."""
+    chosen = set(meta["spec"]["seeds"][:seeds])
+    summary = summarize(meta, runs[runs["seed"].isin(chosen)] if len(runs) else runs)
+    tested = [row for row in summary if not math.isnan(row["reference"])]
+    return sum(row["verdict"] != INCONCLUSIVE for row in tested), len(tested)
+
+
+def verdict_rule(meta: dict) -> str:
+    spec = meta["spec"]
+    alpha, margin, at = spec.get("alpha", 0.05), spec.get("margin"), level(meta)
+    tested = sum(v["reference"] is not None for v in meta["variants"])
+    how = (
+        f"better/worse when its Holm-adjusted p < {at:.3g}, which keeps the chance of any wrong better/worse in this "
+        f"table at or below {alpha:g} at whichever look --seeds auto stopped"
+        if meta.get("sequential")
+        else f"better/worse when its Holm-adjusted p < {alpha:g}, so the chance of any wrong better/worse in this "
+        f"table is at most {alpha:g}"
+    )
+    same = f"; same when an equivalence test (TOST, Holm-adjusted) shows |Δ| < {margin:g}" if margin else ""
+    need = f"--margin {margin:g}" if margin else "the observed |Δ|"
+    return (
+        f"verdict: a paired t-test of each row against its reference, Holm-corrected across the {tested} tested rows; "
+        f"{how}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest |Δ| these pairs detect "
+        f"with 80% power at the row's paired sd; need: the pairs that would give 80% power at {need}; both at "
+        f"level {at / max(1, tested):.3g} ({at:.3g}/{tested}), Holm's first step."
+    )
 
 
 def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str = "") -> list[str]:
     """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs."""
     notes = []
-    seeds = meta["spec"]["seeds"]
-    if len(seeds) == 1:
+    seeds = seeds_planned(meta)
+    if seeds == 1:
         notes.append(
-            "One seed: every verdict is noise, because a difference cannot be told from seed noise without several seeds; use --seeds 3 or more."
+            "One seed: every verdict is inconclusive, because a difference cannot be told from seed noise without "
+            "several seeds; use --seeds 3 or more, or --seeds auto."
         )
     base = summary[0]
     for row in summary[1:]:
@@ -113,17 +160,44 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
             reasons.append(f"val - train is {row['val_loss'] - row['train_loss']:.2f} nats")
         if reasons:
             notes.append(f"Memorisation risk: {row['variant']}: {'; '.join(reasons)}. Use more text or fewer steps.")
+    for row, v in zip(summary, meta["variants"], strict=True):
+        if v.get("placebo") and row["pairs"] >= 2:
+            first = summary[0]["variant"]
+            what = (
+                "what initialisation alone does on this data and budget"
+                if row["verdict"] == INCONCLUSIVE
+                else f"initialisation alone was called {row['verdict']}, which a correct table does in at most "
+                f"{meta['spec'].get('alpha', 0.05):g} of ablations; read the other verdicts with that in mind"
+            )
+            notes.append(
+                f"Placebo: {row['variant']} is {first} with only its weight init changed; its Δ {row['delta_val']:+.4f} "
+                f"(95% CI [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]) is {what}."
+            )
+    seq = meta.get("sequential")
+    if seq and seq["looks"]:
+        last = seq["looks"][-1]
+        why = (
+            "every row decided"
+            if last["decided"] == last["rows"]
+            else f"{last['rows'] - last['decided']} of {last['rows']} rows still inconclusive at --max-seeds"
+            if seq.get("stopped")
+            else "not finished"
+        )
+        notes.append(
+            f"--seeds auto: {len(seq['looks'])} looks, from {seq['min_seeds']} to {last['seeds']} seeds "
+            f"(at most {seq['max_seeds']}); stopped: {why}."
+        )
     ordered = runs.sort_values(["row", "seed"])
     for _, r in ordered[failed(ordered)].iterrows():
         what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
         notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
-    expected = len(summary) * len(seeds)
+    expected = len(summary) * seeds
     if len(runs) < expected:
         where = f" {folder}" if folder else " DIR"
         notes.append(
             f"{expected - len(runs)} of {expected} runs have not finished; finish them with: modern-gpt ablate --resume{where}"
         )
-    notes.append(VERDICT_RULE)
+    notes.append(verdict_rule(meta))
     return notes
 
 
@@ -134,7 +208,7 @@ def load(folder) -> tuple[dict, list[dict], list[str], dict | None]:
     runs = results.runs()
     summary = summarize(meta, runs)
     duel_info = duel(meta, runs) if meta["spec"]["plan"] == "duel" else None
-    return meta, summary, footnotes(meta, runs, summary, str(folder)), duel_info
+    return meta, summary, results.health_notes(meta) + footnotes(meta, runs, summary, str(folder)), duel_info
 
 
 def write(folder, draw: bool = True) -> None:
@@ -161,8 +235,11 @@ def duel(meta: dict, runs: pd.DataFrame) -> dict:
     """Per architecture: params, best val loss and its step, val bits/char, perplexity; and the relative
     perplexity change exp(mean paired delta) - 1, which is perplexity(modern) / perplexity(classic) - 1."""
     good = runs[~failed(runs)]
-    sides = {}
+    sides, rows = {}, {}
     for row, v in enumerate(meta["variants"]):
+        if v.get("placebo"):  # the placebo row is in the verdict table; the duel compares the two architectures
+            continue
+        rows[v["name"]] = row
         mine = good[good["row"] == row]
         sides[v["name"]] = {
             "params": v["params"],
@@ -172,8 +249,8 @@ def duel(meta: dict, runs: pd.DataFrame) -> dict:
             "val_bpc": mean(list(mine["val_bpc"])),
             "perplexity": math.exp(mean(list(mine["val_loss"]))) if len(mine) else math.nan,
         }
-    classic = good[good["row"] == 0].set_index("seed")["val_loss"]
-    modern = good[good["row"] == 1].set_index("seed")["val_loss"]
+    classic = good[good["row"] == rows["classic"]].set_index("seed")["val_loss"]
+    modern = good[good["row"] == rows["modern"]].set_index("seed")["val_loss"]
     deltas = list((modern - classic).dropna())
     return {
         "sides": sides,
@@ -209,14 +286,80 @@ def duel_sentence(d: dict) -> str:
 
 def title(meta: dict) -> str:
     spec, s = meta["spec"], meta["spec"]["settings"]
-    seeds = spec["seeds"]
+    seeds = seeds_planned(meta)
     t = s["train"]
     what = "classic-vs-modern duel" if spec["plan"] == "duel" else f"{spec['plan']} ablation"
+    auto = f" (--seeds auto, at most {len(spec['seeds'])})" if spec.get("min_seeds") is not None else ""
     return (
-        f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {len(seeds)} seed"
-        f"{'s' if len(seeds) != 1 else ''}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
+        f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {seeds} seed"
+        f"{'s' if seeds != 1 else ''}{auto}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
         f"dim {s['model']['dim']}, {s['model']['layers']} layers"
     )
+
+
+# ---------------------------------------------------------------------------
+# `modern-gpt power`: how many seeds a question needs
+# ---------------------------------------------------------------------------
+POWER_SEEDS = (3, 5, 10, 20)
+
+
+def power_info(folder) -> dict:
+    """From a power folder (one architecture and its placebo): the paired sd of two inits, the placebo's
+    own test, and the smallest effect 3, 5, 10 and 20 seeds would detect with 80% power, for one comparison
+    and for a row of the default cumulative table (Holm's first step over its tested rows)."""
+    meta, summary, _, _ = load(folder)
+    first, placebo = summary[0], summary[1]
+    alpha, sd = meta["spec"].get("alpha", 0.05), placebo["sd"]
+    table_rows = len(COMPONENTS) + 1  # the cumulative plan's tested rows, with its placebo
+    return {
+        "variant": first["variant"],
+        "pairs": placebo["pairs"],
+        "val_loss": first["val_loss"],
+        "spread": first["spread"],
+        "paired_sd": sd,
+        "placebo": {k: placebo[k] for k in ("delta_val", "ci_low", "ci_high", "p", "verdict")},
+        "alpha": alpha,
+        "table_rows": table_rows,
+        "mde": [
+            {"seeds": n, "one_comparison": mde(sd, n, alpha), "table_row": mde(sd, n, alpha / table_rows)}
+            for n in POWER_SEEDS
+        ],
+    }
+
+
+def power_table(info: dict) -> Table:
+    table = Table(
+        title=f"smallest |Δ val| detected with 80% power (nats/token), at paired sd {_num(info['paired_sd'], '.4f')}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("seeds", justify="right")
+    table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
+    table.add_column(f"a row of a {info['table_rows']}-row table (Holm)", justify="right")
+    for r in info["mde"]:
+        table.add_row(str(r["seeds"]), _num(r["one_comparison"], ".4f"), _num(r["table_row"], ".4f"))
+    return table
+
+
+def power_sentences(info: dict) -> list[str]:
+    p = info["placebo"]
+    check = (
+        "inconclusive, as it should be: initialisation alone is not called an effect"
+        if p["verdict"] == INCONCLUSIVE
+        else f"{p['verdict']}: initialisation alone was called an effect, which happens in {info['alpha']:g} of "
+        "measurements by chance; if it recurs, the runs are not reproducible"
+    )
+    return [
+        f"{info['variant']}: val loss {_num(info['val_loss'], '.4f')} over {info['pairs']} seeds (spread "
+        f"{_num(info['spread'], '.4f')}); paired sd between two weight inits on the same batches and evaluation "
+        f"tokens: {_num(info['paired_sd'], '.4f')} nats.",
+        f"Placebo check: Δ {_num(p['delta_val'], '+.4f')} (95% CI [{_num(p['ci_low'], '+.4f')}, "
+        f"{_num(p['ci_high'], '+.4f')}], p {_p(p['p'])}): {check}.",
+        "Read: a component whose true effect is below a row's number is likely to come out inconclusive at that "
+        "many seeds. Rows whose architectures differ more can have a larger paired sd than two inits of one; "
+        "the table's own mde column measures it.",
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -231,6 +374,7 @@ def _cells(row: dict, show_mlp: bool) -> list[str]:
     if row["diverged"]:
         val = "diverged" if not row["seeds"] else f"{val} ({row['diverged']} diverged)"
     ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
+    need = row["seeds_needed"]
     cells = [row["variant"], f"{row['params']:,}"]
     if show_mlp:
         cells.append(str(row["mlp_hidden"]))
@@ -240,27 +384,36 @@ def _cells(row: dict, show_mlp: bool) -> list[str]:
         _num(row["delta_val"], "+.4f"),
         _num(row["spread"], ".4f"),
         ci,
+        _p(row["p_holm"]),
         row["verdict"],
+        _num(row["mde"], ".4f"),
+        f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
         _num(row["secs"], ".1f"),
     ]
 
 
+def _p(p: float) -> str:
+    return "" if math.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
 def _headers(show_mlp: bool) -> list[str]:
     cols = ["variant", "params"] + (["mlp"] if show_mlp else [])
-    return cols + ["train", "val", "Δ val", "spread", "95% CI", "verdict", "secs"]
+    return cols + ["train", "val", "Δ val", "spread", "95% CI", "p_holm", "verdict", "mde", "need", "secs"]
 
 
-VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "noise": "dim"}
+VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
 
 
 def rich_table(meta: dict, summary: list[dict]) -> Table:
     show_mlp = meta["spec"]["match_params"]
     table = Table(title=title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for h in _headers(show_mlp):
+    headers = _headers(show_mlp)
+    for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
+    at = headers.index("verdict")
     for row in summary:
         cells = _cells(row, show_mlp)
-        cells[-2] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
+        cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
         table.add_row(*cells)
     return table
 
@@ -286,14 +439,17 @@ def csv_text(summary: list[dict]) -> str:
     return buf.getvalue()
 
 
-def _clean(x):
+def clean(x):
+    """JSON has no NaN or infinity: None stands for a number that does not exist."""
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    return None if isinstance(x, float) and math.isnan(x) else x
+        return {k: clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [clean(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def json_text(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
-    doc = {"title": title(meta), "rows": [_clean(row) for row in summary], "footnotes": notes}
+    doc = {"title": title(meta), "rows": [clean(row) for row in summary], "footnotes": notes}
     if duel_info:
-        doc["duel"] = _clean(duel_info)
+        doc["duel"] = clean(duel_info)
     return json.dumps(doc, indent=2)

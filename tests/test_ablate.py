@@ -3,7 +3,9 @@
 import math
 import signal
 import time
+from unittest.mock import ANY
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
@@ -15,6 +17,8 @@ from modern_gpt.cli import app
 from modern_gpt.errors import UserError
 from modern_gpt.model import COMPONENTS, ModelConfig, non_embedding_params, param_counts
 from modern_gpt.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, ResultsDir
+from modern_gpt.settings import resolve
+from modern_gpt.stats import look_level, mde
 
 from .clihelp import cli_process
 
@@ -73,6 +77,36 @@ def test_bad_plans_are_one_sentence(call, message):
         call()
 
 
+def test_the_placebo_row_sits_under_the_first_and_the_references_follow_the_plan():
+    for plan in ("cumulative", "single", "leave-one-out"):
+        plain = ab.make_plan(plan)
+        rows = ab.add_placebo(plain)
+        assert rows[1].name == f"{plain[0].name} (placebo)" and rows[1].placebo and rows[1].reference == 0
+        assert rows[1].components == plain[0].components and not any(r.placebo for r in rows[2:])
+        # every other row keeps the row it was compared with, now one further down (the first stays the first)
+        for before, after in zip(plain[1:], rows[2:], strict=True):
+            assert (after.name, after.components) == (before.name, before.components)
+            assert rows[after.reference].name == plain[before.reference].name
+
+
+def test_seeds_auto_and_the_statistics_flags_are_checked():
+    settings = resolve(None, True, {})
+    spec = ab.plan_spec(settings, "cumulative", seeds="auto", max_seeds=6)
+    assert spec.seeds == list(range(6)) and spec.min_seeds == 3 and spec.variants[1].placebo
+    assert spec.level() == look_level(0.05, len(COMPONENTS) + 1, 3, 6)
+    assert ab.plan_spec(settings, "cumulative", seeds="4", placebo=False).level() == 0.05
+    for kwargs, message in [
+        ({"seeds": "auto", "min_seeds": 1}, "--min-seeds must be at least 2"),
+        ({"seeds": "auto", "min_seeds": 5, "max_seeds": 4}, "--max-seeds .4. must be at least --min-seeds .5."),
+        ({"seeds": "3", "max_seeds": 4}, "--min-seeds and --max-seeds go with --seeds auto"),
+        ({"seeds": "many"}, "--seeds must be a whole number or auto"),
+        ({"alpha": 1.5}, "--alpha must be between 0 and 1"),
+        ({"margin": -0.1}, "--margin must be a positive number"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            ab.plan_spec(settings, "cumulative", **kwargs)
+
+
 def test_seed_lists():
     assert ab.seed_list(None, None) == [0, 1, 2]
     assert ab.seed_list(5, None) == [0, 1, 2, 3, 4]
@@ -115,8 +149,8 @@ def test_known_values_give_the_documented_verdicts_and_holm_p_values():
     vals = [[2.00, 2.02, 2.01], [1.90, 1.91, 1.89], [2.10, 2.12, 2.11], [2.11, 2.10, 2.115]]
     meta, runs = _meta(vals, [0, 1, 2])
     summary = report.summarize(meta, runs)
-    assert [r["verdict"] for r in summary] == ["", "better", "worse", "noise"]
-    assert summary[1]["delta_val"] == pytest.approx(-0.11)
+    assert [r["verdict"] for r in summary] == ["", "better", "worse", "inconclusive"]
+    assert summary[1]["delta_val"] == pytest.approx(-0.11) and [r["pairs"] for r in summary] == [0, 3, 3, 3]
     assert summary[0]["spread"] == pytest.approx(0.02)
     # by hand: paired t-tests, then Holm over the three comparisons
     p = [
@@ -129,14 +163,49 @@ def test_known_values_give_the_documented_verdicts_and_holm_p_values():
         running = max(running, min(1.0, (3 - rank) * p[i]))
         adjusted[i] = running
     assert math.isnan(summary[0]["p_holm"])
+    assert [r["p"] for r in summary[1:]] == pytest.approx(p, rel=1e-9)
     assert [r["p_holm"] for r in summary[1:]] == pytest.approx(adjusted, rel=1e-9)
+    # what the inconclusive row would need, checked with SciPy's noncentral t at Holm's first step (0.05 / 3)
+    row = summary[3]
+    deltas = [x - y for x, y in zip(vals[3], vals[2], strict=True)]
+    sd, level = np.std(deltas, ddof=1), 0.05 / 3
+    assert row["sd"] == pytest.approx(sd, rel=1e-12)
+
+    def power(effect, n):
+        crit, nc = scipy_stats.t.ppf(1 - level / 2, n - 1), effect * math.sqrt(n) / sd
+        return scipy_stats.nct.sf(crit, n - 1, nc) + scipy_stats.nct.sf(crit, n - 1, -nc)  # the lower tail by symmetry
+
+    assert power(row["mde"], 3) == pytest.approx(0.8, abs=1e-4), (row, sd, level)
+    need = int(row["seeds_needed"])
+    assert power(abs(row["delta_val"]), need) >= 0.8 > power(abs(row["delta_val"]), need - 1)
+    assert math.isnan(summary[1]["seeds_needed"])  # decided rows need nothing more
 
 
-def test_one_seed_is_always_noise_and_says_why():
+def test_a_margin_adds_same_and_the_equivalence_p_values():
+    vals = [[2.00, 2.02, 2.01, 2.03, 2.00], [2.001, 2.019, 2.011, 2.029, 2.0015]]
+    meta, runs = _meta(vals, [0, 1, 2, 3, 4])
+    meta["spec"]["margin"] = 0.01
+    row = report.summarize(meta, runs)[1]
+    deltas = [x - y for x, y in zip(vals[1], vals[0], strict=True)]
+    lower = scipy_stats.ttest_1samp(deltas, -0.01, alternative="greater").pvalue
+    upper = scipy_stats.ttest_1samp(deltas, 0.01, alternative="less").pvalue
+    assert row["p_same"] == pytest.approx(max(lower, upper), rel=1e-9) and row["verdict"] == "same"
+    assert "same when an equivalence test" in report.footnotes(meta, runs, [row, row])[-1]
+
+
+def test_one_seed_is_always_inconclusive_and_says_why():
     meta, runs = _meta([[2.0], [1.0]], [0])
     summary = report.summarize(meta, runs)
-    assert summary[1]["verdict"] == "noise" and math.isnan(summary[1]["ci_low"])
-    assert any(n.startswith("One seed: every verdict is noise") for n in report.footnotes(meta, runs, summary))
+    assert summary[1]["verdict"] == "inconclusive" and math.isnan(summary[1]["ci_low"])
+    assert any(n.startswith("One seed: every verdict is inconclusive") for n in report.footnotes(meta, runs, summary))
+
+
+def test_pairs_counts_complete_pairs_when_the_reference_diverged():
+    meta, runs = _meta([[2.0, 2.1, 2.2], [1.0, 1.1, 1.25]], [0, 1, 2])
+    runs.loc[(runs.row == 0) & (runs.seed == 1), ["diverged", "val_loss"]] = [True, math.nan]
+    row = report.summarize(meta, runs)[1]
+    assert row["seeds"] == 3 and row["pairs"] == 2  # its own runs, and the pairs actually compared
+    assert row["delta_val"] == pytest.approx(-0.975)  # seeds 0 and 2: (-1.0 - 0.95) / 2
 
 
 def test_diverged_runs_are_left_out_of_the_means_and_named():
@@ -185,17 +254,28 @@ def test_the_smoke_ablation_writes_the_four_files(smoke):
     for name in ("runs.csv", "curves.csv", "summary.csv", "meta.json"):
         assert (folder / name).is_file(), name
     runs, curves, summary = (pd.read_csv(folder / f) for f in ("runs.csv", "curves.csv", "summary.csv"))
-    assert list(runs.columns) == RUN_COLUMNS and len(runs) == 21
-    assert list(curves.columns) == CURVE_COLUMNS and set(curves.step) == {12, 24, 36}
-    assert list(summary.columns) == SUMMARY_COLUMNS and list(summary.variant) == ["classic"] + [
+    assert list(runs.columns) == RUN_COLUMNS and len(runs) == 3 * (len(COMPONENTS) + 2)
+    assert list(curves.columns) == CURVE_COLUMNS and set(curves.step) == {50, 100}
+    assert list(summary.columns) == SUMMARY_COLUMNS and list(summary.variant) == ["classic", "classic (placebo)"] + [
         f"+{c}" for c in COMPONENTS
     ]
-    assert set(summary.verdict.dropna()) <= {"better", "worse", "noise"}
+    assert set(summary.verdict.dropna()) <= {"better", "worse", "inconclusive"}
+    assert runs.val_tokens.nunique() == 1  # every run measured on the same validation tokens
     meta = ResultsDir(folder).read_meta()
     assert meta["status"] == "finished" and meta["spec"]["seeds"] == [0, 1, 2] and meta["packages"]["torch"]
     for variant in ["classic", "+rmsnorm", "+qk_norm"]:
         assert variant in output
     assert "95% CI" in output and "verdict" in output
+
+
+def test_the_smoke_table_decides_a_row_and_its_placebo_stays_inconclusive(smoke):
+    """The demonstration make smoke promises: RoPE's gain over learned positions is decided at 3 seeds,
+    while the placebo (classic with another init) is not called an effect."""
+    summary = pd.read_csv(smoke[0] / "summary.csv").set_index("variant")
+    assert summary.loc["+rope", "verdict"] == "better" and summary.loc["+rope", "p_holm"] < 0.05
+    assert summary.loc["classic (placebo)", "verdict"] == "inconclusive"
+    assert summary.loc["classic (placebo)", "reference"] == 0 and summary.loc["+rmsnorm", "reference"] == 0
+    assert summary.loc["+rope", "reference"] == 2  # the row above in the plan, not the placebo
 
 
 def test_report_re_renders_exactly_what_ablate_wrote(smoke):
@@ -209,10 +289,11 @@ def test_report_prints_every_format(smoke):
 
     folder, _ = smoke
     md = invoke("report", folder, "--format", "markdown").splitlines()
-    assert md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | verdict | secs |"
-    assert [line.split(" | ")[0] for line in md[4:11]] == ["| classic"] + [f"| +{c}" for c in COMPONENTS]
+    assert md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | p_holm | verdict | mde | need | secs |"
+    rows = ["classic", "classic (placebo)"] + [f"+{c}" for c in COMPONENTS]
+    assert [line.split(" | ")[0] for line in md[4 : 4 + len(rows)]] == [f"| {r}" for r in rows]
     doc = json.loads(invoke("report", folder, "--format", "json"))
-    assert [r["variant"] for r in doc["rows"]] == ["classic"] + [f"+{c}" for c in COMPONENTS]
+    assert [r["variant"] for r in doc["rows"]] == rows
     assert doc["rows"][0]["delta_val"] is None and doc["footnotes"][-1].startswith("verdict:")
 
 
@@ -232,16 +313,16 @@ def test_the_same_variant_twice_is_a_delta_of_exactly_zero(tmp_path):
         tmp_path / "r",
     )
     summary = pd.read_csv(tmp_path / "r" / "summary.csv")
-    assert summary.delta_val[1] == 0.0 and summary.verdict[1] == "noise"
+    assert summary.delta_val[2] == 0.0 and summary.verdict[2] == "inconclusive"
 
 
 def _values(folder) -> pd.DataFrame:
     return pd.read_csv(folder / "runs.csv").drop(columns=TIMING + ["threads"])
 
 
-def test_jobs_2_gives_the_same_runs_as_jobs_1(smoke, tmp_path):
-    folder, _ = smoke
-    invoke("ablate", "--smoke", "--seeds", 3, "--jobs", 2, "--out", tmp_path / "j2")
+def test_jobs_auto_gives_the_same_runs_as_jobs_1(smoke, tmp_path):
+    folder, _ = smoke  # made with the default, --jobs auto
+    invoke("ablate", "--smoke", "--seeds", 3, "--jobs", 1, "--out", tmp_path / "j2")
     pd.testing.assert_frame_equal(_values(folder), _values(tmp_path / "j2"))
     pd.testing.assert_frame_equal(pd.read_csv(folder / "curves.csv"), pd.read_csv(tmp_path / "j2" / "curves.csv"))
 
@@ -255,15 +336,16 @@ def test_a_killed_ablation_resumes_without_repeating_a_finished_run(smoke, tmp_p
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in (folder / "runs").glob("*.json")}
-    assert 5 <= len(before) < 21
+    total = 3 * (len(COMPONENTS) + 2)
+    assert 5 <= len(before) < total
     pd.read_csv(folder / "runs.csv")  # parseable after a SIGKILL
     assert ResultsDir(folder).read_meta()["command"] == f"modern-gpt ablate --smoke --seeds 3 --out {folder}"
 
     resumed = cli_process("ablate", "--resume", folder)
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
-    assert f"resuming: {len(before)} of 21 runs already finished" in err
-    assert err.count("] ") == 21 - len(before)  # one plain line per run it trained
+    assert f"resuming: {len(before)} of {total} runs already finished" in err
+    assert err.count("] ") == total - len(before)  # one plain line per run it trained
     for name, stamp in before.items():
         f = folder / "runs" / name
         assert (f.stat().st_mtime_ns, f.read_bytes()) == stamp, f"{name} was run again"
@@ -276,7 +358,47 @@ def test_resume_refuses_other_settings(smoke):
     folder, _ = smoke
     result = runner.invoke(app, ["ablate", "--smoke", "--seeds", "3", "--steps", "10", "--resume", str(folder)])
     assert isinstance(result.exception, UserError)
-    assert "was made with other settings (settings.train.steps: 36 -> 10)" in str(result.exception)
+    assert "was made with other settings (settings.train.steps: 100 -> 10)" in str(result.exception)
     assert (
         invoke("ablate", "--smoke", "--seeds", 3, "--resume", folder).count("classic") >= 1
     )  # the same settings: nothing to do
+
+
+TINY_AUTO = ["--smoke", "--steps", 20, "--eval-every", 20, "--eval-tokens", 1024, "--plan", "custom"]
+
+
+def test_seeds_auto_stops_when_every_row_is_decided_and_resume_decides_alike(tmp_path):
+    """Two architectures far apart (classic against RoPE at 20 steps), with the placebo: every round of
+    seeds is a look, recorded in meta.json; a resume of the finished folder changes nothing."""
+    folder = tmp_path / "auto"
+    invoke("ablate", *TINY_AUTO, "--variants", "classic;rope", "--seeds", "auto", "--max-seeds", 4, "--out", folder)
+    meta = ResultsDir(folder).read_meta()
+    seq = meta["sequential"]
+    assert seq["min_seeds"] == 3 and seq["max_seeds"] == 4 and seq["stopped"]
+    assert [look["seeds"] for look in seq["looks"]] == list(range(3, 3 + len(seq["looks"])))
+    runs = pd.read_csv(folder / "runs.csv")
+    used = seq["looks"][-1]["seeds"]
+    assert sorted(set(runs.seed)) == list(range(used)) and len(runs) == 3 * used
+    summary = pd.read_csv(folder / "summary.csv")
+    decided = (summary.verdict.dropna() != "inconclusive").sum()
+    assert decided == seq["looks"][-1]["decided"]
+    assert used == 4 or decided == 2  # it stopped early only because every row was decided
+    before = {f.name: f.stat().st_mtime_ns for f in (folder / "runs").glob("*.json")}
+    invoke("ablate", "--resume", folder)
+    assert {f.name: f.stat().st_mtime_ns for f in (folder / "runs").glob("*.json")} == before
+    assert ResultsDir(folder).read_meta()["sequential"]["looks"][-1] == {**seq["looks"][-1], "at": ANY}
+
+
+def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
+    out = invoke("power", "--smoke", "--steps", 20, "--eval-every", 20, "--seeds", 4, "--out", tmp_path / "p")
+    assert "Placebo check" in out and "paired sd between two weight inits" in out
+    for n in ("3", "5", "10", "20"):
+        assert any(line.split()[:1] == [n] for line in out.splitlines())
+    import json
+
+    doc = json.loads(invoke("report", tmp_path / "p", "--format", "json"))
+    assert [r["variant"] for r in doc["rows"]] == ["classic", "classic (placebo)"]
+    info = report.power_info(tmp_path / "p")
+    sd = doc["rows"][1]["sd"]
+    assert info["paired_sd"] == sd and info["mde"][1]["one_comparison"] == pytest.approx(mde(sd, 5, 0.05))
+    assert info["mde"][0]["table_row"] > info["mde"][0]["one_comparison"] > info["mde"][3]["one_comparison"]

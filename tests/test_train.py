@@ -8,9 +8,8 @@ import pytest
 import torch
 
 import modern_gpt.model as model_module
-from modern_gpt.data import DataConfig, load_corpus
+from modern_gpt.data import DataConfig, eval_offsets, load_corpus
 from modern_gpt.model import COMPONENTS, GPT, ModelConfig
-from modern_gpt.data import eval_offsets
 from modern_gpt.train import STREAMS, TrainConfig, evaluate, lr_at, make_optimizer, stream_seed, train_run
 
 MODEL = ModelConfig(context=16, dim=32, heads=2, layers=2)
