@@ -65,7 +65,9 @@ def test_bad_parquet_files_are_errors_naming_the_file(tmp_path):
     with pytest.raises(DataError, match=r"a.parquet has no column 'text' \(its columns: 'body'\)"):
         corpus_text(tmp_path / "a.parquet")
     pd.DataFrame({"text": ["x", None]}).to_parquet(tmp_path / "b.parquet")
-    with pytest.raises(DataError, match=r"b.parquet row 2 \(counting from 1\): the column 'text' holds null, not a string"):
+    with pytest.raises(
+        DataError, match=r"b.parquet row 2 \(counting from 1\): the column 'text' holds null, not a string"
+    ):
         corpus_text(tmp_path / "b.parquet")
     (tmp_path / "c.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(DataError, match="c.parquet is not a readable parquet file"):
