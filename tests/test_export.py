@@ -175,28 +175,28 @@ def test_control_a_missing_transpose_fails(tmp_path):
 
 def test_control_rope_then_qk_norm_fails(tmp_path, monkeypatch):
     """Qwen3 (and modern-gpt) normalise q and k, then rotate; the other order must be caught."""
+    import modern_gpt.model as m
+
     model = build(COMPONENTS)
     export_hf(model, tmp_path / "hf")
     assert max_diff(model, tmp_path / "hf") < TOL
-    import modern_gpt.model as m
+    # Swap the order in modern-gpt's model: each QK-norm passes its input through and queues itself,
+    # and apply_rope (called for q, then k, right after the norms) runs the queued norm after rotating.
+    queued = []
 
-    for block in model.blocks:  # move each norm after the rotation
-        block.attn.q_norm.forward, block.attn.k_norm.forward = _later(block.attn.q_norm), _later(block.attn.k_norm)
-    pending = []
-    monkeypatch.setattr(m, "apply_rope", lambda x, cos, sin: pending.pop(0)(apply_rope(x, cos, sin)))
-    _later.pending = pending
+    def deferred(norm):
+        def forward(x):
+            queued.append(lambda y: type(norm).forward(norm, y))
+            return x
+
+        return forward
+
+    for block in model.blocks:
+        block.attn.q_norm.forward = deferred(block.attn.q_norm)
+        block.attn.k_norm.forward = deferred(block.attn.k_norm)
+    monkeypatch.setattr(m, "apply_rope", lambda x, cos, sin: queued.pop(0)(apply_rope(x, cos, sin)))
     assert max_diff(model, tmp_path / "hf") > 10 * TOL
-
-
-def _later(norm):
-    """A norm's forward that returns its input unchanged and leaves the real norm for apply_rope to run after."""
-    real = type(norm).forward.__get__(norm)
-
-    def forward(x):
-        _later.pending.append(real)
-        return x
-
-    return forward
+    assert not queued  # every norm ran, after its rotation
 
 
 # ---------------------------------------------------------------------------
