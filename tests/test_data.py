@@ -127,11 +127,12 @@ def test_the_second_load_hits_the_token_cache(tmp_path, cache_dir, monkeypatch):
         load_corpus(DataConfig(path=str(path), tokenizer="bpe", vocab_size=301, cache_dir=cache_dir))
 
 
-def test_the_built_in_smoke_corpus_is_plain_english(cache_dir):
+def test_the_built_in_smoke_corpus_is_a_tinyshakespeare_excerpt(cache_dir):
     corpus = load_corpus(DataConfig(cache_dir=cache_dir))
     assert corpus.name == "smoke"
-    assert 5_000 < corpus.train_chars + corpus.val_chars < 50_000
+    assert 250_000 < corpus.train_chars + corpus.val_chars < 350_000  # a smoke run sees a tenth of an epoch
     assert corpus.tokenizer.vocab_size < 100
+    assert corpus.tokenizer.decode(corpus.train[:14].tolist()) == "First Citizen:"
 
 
 def test_batches_depend_on_the_seed_alone(cache_dir):
