@@ -105,6 +105,14 @@ def _check_shapes(folder: Path, settings: Settings) -> None:
             stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise UserError(f"{path} is damaged or truncated ({(str(e).splitlines() or [''])[0]}).") from None
+    cfg = settings.model
+    layers = {int(k.split(".")[1]) for k in stored if k.startswith("blocks.") and k.split(".")[1].isdigit()}
+    emb = stored.get("tok_emb.weight", stored.get("lm_head.weight"))
+    if len(layers) != cfg.layers or emb != (cfg.vocab_size, cfg.dim):  # checked first: cheap whatever the numbers
+        raise UserError(
+            f"{path} does not match config.json: the weights have {len(layers)} layers and a {list(emb or [])} "
+            f"embedding, config.json {cfg.layers} layers and [{cfg.vocab_size}, {cfg.dim}]."
+        )
     with torch.device("meta"):  # shapes only: no memory, whatever config.json says
         expected = {k: tuple(v.shape) for k, v in GPT(settings.model).state_dict().items()}
     if settings.model.tie_embeddings:  # tied weights are stored once, under either name

@@ -107,3 +107,139 @@ def test_random_unicode_round_trips_through_every_tokenizer(seed):
     for kind in ("char", "byte", "bpe"):
         tok = train_tokenizer(kind, text, 300)
         assert tok.decode(tok.encode(text)) == text
+
+
+# ---------------------------------------------------------------------------
+# Damaged results folders and checkpoints: whatever was done to their files, `report`, `--resume` and
+# `generate` finish or say in one sentence (exit 2) what is wrong; never a traceback, never a hang.
+# ---------------------------------------------------------------------------
+import json  # noqa: E402
+import shutil  # noqa: E402
+
+from .clihelp import cli  # noqa: E402
+
+TINY = ["--smoke", "--steps", "2", "--eval-every", "2", "--context", "16", "--dim", "16", "--heads", "2", "--layers", "1"]
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.sampled_from([2**31, 2**63, 10**12]),
+              st.floats(allow_nan=True), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)  # fmt: skip
+
+
+def _paths(doc, prefix=()):
+    """Every key path into a JSON document."""
+    out = [prefix]
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        out += _paths(v, (*prefix, k))
+    return out
+
+
+def damage_json(data, text: str) -> str:
+    """A JSON file's text, damaged one way: a value replaced, a key deleted, or the text cut short."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text
+    how = data.draw(st.sampled_from(["replace", "delete", "cut"]), label="how")
+    if how == "cut":
+        return text[: data.draw(st.integers(0, len(text)), label="cut at")]
+    path = data.draw(st.sampled_from(_paths(doc)), label="path")
+    if not path:
+        return json.dumps(data.draw(json_values, label="document"))
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    if how == "delete":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = data.draw(json_values, label="value")
+    return json.dumps(doc)
+
+
+def damage_csv(data, text: str) -> str:
+    lines = text.splitlines()
+    how = data.draw(st.sampled_from(["cell", "drop line", "ragged", "cut"]), label="how")
+    i = data.draw(st.integers(0, len(lines) - 1), label="line")
+    if how == "cell":
+        cells = lines[i].split(",")
+        cells[data.draw(st.integers(0, len(cells) - 1), label="cell")] = data.draw(
+            st.sampled_from(["", "abc", "-1", "99", "1e400", "nan", "True", "x y"]), label="text"
+        )
+        lines[i] = ",".join(cells)
+    elif how == "drop line":
+        del lines[i]
+    elif how == "ragged":
+        lines[i] += ",extra"
+    else:
+        return text[: data.draw(st.integers(0, len(text)), label="cut at")]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    base = tmp_path_factory.mktemp("pristine")
+    made = cli("ablate", *TINY, "--jobs", "1", "--seeds", "2", "--plan", "custom", "--variants", "classic;rope",
+               "--out", base / "results", timeout=300)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    made = cli("train", *TINY, "--out", base / "ckpt", timeout=300)
+    assert made.returncode == 0, made.stderr
+    return base
+
+
+def assert_finished_or_one_sentence(result, args):
+    code, out, err = result
+    assert "Traceback" not in out + err, args
+    if code != 0:
+        last = err.rstrip("\n").split("\n")[-1]
+        assert code == 2 and last.startswith("modern-gpt: error: ") and last.endswith("."), (code, args, err)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(capsys, monkeypatch, tmp_path_factory, pristine, data):
+    folder = tmp_path_factory.mktemp("damaged") / "r"
+    shutil.copytree(pristine / "results", folder)
+    runs = sorted(p.name for p in (folder / "runs").iterdir())
+    target = data.draw(st.sampled_from(["meta.json", "runs.csv", "curves.csv", *(f"runs/{r}" for r in runs),
+                                        "runs/row05-seed9.json", "delete"]), label="file")  # fmt: skip
+    if target == "delete":
+        (folder / data.draw(st.sampled_from(["runs.csv", "curves.csv", "meta.json", f"runs/{runs[0]}"]))).unlink()
+    elif target.endswith(".csv"):
+        (folder / target).write_text(damage_csv(data, (folder / target).read_text()))
+    elif target == "runs/row05-seed9.json":  # a file that no run of this plan wrote
+        (folder / target).write_text(json.dumps(data.draw(json_values)))
+    else:
+        (folder / target).write_text(damage_json(data, (folder / target).read_text()))
+    for args in (["report", folder], ["report", folder, "--format", "json"]):
+        assert_finished_or_one_sentence(run_main(capsys, monkeypatch, *args), args)
+    if target.startswith("runs/") or target == "delete" or data.draw(st.booleans(), label="resume"):
+        args = ["ablate", "--resume", folder, "--jobs", "1"]
+        assert_finished_or_one_sentence(run_main(capsys, monkeypatch, *args), args)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_checkpoint_ends_in_text_or_one_sentence(capsys, monkeypatch, tmp_path_factory, pristine, data):
+    folder = tmp_path_factory.mktemp("damaged") / "ckpt"
+    shutil.copytree(pristine / "ckpt", folder)
+    target = data.draw(st.sampled_from(["config.json", "tokenizer.json", "metrics.json", "model.safetensors"]))
+    path = folder / target
+    if target == "model.safetensors":
+        raw = bytearray(path.read_bytes())
+        how = data.draw(st.sampled_from(["cut", "flip", "delete"]), label="how")
+        if how == "cut":
+            raw = raw[: data.draw(st.integers(0, len(raw)), label="cut at")]
+        elif how == "flip":
+            at = data.draw(st.integers(0, min(len(raw), 400) - 1), label="byte")  # the header, mostly
+            raw[at] = data.draw(st.integers(0, 255), label="value")
+        else:
+            path.unlink()
+        if how != "delete":
+            path.write_bytes(bytes(raw))
+    else:
+        path.write_text(damage_json(data, path.read_text()))
+    args = ["generate", folder, "--tokens", "3", "--device", "cpu"]
+    assert_finished_or_one_sentence(run_main(capsys, monkeypatch, *args), args)
