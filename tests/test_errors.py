@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -561,3 +562,61 @@ def test_ctrl_c_during_start_up_is_quiet():
         assert proc.returncode in (0, 130), (proc.returncode, err)
         if proc.returncode == 130:
             assert err.strip() == "modern-gpt: interrupted"
+
+
+class _Quiet:
+    """A display that shows nothing (every method a no-op)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+@pytest.mark.slow
+def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
+    from modern_gpt import ablate as ab
+    from modern_gpt.settings import resolve
+
+    corpus = write(tmp_path / "corpus.txt", ("the quick brown fox jumps over the lazy dog. " * 200).encode())
+    overrides = {"data.path": str(corpus), "train.steps": 2, "train.eval_every": 2, "train.threads": 1,
+                 "model.context": 16, "model.dim": 16, "model.heads": 2, "model.layers": 1}  # fmt: skip
+    settings = resolve(None, True, overrides)
+    ablations = {}
+    for jobs in (1, 2):
+        spec = ab.plan_spec(settings, "custom", variants="classic;rope", seed_list_text="0,1")
+        ablations[jobs] = ab.start(spec, tmp_path / f"jobs{jobs}", jobs, "test")
+    ablations[1].run(_Quiet())
+    # the data file changes after the driver read and hashed it: the workers must not read it again
+    corpus.write_bytes(("ZYXWVU 0123456789 other text altogether! " * 300).encode())
+    ablations[2].run(_Quiet())
+    one, two = (pd.read_csv(tmp_path / f"jobs{j}" / "runs.csv") for j in (1, 2))
+    assert len(one) == len(two) == len(ablations[1].spec.variants) * 2
+    assert list(two["val_loss"]) == list(one["val_loss"])  # bitwise: the same tokens, one thread per run
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_worker_killed_from_outside_ends_the_ablation_in_one_sentence(tmp_path):
+    folder = tmp_path / "r"
+    proc = cli_process("ablate", "--smoke", "--seeds", "3", "--jobs", "2", "--out", folder)
+    _wait_for_runs(folder, 2, proc)
+    workers = [c for c in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{c}/cmdline").read_text()]
+    assert workers
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert err.rstrip().split("\n")[-1].startswith("modern-gpt: error: a worker process died") and "Traceback" not in err
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["status"] == "failed" and "worker process died" in meta["error"]
+    assert len(list((folder / "runs").glob("*.json"))) >= 2 and not (folder / ".lock").exists()
