@@ -37,6 +37,9 @@ from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
 POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
+# --jobs auto on CUDA: runs at once on the GPU. 1 until measured: bench/bench_gpu.py (b) prints the total tokens/s
+# of 1, 2, 4 and 8 concurrent shakespeare-size runs on one GPU; set this from that table, not from a guess.
+RUNS_PER_GPU = 1
 
 
 @dataclass(frozen=True)
@@ -379,6 +382,8 @@ def _worker_init(events, corpus: Corpus) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked while the worker started (see Ablation._run_parallel)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
 
 
 def _execute_in_worker(job: Job) -> dict:
@@ -457,11 +462,11 @@ def check_jobs(jobs: int | str) -> int | str:
 
 def workers(jobs: int | str, device: str, pending: int) -> int:
     """How many runs go at once. auto: on a CPU one single-thread run per core (two single-thread
-    processes trained 1.7x the tokens/s of one two-thread process on a 2-core machine), on a GPU one;
-    never more workers than runs to do."""
+    processes trained 1.7x the tokens/s of one two-thread process on a 2-core machine), on CUDA
+    RUNS_PER_GPU, on another GPU one; never more workers than runs to do."""
     if jobs != AUTO:
         return jobs
-    per_machine = (os.cpu_count() or 1) if device == "cpu" else 1
+    per_machine = {"cpu": os.cpu_count() or 1, "cuda": RUNS_PER_GPU}.get(device, 1)
     return max(1, min(per_machine, pending))
 
 
@@ -646,7 +651,16 @@ class Ablation:
         # The driver's corpus goes to every worker once, through the initializer: no worker reads the data files.
         pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(events, self.corpus))
         try:
-            order = {pool.submit(_execute_in_worker, job): i for i, job in enumerate(jobs)}
+            # The workers start here. They ignore the terminal's signals once their initializer has run; until
+            # then a Ctrl-C would print a traceback from each, so they are born with those signals blocked.
+            terminal = {getattr(signal, n) for n in ("SIGINT", "SIGHUP") if hasattr(signal, n)}
+            masked = hasattr(signal, "pthread_sigmask")
+            before = signal.pthread_sigmask(signal.SIG_BLOCK, terminal) if masked else None
+            try:
+                order = {pool.submit(_execute_in_worker, job): i for i, job in enumerate(jobs)}
+            finally:
+                if masked:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, before)
             waiting = set(order)
             while waiting:
                 done, waiting = wait(waiting, timeout=0.05, return_when=FIRST_COMPLETED)
