@@ -101,11 +101,17 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
 
 
 def decided_rows(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[int, int]:
-    """(rows decided, rows tested) using the first `seeds` seeds: a look of --seeds auto."""
+    """(rows decided, rows asked) using the first `seeds` seeds: a look of --seeds auto. The placebo is
+    tested with the others but asks no question, so --seeds auto does not wait for it (the boundary holds
+    the error rate whatever rule decides when to stop)."""
     chosen = set(meta["spec"]["seeds"][:seeds])
     summary = summarize(meta, runs[runs["seed"].isin(chosen)] if len(runs) else runs)
-    tested = [row for row in summary if not math.isnan(row["reference"])]
-    return sum(row["verdict"] != INCONCLUSIVE for row in tested), len(tested)
+    asked = [
+        row
+        for row, v in zip(summary, meta["variants"], strict=True)
+        if v["reference"] is not None and not v.get("placebo")
+    ]
+    return sum(row["verdict"] != INCONCLUSIVE for row in asked), len(asked)
 
 
 def verdict_rule(meta: dict) -> str:
@@ -329,7 +335,7 @@ def power_info(folder) -> dict:
 
 def power_table(info: dict) -> Table:
     table = Table(
-        title=f"smallest |Δ val| detected with 80% power (nats/token), at paired sd {_num(info['paired_sd'], '.4f')}",
+        title="mde: the smallest |Δ val| detected with 80% power (nats/token)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
