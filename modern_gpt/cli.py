@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 
 
 def _interrupted_at_start(signum, frame) -> None:
-    print("modern-gpt: interrupted", file=sys.stderr)
-    raise SystemExit(130)
+    # An exception raised here could surface inside a C extension's import, as a traceback: leave at once
+    # instead (nothing has been written yet).
+    print("modern-gpt: interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 # Ctrl-C while the imports below load (torch takes a second or more) is a quiet exit, not a traceback.
@@ -21,7 +24,6 @@ import functools
 import inspect
 import json
 import math
-import os
 import shlex
 import time
 import traceback
