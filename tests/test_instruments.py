@@ -70,8 +70,9 @@ def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run, tmp_
     assert doc["duel"]["perplexity_change"] == pytest.approx(ppl["modern"] / ppl["classic"] - 1, rel=1e-12)
     best = runs.groupby("variant").best_step.mean()
     assert doc["duel"]["best_step_sooner"] == best["classic"] - best["modern"]
-    assert [r["variant"] for r in doc["rows"]] == ["classic", "modern"]
-    assert doc["rows"][1]["verdict"] in ("better", "worse", "noise")
+    assert [r["variant"] for r in doc["rows"]] == ["classic", "classic (placebo)", "modern"]  # placebo by default
+    assert doc["rows"][2]["verdict"] in ("better", "worse", "inconclusive") and doc["rows"][2]["reference"] == 0
+    assert list(doc["duel"]["sides"]) == ["classic", "modern"]  # the duel compares the two architectures
     assert f"perplexity {100 * by_hand:+.1f}%" in table
     assert f"perplexity {100 * by_hand:+.1f}%" in run("report", folder, "--format", "markdown")
     for name in ("runs.csv", "curves.csv", "summary.csv", "meta.json", "curves.png"):
