@@ -197,7 +197,7 @@ def assert_finished_or_one_sentence(result, args):
         assert code == 2 and last.startswith("modern-gpt: error: ") and last.endswith("."), (code, args, err)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(capsys, monkeypatch, tmp_path_factory, pristine, data):
     folder = tmp_path_factory.mktemp("damaged") / "r"
