@@ -53,7 +53,9 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
         )
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        why = saved_settings_problem({k: v for k, v in config.items() if k != "format"} if isinstance(config, dict) else config)
+        why = saved_settings_problem(
+            {k: v for k, v in config.items() if k != "format"} if isinstance(config, dict) else config
+        )
     except (OSError, ValueError) as e:
         why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
     if why:
@@ -63,7 +65,9 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
         tokenizer = tokenizer_from_json(json.loads((folder / "tokenizer.json").read_text(encoding="utf-8")))
     except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse
         text = (str(e).splitlines() or [""])[0][:120]
-        raise UserError(f"{folder}/tokenizer.json is damaged ({type(e).__name__}: {text}); train the checkpoint again.") from None
+        raise UserError(
+            f"{folder}/tokenizer.json is damaged ({type(e).__name__}: {text}); train the checkpoint again."
+        ) from None
     if tokenizer.vocab_size != settings.model.vocab_size:
         raise UserError(
             f"{folder}: tokenizer.json has {tokenizer.vocab_size} token ids and config.json's model "
@@ -127,9 +131,7 @@ def _check_shapes(folder: Path, settings: Settings) -> None:
             )
     missing, unexpected = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
     if missing or unexpected:
-        raise UserError(
-            f"{path} does not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
-        )
+        raise UserError(f"{path} does not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
 
 
 def generate_text(

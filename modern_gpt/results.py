@@ -181,7 +181,11 @@ def _tables(finished: dict[tuple[int, int], dict]) -> tuple[pd.DataFrame, pd.Dat
     records = [finished[k] for k in sorted(finished)]
     runs = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS)
     curves = pd.DataFrame(
-        [{"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point} for r in records for point in r["curve"]],
+        [
+            {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}
+            for r in records
+            for point in r["curve"]
+        ],
         columns=CURVE_COLUMNS,
     )
     return runs, curves
@@ -214,7 +218,9 @@ def _check_runs(frame: pd.DataFrame, path: Path, meta: dict) -> None:
             i = int(bad.to_numpy().nonzero()[0][0])
             raise damaged(f"line {i + 2} has {frame[col].iloc[i]!r} in column {col}, not a number")
         frame[col] = numbers.astype(int) if col in ("row", "seed") else numbers.astype(float)
-    flags = frame["diverged"].map({True: True, False: False, "True": True, "False": False, "true": True, "false": False})
+    flags = frame["diverged"].map(
+        {True: True, False: False, "True": True, "False": False, "true": True, "false": False}
+    )
     if flags.isna().any():
         i = int(flags.isna().to_numpy().nonzero()[0][0])
         raise damaged(f"line {i + 2} has {frame['diverged'].iloc[i]!r} in column diverged, not True or False")
@@ -408,9 +414,13 @@ class ResultsDir:
         if owner is not None:
             notes.append(f"Still running (pid {owner or 'unknown'}): the table shows the runs finished so far.")
         elif status == "running":
-            notes.append(f"The process that wrote this folder stopped before the end (it holds no lock); {resume} finishes it.")
+            notes.append(
+                f"The process that wrote this folder stopped before the end (it holds no lock); {resume} finishes it."
+            )
         elif status == "failed":
-            notes.append(f"The ablation failed: {str(meta.get('error') or 'no reason recorded').rstrip('.')}; {resume} runs what is left.")
+            notes.append(
+                f"The ablation failed: {str(meta.get('error') or 'no reason recorded').rstrip('.')}; {resume} runs what is left."
+            )
         self.finished()
         notes += [f"{r} is left out of the table: it does not belong to this ablation." for r in self.rejected]
         return notes
@@ -440,7 +450,9 @@ class ResultsDir:
             return _reread(_tables(self.finished())[1])
         frame = read_csv(path)
         missing = [c for c in ("row", "seed", "step", "val_loss") if c not in frame]
-        bad = [c for c in ("row", "seed", "step", "val_loss") if c in frame and not pd.api.types.is_numeric_dtype(frame[c])]
+        bad = [
+            c for c in ("row", "seed", "step", "val_loss") if c in frame and not pd.api.types.is_numeric_dtype(frame[c])
+        ]
         if missing or bad:
             what = f"no {missing[0]} column" if missing else f"a cell of column {bad[0]} is not a number"
             raise UserError(f"{path} is damaged ({what}); {REBUILD}")

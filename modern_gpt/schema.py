@@ -11,7 +11,14 @@ A schema is plain data, declared beside the code that writes the file:
 
 from __future__ import annotations
 
-NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object", list: "a list"}
+NAMES = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    dict: "an object",
+    list: "a list",
+}
 
 
 def problem(value, schema, where: str = "") -> str | None:

@@ -315,7 +315,9 @@ def test_non_regular_data_paths_are_refused(run, tmp_path):
 
 
 def test_misleading_messages_name_the_real_cause(run, tmp_path):
-    utf16 = write(tmp_path / "u16.txt", "a plain English sentence, saved by an editor as UTF-16.\n".encode("utf-16") * 20)
+    utf16 = write(
+        tmp_path / "u16.txt", "a plain English sentence, saved by an editor as UTF-16.\n".encode("utf-16") * 20
+    )
     assert_user_error(run("train", *TINY, "--data", utf16), "u16.txt is UTF-16LE text", "iconv -f UTF-16LE -t UTF-8")
     (tmp_path / "conf").mkdir()
     assert_user_error(run("train", "--config", tmp_path / "conf"), "conf is a folder")
@@ -325,7 +327,10 @@ def test_misleading_messages_name_the_real_cause(run, tmp_path):
 @pytest.mark.parametrize(
     "args,fragments",
     [
-        (["ablate", "--seeds", "2", "--batch-size", "abc"], ["Invalid value for '--batch-size'", "see modern-gpt ablate --help"]),
+        (
+            ["ablate", "--seeds", "2", "--batch-size", "abc"],
+            ["Invalid value for '--batch-size'", "see modern-gpt ablate --help"],
+        ),
         (["ablate", "--seedz", "3"], ["No such option: --seedz", "--seeds"]),
         (["generate"], ["Missing argument"]),
         (["fly"], ["No such command 'fly'"]),
@@ -459,7 +464,9 @@ def test_out_of_memory_on_the_cpu_is_a_recorded_run(run, tmp_path, monkeypatch):
 
     def faulty(self, idx, targets=None, cache=None):
         if self.config.rope and self.training:
-            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes.")
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes."
+            )
         if self.config.swiglu and self.training:
             raise MemoryError()
         return forward(self, idx, targets, cache)
@@ -617,7 +624,9 @@ def test_a_worker_killed_from_outside_ends_the_ablation_in_one_sentence(tmp_path
     os.kill(workers[0], signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, err
-    assert err.rstrip().split("\n")[-1].startswith("modern-gpt: error: a worker process died") and "Traceback" not in err
+    assert (
+        err.rstrip().split("\n")[-1].startswith("modern-gpt: error: a worker process died") and "Traceback" not in err
+    )
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["status"] == "failed" and "worker process died" in meta["error"]
     assert len(list((folder / "runs").glob("*.json"))) >= 2 and not (folder / ".lock").exists()

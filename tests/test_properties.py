@@ -118,7 +118,7 @@ import shutil  # noqa: E402
 
 from .clihelp import cli  # noqa: E402
 
-TINY = ["--smoke", "--steps", "2", "--eval-every", "2", "--context", "16", "--dim", "16", "--heads", "2", "--layers", "1"]
+TINY = ["--smoke", "--steps", "2", "--eval-every", "2", "--context", "16", "--dim", "16", "--heads", "2", "--layers", "1"]  # fmt: skip
 
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.sampled_from([2**31, 2**63, 10**12]),
@@ -199,7 +199,9 @@ def assert_finished_or_one_sentence(result, args):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(capsys, monkeypatch, tmp_path_factory, pristine, data):
+def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(
+    capsys, monkeypatch, tmp_path_factory, pristine, data
+):
     folder = tmp_path_factory.mktemp("damaged") / "r"
     shutil.copytree(pristine / "results", folder)
     runs = sorted(p.name for p in (folder / "runs").iterdir())
