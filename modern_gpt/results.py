@@ -32,7 +32,7 @@ from .errors import UserError
 from .files import atomic_path, write_json
 from .model import COMPONENTS
 from .schema import problem
-from .settings import saved_settings_problem
+from .settings import from_dict, saved_settings_problem
 
 RUN_COLUMNS = [
     "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens", "best_val_loss",
@@ -389,7 +389,8 @@ class ResultsDir:
         and named in self.rejected; --resume runs its run again.
         """
         spec = self.read_meta()["spec"]
-        expected = settings_hash(spec["settings"], spec["data_key"])
+        # normalised as a run sees them (a setting that meta.json lacks takes its default), then hashed
+        expected = settings_hash(from_dict(spec["settings"]).to_dict(), spec["data_key"])
         out, self.rejected = {}, []
         for f in sorted(self.runs_dir.glob("*.json")):
             try:
