@@ -26,6 +26,12 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
 STREAMS = ("init", "batches", "dropout", "placebo")
 EVAL_CHUNK = 64  # windows per forward pass when evaluating
+# On CUDA the loss stays on the GPU and is read back every SYNC_EVERY steps and at every evaluation: reading it
+# (loss.item()) stalls the host until the GPU has caught up, once per step, which for a small model costs more
+# than the step. A run whose loss turns NaN or infinite is still caught within SYNC_EVERY steps, and its record
+# names the last step whose loss was finite, as on a CPU. Off CUDA the loss is read, and checked, every step.
+SYNC_EVERY = 25
+ADAMW_EPS = 1e-8
 
 
 @dataclass
@@ -150,6 +156,11 @@ def default_threads(jobs: int = 1) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, jobs))
 
 
+def sync_interval(device: str) -> int:
+    """Steps between host reads of the training loss: SYNC_EVERY on CUDA, 1 elsewhere."""
+    return SYNC_EVERY if device == "cuda" else 1
+
+
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup to the peak, then cosine decay to min_lr_ratio of it at the last step."""
     warmup = min(cfg.warmup_steps, cfg.steps)
@@ -163,9 +174,14 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 class AdamW:
     """Adam with decoupled weight decay, computed as torch.optim.AdamW computes it.
 
-    Written out because the first use of torch.optim imports torch's compiler stack,
-    about 2 s per process: most of a CPU smoke run. tests/test_train.py checks it
-    against torch.optim.AdamW.
+    Used on the CPU, because the first use of torch.optim imports torch's compiler stack
+    (torch._dynamo, about 800 modules): in a fresh process on this project's 2-core CPU
+    machine (torch 2.13.0 CPU build, measured while another job loaded it), constructing a
+    torch.optim.AdamW and taking its first step took 0.8-1.4 s (median 1.3 s over 5
+    processes; constructing alone, 1.8-1.9 s in 3 earlier ones), against 1-2 ms for this
+    class, while a smoke run trains in about a second. tests/test_train.py checks it against
+    torch.optim.AdamW (plain, foreach and fused). On CUDA make_optimizer uses torch's fused
+    AdamW instead.
     """
 
     def __init__(self, groups: list[dict], lr: float, betas: tuple[float, float], eps: float = 1e-8):
@@ -201,11 +217,33 @@ class AdamW:
                 p.grad = None
 
 
-def make_optimizer(model: GPT, cfg: TrainConfig) -> AdamW:
+def param_groups(model: GPT, cfg: TrainConfig) -> list[dict]:
+    """Weight decay on matrices only: not on biases, norms or gains."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     others = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": matrices, "weight_decay": cfg.weight_decay}, {"params": others, "weight_decay": 0.0}]
-    return AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    return [{"params": matrices, "weight_decay": cfg.weight_decay}, {"params": others, "weight_decay": 0.0}]
+
+
+def torch_adamw(groups: list[dict], cfg: TrainConfig, fused: bool) -> torch.optim.AdamW:
+    """torch's AdamW with the settings of the hand-written one: fused (one kernel for every parameter) or foreach."""
+    kind = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=ADAMW_EPS, **kind)
+
+
+def make_optimizer(model: GPT, cfg: TrainConfig, device: str = "cpu") -> AdamW | torch.optim.AdamW:
+    """AdamW: torch's fused one on CUDA, where its start-up cost is lost in the run's; the hand-written one elsewhere."""
+    groups = param_groups(model, cfg)
+    if device == "cuda":
+        return torch_adamw(groups, cfg, fused=True)
+    return AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=ADAMW_EPS)
+
+
+def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """A batch onto the device. On CUDA through pinned memory without blocking: a copy from pageable memory
+    would wait for the GPU to finish its queue, a host sync every step."""
+    if device == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def _autocast(device: str):
@@ -245,12 +283,18 @@ def train_run(
     progress=None,
     threads: int | None = None,
     init: str = "init",
+    sync_every: int | None = None,
 ) -> tuple[RunResult, GPT]:
-    """Train one model and evaluate it. progress(step, loss) is called after every step.
+    """Train one model and evaluate it. progress(step, loss) is called after every step whose loss is read:
+    every step off CUDA, every sync_every steps and at evaluations on CUDA.
     init names the weight-init stream: "init", or "placebo" for the placebo row.
+    sync_every: steps between host reads of the loss; None is sync_interval(device) (SYNC_EVERY on CUDA, 1
+    elsewhere). Any value gives the same losses; it changes only when a diverged run is noticed.
 
-    A loss that becomes NaN or infinite ends the run as diverged, and an out-of-memory
-    error ends it with its message; neither raises.
+    A loss that becomes NaN or infinite ends the run as diverged (steps_done: the steps before that loss), and
+    an out-of-memory error ends it with its message; neither raises. Read every step, the loss stops the run
+    before its update; read every N steps, up to N - 1 more steps run before the run stops, so a diverged run's
+    model may hold non-finite weights (it is never evaluated).
     """
     cfg.validate()
     model_cfg = replace(model_cfg, vocab_size=corpus.tokenizer.vocab_size)
@@ -265,7 +309,11 @@ def train_run(
     model = GPT(model_cfg).to(device)
     torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
     step_fn = torch.compile(model) if cfg.compile else model
-    opt = make_optimizer(model, cfg)
+    opt = make_optimizer(model, cfg, device)
+    every = sync_every or sync_interval(device)
+    if every < 1:
+        raise ValueError(f"sync_every must be at least 1, got {every}")
+    losses = torch.empty(every, device=device) if every > 1 else None  # the losses not yet read, on the device
     context = model_cfg.context
     batches = BatchStream(corpus.train, context, cfg.batch_size, stream_seed(seed, "batches"))
     # The final evaluation: the same tokens for every run. Intermediate ones: a fixed, smaller subset of them.
@@ -278,29 +326,49 @@ def train_run(
     nan = float("nan")
     final = {"train_loss": nan, "val_loss": nan}
     diverged, error, step, steps_done = False, "", 0, 0
-    train_secs = 0.0
+    train_secs, ts, pending = 0.0, None, 0  # ts: when the steps not yet timed began; pending: losses not yet read
     try:
         for step in range(1, cfg.steps + 1):
-            ts = time.perf_counter()
+            if ts is None:
+                ts = time.perf_counter()
             for group in opt.param_groups:
                 group["lr"] = lr_at(step - 1, cfg)
             x, y = batches.next()
             with _autocast(device):
-                _, loss = step_fn(x.to(device), y.to(device))
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                diverged = True
-                break
+                _, loss = step_fn(to_device(x, device), to_device(y, device))
+            if losses is None:
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    diverged = True
+                    break
+            else:
+                losses[pending] = loss.detach()
+                pending += 1
             loss.backward()
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
             steps_done = step
-            train_secs += time.perf_counter() - ts
+            evaluating = step % cfg.eval_every == 0 or step == cfg.steps
+            if losses is not None:
+                if not (evaluating or step % every == 0):
+                    continue
+                read = losses[:pending].tolist()  # the host waits here for the GPU: once per `every` steps
+                train_secs += time.perf_counter() - ts
+                ts = None
+                bad = next((i for i, v in enumerate(read) if not math.isfinite(v)), None)
+                if bad is not None:
+                    steps_done = step - pending + bad  # the steps before the first non-finite loss
+                    diverged = True
+                    break
+                loss_value, pending = read[-1], 0
+            else:
+                train_secs += time.perf_counter() - ts
+                ts = None
             if progress is not None:
                 progress(step, loss_value)
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            if evaluating:
                 tl = evaluate(model, corpus.train, train_windows, context, device)
                 vl = evaluate(model, corpus.val, val_windows, context, device)
                 curve.append({"step": step, "train_loss": tl, "val_loss": vl})

@@ -10,7 +10,19 @@ import torch
 import modern_gpt.model as model_module
 from modern_gpt.data import DataConfig, eval_offsets, load_corpus
 from modern_gpt.model import COMPONENTS, GPT, ModelConfig
-from modern_gpt.train import STREAMS, TrainConfig, evaluate, lr_at, make_optimizer, stream_seed, train_run
+from modern_gpt.train import (
+    STREAMS,
+    SYNC_EVERY,
+    AdamW,
+    TrainConfig,
+    evaluate,
+    lr_at,
+    make_optimizer,
+    param_groups,
+    stream_seed,
+    torch_adamw,
+    train_run,
+)
 
 MODEL = ModelConfig(context=16, dim=32, heads=2, layers=2)
 TRAIN = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_every=4, eval_batches=2, threads=1)
@@ -149,27 +161,107 @@ def test_weight_decay_applies_to_matrices_only():
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
 
 
-def test_adamw_equals_torch_adamw():
+@pytest.mark.parametrize("kind", ["plain", "foreach", "fused"])
+def test_adamw_equals_torch_adamw(kind):
+    """The hand-written AdamW (the CPU's) against torch's: plain, foreach, and fused (CUDA's, here on the CPU),
+    built by the same torch_adamw that make_optimizer uses on CUDA."""
     torch.manual_seed(0)
     ours, reference = GPT(MODEL), GPT(MODEL)
     reference.load_state_dict(ours.state_dict())
+    start = [p.clone() for p in ours.parameters()]
     opt_ours = make_optimizer(ours, TRAIN)
-    groups = [
-        {"params": g["params"], "weight_decay": g["weight_decay"]}
-        for g in make_optimizer(reference, TRAIN).param_groups
-    ]
-    opt_ref = torch.optim.AdamW(groups, lr=TRAIN.lr, betas=(TRAIN.beta1, TRAIN.beta2), foreach=False)
+    assert isinstance(opt_ours, AdamW)
+    groups = param_groups(reference, TRAIN)
+    if kind == "plain":
+        opt_ref = torch.optim.AdamW(groups, lr=TRAIN.lr, betas=(TRAIN.beta1, TRAIN.beta2), foreach=False)
+    else:
+        opt_ref = torch_adamw(groups, TRAIN, fused=kind == "fused")
+    assert TRAIN.weight_decay > 0 and opt_ref.param_groups[0]["weight_decay"] == TRAIN.weight_decay
     for step in range(15):
         x = torch.randint(0, MODEL.vocab_size, (4, 16))
-        for model, opt in ((ours, opt_ours), (reference, opt_ref)):
+        _, loss = ours(x, x)
+        loss.backward()
+        for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
+            b.grad = a.grad.clone()  # the same gradients: fused rounds differently, and a loss amplifies that
+        for opt in (opt_ours, opt_ref):
             for group in opt.param_groups:
                 group["lr"] = TRAIN.lr * (1 + step) / 15  # a changing learning rate, as in a schedule
-            _, loss = model(x, x)
-            loss.backward()
             opt.step()
             opt.zero_grad()
-    for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
-        assert torch.allclose(a, b, atol=1e-7, rtol=0)
+        for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
+            assert torch.allclose(a, b, atol=1e-7, rtol=0), step  # fused: within 6e-8 after 15 steps
+    assert all(not torch.equal(a, b) for a, b in zip(ours.parameters(), start, strict=True))  # every one moved
+
+
+def test_cuda_gets_torchs_fused_adamw_with_the_same_groups():
+    model = GPT(MODEL)
+    fused, ours = make_optimizer(model, TRAIN, "cuda"), make_optimizer(model, TRAIN, "cpu")
+    assert isinstance(fused, torch.optim.AdamW) and fused.defaults["fused"]
+    assert fused.defaults["betas"] == (TRAIN.beta1, TRAIN.beta2) and fused.defaults["eps"] == ours.eps
+    for g, h in zip(fused.param_groups, ours.param_groups, strict=True):
+        assert g["weight_decay"] == h["weight_decay"] and g["lr"] == h["lr"] == TRAIN.lr
+        assert [id(p) for p in g["params"]] == [id(p) for p in h["params"]]
+
+
+def _recorded_run(corpus, monkeypatch, cfg, nan_from: int | None = None, **kwargs):
+    """A run that records its forward passes ("train" or "eval") and every progress call; with nan_from,
+    the training loss is NaN from that training step on."""
+    calls, progress = [], []
+    forward = GPT.forward
+
+    def patched(self, idx, targets=None, cache=None):
+        calls.append("train" if self.training else "eval")
+        logits, loss = forward(self, idx, targets, cache)
+        if nan_from is not None and self.training and calls.count("train") >= nan_from:
+            loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(model_module.GPT, "forward", patched)
+    result, model = train_run(MODEL, corpus, cfg, seed=0, progress=lambda s, v: progress.append((s, v)), **kwargs)
+    monkeypatch.setattr(model_module.GPT, "forward", forward)
+    return result, calls, progress
+
+
+def test_reading_the_loss_every_n_steps_changes_no_number(corpus, monkeypatch):
+    """The CUDA path (the loss read every N steps) run on the CPU: every loss, the curve and the final losses are
+    bitwise those of reading it every step (the CPU default); only the progress calls are fewer."""
+    every_step, _, progress_1 = _recorded_run(corpus, monkeypatch, TRAIN, sync_every=1)
+    default, _, progress_default = _recorded_run(corpus, monkeypatch, TRAIN)
+    buffered, _, progress_7 = _recorded_run(corpus, monkeypatch, TRAIN, sync_every=7)
+    for r in (default, buffered):
+        assert r.curve == every_step.curve and r.val_loss == every_step.val_loss
+        assert r.train_loss == every_step.train_loss and r.best_val_loss == every_step.best_val_loss
+        assert r.steps_done == every_step.steps_done == TRAIN.steps and r.tokens_seen == every_step.tokens_seen
+    assert progress_default == progress_1 and [s for s, _ in progress_1] == list(range(1, TRAIN.steps + 1))
+    # read at the evaluations (every 4 steps) and every 7 steps: the losses are those of the same steps
+    assert [s for s, _ in progress_7] == [4, 7, 8, 12]
+    assert all(v == dict(progress_1)[s] for s, v in progress_7)
+
+
+def test_read_every_n_steps_a_diverged_run_is_caught_within_n_steps(corpus, monkeypatch):
+    """NaN from step 9: read every step, the run stops before step 9's update; read every 5 steps (and at the
+    evaluations, every 4), it stops at the read of step 10, records the same steps_done, and never evaluates
+    the weights after the NaN."""
+    cfg = replace(TRAIN, steps=20)
+    every_step, calls_1, _ = _recorded_run(corpus, monkeypatch, cfg, nan_from=9, sync_every=1)
+    buffered, calls_5, _ = _recorded_run(corpus, monkeypatch, cfg, nan_from=9, sync_every=5)
+    for r in (every_step, buffered):
+        assert r.diverged and r.error == "" and math.isnan(r.val_loss) and math.isnan(r.train_loss)
+        assert r.steps_done == 8 and r.tokens_seen == 8 * TRAIN.batch_size * MODEL.context
+        assert [c["step"] for c in r.curve] == [4, 8] and r.curve == every_step.curve
+    assert calls_1.count("train") == 9 and calls_5.count("train") == 10
+    nan_at = [i for i, c in enumerate(calls_5) if c == "train"][8]  # step 9's forward pass
+    assert "eval" not in calls_5[nan_at:]  # nothing evaluated after the NaN
+
+
+def test_an_absurd_learning_rate_is_caught_within_sync_every_steps(corpus, monkeypatch):
+    """The CUDA default, SYNC_EVERY, on the CPU with no evaluation before it: lr 1e6 gives a NaN loss at step 2,
+    noticed at the read of step SYNC_EVERY at the latest."""
+    cfg = replace(TRAIN, steps=3 * SYNC_EVERY, eval_every=1000, lr=1e6, warmup_steps=0)
+    reference, _, _ = _recorded_run(corpus, monkeypatch, cfg, sync_every=1)
+    result, calls, progress = _recorded_run(corpus, monkeypatch, cfg, sync_every=SYNC_EVERY)
+    assert result.diverged and reference.diverged and result.steps_done == reference.steps_done < SYNC_EVERY
+    assert calls == ["train"] * SYNC_EVERY and progress == [] and result.curve == []
 
 
 def test_random_streams_are_independent():
