@@ -1,6 +1,6 @@
-"""Wall time of `modern-gpt ablate --seeds 3 --smoke` (7 variants x 3 seeds), start-up included.
+"""Wall time of `modern-gpt ablate --seeds 3 --smoke` (8 rows with the placebo x 3 seeds), start-up included.
 
-    python bench/bench_smoke.py [--repeat 3] [--jobs 1]
+    python bench/bench_smoke.py [--repeat 3] [--jobs auto]
 
 Prints each repeat's wall seconds, the median, and the machine, for the README.
 Speed is measured here, never asserted in a test.
@@ -19,7 +19,7 @@ import time
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", default="auto")
     args = parser.parse_args()
     times = []
     for i in range(args.repeat):
@@ -32,10 +32,11 @@ def main() -> None:
         print(f"run {i + 1}: {times[-1]:.1f} s", flush=True)
     import torch
 
+    load = os.getloadavg()[0]
     print(
-        f"median {statistics.median(times):.1f} s wall for 21 runs (--jobs {args.jobs}); "
+        f"median {statistics.median(times):.1f} s wall for 24 runs (--jobs {args.jobs}); "
         f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, torch {torch.__version__}, "
-        f"python {platform.python_version()}"
+        f"python {platform.python_version()}; load average {load:.1f} at the end"
     )
 
 
