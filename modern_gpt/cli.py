@@ -397,12 +397,16 @@ def _print_report(folder: Path, fmt: str) -> None:
 
 
 def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: Path | None, out: Path | None,
-                  jobs: int, fmt: str, **choices) -> None:  # fmt: skip
-    """What ablate and duel share: start or resume, run with a progress display, write and print the report."""
-    from . import ablate as ab
+                  jobs: int, fmt: str, executor: dict, **choices) -> None:  # fmt: skip
+    """What ablate, duel and power share: plan, start or resume, run on the chosen executor with a progress
+    display, write and print the report. executor: the --executor flags, by ExecutorOptions field."""
     from . import report
+    from .executors import ExecutorOptions
+    from .planning import plan_spec
     from .progress import AblationDisplay
     from .results import ResultsDir
+    from .running import resume as resume_ablation
+    from .running import start
 
     _check_format(fmt, report.FORMATS if default_plan != "power" else FORMATS_TABLE_JSON)
     out = _folder_flag("--out", out)
@@ -414,8 +418,12 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
             raise UserError(f"{resume} was written by modern-gpt {written_by}; resume it with modern-gpt {written_by} --resume {resume}.")
         out = None
     explicit = bool(settings.given or plan_given or any(v not in (None, False) for v in choices.values()))
-    requested = ab.plan_spec(settings, plan_given or default_plan, **choices) if resume is None or explicit else None
-    ablation = ab.resume(resume, requested, jobs) if resume else ab.start(requested, out, jobs, _command_line())
+    options = ExecutorOptions(**executor).check()
+    requested = plan_spec(settings, plan_given or default_plan, **choices) if resume is None or explicit else None
+    if resume:
+        ablation = resume_ablation(resume, requested, jobs, options)
+    else:
+        ablation = start(requested, out, jobs, _command_line(), options)
     folder = ablation.results.path
     log = Console(stderr=True)
     names = [v.name for v in ablation.spec.variants]
@@ -470,6 +478,16 @@ RESUME_HELP = "Finish an interrupted run of this command in this results folder;
 MATCH_HELP = "Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's."
 PANEL = "Ablation"
 STATS = "Statistics"
+WHERE = "Where the runs train"
+EXECUTOR_HELP = "local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e \".\\[ray]\")."
+RAY_ADDRESS_HELP = "With --executor ray: the cluster's address (host:port) \\[default: RAY_ADDRESS, else a local Ray started for the ablation]."
+CPUS_HELP = "With --executor ray: the CPUs each run reserves \\[default: the run's torch threads, 1 unless --threads]."
+GPUS_HELP = "With --executor ray: the GPUs each run reserves; fractions share one (0.25: four runs a GPU) \\[default: 0]."
+RETRIES_HELP = "Times a run is started again when its worker process (or node) dies; then it is recorded as failed."
+
+
+def _executor_flags(name: str, address: str | None, cpus: float | None, gpus: float | None, retries: int) -> dict:
+    return {"name": name, "address": address, "cpus_per_run": cpus, "gpus_per_run": gpus, "max_retries": retries}
 
 
 @app.command()
@@ -488,12 +506,19 @@ def ablate(
     placebo: Annotated[bool | None, typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False)] = None,
     match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
     jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
+    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)] = "local",
+    ray_address: Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)] = None,
+    cpus_per_run: Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)] = None,
+    gpus_per_run: Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)] = None,
+    max_retries: Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)] = 2,
     out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
     """Train every variant with every seed and print one table: does each component really help?"""
-    _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt, components=components, variants=variants,
+    _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt,
+                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+                  components=components, variants=variants,
                   seeds=seeds, seed_list_text=seed_list, match=match_params, placebo=placebo, alpha=alpha,
                   margin=margin, min_seeds=min_seeds, max_seeds=max_seeds)  # fmt: skip
 
@@ -511,12 +536,19 @@ def duel(
     placebo: Annotated[bool | None, typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False)] = None,
     match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
     jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
+    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)] = "local",
+    ray_address: Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)] = None,
+    cpus_per_run: Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)] = None,
+    gpus_per_run: Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)] = None,
+    max_retries: Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)] = 2,
     out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
     """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
-    _run_ablation(settings, None, "duel", resume, out, jobs, fmt, seeds=seeds, seed_list_text=seed_list,
+    _run_ablation(settings, None, "duel", resume, out, jobs, fmt,
+                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+                  seeds=seeds, seed_list_text=seed_list,
                   match=match_params, placebo=placebo, alpha=alpha, margin=margin, min_seeds=min_seeds,
                   max_seeds=max_seeds)  # fmt: skip
 
@@ -529,6 +561,11 @@ def power(
     seeds: Annotated[int | None, typer.Option(help="Seeds to train it with, each also with the placebo init \\[default: 8].", rich_help_panel=PANEL)] = None,
     alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
     jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
+    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)] = "local",
+    ray_address: Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)] = None,
+    cpus_per_run: Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)] = None,
+    gpus_per_run: Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)] = None,
+    max_retries: Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)] = 2,
     out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-power].", rich_help_panel=PANEL)] = None,
     resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.", rich_help_panel=PANEL)] = "table",
@@ -536,7 +573,9 @@ def power(
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
     3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
-    _run_ablation(settings, None, "power", resume, out, jobs, fmt, variants=variant, seeds=seeds, alpha=alpha)
+    _run_ablation(settings, None, "power", resume, out, jobs, fmt,
+                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+                  variants=variant, seeds=seeds, alpha=alpha)
 
 
 @app.command()

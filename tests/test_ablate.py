@@ -11,8 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from modern_gpt import ablate as ab
-from modern_gpt import report
+from modern_gpt import planning, report
 from modern_gpt.cli import app
 from modern_gpt.errors import UserError
 from modern_gpt.model import COMPONENTS, ModelConfig, non_embedding_params, param_counts
@@ -36,24 +35,24 @@ def invoke(*args):
 # plans
 # ---------------------------------------------------------------------------
 def test_cumulative_plan_stacks_one_component_per_row():
-    rows = ab.make_plan("cumulative")
+    rows = planning.make_plan("cumulative")
     assert [r.name for r in rows] == ["classic"] + [f"+{c}" for c in COMPONENTS]
     assert rows[3].components == ("rmsnorm", "rope", "swiglu") and rows[3].reference == 2
-    picked = ab.make_plan("cumulative", ab.parse_components("swiglu,rope"))
+    picked = planning.make_plan("cumulative", planning.parse_components("swiglu,rope"))
     assert [r.components for r in picked] == [(), ("swiglu",), ("swiglu", "rope")]
 
 
 def test_single_and_leave_one_out_plans_compare_with_the_first_row():
-    single = ab.make_plan("single")
+    single = planning.make_plan("single")
     assert [r.components for r in single[1:]] == [(c,) for c in COMPONENTS]
     assert {r.reference for r in single[1:]} == {0}
-    loo = ab.make_plan("leave-one-out")
+    loo = planning.make_plan("leave-one-out")
     assert loo[0].components == COMPONENTS and loo[1].name == "-rmsnorm" and "rmsnorm" not in loo[1].components
     assert {r.reference for r in loo[1:]} == {0}
 
 
 def test_custom_plan_compares_each_row_with_the_row_above():
-    rows = ab.make_plan("custom", variants="classic; rope+rmsnorm ;modern")
+    rows = planning.make_plan("custom", variants="classic; rope+rmsnorm ;modern")
     assert [r.components for r in rows] == [(), ("rmsnorm", "rope"), COMPONENTS]
     assert [r.reference for r in rows] == [None, 0, 1]
 
@@ -62,14 +61,14 @@ def test_custom_plan_compares_each_row_with_the_row_above():
     "call,message",
     [
         (
-            lambda: ab.make_plan("random"),
+            lambda: planning.make_plan("random"),
             "unknown plan 'random'; choose one of cumulative, single, leave-one-out, custom",
         ),
-        (lambda: ab.make_plan("custom"), "--plan custom needs --variants"),
-        (lambda: ab.make_plan("custom", variants="classic;rope+swiglu2"), "unknown variant part 'swiglu2'"),
-        (lambda: ab.parse_components("rmsnorm,flash"), "unknown component 'flash'; the components are rmsnorm, rope"),
-        (lambda: ab.seed_list(0, None), "--seeds must be at least 1"),
-        (lambda: ab.seed_list(None, "1,x"), "--seed-list must be whole numbers"),
+        (lambda: planning.make_plan("custom"), "--plan custom needs --variants"),
+        (lambda: planning.make_plan("custom", variants="classic;rope+swiglu2"), "unknown variant part 'swiglu2'"),
+        (lambda: planning.parse_components("rmsnorm,flash"), "unknown component 'flash'; the components are rmsnorm, rope"),
+        (lambda: planning.seed_list(0, None), "--seeds must be at least 1"),
+        (lambda: planning.seed_list(None, "1,x"), "--seed-list must be whole numbers"),
     ],
 )
 def test_bad_plans_are_one_sentence(call, message):
@@ -79,8 +78,8 @@ def test_bad_plans_are_one_sentence(call, message):
 
 def test_the_placebo_row_sits_under_the_first_and_the_references_follow_the_plan():
     for plan in ("cumulative", "single", "leave-one-out"):
-        plain = ab.make_plan(plan)
-        rows = ab.add_placebo(plain)
+        plain = planning.make_plan(plan)
+        rows = planning.add_placebo(plain)
         assert rows[1].name == f"{plain[0].name} (placebo)" and rows[1].placebo and rows[1].reference == 0
         assert rows[1].components == plain[0].components and not any(r.placebo for r in rows[2:])
         # every other row keeps the row it was compared with, now one further down (the first stays the first)
@@ -91,10 +90,10 @@ def test_the_placebo_row_sits_under_the_first_and_the_references_follow_the_plan
 
 def test_seeds_auto_and_the_statistics_flags_are_checked():
     settings = resolve(None, True, {})
-    spec = ab.plan_spec(settings, "cumulative", seeds="auto", max_seeds=6)
+    spec = planning.plan_spec(settings, "cumulative", seeds="auto", max_seeds=6)
     assert spec.seeds == list(range(6)) and spec.min_seeds == 3 and spec.variants[1].placebo
     assert spec.level() == look_level(0.05, len(COMPONENTS) + 1, 3, 6)
-    assert ab.plan_spec(settings, "cumulative", seeds="4", placebo=False).level() == 0.05
+    assert planning.plan_spec(settings, "cumulative", seeds="4", placebo=False).level() == 0.05
     for kwargs, message in [
         ({"seeds": "auto", "min_seeds": 1}, "--min-seeds must be at least 2"),
         ({"seeds": "auto", "min_seeds": 5, "max_seeds": 4}, "--max-seeds .4. must be at least --min-seeds .5."),
@@ -104,24 +103,24 @@ def test_seeds_auto_and_the_statistics_flags_are_checked():
         ({"margin": -0.1}, "--margin must be a positive number"),
     ]:
         with pytest.raises(UserError, match=message):
-            ab.plan_spec(settings, "cumulative", **kwargs)
+            planning.plan_spec(settings, "cumulative", **kwargs)
 
 
 def test_seed_lists():
-    assert ab.seed_list(None, None) == [0, 1, 2]
-    assert ab.seed_list(5, None) == [0, 1, 2, 3, 4]
-    assert ab.seed_list(None, "3,7,11") == [3, 7, 11]
+    assert planning.seed_list(None, None) == [0, 1, 2]
+    assert planning.seed_list(5, None) == [0, 1, 2, 3, 4]
+    assert planning.seed_list(None, "3,7,11") == [3, 7, 11]
 
 
 def test_match_params_brings_every_row_within_one_percent():
     base = ModelConfig(vocab_size=65, context=64, dim=128, heads=4, layers=4)
-    rows = ab.match_params(ab.make_plan("cumulative"), base)
+    rows = planning.match_params(planning.make_plan("cumulative"), base)
     target = non_embedding_params(param_counts(base))
     for row in rows[1:]:
-        got = non_embedding_params(param_counts(ab.variant_config(base, row)))
+        got = non_embedding_params(param_counts(planning.variant_config(base, row)))
         assert abs(got - target) <= 0.01 * target, row
     assert (
-        rows[5].mlp_hidden > ab.variant_config(base, ab.make_plan("cumulative")[5]).hidden
+        rows[5].mlp_hidden > planning.variant_config(base, planning.make_plan("cumulative")[5]).hidden
     )  # gqa's savings go to the MLP
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import modern_gpt.model as model_module
-from modern_gpt import ablate
+from modern_gpt import executors
 from modern_gpt.data import DataConfig, load_corpus
 from modern_gpt.model import COMPONENTS, GPT, ModelConfig
 from modern_gpt.train import SYNC_EVERY, AdamW, TrainConfig, make_optimizer, train_run
@@ -38,10 +38,10 @@ def corpus(tmp_path_factory):
 
 
 def test_jobs_auto_on_cuda_runs_runs_per_gpu_at_once(monkeypatch):
-    monkeypatch.setattr(ablate, "RUNS_PER_GPU", 4)
-    assert ablate.workers("auto", "cuda", 10) == 4
-    assert ablate.workers("auto", "cuda", 3) == 3  # never more than the runs to do
-    assert ablate.workers("auto", "mps", 10) == 1 and ablate.workers(2, "cuda", 10) == 2
+    monkeypatch.setattr(executors, "RUNS_PER_GPU", 4)
+    assert executors.workers("auto", "cuda", 10) == 4
+    assert executors.workers("auto", "cuda", 3) == 3  # never more than the runs to do
+    assert executors.workers("auto", "mps", 10) == 1 and executors.workers(2, "cuda", 10) == 2
 
 
 @pytest.mark.slow

@@ -1,0 +1,507 @@
+"""Executors: where the runs of an ablation train. One interface, three places:
+
+    InProcess   one run after another in this process (--jobs 1, or a single run to do)
+    LocalPool   N processes on this machine (--jobs N, or auto: one single-thread run per core)
+    Ray         one Ray task per run on a Ray cluster (--executor ray), local or remote
+
+executor.run(jobs, corpus, on_step, on_record) trains every job and returns when each has a record.
+A job comes from running.py: job(corpus, on_step) -> its record, job.failed(corpus, error) -> the record
+of a run that could not finish, job.row and job.seed name it. on_step(row, seed, step, loss) follows the
+runs in progress (a few updates a second per run at most); on_record(record) receives each finished run in
+this process, the driver, which alone writes the results folder. Data flows one way: the driver's corpus
+goes to the workers once (no worker reads the data files), records come back.
+
+A worker that dies (killed from outside, by the kernel's out-of-memory killer, a lost node) has its run
+started again, up to max_retries times; a run that still cannot finish is recorded as failed with the
+reason, and the ablation goes on. An exception raised by a run itself (a bug, a UserError) ends the
+ablation, as it would in-process. Ctrl-C and SIGTERM (a KeyboardInterrupt in the driver) stop every
+executor at once: the runs in progress are abandoned, every finished run has been handed over already.
+
+This module imports neither torch nor Ray at import time: a Ray worker unpickling a task imports it cheaply,
+and Ray is needed only when it is asked for.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import math
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, replace
+from multiprocessing.connection import wait as wait_ready
+
+from .errors import UserError
+
+EXECUTORS = ("local", "ray")
+AUTO = "auto"  # --jobs auto
+PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough for a display, cheap to send
+# --jobs auto on CUDA: runs at once on the GPU. 1 until measured: bench/bench_gpu.py (b) prints the total tokens/s
+# of 1, 2, 4 and 8 concurrent shakespeare-size runs on one GPU; set this from that table, not from a guess.
+RUNS_PER_GPU = 1
+RAY_EXTRA = 'pip install -e ".[ray]"'
+
+
+# ---------------------------------------------------------------------------
+# The choices: --executor, --jobs, --ray-address, --cpus-per-run, --gpus-per-run, --max-retries
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExecutorOptions:
+    name: str = "local"  # local | ray
+    address: str | None = None  # --ray-address; None: RAY_ADDRESS, else a local Ray started for the ablation
+    cpus_per_run: float | None = None  # a Ray task's CPUs; None: the run's torch threads
+    gpus_per_run: float | None = None  # a Ray task's GPUs (0.25: four runs share one GPU); None: 0
+    max_retries: int = 2  # starts of a run again after its worker died
+
+    def check(self) -> ExecutorOptions:
+        if self.name not in EXECUTORS:
+            raise UserError(f"unknown executor {self.name!r}; choose local or ray.")
+        if self.name != "ray":
+            for flag, value in (("--ray-address", self.address), ("--cpus-per-run", self.cpus_per_run),
+                                ("--gpus-per-run", self.gpus_per_run)):  # fmt: skip
+                if value is not None:
+                    raise UserError(f"{flag} goes with --executor ray.")
+        if self.address is not None and not self.address.strip():
+            raise UserError("--ray-address is empty; give host:port, or leave it out for a local Ray.")
+        if self.cpus_per_run is not None and not 0 < self.cpus_per_run < math.inf:
+            raise UserError(f"--cpus-per-run must be a positive number, got {self.cpus_per_run}.")
+        gpus = self.gpus_per_run
+        if gpus is not None and not (0 <= gpus < math.inf and (gpus <= 1 or gpus == int(gpus))):
+            raise UserError(f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}.")  # fmt: skip
+        if self.max_retries < 0:
+            raise UserError(f"--max-retries must not be negative, got {self.max_retries}.")
+        return self
+
+
+def check_jobs(jobs: int | str) -> int | str:
+    """--jobs: a whole number of 1 or more, or auto (the best use of this machine); returns it parsed."""
+    if isinstance(jobs, str):
+        if jobs.strip().lower() == AUTO:
+            return AUTO
+        try:
+            jobs = int(jobs)
+        except ValueError:
+            raise UserError(f"--jobs must be a whole number or auto, got {jobs!r}.") from None
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}.")
+    return jobs
+
+
+def workers(jobs: int | str, device: str, pending: int) -> int:
+    """How many runs go at once on this machine. auto: on a CPU one single-thread run per core (two
+    single-thread processes trained 1.7x the tokens/s of one two-thread process on a 2-core machine), on
+    CUDA RUNS_PER_GPU, on another GPU one; never more workers than runs to do."""
+    if jobs != AUTO:
+        return jobs
+    per_machine = {"cpu": os.cpu_count() or 1, "cuda": RUNS_PER_GPU}.get(device, 1)
+    return max(1, min(per_machine, pending))
+
+
+def _throttled(send):
+    """on_step for a worker: at most one update per run per PROGRESS_INTERVAL, sent with send(row, seed, step,
+    loss); a run's first step is always sent."""
+    last: dict = {}
+
+    def on_step(row: int, seed: int, step: int, loss: float) -> None:
+        now = time.monotonic()
+        if now - last.get((row, seed), -math.inf) >= PROGRESS_INTERVAL:
+            last[(row, seed)] = now
+            send(row, seed, step, loss)
+
+    return on_step
+
+
+# ---------------------------------------------------------------------------
+# In this process
+# ---------------------------------------------------------------------------
+class InProcess:
+    name = "in-process"
+
+    def run(self, jobs, corpus, on_step, on_record) -> None:
+        for job in jobs:
+            on_record(job(corpus, on_step))
+
+    def info(self) -> dict:
+        return {"name": "local"}
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Processes on this machine
+# ---------------------------------------------------------------------------
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker, chained to it for --debug."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _worker_main(conn, corpus) -> None:
+    """A pool process: runs the jobs it is sent, one at a time, on the driver's corpus, until it is sent None."""
+    # Ctrl-C reaches every process of the terminal; the driver alone decides, and ends the workers. The
+    # signals were blocked while this process started (see LocalPool._start), so none arrived before this.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
+    on_step = _throttled(lambda *step: conn.send(("step", *step)))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the driver is gone
+            return
+        if job is None:
+            return
+        try:
+            record = job(corpus, on_step)
+        except BaseException as e:
+            text = "".join(traceback.format_exception(e))
+            try:
+                pickle.dumps(e)
+            except Exception:
+                e = RuntimeError(f"{type(e).__name__}: {e}")
+            conn.send(("error", e, text))
+            return
+        conn.send(("done", record))
+
+
+class _Worker:
+    def __init__(self, process, conn):
+        self.process, self.conn, self.job = process, conn, None
+
+
+def _give(w: _Worker, job) -> None:
+    """Send a worker its next job (None: stop). A worker that has just died cannot take it: its sentinel says so
+    next, and the job, already noted as its own, goes back to the queue."""
+    w.job = job
+    with contextlib.suppress(OSError):
+        w.conn.send(job)
+
+
+def _how_it_died(process) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+class LocalPool:
+    """N worker processes on this machine, each started with the driver's corpus (spawned: a fork after torch
+    has started its threads can deadlock). A worker is started only for a run to do, and a dead one is replaced
+    while runs remain."""
+
+    name = "local"
+
+    def __init__(self, workers: int, max_retries: int = 2):
+        self.workers, self.max_retries = workers, max_retries
+        self.started = 0  # worker processes started so far
+
+    def info(self) -> dict:
+        return {"name": "local"}
+
+    def close(self) -> None:
+        pass
+
+    def _start(self, ctx, corpus) -> _Worker:
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(target=_worker_main, args=(theirs, corpus), daemon=True)
+        # A worker ignores the terminal's signals once it runs _worker_main; until then a Ctrl-C would print a
+        # traceback from it, so it is born with those signals blocked.
+        terminal = {getattr(signal, n) for n in ("SIGINT", "SIGHUP") if hasattr(signal, n)}
+        masked = hasattr(signal, "pthread_sigmask")
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, terminal) if masked else None
+        try:
+            process.start()
+        finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        theirs.close()
+        self.started += 1
+        return _Worker(process, ours)
+
+    def run(self, jobs, corpus, on_step, on_record) -> None:
+        ctx = mp.get_context("spawn")
+        todo = collections.deque(jobs)
+        deaths: collections.Counter = collections.Counter()
+        live: list[_Worker] = []  # started and not told to stop
+        stopping: list[_Worker] = []
+        try:
+            while todo or live:
+                for w in live:  # idle workers take the next runs; new ones start while fewer than asked run
+                    if w.job is None and todo:
+                        _give(w, todo.popleft())
+                while todo and len(live) < self.workers:
+                    live.append(self._start(ctx, corpus))
+                    _give(live[-1], todo.popleft())
+                handles = {h: w for w in live for h in (w.conn, w.process.sentinel)}
+                for handle in wait_ready(list(handles), timeout=1.0):
+                    w = handles[handle]
+                    if w not in live:
+                        continue
+                    alive, error = self._read(w, on_step, on_record)
+                    if error is not None:  # an exception raised by the run itself: the ablation ends, as in-process
+                        raise error[0] from RemoteTraceback(error[1])
+                    if not alive:
+                        live.remove(w)  # it died: its run goes back to the queue, or is recorded as failed
+                        w.process.join()
+                        if w.job is not None:
+                            key = (w.job.row, w.job.seed)
+                            deaths[key] += 1
+                            if deaths[key] <= self.max_retries:
+                                todo.appendleft(w.job)
+                            else:
+                                why = f"the worker process running it died ({_how_it_died(w.process)})"
+                                on_record(
+                                    w.job.failed(
+                                        corpus, f"{why}, {deaths[key]} times (--max-retries {self.max_retries})"
+                                    )
+                                )
+                    elif w.job is None and not todo:
+                        live.remove(w)  # nothing left for it: it ends now, and frees its memory
+                        stopping.append(w)
+                        _give(w, None)
+        except BaseException:
+            for w in live + stopping:  # at once: Ctrl-C or a failure must not wait for runs in progress
+                with contextlib.suppress(Exception):
+                    w.process.terminate()
+            for w in live + stopping:
+                w.process.join(5)
+            raise
+        for w in stopping:
+            w.process.join(10)
+            if w.process.is_alive():
+                w.process.terminate()
+
+    def _read(self, w: _Worker, on_step, on_record) -> tuple[bool, tuple | None]:
+        """Every message the worker has sent: (alive, None), or (alive, (exception, traceback text)) when its
+        run raised one. Not alive: its pipe closed, its process ended."""
+        try:
+            while w.conn.poll():
+                kind, *rest = w.conn.recv()
+                if kind == "step":
+                    on_step(*rest)
+                elif kind == "done":
+                    w.job = None
+                    on_record(rest[0])
+                else:
+                    return True, tuple(rest)
+        except (EOFError, OSError):
+            return False, None
+        return w.process.is_alive(), None
+
+
+# ---------------------------------------------------------------------------
+# A Ray cluster
+# ---------------------------------------------------------------------------
+class ProgressBuffer:
+    """A Ray actor (num_cpus=0) that tasks post step updates to; the driver drains it a few times a second.
+    It keeps only the latest update of each run, so it never grows."""
+
+    def __init__(self):
+        self.latest: dict = {}
+
+    def put(self, row: int, seed: int, step: int, loss: float) -> None:
+        self.latest[(row, seed)] = (row, seed, step, loss)
+
+    def drain(self) -> list:
+        out, self.latest = list(self.latest.values()), {}
+        return out
+
+
+def _ray_task(job, corpus, progress):
+    """One run as a Ray task, on the corpus from the object store; its record is the task's result."""
+    send = None if progress is None else lambda *step: progress.put.remote(*step)
+    return job(corpus, None if send is None else _throttled(send))
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"--executor ray needs Ray, which is not installed; install it with: {RAY_EXTRA}") from None
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """A plain TCP connection to host:port first: ray.init waits minutes on an address where nothing listens."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local" and other forms Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as e:
+        raise UserError(
+            f"cannot reach the Ray cluster at {address} ({e.strerror or e}); start one with `ray start --head`, "
+            "or give the address it printed with --ray-address (or RAY_ADDRESS)."
+        ) from None
+
+
+@contextlib.contextmanager
+def _signals_kept():
+    """ray.init installs its own SIGTERM handler (sys.exit); the command line's (stop like Ctrl-C) is put back."""
+    main = threading.current_thread() is threading.main_thread()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+
+class Ray:
+    """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records;
+    no shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
+
+    name = "ray"
+
+    def __init__(self, options: ExecutorOptions, threads: int):
+        self.address = options.address or os.environ.get("RAY_ADDRESS") or None
+        if self.address is None and "ray" not in sys.modules:
+            # A local Ray for this ablation listens on the loopback interface only (by default Ray takes the
+            # machine's network address); Ray reads this when it is imported, and its processes inherit it.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        self.ray = ray = import_ray()
+        self.options, self.threads = options, threads
+        self.cpus = options.cpus_per_run if options.cpus_per_run is not None else threads
+        self.gpus = options.gpus_per_run or 0
+        self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
+        if self.connected:
+            with _signals_kept():
+                if self.address is None:  # a local Ray for this ablation, on the loopback interface only
+                    try:
+                        ray.init(
+                            address="local",  # a new one, never a cluster that another program left running
+                            include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                        )  # fmt: skip
+                    except Exception as e:
+                        raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
+                else:
+                    _check_reachable(self.address)
+                    try:
+                        ray.init(address=self.address, log_to_driver=False, logging_level=logging.ERROR)
+                    except Exception as e:
+                        raise UserError(
+                            f"cannot connect to the Ray cluster at {self.address}: {_first_line(e)}."
+                        ) from None
+        self._corpus = self._corpus_ref = self._progress = None
+        try:
+            self._check_resources()
+        except BaseException:
+            self.close()
+            raise
+
+    def _nodes(self) -> list[dict]:
+        return [n for n in self.ray.nodes() if n.get("Alive")]
+
+    def _check_resources(self) -> None:
+        """A run that no node can hold would wait for ever: refuse it now."""
+        fits = [n for n in self._nodes() if n["Resources"].get("CPU", 0) >= self.cpus and n["Resources"].get("GPU", 0) >= self.gpus]  # fmt: skip
+        if not fits:
+            biggest = max((n["Resources"].get("CPU", 0) for n in self._nodes()), default=0)
+            gpus = max((n["Resources"].get("GPU", 0) for n in self._nodes()), default=0)
+            raise UserError(
+                f"no node of the Ray cluster has {self.cpus:g} CPUs and {self.gpus:g} GPUs for a run (the largest has "
+                f"{biggest:g} CPUs, {gpus:g} GPUs); lower --cpus-per-run or --gpus-per-run, or add such a node."
+            )
+
+    def info(self) -> dict:
+        nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
+                 for n in self._nodes()]  # fmt: skip
+        return {
+            "name": "ray",
+            "ray_version": self.ray.__version__,
+            "address": self.address or "local (started for this ablation)",
+            "cpus_per_run": self.cpus,
+            "gpus_per_run": self.gpus,
+            "max_retries": self.options.max_retries,
+            "nodes": nodes,
+            "resources": self.ray.cluster_resources(),
+        }
+
+    def _corpus_in_store(self, corpus):
+        if self._corpus is not corpus:
+            import numpy as np  # plain arrays (not memory maps): the workers read them from the object store
+
+            plain = replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))
+            self._corpus, self._corpus_ref = corpus, self.ray.put(plain)
+        return self._corpus_ref
+
+    def _progress_actor(self):
+        if self._progress is None:
+            self._progress = self.ray.remote(num_cpus=0)(ProgressBuffer).remote()
+        return self._progress
+
+    def _drain(self, on_step) -> None:
+        if not self._progress:
+            return
+        try:
+            steps = self.ray.get(self._progress.drain.remote(), timeout=5)
+        except self.ray.exceptions.RayError:  # its node died: the display goes on without step updates
+            self._progress = False
+            return
+        for step in steps:
+            on_step(*step)
+
+    def run(self, jobs, corpus, on_step, on_record) -> None:
+        ray = self.ray
+        corpus_ref, progress = self._corpus_in_store(corpus), self._progress_actor() or None
+        task = ray.remote(_ray_task)
+        resources = {"num_cpus": self.cpus, "num_gpus": self.gpus, "max_retries": self.options.max_retries}
+        order = {}
+        for i, job in enumerate(jobs):
+            name = f"modern-gpt row {job.row} seed {job.seed}"
+            order[task.options(**resources, retry_exceptions=False, name=name).remote(job, corpus_ref, progress)] = i
+        pending = list(order)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1, timeout=PROGRESS_INTERVAL)
+                if done and pending:  # and every other one finished meanwhile
+                    more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                    done += more
+                self._drain(on_step)
+                for ref in sorted(done, key=order.get):
+                    on_record(self._record(ref, jobs[order[ref]], corpus))
+        except BaseException:
+            for ref in pending:  # Ctrl-C, SIGTERM or a failed run: nothing more trains
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
+
+    def _record(self, ref, job, corpus) -> dict:
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:  # raised by the run itself: the ablation ends, as in-process
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+        except ray.exceptions.TaskCancelledError:
+            raise
+        except ray.exceptions.RayError as e:  # its worker or node died on every try
+            attempts = self.options.max_retries + 1
+            return job.failed(corpus, f"{type(e).__name__} on {attempts} attempts: {_first_line(e)}")
+
+    def close(self) -> None:
+        if self.connected and self.ray.is_initialized():
+            self.connected = False
+            with _signals_kept():
+                self.ray.shutdown()
+
+
+def _first_line(e: BaseException) -> str:
+    return next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__).rstrip(".")

@@ -1,0 +1,313 @@
+"""Planning an ablation: its rows (plans of variants, the placebo, --match-params), its seeds, and the Spec.
+
+The Spec is everything that decides the numbers; meta.json stores it and --resume compares it. Nothing here
+trains, reads data or starts a process: the command line asks this module what to run, and running.py runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import UserError
+from .model import COMPONENTS, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
+from .settings import Settings, from_dict
+from .stats import look_level
+
+PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
+POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
+MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    components: tuple[str, ...]
+    reference: int | None  # the row this one is compared with; None for the first row
+    mlp_hidden: int | None = None  # set by --match-params
+    placebo: bool = False  # the first row again with only its weight-init stream changed: the noise floor
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "components": list(self.components),
+            "reference": self.reference,
+            "mlp_hidden": self.mlp_hidden,
+            "placebo": self.placebo,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Variant:
+        return cls(d["name"], tuple(d["components"]), d["reference"], d.get("mlp_hidden"), d.get("placebo", False))
+
+
+# ---------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------
+def parse_components(text: str | None) -> tuple[str, ...]:
+    """A comma list of component names, checked and in the order given."""
+    if text is None:
+        return COMPONENTS
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    for n in names:
+        if n not in COMPONENTS:
+            raise UserError(f"unknown component {n!r}; the components are {', '.join(COMPONENTS)}.")
+    if len(set(names)) != len(names):
+        raise UserError(f"--components names a component twice: {text}.")
+    if not names:
+        raise UserError("--components is empty; give a comma list such as rmsnorm,rope.")
+    return names
+
+
+def parse_variant(name: str) -> tuple[str, ...]:
+    """'classic', 'modern', or components joined by '+' (e.g. 'rmsnorm+rope')."""
+    name = name.strip()
+    if name == "classic":
+        return ()
+    if name == "modern":
+        return COMPONENTS
+    parts = [p.strip() for p in name.split("+")]
+    for p in parts:
+        if p not in COMPONENTS:
+            raise UserError(
+                f"unknown variant part {p!r} in {name!r}; a variant is classic, modern, or components joined by + "
+                f"({', '.join(COMPONENTS)})."
+            )
+    return tuple(c for c in COMPONENTS if c in parts)
+
+
+def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str | None = None) -> list[Variant]:
+    if plan not in PLANS:
+        raise UserError(f"unknown plan {plan!r}; choose one of {', '.join(PLANS)}.")
+    if plan not in ("custom", "power") and variants:
+        raise UserError("--variants goes with --plan custom; the other plans make their own rows.")
+    if plan == "power":  # one architecture; plan_spec adds its placebo
+        name = variants or "classic"
+        return [Variant(name, parse_variant(name), None)]
+    if plan == "cumulative":
+        rows = [Variant("classic", (), None)]
+        for i, c in enumerate(components):
+            rows.append(Variant(f"+{c}", components[: i + 1], i))
+        return rows
+    if plan == "single":
+        return [Variant("classic", (), None)] + [Variant(c, (c,), 0) for c in components]
+    if plan == "duel":  # the two complete architectures: GPT-2 against a Llama-style model
+        return [Variant("classic", (), None), Variant("modern", COMPONENTS, 0)]
+    if plan == "leave-one-out":
+        rows = [Variant("modern", COMPONENTS, None)]
+        return rows + [Variant(f"-{c}", tuple(x for x in COMPONENTS if x != c), 0) for c in components]
+    if not variants:
+        raise UserError('--plan custom needs --variants, e.g. --variants "classic;rmsnorm+rope;modern".')
+    names = [v.strip() for v in variants.split(";") if v.strip()]
+    if not names:
+        raise UserError(f'--variants {variants!r} names no rows; give e.g. --variants "classic;rmsnorm+rope;modern".')
+    return [Variant(n, parse_variant(n), i - 1 if i else None) for i, n in enumerate(names)]
+
+
+def add_placebo(rows: list[Variant]) -> list[Variant]:
+    """The plan with its first row repeated right under it, with only the weight-init stream changed and
+    compared with the first row: its delta shows what initialisation alone does on this data and budget."""
+    first = rows[0]
+    placebo = replace(first, name=f"{first.name} (placebo)", reference=0, placebo=True)
+    shifted = [replace(v, reference=v.reference + 1 if v.reference else v.reference) for v in rows[1:]]
+    return [first, placebo, *shifted]
+
+
+AUTO = "auto"
+
+
+def parse_seeds(text: str | int | None) -> int | str | None:
+    """--seeds: a whole number, or auto (seeds until every row is decided)."""
+    if text is None or isinstance(text, int):
+        return text
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"--seeds must be a whole number or auto, got {text!r}.") from None
+
+
+def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
+    if seeds is not None and seed_list_text:
+        raise UserError("--seeds and --seed-list both choose the seeds; give one of them.")
+    if seed_list_text:
+        try:
+            out = [int(s) for s in seed_list_text.split(",") if s.strip()]
+        except ValueError:
+            raise UserError(f"--seed-list must be whole numbers separated by commas, got {seed_list_text!r}.") from None
+        if not out or min(out) < 0 or len(set(out)) != len(out):
+            raise UserError(f"--seed-list needs distinct seeds of 0 or more, got {seed_list_text!r}.")
+        return out
+    n = 3 if seeds is None else seeds
+    if n < 1:
+        raise UserError(f"--seeds must be at least 1, got {n}.")
+    return list(range(n))
+
+
+def match_params(variants: list[Variant], base: ModelConfig) -> list[Variant]:
+    """Give every row after the first an MLP hidden width that brings its non-embedding
+    parameter count within 1% of the first row's."""
+    target = non_embedding_params(param_counts(base.with_components(variants[0].components)))
+    out = [variants[0]]
+    for v in variants[1:]:
+        cfg = base.with_components(v.components)
+
+        def count(hidden: int, cfg=cfg) -> int:
+            return non_embedding_params(param_counts(replace(cfg, mlp_hidden=hidden)))
+
+        slope = count(2) - count(1)  # the count is linear in the hidden width
+        hidden = max(1, round((target - count(1)) / slope) + 1)
+        if abs(count(hidden) - target) > MATCH_TOLERANCE * target:
+            raise UserError(
+                f"--match-params cannot bring {v.name} within 1% of {variants[0].name}'s {target:,} non-embedding "
+                f"parameters by its MLP width alone (closest: {count(hidden):,} at width {hidden})."
+            )
+        out.append(replace(v, mlp_hidden=hidden))
+    return out
+
+
+def variant_config(base: ModelConfig, v: Variant) -> ModelConfig:
+    cfg = base.with_components(v.components)
+    return replace(cfg, mlp_hidden=v.mlp_hidden) if v.mlp_hidden is not None else cfg
+
+
+# ---------------------------------------------------------------------------
+# The specification: everything that decides the numbers. --resume compares it.
+# ---------------------------------------------------------------------------
+@dataclass
+class Spec:
+    settings: Settings
+    plan: str
+    variants: list[Variant]
+    seeds: list[int]
+    match_params: bool = False
+    data_key: str = ""  # the corpus's content hash and tokenizer settings
+    data_name: str = ""
+    alpha: float = 0.05  # the family-wise error rate of the table's verdicts
+    margin: float | None = None  # nats: with it, `same` when an equivalence test shows |delta| < margin
+    min_seeds: int | None = None  # --seeds auto: the first look; the seeds list then runs to --max-seeds
+
+    def to_dict(self) -> dict:
+        return {
+            "settings": self.settings.to_dict(),
+            "plan": self.plan,
+            "variants": [v.to_dict() for v in self.variants],
+            "seeds": self.seeds,
+            "match_params": self.match_params,
+            "data_key": self.data_key,
+            "data_name": self.data_name,
+            "alpha": self.alpha,
+            "margin": self.margin,
+            "min_seeds": self.min_seeds,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Spec:
+        return cls(
+            from_dict(d["settings"]),
+            d["plan"],
+            [Variant.from_dict(v) for v in d["variants"]],
+            list(d["seeds"]),
+            d["match_params"],
+            d["data_key"],
+            d["data_name"],
+            d.get("alpha", 0.05),
+            d.get("margin"),
+            d.get("min_seeds"),
+        )
+
+    @property
+    def sequential(self) -> bool:
+        return self.min_seeds is not None
+
+    @property
+    def tested_rows(self) -> int:
+        """The rows with a reference: the family whose false positives the verdicts control."""
+        return sum(v.reference is not None for v in self.variants)
+
+    def level(self) -> float:
+        """The level Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
+        if not self.sequential:
+            return self.alpha
+        return look_level(self.alpha, max(1, self.tested_rows), self.min_seeds, len(self.seeds))
+
+
+def spec_differences(stored: dict, requested: dict) -> list[str]:
+    """The settings in which two specs differ, as 'key: stored -> requested'."""
+    out = []
+
+    def walk(a, b, prefix):
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
+        elif a != b:
+            out.append(f"{prefix}: {a!r} -> {b!r}")
+
+    walk(stored, requested, "")
+    return out
+
+
+def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
+    """Per row: the facts that do not need a run (params, MLP width, KV-cache bytes)."""
+    base = replace(spec.settings.model, vocab_size=vocab_size)
+    out = []
+    for v in spec.variants:
+        cfg = variant_config(base, v)
+        out.append(
+            {
+                **v.to_dict(),
+                "params": param_counts(cfg)["total"],
+                "hidden": cfg.hidden,
+                "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),
+            }
+        )
+    return out
+
+
+def plan_spec(
+    settings: Settings,
+    plan: str,
+    components: str | None = None,
+    variants: str | None = None,
+    seeds: int | str | None = None,
+    seed_list_text: str | None = None,
+    match: bool = False,
+    placebo: bool | None = None,
+    alpha: float | None = None,
+    margin: float | None = None,
+    min_seeds: int | None = None,
+    max_seeds: int | None = None,
+) -> Spec:
+    """The specification of a new ablation from the command line's choices (None: the default)."""
+    alpha = 0.05 if alpha is None else alpha
+    placebo = True if placebo is None or plan == "power" else placebo
+    if plan == "power" and seeds is None:
+        seeds = POWER_SEEDS
+    check_statistics(alpha, margin)
+    if plan == "custom" and components is not None:
+        raise UserError("--components does not go with --plan custom, whose rows --variants names; leave one out.")
+    rows = make_plan(plan, parse_components(components), variants)
+    if match:
+        rows = match_params(rows, settings.model)
+    if placebo:
+        rows = add_placebo(rows)
+    seeds = parse_seeds(seeds)
+    if seeds == AUTO:
+        if seed_list_text:
+            raise UserError("--seeds auto chooses seeds 0, 1, 2, ... itself; leave out --seed-list.")
+        low, high = 3 if min_seeds is None else min_seeds, 10 if max_seeds is None else max_seeds
+        if low < 2:
+            raise UserError(f"--min-seeds must be at least 2 (a paired test needs two pairs), got {low}.")
+        if high < low:
+            raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
+        return Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)
+    if min_seeds is not None or max_seeds is not None:
+        raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
+    return Spec(settings, plan, rows, seed_list(seeds, seed_list_text), match, alpha=alpha, margin=margin)
+
+
+def check_statistics(alpha: float, margin: float | None) -> None:
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha must be between 0 and 1, got {alpha}.")
+    if margin is not None and not (0 < margin < float("inf")):
+        raise UserError(f"--margin must be a positive number of nats, got {margin}.")

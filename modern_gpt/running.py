@@ -1,0 +1,361 @@
+"""Running an ablation: its jobs, one run (execute), and the ablation bound to its results folder.
+
+start() and resume() check the corpus and the folder and return an Ablation; Ablation.run() trains the
+pending runs, a round of seeds at a time with --seeds auto, on an executor (executors.py), and writes each
+finished run at once, atomically: the results folder is written here, by the driver, and nowhere else.
+Runs are written seed by seed, so that an interrupted ablation has complete pairs and resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field, fields, replace
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from . import __version__
+from .data import Corpus, DataConfig, check_length, load_corpus
+from .errors import UserError
+from .executors import AUTO, ExecutorOptions, InProcess, LocalPool, Ray, check_jobs, workers
+from .model import ModelConfig, param_counts
+from .planning import Spec, Variant, spec_differences, variant_config, variant_info
+from .results import ResultsDir, settings_hash
+from .settings import Settings
+from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
+
+
+def environment(device: str) -> dict:
+    versions = {}
+    for pkg in ("torch", "numpy", "pandas", "tokenizers", "safetensors", "typer", "rich"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return {
+        "modern_gpt": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": versions,
+        "device": device,
+        "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine(),
+        "git_commit": _git_commit(),
+    }
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Job:
+    row: int
+    variant: Variant
+    seed: int
+    model: ModelConfig
+    train: TrainConfig
+    data: DataConfig
+    threads: int
+
+    def __call__(self, corpus: Corpus, on_step=None) -> dict:
+        """What an executor calls, in whichever process it runs the job."""
+        return execute(self, corpus, on_step)
+
+    def failed(self, corpus: Corpus, error: str) -> dict:
+        """The record of this run when it could not finish (its worker died on every try): a failed run."""
+        cfg = variant_config(self.model, self.variant)
+        return _identified(self, cfg, corpus, _failed_record(self, cfg, corpus, error))
+
+
+def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
+    """One run as a results record, on the corpus the driver loaded and hashed (never read again here, so
+    that every run trains on the tokens meta.json's data_key names). on_step(row, seed, step, loss) follows
+    its progress. Running out of memory, even before the first step, is a recorded failure, not an exception."""
+    progress = None if on_step is None else lambda step, loss: on_step(job.row, job.seed, step, loss)
+    cfg = variant_config(job.model, job.variant)
+    try:
+        init = "placebo" if job.variant.placebo else "init"
+        result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
+        record = result.to_dict()
+    except (RuntimeError, MemoryError) as e:
+        if not is_oom(e):
+            raise
+        record = _failed_record(
+            job, cfg, corpus, f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}"
+        )
+    return _identified(job, cfg, corpus, record)
+
+
+def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dict:
+    """A run's record with its identity: row, variant, components, MLP width and the hash of its settings."""
+    record.update(
+        row=job.row,
+        variant=job.variant.name,
+        components="+".join(job.variant.components),
+        mlp_hidden=cfg.hidden,
+        settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
+    )
+    return record
+
+
+def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> dict:
+    nan = float("nan")
+    record = {f.name: None for f in fields(RunResult)}
+    record.update(
+        seed=job.seed, params=param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"],
+        train_loss=nan, val_loss=nan, val_bpc=nan, val_ppl=nan, best_val_loss=nan, best_step=0, steps_done=0,
+        tokens_seen=0, epochs=0.0, tokens_per_s=0.0, secs=0.0, threads=job.threads, device=job.train.device,
+        diverged=False, error=error, curve=[],
+    )  # fmt: skip
+    return record
+
+
+def default_folder(plan: str) -> Path:
+    base = Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan}"
+    folder, n = base, 2
+    while folder.exists():
+        folder, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return folder
+
+
+def start(
+    spec: Spec, out: Path | None, jobs: int | str, command: str, options: ExecutorOptions | None = None
+) -> Ablation:
+    """A new ablation: the corpus checked, the executor ready (a Ray cluster connected), the results folder
+    created with its meta.json."""
+    jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
+    device = _device(spec, options)
+    corpus = load_corpus(spec.settings.data)
+    check_length(corpus, spec.settings.model.context)
+    for v in spec.variants:  # a size that cannot fit is refused before anything is written
+        cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
+        check_memory(cfg, spec.settings.train, device)
+    spec.data_key, spec.data_name = corpus.key, corpus.name
+    results = ResultsDir(out or default_folder(spec.plan))
+    results.check_new()
+    ablation = Ablation(spec, results, {}, jobs, corpus, options)
+    ablation.open_executor()  # an unreachable cluster is refused before the folder is created
+    try:
+        ablation.meta = {
+            "command": command,
+            "spec": spec.to_dict(),
+            "variants": variant_info(spec, corpus.tokenizer.vocab_size),
+            "jobs": jobs,
+            "executor": ablation.executor_info(),
+            **environment(device),
+            "started": now(),
+            "finished": None,
+            "status": "running",
+        }
+        results.create(ablation.meta)
+    except BaseException:
+        ablation.close_executor()
+        raise
+    return ablation
+
+
+def resume(folder: Path, requested: Spec | None, jobs: int | str, options: ExecutorOptions | None = None) -> Ablation:
+    """An interrupted ablation, with its own settings; `requested` (when flags were given) must match them.
+    Any executor finishes a folder that any executor started: the executor decides where runs train, not
+    their numbers."""
+    jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
+    results = ResultsDir(folder)
+    meta = results.read_meta()
+    owner = results.owner()
+    if owner is not None:  # before the corpus is loaded: say it at once
+        raise UserError(
+            f"{folder} is being written by another modern-gpt process (pid {owner or 'not yet written'}); "
+            "wait for it to finish or stop it first."
+        )
+    spec = Spec.from_dict(meta["spec"])
+    corpus = load_corpus(spec.settings.data)
+    if requested is not None:
+        requested.data_key, requested.data_name = corpus.key, corpus.name
+        diffs = spec_differences(meta["spec"], requested.to_dict())
+        if diffs:
+            raise UserError(
+                f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
+                f"or with --resume {folder} alone, which reuses them."
+            )
+    if corpus.key != spec.data_key:
+        raise UserError(
+            f"the data of {folder} ({spec.data_name}) has changed since the ablation started; start a new one."
+        )
+    _device(spec, options)
+    meta["resumed"] = [*meta.get("resumed", []), now()]
+    ablation = Ablation(spec, results, meta, jobs, corpus, options)
+    ablation.open_executor()
+    meta["executor"] = ablation.executor_info()
+    return ablation
+
+
+def _device(spec: Spec, options: ExecutorOptions) -> str:
+    """The device the runs train on. On Ray, the workers' (the driver may have no GPU): cuda when each run
+    reserves GPUs (--gpus-per-run), else cpu."""
+    name = spec.settings.train.device
+    if options.name != "ray":
+        return resolve_device(name)
+    gpus = bool(options.gpus_per_run)
+    if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
+        want = "--gpus-per-run 1 (or a fraction)" if name == "cuda" else "--device auto"
+        raise UserError(
+            f"--device {name} does not go with --gpus-per-run {options.gpus_per_run or 0} on Ray; use {want}."
+        )
+    return "cuda" if gpus else "cpu"
+
+
+def failure_reason(e: BaseException) -> str:
+    """One line for meta.json's error: a user error's sentence, or the exception's type and first line."""
+    text = (str(e).splitlines() or [""])[0]
+    return text if isinstance(e, UserError) else f"{type(e).__name__}: {text}".rstrip(": ")
+
+
+@dataclass
+class Ablation:
+    """An ablation bound to its results folder."""
+
+    spec: Spec
+    results: ResultsDir
+    meta: dict
+    jobs: int | str = 1  # or "auto"
+    corpus: Corpus | None = None  # loaded and hashed by the driver: the tokens every run trains on
+    options: ExecutorOptions = field(default_factory=ExecutorOptions)
+    executor: Ray | None = None  # with --executor ray, connected by start or resume; local ones are made per round
+
+    @property
+    def total(self) -> int:
+        """The runs planned so far: every variant x seed, or with --seeds auto those of the rounds begun."""
+        seeds = len(self.spec.seeds)
+        if self.spec.sequential:
+            seq = self.meta.get("sequential") or {}
+            looks = seq.get("looks") or []
+            seeds = min(seeds, looks[-1]["seeds"] + (not seq.get("stopped")) if looks else self.spec.min_seeds)
+        return len(self.spec.variants) * seeds
+
+    def pending(self, seeds: int | None = None) -> list[Job]:
+        """The runs not finished yet, among the first `seeds` seeds (all of them by default)."""
+        done = self.results.finished()
+        s = self.spec.settings
+        threads = s.train.threads or self._auto_threads()
+        return [
+            Job(row, v, seed, s.model, s.train, s.data, threads)
+            for seed in self.spec.seeds[:seeds]  # seed-major: an interrupted ablation leaves complete pairs
+            for row, v in enumerate(self.spec.variants)
+            if (row, seed) not in done
+        ]
+
+    def _auto_threads(self) -> int:
+        """Torch threads per run when --threads is not set: one per run with --jobs auto on a CPU (so the
+        numbers equal --jobs 1 --threads 1 bitwise), else the cores divided among the runs at once. On Ray,
+        the CPUs each run reserves (--cpus-per-run), one by default."""
+        if self.options.name == "ray":
+            return max(1, int(self.options.cpus_per_run or 1))
+        if self.jobs == AUTO:
+            return 1 if resolve_device(self.spec.settings.train.device) == "cpu" else default_threads(1)
+        return default_threads(self.jobs)
+
+    # -- executors -------------------------------------------------------------
+    def open_executor(self) -> None:
+        if self.options.name == "ray" and self.executor is None:
+            self.executor = Ray(self.options, self.spec.settings.train.threads or self._auto_threads())
+
+    def close_executor(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
+            self.executor = None
+
+    def executor_info(self) -> dict:
+        """What meta.json records: the executor, and on Ray its version and the cluster's nodes and resources."""
+        if self.executor is not None:
+            return self.executor.info()
+        return {"name": "local", "jobs": self.jobs, "max_retries": self.options.max_retries}
+
+    def _executor_for(self, pending: int):
+        if self.executor is not None:
+            return self.executor
+        n = workers(self.jobs, resolve_device(self.spec.settings.train.device), pending)
+        return InProcess() if n <= 1 else LocalPool(n, self.options.max_retries)
+
+    def _run_jobs(self, jobs: list[Job], display) -> None:
+        def on_record(record: dict) -> None:  # in this process: the only writer of the folder
+            self.results.write_run(record)
+            display.finished(record)
+
+        if jobs:
+            self._executor_for(len(jobs)).run(jobs, self.corpus, display.step, on_record)
+
+    def _run_rounds(self, display) -> None:
+        """Every pending run; with --seeds auto, a round of seeds at a time, testing every row after each
+        round and stopping once every row is decided or --max-seeds is reached. The looks are recomputed
+        from the finished runs on --resume, so a resumed ablation stops where the first would have."""
+        if not self.spec.sequential:
+            jobs = self.pending()
+            display.start(self.total, self.total - len(jobs))
+            self._run_jobs(jobs, display)
+            return
+        from .report import decided_rows  # the verdicts, computed as the table computes them
+
+        seq = self.meta["sequential"] = {
+            "min_seeds": self.spec.min_seeds,
+            "max_seeds": len(self.spec.seeds),
+            "level": self.spec.level(),
+            "looks": [],
+            "stopped": False,
+        }
+        n = self.spec.min_seeds
+        while True:
+            jobs = self.pending(n)
+            rows = len(self.spec.variants)
+            display.start(rows * n, rows * n - len(jobs))
+            self._run_jobs(jobs, display)
+            decided, tested = decided_rows(self.meta, self.results.runs(), n)
+            seq["looks"].append({"seeds": n, "decided": decided, "rows": tested, "at": now()})
+            seq["stopped"] = decided == tested or n == len(self.spec.seeds)
+            self.results.write_meta(self.meta)
+            if seq["stopped"]:
+                return
+            n += 1
+
+    def run(self, display) -> None:
+        """Run every pending job and write each finished run at once; Ctrl-C keeps them and marks the folder.
+        display: start(total, done), step(row, seed, step, loss), finished(record)."""
+        try:
+            self.results.lock()
+        except BaseException:
+            self.close_executor()
+            raise
+        try:
+            self.meta.update(status="running")
+            self.results.write_meta(self.meta)
+            # on resume, the CSVs are rebuilt from runs/, whatever befell them
+            self.results.write_tables(self.results.finished())
+            self._run_rounds(display)
+            self.meta.update(status="finished", finished=now())
+        except BaseException as e:  # the folder tells the truth: interrupted, or failed and why
+            if isinstance(e, KeyboardInterrupt):
+                self.meta.update(status="interrupted", interrupted=now())
+            else:
+                self.meta.update(status="failed", failed=now(), error=failure_reason(e))
+            with contextlib.suppress(UserError):  # a full disk: the error being raised says so already
+                self.results.write_meta(self.meta)
+            raise
+        else:
+            self.results.write_meta(self.meta)
+        finally:
+            self.results.unlock()
+            self.close_executor()
