@@ -27,7 +27,6 @@ from modern_gpt.model import ModelConfig
 from modern_gpt.stats import mde, t_sf2
 from modern_gpt.train import TrainConfig, evaluate, train_run
 
-
 SIZES = (3, 5, 10)  # seeds per table
 
 
