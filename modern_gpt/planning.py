@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from .errors import UserError
 from .model import COMPONENTS, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
+from .results import MAX_SEED
 from .settings import Settings, from_dict
 from .stats import look_level
 
@@ -113,6 +114,7 @@ def add_placebo(rows: list[Variant]) -> list[Variant]:
 
 
 AUTO = "auto"
+MAX_SEEDS = 10_000  # --seeds N: more runs than anyone waits for is a typing mistake
 
 
 def parse_seeds(text: str | int | None) -> int | str | None:
@@ -128,19 +130,22 @@ def parse_seeds(text: str | int | None) -> int | str | None:
 
 
 def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
-    if seeds is not None and seed_list_text:
+    if seeds is not None and seed_list_text is not None:
         raise UserError("--seeds and --seed-list both choose the seeds; give one of them.")
-    if seed_list_text:
+    if seed_list_text is not None:  # an empty list is a mistake, not the default
         try:
             out = [int(s) for s in seed_list_text.split(",") if s.strip()]
         except ValueError:
             raise UserError(f"--seed-list must be whole numbers separated by commas, got {seed_list_text!r}.") from None
-        if not out or min(out) < 0 or len(set(out)) != len(out):
-            raise UserError(f"--seed-list needs distinct seeds of 0 or more, got {seed_list_text!r}.")
+        if not out or min(out) < 0 or max(out) > MAX_SEED or len(set(out)) != len(out):
+            raise UserError(
+                f"--seed-list needs distinct seeds from 0 to {MAX_SEED} (they are stored as 64-bit integers), "
+                f"got {seed_list_text!r}."
+            )
         return out
     n = 3 if seeds is None else seeds
-    if n < 1:
-        raise UserError(f"--seeds must be at least 1, got {n}.")
+    if not 1 <= n <= MAX_SEEDS:
+        raise UserError(f"--seeds must be between 1 and {MAX_SEEDS:,}, got {n}.")
     return list(range(n))
 
 
@@ -298,6 +303,8 @@ def plan_spec(
         low, high = 3 if min_seeds is None else min_seeds, 10 if max_seeds is None else max_seeds
         if low < 2:
             raise UserError(f"--min-seeds must be at least 2 (a paired test needs two pairs), got {low}.")
+        if high > MAX_SEEDS:
+            raise UserError(f"--max-seeds must be at most {MAX_SEEDS:,}, got {high}.")
         if high < low:
             raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
         return Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)

@@ -49,6 +49,7 @@ SUMMARY_COLUMNS = [
 # What each file must hold for --resume and report to trust it (the notation is in schema.py). Other keys are
 # tolerated; a key that the code reads back gets a line here.
 VARIANT_SCHEMA = {"name": str, "components": [str], "reference": (int, None), "mlp_hidden?": (int, None)}
+MAX_SEED = 2**63 - 1  # a seed must fit the integer columns of runs.csv
 META_SCHEMA = {  # written by ablate.start
     "command": str,
     "spec": {
@@ -59,9 +60,19 @@ META_SCHEMA = {  # written by ablate.start
         "match_params": bool,
         "data_key": str,
         "data_name": str,
+        "alpha?": float,
+        "margin?": (float, None),
+        "min_seeds?": (int, None),
     },
     "variants": [{**VARIANT_SCHEMA, "params": int, "hidden": int, "kv_cache_bytes_per_token": int}],
     "status": str,
+    "sequential?": {  # --seeds auto: the boundary and every look
+        "min_seeds": int,
+        "max_seeds": int,
+        "level": float,
+        "looks": [{"seeds": int, "decided": int, "rows": int}],
+        "stopped?": bool,
+    },
 }
 NUMBER = (float, None)  # NaN for a run that diverged or failed; null in a hand-edited file
 RUN_SCHEMA = {  # written by ablate.execute: train.RunResult and the run's identity
@@ -115,6 +126,8 @@ def check_meta(meta, path: Path) -> None:
     if found is None and (not spec["seeds"] or min(spec["seeds"]) < 0 or len(set(spec["seeds"])) < len(spec["seeds"])):
         found = f"spec.seeds must be distinct seeds of 0 or more, got {spec['seeds']}"
     if found is None:
+        found = statistics_problem(meta)
+    if found is None:
         found = saved_settings_problem(spec["settings"])
         found = found and f"spec.settings: {found} (read from meta.json)"
     if found:
@@ -122,6 +135,23 @@ def check_meta(meta, path: Path) -> None:
             f"{path} is not a modern-gpt results file or is damaged: {found}; "
             "give a folder written by modern-gpt ablate, or start a new ablation."
         )
+
+
+def statistics_problem(meta: dict) -> str | None:
+    """The verdict's settings in meta.json, beyond their types: what report and --resume would trip on."""
+    spec, seq = meta["spec"], meta.get("sequential")
+    alpha, margin, low = spec.get("alpha", 0.05), spec.get("margin"), spec.get("min_seeds")
+    if max(spec["seeds"]) > MAX_SEED:
+        return f"spec.seeds holds {max(spec['seeds'])}, above the largest seed {MAX_SEED}"
+    if not 0 < alpha < 1:
+        return f"spec.alpha must be between 0 and 1, got {alpha!r}"
+    if margin is not None and not 0 < margin < float("inf"):
+        return f"spec.margin must be a positive number, got {margin!r}"
+    if low is not None and not 2 <= low <= len(spec["seeds"]):
+        return f"spec.min_seeds must be between 2 and the {len(spec['seeds'])} seeds, got {low!r}"
+    if seq is not None and (low is None or not 0 < seq["level"] < 1):
+        return "sequential does not match spec.min_seeds, or its level is not between 0 and 1"
+    return None
 
 
 def failed(runs: pd.DataFrame) -> pd.Series:

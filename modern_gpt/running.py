@@ -325,7 +325,7 @@ class Ablation:
             self._run_jobs(jobs, display)
             decided, tested = decided_rows(self.meta, self.results.runs(), n)
             seq["looks"].append({"seeds": n, "decided": decided, "rows": tested, "at": now()})
-            seq["stopped"] = decided == tested or n == len(self.spec.seeds)
+            seq["stopped"] = decided == tested or n >= len(self.spec.seeds)
             self.results.write_meta(self.meta)
             if seq["stopped"]:
                 return

@@ -67,8 +67,11 @@ def test_custom_plan_compares_each_row_with_the_row_above():
         (lambda: planning.make_plan("custom"), "--plan custom needs --variants"),
         (lambda: planning.make_plan("custom", variants="classic;rope+swiglu2"), "unknown variant part 'swiglu2'"),
         (lambda: planning.parse_components("rmsnorm,flash"), "unknown component 'flash'; the components are rmsnorm, rope"),
-        (lambda: planning.seed_list(0, None), "--seeds must be at least 1"),
+        (lambda: planning.seed_list(0, None), "--seeds must be between 1 and 10,000, got 0"),
+        (lambda: planning.seed_list(10**9, None), "--seeds must be between 1 and 10,000"),
         (lambda: planning.seed_list(None, "1,x"), "--seed-list must be whole numbers"),
+        (lambda: planning.seed_list(None, ""), "--seed-list needs distinct seeds"),  # not the default
+        (lambda: planning.seed_list(None, "1,18446744073709551615"), "stored as 64-bit integers"),
     ],
 )
 def test_bad_plans_are_one_sentence(call, message):
@@ -402,3 +405,30 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
     sd = doc["rows"][1]["sd"]
     assert info["paired_sd"] == sd and info["mde"][1]["one_comparison"] == pytest.approx(mde(sd, 5, 0.05))
     assert info["mde"][0]["table_row"] > info["mde"][0]["one_comparison"] > info["mde"][3]["one_comparison"]
+
+
+@pytest.mark.parametrize(
+    "spec_edit,message",
+    [
+        ({"alpha": "x"}, "spec.alpha must be a number"),
+        ({"alpha": 2.0}, "spec.alpha must be between 0 and 1"),
+        ({"margin": "x"}, "spec.margin must be a number or null"),
+        ({"margin": -1}, "spec.margin must be a positive number"),
+        ({"min_seeds": 99}, "spec.min_seeds must be between 2 and the 2 seeds"),
+        ({"seeds": [0, 2**70]}, "above the largest seed"),
+    ],
+)
+def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tmp_path, spec_edit, message):
+    """report and --resume read alpha, margin and the looks back: a hand edit is named, never a traceback
+    (and a min_seeds above the seeds used to resume forever)."""
+    import json
+
+    folder = tmp_path / "r"
+    invoke("ablate", *TINY_AUTO, "--variants", "classic;rope", "--seeds", 2, "--no-placebo", "--out", folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["spec"].update(spec_edit)
+    (folder / "meta.json").write_text(json.dumps(meta))
+    for args in (["report", str(folder)], ["ablate", "--resume", str(folder)]):
+        result = runner.invoke(app, args)
+        assert isinstance(result.exception, UserError), result.output
+        assert "meta.json" in str(result.exception) and message in str(result.exception)
