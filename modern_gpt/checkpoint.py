@@ -137,7 +137,13 @@ def _check_shapes(folder: Path, settings: Settings) -> None:
 def generate_text(
     model: GPT, tokenizer, prompt: str, tokens: int, temperature: float, top_k: int | None, seed: int
 ) -> str:
-    """The prompt followed by `tokens` sampled tokens, the same text for the same seed."""
+    """The prompt followed by `tokens` sampled tokens, the same text for the same seed.
+
+    The new ids are decoded together with the prompt's, as transformers decodes a generated sequence
+    (tokenizer.decode(model.generate(...)[0])): a SentencePiece-style decoder (Llama's) strips the space of a
+    leading '▁' only at the start of a text, so decoded alone the first new token would lose its space.
+    The prompt stays as typed when its decoding begins the full text.
+    """
     device = next(model.parameters()).device
     ids = tokenizer.encode(prompt or "\n")  # with no prompt, start as if at the beginning of a line
     if len(ids) == 0:
@@ -145,4 +151,8 @@ def generate_text(
     idx = torch.as_tensor(ids, dtype=torch.long, device=device)[None]
     gen = torch.Generator(device=device).manual_seed(seed)
     out = model.generate(idx, tokens, temperature=temperature, top_k=top_k, generator=gen)
-    return prompt + tokenizer.decode(out[0, idx.size(1) :].tolist())
+    new = out[0, out.size(1) - tokens :].tolist()  # model.generate keeps only the last context of a long prompt
+    head, full = tokenizer.decode(ids.tolist()), tokenizer.decode(ids.tolist() + new)
+    if full.startswith(head):  # the prompt as typed, then what the new ids add to its decoding
+        return prompt + full[len(head) :]
+    return full  # a normaliser changed the prompt's text (e.g. its case): the whole decoding, nothing dropped

@@ -652,8 +652,10 @@ def explain(
     from .explain import explain_config, read_config
 
     _check_format(fmt, FORMATS_TABLE_JSON)
-    info = explain_config(read_config(config_json))
+    info = explain_config(read_config(config_json), str(config_json))
     if as_flags:
+        if info["flags"] is None:  # print no flags that `params` would then refuse
+            raise UserError(f"{config_json} has no modern-gpt variant to give flags for: {info['flags_problem']}.")
         print(shlex.join(info["flags"]))
         return
     if fmt == "json":

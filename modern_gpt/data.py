@@ -23,7 +23,7 @@ from .errors import UserError
 
 TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
 SUFFIXES = (".txt", ".jsonl", ".parquet")  # the files a --data folder is read from
-CACHE_FORMAT = 1  # bump when the cached files change meaning
+CACHE_FORMAT = 2  # bump when the cached files change meaning (2: ids of gapped pretrained vocabularies no longer wrap)
 SMOKE = "smoke"  # the name of the built-in corpus
 
 
@@ -161,6 +161,13 @@ def _jsonl_documents(name: str, text: str, field: str):
             raise DataError(
                 f"{name} line {n} is not JSON ({e.msg} at column {e.colno}); each line of a .jsonl file is one JSON object."
             ) from None
+        except RecursionError:
+            raise DataError(
+                f"{name} line {n} nests JSON too deeply to read; each line must be one flat JSON object."
+            ) from None
+        except ValueError as e:  # e.g. an integer literal longer than Python converts (4300 digits)
+            why = (str(e).splitlines() or [""])[0][:80]
+            raise DataError(f"{name} line {n} holds a JSON value that cannot be read ({why}).") from None
         if not isinstance(record, dict):
             raise DataError(
                 f"{name} line {n} holds a JSON {type(record).__name__}, not an object with a {field!r} field."
@@ -173,7 +180,7 @@ def _jsonl_documents(name: str, text: str, field: str):
         value = record[field]
         if not isinstance(value, str):
             raise DataError(f"{name} line {n}: the field {field!r} is not a string but {json.dumps(value)[:40]}.")
-        yield value.replace("\r\n", "\n").replace("\r", "\n")
+        yield _checked(value, f"{name} line {n}", f"the field {field!r}")
 
 
 def _parquet_documents(name: str, raw: bytes, field: str):
@@ -202,7 +209,26 @@ def _parquet_documents(name: str, raw: bytes, field: str):
         if not isinstance(value, str):
             shown = "null" if value is None or value != value else repr(value)  # pandas reads a null as None or NaN
             raise DataError(f"{name} row {n} (counting from 1): the column {field!r} holds {shown}, not a string.")
-        yield value.replace("\r\n", "\n").replace("\r", "\n")
+        yield _checked(value, f"{name} row {n} (counting from 1)", f"the column {field!r}")
+
+
+def _checked(value: str, where: str, what: str) -> str:
+    """A document's decoded text, held to the rule a .txt file is held to: UTF-8 text with no NUL character.
+
+    JSON's escapes can spell what UTF-8 bytes cannot: a lone surrogate (\\ud800), which no tokenizer can encode,
+    and NUL (\\u0000), which marks binary data in a .txt file.
+    """
+    nul = value.find("\x00")
+    if nul >= 0:
+        raise DataError(f"{where}: {what} holds a NUL character at character {nul}; give text, not binary data.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise DataError(
+            f"{where}: {what} holds a lone surrogate {value[e.start]!a} at character {e.start}, "
+            "which is not a character; fix the escape."
+        ) from None
+    return value.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def join_text(parts: list[tuple[str, bytes]], text_field: str = "text") -> str:
@@ -324,6 +350,21 @@ class PretrainedTokenizer(BPETokenizer):
     """
 
     kind = "hf"
+    MAX_ID = (1 << 22) - 1  # about 4 million: far above any real vocabulary, still an embedding one can build
+
+    def __init__(self, tok):
+        super().__init__(tok)
+        # Ids index the embedding, so the vocabulary spans every id: max id + 1, not the number of entries,
+        # which is smaller when the file's ids have a gap (the unused ids get rows that are never trained).
+        vocab = tok.get_vocab(with_added_tokens=True)
+        top = max(vocab.values(), default=-1)
+        if top > self.MAX_ID:
+            token = min((t for t, i in vocab.items() if i == top), key=len)
+            raise DataError(
+                f"the tokenizer gives the token {token!r} the id {top:,}, above the largest id modern-gpt builds an "
+                f"embedding for ({self.MAX_ID:,}); give a tokenizer.json whose ids run from 0 with no large gap."
+            )
+        self.vocab_size = max(self.vocab_size, top + 1)
 
     @classmethod
     def from_file(cls, path: Path) -> PretrainedTokenizer:
@@ -444,7 +485,10 @@ def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: P
     train_text, val_text = split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
     tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
     train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
-    dtype = np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32
+    top = max([tokenizer.vocab_size - 1] + [int(ids.max()) for ids in (train_ids, val_ids) if len(ids)])
+    if top >= tokenizer.vocab_size:  # no tokenizer should, but an id past the embedding must not reach training
+        raise DataError(f"the tokenizer gave the id {top}, outside its vocabulary of {tokenizer.vocab_size} ids.")
+    dtype = np.uint16 if top < 1 << 16 else np.uint32  # from the largest id, so that no id wraps round
     meta = {"train_tokens": len(train_ids), "train_chars": len(train_text), "val_chars": len(val_text), **asdict(cfg)}
     tmp = None
     try:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from .errors import UserError
-from .model import COMPONENTS, Shapes, kv_cache_bytes_per_token, param_counts
+from .model import COMPONENTS, ConfigError, ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
 
 FAMILIES = {
     "llama": "Llama",
@@ -47,7 +47,32 @@ def read_config(path: Path) -> dict:
         raise UserError(f"{path} is not a readable JSON file ({e}).") from None
     if not isinstance(doc, dict):
         raise UserError(f"{path} holds JSON but not an object of fields; give a model's config.json.")
+    check_fields(doc, str(path))
     return doc
+
+
+# The fields explain computes with, by the kind of value each must hold.
+WHOLE = ("hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "num_hidden_layers", "n_layer",
+         "num_key_value_heads", "head_dim", "intermediate_size", "n_inner", "vocab_size",
+         "max_position_embeddings", "n_positions", "n_ctx")  # fmt: skip
+NUMBER = ("rope_theta", "rotary_emb_base")
+SWITCH = ("attention_bias", "mlp_bias", "tie_word_embeddings", *QK_NORM_FIELDS)
+
+
+def check_fields(cfg: dict, source: str = "the config") -> None:
+    """Every field explain computes with holds a usable value; else one sentence naming the field and the file."""
+    for name in WHOLE:
+        v = cfg.get(name)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            raise UserError(f"{source}: {name} is {json.dumps(v)}, not a whole number of at least 1.")
+    for name in NUMBER:
+        v = cfg.get(name)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 1 < v < float("inf")):
+            raise UserError(f"{source}: {name} is {json.dumps(v)}, not a number greater than 1 (RoPE's base).")
+    for name in SWITCH:
+        v = cfg.get(name)
+        if v is not None and not isinstance(v, bool):
+            raise UserError(f"{source}: {name} is {json.dumps(v)}, not true or false.")
 
 
 def _get(cfg: dict, *names, default=None):
@@ -58,8 +83,9 @@ def _get(cfg: dict, *names, default=None):
     return default
 
 
-def shape(cfg: dict) -> dict:
+def shape(cfg: dict, source: str = "the config") -> dict:
     """The architecture in one vocabulary, with each family's defaults for fields the file leaves out."""
+    check_fields(cfg, source)
     kind = cfg.get("model_type", "")
     gpt2, neox = kind == "gpt2", kind == "gpt_neox"
     dim = _get(cfg, "hidden_size", "n_embd", "d_model")
@@ -67,10 +93,19 @@ def shape(cfg: dict) -> dict:
     layers = _get(cfg, "num_hidden_layers", "n_layer")
     if not all(isinstance(x, int) and x > 0 for x in (dim, heads, layers)):
         raise UserError(
-            "the config has no usable hidden size, head count and layer count (hidden_size/n_embd, num_attention_heads/n_head, num_hidden_layers/n_layer)."
+            f"{source} has no usable hidden size, head count and layer count (hidden_size/n_embd, num_attention_heads/n_head, num_hidden_layers/n_layer)."
         )
     defaults = FAMILY_DEFAULTS.get(kind, {})
     kv_heads = _get(cfg, "num_key_value_heads", default=defaults.get("num_key_value_heads", heads))
+    if cfg.get("num_key_value_heads") is not None and heads % kv_heads:  # (a class default is counted as it is)
+        raise UserError(
+            f"{source}: num_key_value_heads {kv_heads} does not divide the {heads} attention heads; "
+            "each K/V head must serve the same number of query heads."
+        )
+    if "head_dim" not in defaults and cfg.get("head_dim") is None and dim % heads:
+        raise UserError(
+            f"{source}: the hidden size {dim} is not divisible by the {heads} attention heads, and no head_dim is given."
+        )
     head_dim = _get(cfg, "head_dim", default=defaults.get("head_dim", dim // heads))
     act = str(
         _get(cfg, "hidden_act", "hidden_activation", "activation_function", default="gelu_new" if gpt2 else "silu")
@@ -196,6 +231,27 @@ def notes(s: dict, cfg: dict) -> list[str]:
     return out
 
 
+def flags_problem(s: dict) -> str:
+    """Why `params` would refuse the closest variant's flags, or '' when it accepts them."""
+    if not s["vocab"]:
+        return "it gives no vocab_size, which --vocab-size needs"
+    try:  # the model config the flags stand for, checked as `params` checks it
+        ModelConfig(
+            vocab_size=s["vocab"],
+            context=s["context"] or 1,
+            dim=s["dim"],
+            heads=s["heads"],
+            layers=s["layers"],
+            kv_heads=s["kv_heads"],
+            mlp_hidden=s["hidden"],
+            rope_base=float(s["rope_base"]) if s["rope"] else 10000.0,
+            tie_embeddings=s["tie"],
+        ).with_components(components(s))
+    except ConfigError as e:
+        return str(e).rstrip(".")
+    return ""
+
+
 def flags(s: dict) -> list[str]:
     """modern-gpt flags of the closest variant (the same shapes wherever modern-gpt's model can express them)."""
     out = ["--" + c.replace("_", "-") for c in components(s)]
@@ -307,8 +363,8 @@ FIELDS = {
 # fmt: on
 
 
-def explain_config(cfg: dict) -> dict:
-    s = shape(cfg)
+def explain_config(cfg: dict, source: str = "the config") -> dict:
+    s = shape(cfg, source)
     fields, unknown = [], []
     for name, value in cfg.items():
         if name not in FIELDS:
@@ -331,6 +387,7 @@ def explain_config(cfg: dict) -> dict:
         "params": param_count(s),
         "kv_cache_bytes_per_token": kv_cache_bytes(s),
         "dtype": s["dtype"],
-        "flags": flags(s),
+        "flags": None if flags_problem(s) else flags(s),  # None: `params` would refuse them (flags_problem says why)
+        "flags_problem": flags_problem(s),
         "shape": s,
     }

@@ -109,3 +109,59 @@ def test_the_explain_command_prints_biases_and_notes(capsys, monkeypatch):
     info = json.loads(run_main(capsys, monkeypatch, "explain", shipped_configs() / "hf" / "gpt2-style.json",
                                "--format", "json")[1])  # fmt: skip
     assert info["biases"] == {"q, k, v": True, "o": True, "MLP": True, "norms": True}
+
+
+@pytest.mark.parametrize(
+    "field,message",
+    [
+        ({"rope_theta": "x"}, 'rope_theta is "x", not a number greater than 1'),
+        ({"head_dim": -4}, "head_dim is -4, not a whole number of at least 1"),
+        ({"vocab_size": -5}, "vocab_size is -5, not a whole number of at least 1"),
+        ({"hidden_size": True}, "hidden_size is true, not a whole number of at least 1"),
+        ({"num_key_value_heads": 3}, "num_key_value_heads 3 does not divide the 4 attention heads"),
+        ({"attention_bias": "no"}, 'attention_bias is "no", not true or false'),
+        ({"hidden_size": 66, "head_dim": None}, "the hidden size 66 is not divisible by the 4 attention heads"),
+    ],
+    ids=lambda v: "-".join(map(str, v)) if isinstance(v, dict) else "",
+)
+def test_a_field_explain_cannot_use_is_one_sentence_naming_the_field_and_file(
+    capsys, monkeypatch, tmp_path, field, message
+):
+    from .clihelp import run_main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(SMALL | {"model_type": "llama"} | field))
+    for extra in ([], ["--as-flags"]):
+        code, out, err = run_main(capsys, monkeypatch, "explain", path, *extra)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert f"{path}: {message}" in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize(
+    "config,refused",
+    [
+        (SMALL | {"model_type": "llama", "num_key_value_heads": 2, "rope_theta": 5e5}, ""),
+        (SMALL | {"model_type": "qwen3", "num_key_value_heads": 1, "head_dim": 16}, ""),
+        (SMALL | {"model_type": "gpt2", "n_positions": 64}, ""),
+        (SMALL | {"model_type": "llama", "hidden_size": 36}, "rope needs an even head dimension"),
+        (SMALL | {"model_type": "llama", "hidden_size": 66, "head_dim": 16}, "dim 66 is not divisible by 4 heads"),
+        ({k: v for k, v in SMALL.items() if k != "vocab_size"} | {"model_type": "llama"}, "no vocab_size"),
+    ],
+    ids=["gqa", "qwen3", "gpt2", "odd-head", "head-dim", "no-vocab"],
+)
+def test_as_flags_prints_only_flags_that_params_accepts(capsys, monkeypatch, tmp_path, config, refused):
+    import shlex
+
+    from .clihelp import run_main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, err = run_main(capsys, monkeypatch, "explain", path, "--as-flags")
+    if refused:
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f"modern-gpt: error: {path} has no modern-gpt variant") and refused in err, err
+        return
+    assert code == 0, err
+    code, params, err = run_main(capsys, monkeypatch, "params", *shlex.split(out), "--format", "json")
+    assert code == 0, err
+    assert json.loads(params)["total"] == explain_config(config)["params"]

@@ -166,3 +166,120 @@ def test_data_and_tokenizer_mistakes_are_one_sentence(cli, tmp_path, args, messa
     code, out, err = cli("train", *TINY, *args)
     assert code == 2 and "Traceback" not in err, err
     assert err.startswith("modern-gpt: error: ") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------------------
+# Defects found in review: gapped vocabularies, jsonl escapes, and decoding a SentencePiece-style tokenizer.
+# ---------------------------------------------------------------------------
+GAP_TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(60))
+
+
+def gapped_tokenizer(path, newline_id):
+    """One token per character, ids 0.. with a gap: the line end's id is newline_id."""
+    from tokenizers import Tokenizer, decoders, models
+
+    chars = sorted(set(GAP_TEXT) - {"\n"})
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(chars + ["\n"])}, merges=[]))
+    tok.decoder = decoders.Fuse()
+    doc = json.loads(tok.to_str())
+    doc["model"]["vocab"]["\n"] = newline_id  # written by hand: the library takes seconds to save a huge id
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("newline_id,dtype", [(100_000, "uint32"), (65_541, "uint32"), (40, "uint16")])
+def test_a_gapped_vocabulary_spans_its_largest_id_and_no_id_wraps(tmp_path, cache_dir, newline_id, dtype):
+    (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
+    tok = gapped_tokenizer(tmp_path / "tok.json", newline_id)
+    corpus = load_corpus(DataConfig(path=str(tmp_path / "c.txt"), tokenizer=str(tok), cache_dir=cache_dir))
+    assert corpus.tokenizer.vocab_size == max(newline_id, 26) + 1 and corpus.train.dtype == dtype
+    assert newline_id in corpus.train.tolist()  # stored as it is: 65541 does not wrap round to 5
+    assert corpus.tokenizer.decode(corpus.train) + corpus.tokenizer.decode(corpus.val) == GAP_TEXT
+
+
+def test_a_tokenizer_id_too_large_for_an_embedding_is_refused_by_name(cli, tmp_path):
+    (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
+    gapped_tokenizer(tmp_path / "tok.json", 1 << 30)
+    code, out, err = cli("train", *TINY, "--data", "c.txt", "--tokenizer", "tok.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "gives the token '\\n' the id 1,073,741,824, above the largest id" in err
+
+
+def test_train_and_generate_with_a_gapped_vocabulary(cli, tmp_path):
+    (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
+    gapped_tokenizer(tmp_path / "tok.json", 65_541)
+    code, out, err = cli("train", *TINY, "--dim", "8", "--heads", "2", "--data", "c.txt", "--tokenizer", "tok.json",
+                         "--out", "ckpt")  # fmt: skip
+    assert code == 0, err
+    assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["model"]["vocab_size"] == 65_542
+    code, out, err = cli("generate", "ckpt", "--prompt", "the\n", "--tokens", "3")
+    assert code == 0 and out.startswith("the\n"), err
+
+
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ('{"text": "a\\ud800b"}', "the field 'text' holds a lone surrogate '\\ud800' at character 1"),
+        ('{"text": "a\\u0000b"}', "the field 'text' holds a NUL character at character 1"),
+        ("[" * 100_000 + "]" * 100_000, "nests JSON too deeply to read"),
+        ('{"text": "x", "n": ' + "9" * 5001 + "}", "holds a JSON value that cannot be read"),
+    ],
+    ids=["surrogate", "nul", "deep", "long-int"],
+)
+def test_jsonl_escapes_and_limits_are_errors_naming_the_file_and_line(tmp_path, line, message):
+    from modern_gpt.data import validation_text
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "fine"}\n' + line + "\n", encoding="utf-8")
+    for read in (corpus_text, lambda p: validation_text(DataConfig(path=str(p)))):  # train's and extrapolate's
+        with pytest.raises(DataError, match=f"^{path} line 2(:| )") as err:
+            read(path)
+        assert message in str(err.value)
+
+
+def test_a_nul_in_a_parquet_string_is_an_error_naming_the_row(tmp_path):
+    pd.DataFrame({"text": ["fine", "a\x00b"]}).to_parquet(tmp_path / "a.parquet")
+    with pytest.raises(DataError, match=r"a.parquet row 2 \(counting from 1\): the column 'text' holds a NUL"):
+        corpus_text(tmp_path / "a.parquet")
+
+
+def test_a_lone_surrogate_in_jsonl_is_one_sentence_from_train(cli, tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": "\\udfff"}\n', encoding="utf-8")
+    code, out, err = cli("train", *TINY, "--data", "bad.jsonl")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "bad.jsonl line 2: the field 'text'" in err, err
+
+
+def sentencepiece_style_tokenizer():
+    """A tokenizer.json as Llama's: a '▁' prepended and for every space, byte fallback, a decoder that strips one leading space."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    text = "ROMEO: there Romeo, wherefore art thou Romeo?\nJULIET: there, there.\n" * 3
+    tok.train_from_iterator([text], trainers.BpeTrainer(vocab_size=90, show_progress=False))
+    return tok
+
+
+def test_generation_keeps_the_space_a_sentencepiece_style_decoder_strips_only_at_the_start():
+    import torch
+
+    from modern_gpt.checkpoint import generate_text
+    from modern_gpt.data import PretrainedTokenizer
+
+    tok = PretrainedTokenizer(sentencepiece_style_tokenizer())
+    new = [tok.tok.token_to_id(t) for t in ("▁there", "▁Romeo")]
+    assert None not in new and tok.decode(new) == "there Romeo"  # decoded alone, the first space is lost
+
+    class Scripted(torch.nn.Module):  # generates the ids above, whatever the prompt
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def generate(self, idx, tokens, **kw):
+            return torch.cat([idx, torch.tensor([new[:tokens]])], dim=1)
+
+    assert generate_text(Scripted(), tok, "ROMEO:", 2, 0.0, None, 0) == "ROMEO: there Romeo"
+    assert generate_text(Scripted(), tok, "", 2, 0.0, None, 0) == " there Romeo"  # no prompt: after a line start
