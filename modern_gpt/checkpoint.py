@@ -40,9 +40,8 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
     """The model (in eval mode), its settings and its tokenizer; a clear error for anything missing or damaged."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise UserError(
-            f"{folder} is not a checkpoint folder (it does not exist); give a folder written by modern-gpt train."
-        )
+        what = "it is not a folder" if folder.exists() else "it does not exist"
+        raise UserError(f"{folder} is not a checkpoint folder ({what}); give a folder written by modern-gpt train.")
     missing = [f for f in FILES[:3] if not (folder / f).is_file()]
     failed = _failed_run(folder)
     if "model.safetensors" in missing and failed:
@@ -83,11 +82,19 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
         raise UserError(
             f"{folder}/model.safetensors does not match config.json (missing {missing_keys[:3]}, unexpected {unexpected[:3]})."
         )
+    bad = next((k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+    if bad is not None:  # sampling from them would fail deep inside torch
+        raise UserError(
+            f"{folder}/model.safetensors holds weights that are not finite (NaN or infinite, first in {bad}); "
+            "train the checkpoint again."
+        )
     return model.to(device).eval(), settings, tokenizer
 
 
 def _failed_run(folder: Path) -> str:
     """'diverged after N steps' or 'failed: why' when metrics.json records a run that saved no weights, else ''."""
+    if not (folder / "metrics.json").is_file():  # is_file: never a pipe, which would block the read
+        return ""
     try:
         metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -708,6 +708,9 @@ def export(
     from .export import export_hf
 
     hf = Path(_folder_flag("--hf", hf))
+    a, b = hf.resolve(), checkpoint.resolve()
+    if a == b or b in a.parents or a in b.parents:  # --force would write over the checkpoint's own files
+        raise UserError(f"--hf {hf} is the checkpoint's folder {checkpoint}, or in or above it; choose another --hf.")
     _check_free(hf, "--hf", force)
     model, _, tokenizer = load_checkpoint(checkpoint)
     arch = export_hf(model, hf, tokenizer)

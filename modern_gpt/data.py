@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -69,7 +69,7 @@ def corpus_files(path: str) -> list[Path]:
     """The files a --data path stands for: the file itself, or a folder's .txt, .jsonl and .parquet files in sorted order."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise DataError(f"data path {path} does not exist; give a UTF-8 text file or a folder of .txt files.")
+        raise DataError(f"data path {path} does not exist; give a .txt, .jsonl or .parquet file, or a folder of them.")
     if p.is_dir():
         files = sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file())  # is_file: regular files only
         if not files:
@@ -80,7 +80,7 @@ def corpus_files(path: str) -> list[Path]:
     if not p.is_file():  # a FIFO, a device such as /dev/zero, a socket: it could block or never end
         raise DataError(
             f"data path {path} is not a regular file (a pipe, a device or a socket); "
-            "give a UTF-8 text file or a folder of .txt files."
+            "give a .txt, .jsonl or .parquet file, or a folder of them."
         )
     return [p]
 
@@ -208,6 +208,7 @@ def _parquet_documents(name: str, raw: bytes, field: str):
     for n, value in enumerate(column.tolist(), start=1):
         if not isinstance(value, str):
             shown = "null" if value is None or value != value else repr(value)  # pandas reads a null as None or NaN
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."  # a row of bytes can be megabytes
             raise DataError(f"{name} row {n} (counting from 1): the column {field!r} holds {shown}, not a string.")
         yield _checked(value, f"{name} row {n} (counting from 1)", f"the column {field!r}")
 
@@ -334,7 +335,11 @@ class BPETokenizer:
 
 def read_tokenizer_file(path: Path) -> bytes:
     if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        what = (
+            "is a folder, not a file" if path.is_dir()
+            else "is not a regular file (a pipe, a device or a socket)" if path.exists()
+            else "does not exist"
+        )  # fmt: skip
         raise DataError(f"tokenizer file {path} {what}; give the path of a Hugging Face tokenizer.json.")
     try:
         return path.read_bytes()
@@ -493,7 +498,8 @@ def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: P
     tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
+        tmp = entry.parent / f".{entry.name}-{os.getpid()}-{secrets.token_hex(4)}"
+        os.mkdir(tmp, 0o777)  # 0o777 less the umask, as any folder the user makes (mkdtemp's is 0700)
         np.save(tmp / "tokens.npy", np.concatenate([train_ids, val_ids]).astype(dtype))
         (tmp / "tokenizer.json").write_text(json.dumps(tokenizer.to_json()))
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))

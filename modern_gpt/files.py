@@ -5,8 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
+import stat
 from pathlib import Path
+
+from safetensors import SafetensorError
 
 from .errors import UserError
 
@@ -33,8 +37,44 @@ def atomic_path(path: Path):
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    except (OSError, SafetensorError) as e:  # safetensors' writer reports a full disk as its own error
+        raise UserError(f"cannot write {path.name} in {path.parent}: {reason(e)}; {FREE}") from None
+
+
+def reason(e: BaseException) -> str:
+    """Why a write failed, in a few words: an OSError's strerror, or the message inside safetensors' error."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    text = str(e)
+    found = re.search(r'message: "([^"]*)"', text)  # safetensors: IoError(Os { code: 28, ..., message: "..." })
+    return found.group(1) if found else ((text.splitlines() or [type(e).__name__])[0][:120] or type(e).__name__)
+
+
+def not_regular(path: Path) -> str | None:
+    """What a path is when it is not a regular file (or a symbolic link to one), as a phrase; None when it is one,
+    or when nothing is there. A pipe (FIFO) or a device must never be opened for reading: it can block forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a dangling symbolic link" if os.path.islink(path) else None
     except OSError as e:
-        raise UserError(f"cannot write {path.name} in {path.parent}: {e.strerror or e}; {FREE}") from None
+        return f"unreadable ({e.strerror or e})"
+    return None if stat.S_ISREG(mode) else kind(mode)
+
+
+def kind(mode: int) -> str:
+    """A file type in words, from a stat mode."""
+    for test, words in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
 
 
 FREE = "free some space or make the folder writable, or choose another folder."

@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 from pathlib import Path
 
 try:
@@ -29,10 +30,10 @@ import numpy as np
 import pandas as pd
 
 from .errors import UserError
-from .files import atomic_path, write_json
+from .files import atomic_path, kind, not_regular, write_json
 from .model import COMPONENTS
 from .schema import problem
-from .settings import from_dict, saved_settings_problem
+from .settings import ALL, from_dict, saved_settings_problem
 
 RUN_COLUMNS = [
     "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens", "best_val_loss",
@@ -130,6 +131,11 @@ def check_meta(meta, path: Path) -> None:
     if found is None:
         found = saved_settings_problem(spec["settings"])
         found = found and f"spec.settings: {found} (read from meta.json)"
+    if found is None:  # every setting: one that is missing would silently take its default, and runs be redone
+        missing = [k for k in ALL if k.split(".")[1] not in spec["settings"][k.split(".")[0]]]
+        found = f"spec.settings.{missing[0]} is missing" if missing else None
+    if found is None:
+        found = _plan_problem(spec["plan"], meta["variants"])
     if found:
         raise UserError(
             f"{path} is not a modern-gpt results file or is damaged: {found}; "
@@ -154,6 +160,20 @@ def statistics_problem(meta: dict) -> str | None:
     return None
 
 
+def _plan_problem(plan: str, variants: list[dict]) -> str | None:
+    """Why a plan's name and its rows disagree (what report reads for a duel or power folder), or None."""
+    from .planning import PLANS
+
+    if plan not in PLANS:
+        return f"spec.plan {plan!r} is not one of {', '.join(PLANS)}"
+    names = [v["name"] for v in variants if not v.get("placebo")]
+    if plan == "duel" and sorted(names) != ["classic", "modern"]:
+        return f"spec.plan is duel, but its rows are {names[:4]}, not classic and modern"
+    if plan == "power" and (len(variants) != 2 or not variants[1].get("placebo")):
+        return f"spec.plan is power, but its {len(variants)} rows are not one architecture and its placebo"
+    return None
+
+
 def failed(runs: pd.DataFrame) -> pd.Series:
     """Which runs diverged or failed: the table leaves them out of its means and the plot out of its curves."""
     return runs["diverged"].astype(bool) | (runs["error"] != "") | ~np.isfinite(runs["val_loss"].astype(float))
@@ -171,9 +191,15 @@ _EXACT = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "
 
 def read_csv(path: Path) -> pd.DataFrame:
     """A results CSV with every float exactly as written and text columns as text ("" when empty)."""
+    what = not_regular(path)
+    if what:
+        raise UserError(f"{path} is {what}, not a file; {REBUILD}")
     try:
         with open(path, encoding="utf-8") as f:
             header = f.readline().strip().split(",")
+        twice = next((c for i, c in enumerate(header) if c in header[:i]), None)
+        if twice is not None:
+            raise UserError(f"{path} is damaged (its header names the column {twice[:80]} twice); {REBUILD}")
         text = {c: str for c in TEXT_COLUMNS if c in header}
         frame = pd.read_csv(path, dtype=text, **_EXACT)
     except (OSError, ValueError, pd.errors.ParserError) as e:
@@ -264,10 +290,26 @@ def _check_runs(frame: pd.DataFrame, path: Path, meta: dict) -> None:
         raise damaged(f"line {i + 2} repeats row {frame['row'].iloc[i]}, seed {frame['seed'].iloc[i]}")
 
 
+def _same(frame: pd.DataFrame, rebuilt: pd.DataFrame, keys: list[str], columns) -> bool:
+    """Whether a CSV read back holds exactly what the run files hold, in these columns (NaN equal to NaN)."""
+    if len(frame) != len(rebuilt) or any(c not in frame or c not in rebuilt for c in columns):
+        return False
+    a, b = (f.sort_values(keys).reset_index(drop=True) for f in (frame, rebuilt))
+    for c in columns:
+        x, y = pd.to_numeric(a[c], errors="coerce"), pd.to_numeric(b[c], errors="coerce")
+        if x.notna().any() or y.notna().any():
+            if not np.array_equal(x.to_numpy(float), y.to_numpy(float), equal_nan=True):
+                return False
+        elif list(a[c].astype(str)) != list(b[c].astype(str)):
+            return False
+    return True
+
+
 class ResultsDir:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.runs_dir = self.path / "runs"
+        self.notes: list[str] = []  # what reading the folder found and worked around, for the report's footnotes
 
     # -- creating and opening -------------------------------------------------
     def create(self, meta: dict) -> None:
@@ -314,7 +356,14 @@ class ResultsDir:
         if self.half_created():
             raise self.half_created_error()
         if self.is_results():
-            raise UserError(f"{p} already holds an ablation; finish it with --resume {p}, or choose another --out.")
+            try:
+                plan = json.loads((p / "meta.json").read_text(encoding="utf-8"))["spec"]["plan"]
+            except (OSError, ValueError, KeyError, TypeError):
+                plan = None
+            command = plan if plan in ("duel", "power") else "ablate"
+            raise UserError(
+                f"{p} already holds an ablation; finish it with modern-gpt {command} --resume {p}, or choose another --out."
+            )
         raise UserError(f"{p} already exists and is not an empty folder; choose another --out.")
 
     def read_meta(self) -> dict:
@@ -351,12 +400,16 @@ class ResultsDir:
         if fcntl is None:  # no flock on this platform: no lock
             return
         while True:
-            try:
-                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-            except IsADirectoryError:
-                raise UserError(f"{self.lock_path} is a folder, not a lock file; remove it and run again.") from None
+            self._check_lock_file()
+            try:  # never through a link, never blocking (a pipe put there in the meantime)
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
             except OSError as e:
+                self._check_lock_file()
                 raise UserError(f"cannot write results to {self.path}: {e.strerror or e}.") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                self._check_lock_file()
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -388,15 +441,36 @@ class ResultsDir:
             self.lock_path.unlink()  # while still holding it, so no one locks a file that is about to go
         os.close(fd)
 
+    def _check_lock_file(self) -> None:
+        """.lock is missing or a regular file; anything else (a folder, a link, a pipe that would block every
+        reader) is one sentence naming it."""
+        try:
+            mode = os.lstat(self.lock_path).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise UserError(f"cannot read {self.lock_path}: {e.strerror or e}.") from None
+        if stat.S_ISREG(mode):
+            return
+        what = kind(mode)
+        if stat.S_ISLNK(mode):
+            target = os.readlink(self.lock_path)
+            what += f" to {target}" + ("" if os.path.exists(self.lock_path) else ", which does not exist")
+        raise UserError(f"{self.lock_path} is {what}, not a lock file; remove it and run again.")
+
     def owner(self) -> int | None:
         """The pid of the live process that holds the folder's lock, or None when no process holds it."""
         if fcntl is None:
             return None
+        self._check_lock_file()
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the check: say what it is now
+                self._check_lock_file()
+                return None
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError:  # held
@@ -423,6 +497,10 @@ class ResultsDir:
         expected = settings_hash(from_dict(spec["settings"]).to_dict(), spec["data_key"])
         out, self.rejected = {}, []
         for f in sorted(self.runs_dir.glob("*.json")):
+            what = not_regular(f)
+            if what:  # a pipe would block the read forever
+                self.rejected.append(f"runs/{f.name} (it is {what}, not a file)")
+                continue
             try:
                 record = json.loads(f.read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -454,7 +532,7 @@ class ResultsDir:
             )
         self.finished()
         notes += [f"{r} is left out of the table: it does not belong to this ablation." for r in self.rejected]
-        return notes
+        return notes + self.notes
 
     def write_run(self, record: dict) -> None:
         """One finished run: its own file first, then runs.csv and curves.csv rebuilt from all of them."""
@@ -473,6 +551,13 @@ class ResultsDir:
             return _reread(_tables(self.finished())[0])
         frame = read_csv(path)
         _check_runs(frame, path, self.read_meta())
+        rebuilt = _reread(_tables(self.finished())[0])
+        if not _same(frame, rebuilt, ["row", "seed"], RUNS_CSV_REQUIRED):
+            self.notes.append(
+                "runs.csv does not match the run files in runs/ (edited, or copied from elsewhere): the table is "
+                "built from runs/, and --resume rewrites runs.csv."
+            )
+            return rebuilt
         return frame
 
     def curves(self) -> pd.DataFrame:
@@ -487,6 +572,9 @@ class ResultsDir:
         if missing or bad:
             what = f"no {missing[0]} column" if missing else f"a cell of column {bad[0]} is not a number"
             raise UserError(f"{path} is damaged ({what}); {REBUILD}")
+        rebuilt = _reread(_tables(self.finished())[1])
+        if not _same(frame, rebuilt, ["row", "seed", "step"], ("row", "seed", "step", "train_loss", "val_loss")):
+            return rebuilt  # runs/ is the source of truth
         return frame
 
     # -- summary -------------------------------------------------------------

@@ -104,6 +104,8 @@ def stream_seed(seed: int, stream: str) -> int:
 
 
 def resolve_device(name: str) -> str:
+    if name not in DEVICES:
+        raise UserError(f"unknown --device {name!r}; choose one of {', '.join(DEVICES)}.")
     if name == "auto":
         if torch.cuda.is_available():
             return "cuda"

@@ -185,7 +185,7 @@ def test_debug_shows_the_traceback():
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert (
         plain.stderr
-        == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a UTF-8 text file or a folder of .txt files.\n"
+        == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a .txt, .jsonl or .parquet file, or a folder of them.\n"
     )
     debug = cli("--debug", "train", "--data", "/nonexistent/corpus.txt")
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataError" in debug.stderr
@@ -513,7 +513,7 @@ def test_odd_lock_files(run, tmp_path):
     (folder / ".lock").write_text("99999999999999999999")  # an impossible pid, left by no live process
     assert run("ablate", "--resume", folder)[0] == 0
     (folder / ".lock").mkdir()
-    assert_ablation_error(run("ablate", "--resume", folder), ".lock is a folder")
+    assert_user_error(run("ablate", "--resume", folder), ".lock is a folder")  # refused before any progress line
 
 
 def _contend(folder: str, barrier, outcomes) -> None:
@@ -633,3 +633,140 @@ def test_a_worker_killed_from_outside_has_its_run_started_again_and_the_ablation
     assert meta["status"] == "finished" and len(runs) == 6 and not runs.duplicated(["row", "seed"]).any()
     assert (runs.error == "").all()  # the killed run finished when it was started again
     assert len(list((folder / "runs").glob("*.json"))) == 6 and not (folder / ".lock").exists()
+
+
+# ---------------------------------------------------------------------------
+# hardening, after the review: each class of defect it found
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """One tiny results folder and one checkpoint, made in process once; each test works on a copy."""
+    import shutil
+
+    from modern_gpt.cli import main
+
+    base = tmp_path_factory.mktemp("made")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    with pytest.MonkeyPatch.context() as mp:
+        for args in ([*ABLATE, "--out", base / "r"], ["train", *TINY, "--out", base / "ckpt"]):
+            mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
+            with pytest.raises(SystemExit) as e:
+                main()
+            assert not e.value.code
+    for s, h in handlers.items():
+        signal.signal(s, h)
+    return lambda name, to: Path(shutil.copytree(base / name, to, symlinks=True))
+
+
+def test_safetensors_own_full_disk_error_is_one_sentence(run, tmp_path, monkeypatch, made):
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(*args, **kwargs):
+        raise SafetensorError(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+        )
+
+    monkeypatch.setattr(safetensors.torch, "serialize_file", full)
+    assert_user_error(
+        run("train", *TINY, "--out", tmp_path / "c"), "cannot write model.safetensors in", "No space left"
+    )
+    ckpt = made("ckpt", tmp_path / "ckpt")
+    assert_user_error(run("export", ckpt, "--hf", tmp_path / "hf"), f"in {tmp_path / 'hf'}", "No space left on device")
+
+
+def test_meta_json_settings_and_plan_must_be_whole_and_agree(run, tmp_path, made):
+    folder = made("r", tmp_path / "r")
+    meta = json.loads((folder / "meta.json").read_text())
+    runs = {f.name: f.read_bytes() for f in (folder / "runs").iterdir()}
+    for section in ("train", "data", "model"):
+        bad = json.loads(json.dumps(meta))
+        bad["spec"]["settings"][section] = {}
+        (folder / "meta.json").write_text(json.dumps(bad))
+        for args in (["report", folder], ["ablate", "--resume", folder]):
+            assert_user_error(run(*args), "meta.json", f"spec.settings.{section}.", "is missing")
+    assert {f.name: f.read_bytes() for f in (folder / "runs").iterdir()} == runs  # no finished run redone
+    for plan, what in (("duel", "spec.plan is duel, but its rows are"), ("power", "spec.plan is power")):
+        (folder / "meta.json").write_text(json.dumps({**meta, "spec": {**meta["spec"], "plan": plan}}))
+        assert_user_error(run("report", folder), "meta.json", what)
+
+
+def test_runs_csv_is_checked_against_the_run_files(run, tmp_path, made):
+    folder = made("r", tmp_path / "r")
+    truth = json.loads(run("report", folder, "--format", "json")[1])
+    table = pd.read_csv(folder / "runs.csv")
+    table["val_loss"] += 1.0  # as a runs.csv copied from another ablation of the same rows and seeds
+    table.to_csv(folder / "runs.csv", index=False)
+    code, out, err = run("report", folder, "--format", "json")
+    assert code == 0 and json.loads(out)["rows"] == truth["rows"] and "does not match the run files" in out
+    (folder / "runs" / "row02-seed1.json").unlink()
+    code, out, err = run("report", folder, "--format", "json")
+    assert code == 0 and json.loads(out)["rows"][2]["seeds"] == 1
+    header, rest = (folder / "runs.csv").read_text().split("\n", 1)
+    (folder / "runs.csv").write_text(header.replace("val_loss,", "val_loss,val_loss,", 1) + "\n" + rest)
+    assert_user_error(run("report", folder), "runs.csv is damaged", "names the column val_loss twice")
+
+
+def test_pipes_and_links_in_a_results_folder_never_block(run, tmp_path, made):
+    folder = made("r", tmp_path / "r")
+    os.mkfifo(folder / "runs" / "row09-seed0.json")
+    code, out, err = run("report", folder)
+    assert code == 0 and "runs/row09-seed0.json (it is a pipe (FIFO), not a file)" in out
+    assert run("ablate", "--resume", folder)[0] == 0
+    lock = folder / ".lock"
+    for make, what in (
+        (os.mkfifo, "is a pipe (FIFO), not a lock file"),
+        (lambda p: p.symlink_to("/dev/zero"), "is a symbolic link to /dev/zero, not a lock file"),
+        (lambda p: p.symlink_to(tmp_path / "gone"), f"is a symbolic link to {tmp_path / 'gone'}, which does not exist"),
+    ):
+        make(lock)
+        for args in (["report", folder], ["ablate", "--resume", folder], [*ABLATE, "--out", folder]):
+            assert_user_error(run(*args), f"{lock} {what}")
+        lock.unlink()
+
+
+def test_checkpoint_refusals_name_the_real_cause(run, tmp_path, made):
+    from safetensors.torch import load_file, save_file
+
+    ckpt = made("ckpt", tmp_path / "ckpt")
+    for command in (["generate", ckpt], ["extrapolate", ckpt, "--contexts", "16"]):
+        assert_user_error(run(*command, "--device", "bogus"), "unknown --device 'bogus'")
+    for hf in (ckpt, ckpt / "hf", tmp_path):
+        assert_user_error(run("export", ckpt, "--hf", hf, "--force"), "is the checkpoint's folder")
+    assert_user_error(
+        run("export", "/dev/null", "--hf", tmp_path / "x"), "/dev/null is not a checkpoint folder (it is not a folder)"
+    )
+    weights = load_file(ckpt / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, ckpt / "model.safetensors")
+    assert_user_error(run("generate", ckpt, "--device", "cpu"), "holds weights that are not finite", name)
+
+
+def test_data_messages_and_the_token_cache(run, tmp_path, monkeypatch):
+    from modern_gpt.data import DataConfig, load_corpus
+
+    fifo = tmp_path / "tok.json"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        assert_user_error(run("train", *TINY, "--tokenizer", path), f"{path} is not a regular file")
+    assert_user_error(run("train", *TINY, "--data", tmp_path / "nope"), "give a .txt, .jsonl or .parquet file")
+    pd.DataFrame({"text": [b"\x01" * 5000]}).to_parquet(tmp_path / "b.parquet")
+    code, out, err = run("train", *TINY, "--data", tmp_path / "b.parquet")
+    assert_user_error((code, out, err), "row 1", "not a string", "...")
+    assert len(err) < 300  # the 5000 bytes are cut short
+    old = os.umask(0o022)
+    try:
+        load_corpus(DataConfig(cache_dir=str(tmp_path / "cache")))
+    finally:
+        os.umask(old)
+    (entry,) = (tmp_path / "cache").iterdir()
+    assert oct(entry.stat().st_mode & 0o777) == "0o755"
+
+
+def test_power_says_how_to_resume_its_own_folder(run, tmp_path, made):
+    folder = made("r", tmp_path / "r")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["spec"]["plan"] = "power"
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert_user_error(run("power", *TINY, "--seeds", "2", "--out", folder), f"modern-gpt power --resume {folder}")
