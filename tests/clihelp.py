@@ -23,11 +23,17 @@ def run_main(capsys, monkeypatch, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+def _default_sigint() -> None:
+    # A shell starts background jobs with SIGINT ignored, and a child inherits that: the Ctrl-C tests
+    # would then test nothing. Each command starts with the SIGINT a terminal user has.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli_process(*args, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "modern_gpt", *map(str, args)],
-        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs,
+        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint, **kwargs,
     )  # fmt: skip
 
 
