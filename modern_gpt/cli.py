@@ -486,6 +486,39 @@ GPUS_HELP = "With --executor ray: the GPUs each run reserves; fractions share on
 RETRIES_HELP = "Times a run is started again when its worker process (or node) dies; then it is recorded as failed."
 
 
+# The options ablate, duel and power share, declared once (the huggingface_hub CLI style).
+Seeds = Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)]
+SeedList = Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)]
+MinSeeds = Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)]
+MaxSeeds = Annotated[int | None, typer.Option(help=MAX_HELP, rich_help_panel=STATS)]
+Alpha = Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)]
+Margin = Annotated[float | None, typer.Option(help=MARGIN_HELP, rich_help_panel=STATS)]
+Placebo = Annotated[
+    bool | None,
+    typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False),
+]
+MatchParams = Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)]
+Jobs = Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)]
+Executor = Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)]
+RayAddress = Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)]
+CpusPerRun = Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)]
+GpusPerRun = Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)]
+MaxRetries = Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)]
+Resume = Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)]
+
+
+Formats = Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)]
+
+
+def _results_folder(command: str):
+    """--out for a command whose default folder is results/<time>-<command>."""
+    help = f"Results folder \\[default: results/<time>-{command}]."
+    return Annotated[str | None, typer.Option(help=help, rich_help_panel=PANEL)]
+
+
+OutAblate, OutDuel, OutPower = (_results_folder(c) for c in ("<plan>", "duel", "power"))
+
+
 def _executor_flags(name: str, address: str | None, cpus: float | None, gpus: float | None, retries: int) -> dict:
     return {"name": name, "address": address, "cpus_per_run": cpus, "gpus_per_run": gpus, "max_retries": retries}
 
@@ -497,23 +530,23 @@ def ablate(
     plan: Annotated[str | None, typer.Option(help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). \\[default: cumulative]", rich_help_panel=PANEL)] = None,
     components: Annotated[str | None, typer.Option(help=f"Comma list choosing and ordering the components \\[default: {','.join(COMPONENTS)}].", rich_help_panel=PANEL)] = None,
     variants: Annotated[str | None, typer.Option(help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.', rich_help_panel=PANEL)] = None,
-    seeds: Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
-    seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
-    min_seeds: Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)] = None,
-    max_seeds: Annotated[int | None, typer.Option(help=MAX_HELP, rich_help_panel=STATS)] = None,
-    alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
-    margin: Annotated[float | None, typer.Option(help=MARGIN_HELP, rich_help_panel=STATS)] = None,
-    placebo: Annotated[bool | None, typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False)] = None,
-    match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
-    jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
-    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)] = "local",
-    ray_address: Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)] = None,
-    cpus_per_run: Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)] = None,
-    gpus_per_run: Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)] = None,
-    max_retries: Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)] = 2,
-    out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-<plan>].", rich_help_panel=PANEL)] = None,
-    resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
+    seeds: Seeds = None,
+    seed_list: SeedList = None,
+    min_seeds: MinSeeds = None,
+    max_seeds: MaxSeeds = None,
+    alpha: Alpha = None,
+    margin: Margin = None,
+    placebo: Placebo = None,
+    match_params: MatchParams = False,
+    jobs: Jobs = "auto",
+    executor: Executor = "local",
+    ray_address: RayAddress = None,
+    cpus_per_run: CpusPerRun = None,
+    gpus_per_run: GpusPerRun = None,
+    max_retries: MaxRetries = 2,
+    out: OutAblate = None,
+    resume: Resume = None,
+    fmt: Formats = "table",
 ) -> None:  # fmt: skip
     """Train every variant with every seed and print one table: does each component really help?"""
     _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt,
@@ -527,23 +560,23 @@ def ablate(
 @with_settings(components=False, exclude=("model.vocab_size",))
 def duel(
     settings,
-    seeds: Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)] = None,
-    seed_list: Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)] = None,
-    min_seeds: Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)] = None,
-    max_seeds: Annotated[int | None, typer.Option(help=MAX_HELP, rich_help_panel=STATS)] = None,
-    alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
-    margin: Annotated[float | None, typer.Option(help=MARGIN_HELP, rich_help_panel=STATS)] = None,
-    placebo: Annotated[bool | None, typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False)] = None,
-    match_params: Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)] = False,
-    jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
-    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)] = "local",
-    ray_address: Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)] = None,
-    cpus_per_run: Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)] = None,
-    gpus_per_run: Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)] = None,
-    max_retries: Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)] = 2,
-    out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-duel].", rich_help_panel=PANEL)] = None,
-    resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)] = "table",
+    seeds: Seeds = None,
+    seed_list: SeedList = None,
+    min_seeds: MinSeeds = None,
+    max_seeds: MaxSeeds = None,
+    alpha: Alpha = None,
+    margin: Margin = None,
+    placebo: Placebo = None,
+    match_params: MatchParams = False,
+    jobs: Jobs = "auto",
+    executor: Executor = "local",
+    ray_address: RayAddress = None,
+    cpus_per_run: CpusPerRun = None,
+    gpus_per_run: GpusPerRun = None,
+    max_retries: MaxRetries = 2,
+    out: OutDuel = None,
+    resume: Resume = None,
+    fmt: Formats = "table",
 ) -> None:  # fmt: skip
     """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
     _run_ablation(settings, None, "duel", resume, out, jobs, fmt,
@@ -559,15 +592,15 @@ def power(
     settings,
     variant: Annotated[str | None, typer.Option(help="The architecture to measure: classic, modern, or components joined by + \\[default: classic].", rich_help_panel=PANEL)] = None,
     seeds: Annotated[int | None, typer.Option(help="Seeds to train it with, each also with the placebo init \\[default: 8].", rich_help_panel=PANEL)] = None,
-    alpha: Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)] = None,
-    jobs: Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)] = "auto",
-    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)] = "local",
-    ray_address: Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)] = None,
-    cpus_per_run: Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)] = None,
-    gpus_per_run: Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)] = None,
-    max_retries: Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)] = 2,
-    out: Annotated[str | None, typer.Option(help="Results folder \\[default: results/<time>-power].", rich_help_panel=PANEL)] = None,
-    resume: Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)] = None,
+    alpha: Alpha = None,
+    jobs: Jobs = "auto",
+    executor: Executor = "local",
+    ray_address: RayAddress = None,
+    cpus_per_run: CpusPerRun = None,
+    gpus_per_run: GpusPerRun = None,
+    max_retries: MaxRetries = 2,
+    out: OutPower = None,
+    resume: Resume = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.", rich_help_panel=PANEL)] = "table",
 ) -> None:  # fmt: skip
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
