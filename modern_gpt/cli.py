@@ -381,6 +381,9 @@ def _print_report(folder: Path, fmt: str) -> None:
     from . import report
 
     meta, summary, notes, duel_info = report.load(folder)
+    if meta["spec"]["plan"] == "power" and fmt in FORMATS_TABLE_JSON:  # what `modern-gpt power` printed
+        _print_power(folder, fmt)
+        return
     if fmt == "table":
         console.print(report.rich_table(meta, summary))
         if duel_info:

@@ -115,6 +115,7 @@ def add_placebo(rows: list[Variant]) -> list[Variant]:
 
 AUTO = "auto"
 MAX_SEEDS = 10_000  # --seeds N: more runs than anyone waits for is a typing mistake
+MAX_AUTO_SEEDS = 30  # --seeds auto: looks up to here keep the boundary's simulation to seconds and bounded memory
 
 
 def parse_seeds(text: str | int | None) -> int | str | None:
@@ -298,19 +299,27 @@ def plan_spec(
         rows = add_placebo(rows)
     seeds = parse_seeds(seeds)
     if seeds == AUTO:
-        if seed_list_text:
+        if seed_list_text is not None:
             raise UserError("--seeds auto chooses seeds 0, 1, 2, ... itself; leave out --seed-list.")
         low, high = 3 if min_seeds is None else min_seeds, 10 if max_seeds is None else max_seeds
         if low < 2:
             raise UserError(f"--min-seeds must be at least 2 (a paired test needs two pairs), got {low}.")
-        if high > MAX_SEEDS:
-            raise UserError(f"--max-seeds must be at most {MAX_SEEDS:,}, got {high}.")
+        if high > MAX_AUTO_SEEDS:
+            raise UserError(
+                f"--max-seeds must be at most {MAX_AUTO_SEEDS} (its boundary is calibrated by simulation), got "
+                f"{high}; for more seeds give --seeds N."
+            )
         if high < low:
             raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
-        return Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)
+        spec = Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)
+        spec.level()  # the boundary's simulation (a few seconds at most) runs before any folder is made
+        return spec
     if min_seeds is not None or max_seeds is not None:
         raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
-    return Spec(settings, plan, rows, seed_list(seeds, seed_list_text), match, alpha=alpha, margin=margin)
+    chosen = seed_list(seeds, seed_list_text)
+    if plan == "power" and len(chosen) < 3:
+        raise UserError(f"power needs at least 3 seeds to measure a paired sd (8 advised), got {len(chosen)}.")
+    return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin)
 
 
 def check_statistics(alpha: float, margin: float | None) -> None:

@@ -42,7 +42,8 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     ax.set_xlabel("training step")
     ax.set_ylabel(f"validation loss (nats per {s['data']['tokenizer']} token)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    if ax.get_legend_handles_labels()[0]:  # no curve at all when every run diverged before its first evaluation
+        ax.legend(fontsize="small")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")

@@ -16,7 +16,20 @@ from rich.table import Table
 
 from .model import COMPONENTS
 from .results import SUMMARY_COLUMNS, ResultsDir, failed
-from .stats import INCONCLUSIVE, MAX_PAIRS, decide, holm, mde, mean, paired, pairs_needed, spread, tost_p
+from .stats import (
+    INCONCLUSIVE,
+    MAX_PAIRS,
+    SAME,
+    decide,
+    holm,
+    look_level,
+    mde,
+    mean,
+    paired,
+    pairs_needed,
+    spread,
+    tost_p,
+)
 
 FORMATS = ("table", "markdown", "csv", "json")
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
@@ -26,8 +39,13 @@ MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split wa
 
 def level(meta: dict) -> float:
     """What Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
-    seq = meta.get("sequential")
-    return seq["level"] if seq else meta["spec"].get("alpha", 0.05)
+    spec, seq = meta["spec"], meta.get("sequential")
+    if seq:
+        return seq["level"]
+    if spec.get("min_seeds") is not None:  # --seeds auto, stopped before its level was written
+        tested = sum(v["reference"] is not None for v in spec["variants"])
+        return look_level(spec.get("alpha", 0.05), max(1, tested), spec["min_seeds"], len(spec["seeds"]))
+    return spec.get("alpha", 0.05)
 
 
 def seeds_planned(meta: dict) -> int:
@@ -169,15 +187,16 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
     for row, v in zip(summary, meta["variants"], strict=True):
         if v.get("placebo") and row["pairs"] >= 2:
             first = summary[0]["variant"]
-            what = (
-                "what initialisation alone does on this data and budget"
-                if row["verdict"] == INCONCLUSIVE
-                else f"initialisation alone was called {row['verdict']}, which a correct table does in at most "
+            said = (
+                "it is what initialisation alone does on this data and budget"
+                + (" (within --margin, as it should be)" if row["verdict"] == SAME else "")
+                if row["verdict"] in (INCONCLUSIVE, SAME)
+                else f"initialisation alone came out {row['verdict']}, which a correct table does in at most "
                 f"{meta['spec'].get('alpha', 0.05):g} of ablations; read the other verdicts with that in mind"
             )
             notes.append(
-                f"Placebo: {row['variant']} is {first} with only its weight init changed; its Δ {row['delta_val']:+.4f} "
-                f"(95% CI [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]) is {what}."
+                f"Placebo: {row['variant']} is {first} with only its weight init changed; its Δ is "
+                f"{row['delta_val']:+.4f} (95% CI [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]): {said}."
             )
     seq = meta.get("sequential")
     if seq and seq["looks"]:

@@ -566,8 +566,10 @@ class ResultsDir:
             return _reread(_tables(self.finished())[1])
         frame = read_csv(path)
         missing = [c for c in ("row", "seed", "step", "val_loss") if c not in frame]
-        bad = [
-            c for c in ("row", "seed", "step", "val_loss") if c in frame and not pd.api.types.is_numeric_dtype(frame[c])
+        bad = [  # a header alone (every run diverged before its first evaluation) has no cells to check
+            c
+            for c in ("row", "seed", "step", "val_loss")
+            if c in frame and len(frame) and not pd.api.types.is_numeric_dtype(frame[c])
         ]
         if missing or bad:
             what = f"no {missing[0]} column" if missing else f"a cell of column {bad[0]} is not a number"

@@ -317,6 +317,7 @@ class Ablation:
             "looks": [],
             "stopped": False,
         }
+        self.results.write_meta(self.meta)  # the level is on disk before the first run: a report judges by it
         n = self.spec.min_seeds
         while True:
             jobs = self.pending(n)

@@ -399,11 +399,14 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
         assert any(line.split()[:1] == [n] for line in out.splitlines())
     import json
 
-    doc = json.loads(invoke("report", tmp_path / "p", "--format", "json"))
-    assert [r["variant"] for r in doc["rows"]] == ["classic", "classic (placebo)"]
+    summary = pd.read_csv(tmp_path / "p" / "summary.csv")
+    assert list(summary.variant) == ["classic", "classic (placebo)"]
+    doc = json.loads(invoke("report", tmp_path / "p", "--format", "json"))  # report shows what power printed
+    sd = summary.sd[1]
+    assert doc["paired_sd"] == pytest.approx(sd, rel=1e-12) and doc["placebo"]["verdict"] == summary.verdict[1]
+    assert "Placebo check" in invoke("report", tmp_path / "p")
     info = report.power_info(tmp_path / "p")
-    sd = doc["rows"][1]["sd"]
-    assert info["paired_sd"] == sd and info["mde"][1]["one_comparison"] == pytest.approx(mde(sd, 5, 0.05))
+    assert info["mde"][1]["one_comparison"] == pytest.approx(mde(sd, 5, 0.05))
     assert info["mde"][0]["table_row"] > info["mde"][0]["one_comparison"] > info["mde"][3]["one_comparison"]
 
 
@@ -432,3 +435,39 @@ def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tmp_path, spe
         result = runner.invoke(app, args)
         assert isinstance(result.exception, UserError), result.output
         assert "meta.json" in str(result.exception) and message in str(result.exception)
+
+
+def test_a_sequential_folder_stopped_before_its_first_look_is_judged_at_the_boundary():
+    """--seeds auto killed during its first round: meta.json has no looks yet, and the table must still
+    compare with the sequential level, not with alpha."""
+    meta, runs = _meta([[2.0, 2.1, 2.05], [1.9, 2.02, 1.96]], [0, 1, 2])
+    meta["spec"].update(min_seeds=3, seeds=list(range(10)), variants=meta["variants"])
+    assert report.level(meta) == look_level(0.05, 1, 3, 10) < 0.05
+
+
+def test_seeds_auto_and_power_refuse_what_they_cannot_do():
+    settings = resolve(None, True, {})
+    with pytest.raises(UserError, match="--max-seeds must be at most 30"):
+        planning.plan_spec(settings, "cumulative", seeds="auto", max_seeds=10_000)
+    with pytest.raises(UserError, match="leave out --seed-list"):
+        planning.plan_spec(settings, "cumulative", seeds="auto", seed_list_text="")
+    with pytest.raises(UserError, match="power needs at least 3 seeds"):
+        planning.plan_spec(settings, "power", seeds=2)
+
+
+def test_every_run_diverged_is_a_finished_table_not_an_error(tmp_path):
+    out = invoke("ablate", *TINY_AUTO, "--variants", "classic;rope", "--seeds", 2, "--lr", 1e6, "--out", tmp_path / "d")
+    assert out.count("diverged") >= 3
+    summary = pd.read_csv(tmp_path / "d" / "summary.csv")
+    assert set(summary.verdict.dropna()) == {"inconclusive"} and (summary.diverged == 2).all()
+    assert ResultsDir(tmp_path / "d").read_meta()["status"] == "finished"
+
+
+def test_a_placebo_within_the_margin_is_not_a_warning():
+    meta, runs = _meta([[2.0, 2.02, 2.01, 2.03], [2.001, 2.019, 2.011, 2.029]], [0, 1, 2, 3])
+    meta["spec"]["margin"] = 0.01
+    meta["variants"][1]["placebo"] = True
+    summary = report.summarize(meta, runs)
+    assert summary[1]["verdict"] == "same"
+    note = next(n for n in report.footnotes(meta, runs, summary) if n.startswith("Placebo"))
+    assert "what initialisation alone does" in note and "within --margin" in note and "read the other" not in note

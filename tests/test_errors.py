@@ -769,4 +769,4 @@ def test_power_says_how_to_resume_its_own_folder(run, tmp_path, made):
     meta = json.loads((folder / "meta.json").read_text())
     meta["spec"]["plan"] = "power"
     (folder / "meta.json").write_text(json.dumps(meta))
-    assert_user_error(run("power", *TINY, "--seeds", "2", "--out", folder), f"modern-gpt power --resume {folder}")
+    assert_user_error(run("power", *TINY, "--seeds", "3", "--out", folder), f"modern-gpt power --resume {folder}")
