@@ -382,7 +382,7 @@ def _print_report(folder: Path, fmt: str) -> None:
 
     meta, summary, notes, duel_info = report.load(folder)
     if meta["spec"]["plan"] == "power" and fmt in FORMATS_TABLE_JSON:  # what `modern-gpt power` printed
-        _print_power(folder, fmt)
+        _print_power(report.power_info(meta, summary), fmt)
         return
     if fmt == "table":
         console.print(report.rich_table(meta, summary))
@@ -450,18 +450,14 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
         )
         raise typer.Exit(130) from None
     report.write(folder)
-    if default_plan == "power":
-        _print_power(folder, fmt)
-    else:
-        _print_report(folder, fmt)
+    _print_report(folder, fmt)
     if fmt == "table":
         console.print(f"results: {folder} (curves.png: validation loss against step)", highlight=False)
 
 
-def _print_power(folder: Path, fmt: str) -> None:
+def _print_power(info: dict, fmt: str) -> None:
     from . import report
 
-    info = report.power_info(folder)
     if fmt == "json":
         print(json.dumps(report.clean(info), indent=2))
         return

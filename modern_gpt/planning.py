@@ -12,7 +12,7 @@ from .errors import UserError
 from .model import COMPONENTS, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
 from .results import MAX_SEED
 from .settings import Settings, from_dict
-from .stats import look_level
+from .stats import table_level
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
 POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
@@ -233,9 +233,7 @@ class Spec:
 
     def level(self) -> float:
         """The level Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
-        if not self.sequential:
-            return self.alpha
-        return look_level(self.alpha, max(1, self.tested_rows), self.min_seeds, len(self.seeds))
+        return table_level(self.alpha, self.tested_rows, self.min_seeds, len(self.seeds))
 
 
 def spec_differences(stored: dict, requested: dict) -> list[str]:

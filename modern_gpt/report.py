@@ -22,12 +22,12 @@ from .stats import (
     SAME,
     decide,
     holm,
-    look_level,
     mde,
     mean,
     paired,
     pairs_needed,
     spread,
+    table_level,
     tost_p,
 )
 
@@ -37,15 +37,18 @@ MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was lear
 MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split was memorised
 
 
+def tested_rows(meta: dict) -> int:
+    """The rows with a reference: the family whose false positives the verdicts control."""
+    return sum(v["reference"] is not None for v in meta["variants"])
+
+
 def level(meta: dict) -> float:
-    """What Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
+    """What Holm-adjusted p-values are compared with: the level meta.json records for --seeds auto, else the
+    one its settings give (alpha, or the boundary of an ablation stopped before it was written)."""
     spec, seq = meta["spec"], meta.get("sequential")
     if seq:
         return seq["level"]
-    if spec.get("min_seeds") is not None:  # --seeds auto, stopped before its level was written
-        tested = sum(v["reference"] is not None for v in spec["variants"])
-        return look_level(spec.get("alpha", 0.05), max(1, tested), spec["min_seeds"], len(spec["seeds"]))
-    return spec.get("alpha", 0.05)
+    return table_level(spec.get("alpha", 0.05), tested_rows(meta), spec.get("min_seeds"), len(spec["seeds"]))
 
 
 def seeds_planned(meta: dict) -> int:
@@ -134,12 +137,11 @@ def decided_rows(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[int, int]:
 
 def verdict_rule(meta: dict) -> str:
     spec = meta["spec"]
-    alpha, margin, at = spec.get("alpha", 0.05), spec.get("margin"), level(meta)
-    tested = sum(v["reference"] is not None for v in meta["variants"])
+    alpha, margin, at, tested = spec.get("alpha", 0.05), spec.get("margin"), level(meta), tested_rows(meta)
     how = (
         f"better/worse when its Holm-adjusted p < {at:.3g}, which keeps the chance of any wrong better/worse in this "
         f"table at or below {alpha:g} at whichever look --seeds auto stopped"
-        if meta.get("sequential")
+        if spec.get("min_seeds") is not None
         else f"better/worse when its Holm-adjusted p < {alpha:g}, so the chance of any wrong better/worse in this "
         f"table is at most {alpha:g}"
     )
@@ -328,11 +330,10 @@ def title(meta: dict) -> str:
 POWER_SEEDS = (3, 5, 10, 20)
 
 
-def power_info(folder) -> dict:
-    """From a power folder (one architecture and its placebo): the paired sd of two inits, the placebo's
-    own test, and the smallest effect 3, 5, 10 and 20 seeds would detect with 80% power, for one comparison
-    and for a row of the default cumulative table (Holm's first step over its tested rows)."""
-    meta, summary, _, _ = load(folder)
+def power_info(meta: dict, summary: list[dict]) -> dict:
+    """From a power folder's meta.json and summary (one architecture and its placebo): the paired sd of two
+    inits, the placebo's own test, and the smallest effect 3, 5, 10 and 20 seeds would detect with 80% power,
+    for one comparison and for a row of the default cumulative table (Holm's first step over its tested rows)."""
     first, placebo = summary[0], summary[1]
     alpha, sd = meta["spec"].get("alpha", 0.05), placebo["sd"]
     table_rows = len(COMPONENTS) + 1  # the cumulative plan's tested rows, with its placebo

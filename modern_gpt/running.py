@@ -299,31 +299,32 @@ class Ablation:
         if jobs:
             self._executor_for(len(jobs)).run(jobs, self.corpus, display.step, on_record)
 
+    def _start_looks(self) -> None:
+        """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run,
+        so that a report of a folder stopped in its first round judges by the boundary."""
+        if self.spec.sequential:
+            self.meta["sequential"] = {
+                "min_seeds": self.spec.min_seeds,
+                "max_seeds": len(self.spec.seeds),
+                "level": self.spec.level(),
+                "looks": [],
+                "stopped": False,
+            }
+
     def _run_rounds(self, display) -> None:
-        """Every pending run; with --seeds auto, a round of seeds at a time, testing every row after each
-        round and stopping once every row is decided or --max-seeds is reached. The looks are recomputed
-        from the finished runs on --resume, so a resumed ablation stops where the first would have."""
-        if not self.spec.sequential:
-            jobs = self.pending()
-            display.start(self.total, self.total - len(jobs))
-            self._run_jobs(jobs, display)
-            return
+        """Every pending run: all seeds at once, or with --seeds auto a round of seeds at a time, testing every
+        row after each round and stopping once every row is decided or --max-seeds is reached. The looks are
+        recomputed from the finished runs on --resume, so a resumed ablation stops where the first would have."""
         from .report import decided_rows  # the verdicts, computed as the table computes them
 
-        seq = self.meta["sequential"] = {
-            "min_seeds": self.spec.min_seeds,
-            "max_seeds": len(self.spec.seeds),
-            "level": self.spec.level(),
-            "looks": [],
-            "stopped": False,
-        }
-        self.results.write_meta(self.meta)  # the level is on disk before the first run: a report judges by it
-        n = self.spec.min_seeds
+        rows, seq = len(self.spec.variants), self.meta.get("sequential")
+        n = self.spec.min_seeds if self.spec.sequential else len(self.spec.seeds)
         while True:
             jobs = self.pending(n)
-            rows = len(self.spec.variants)
             display.start(rows * n, rows * n - len(jobs))
             self._run_jobs(jobs, display)
+            if not self.spec.sequential:
+                return
             decided, tested = decided_rows(self.meta, self.results.runs(), n)
             seq["looks"].append({"seeds": n, "decided": decided, "rows": tested, "at": now()})
             seq["stopped"] = decided == tested or n >= len(self.spec.seeds)
@@ -342,6 +343,7 @@ class Ablation:
             raise
         try:
             self.meta.update(status="running")
+            self._start_looks()
             self.results.write_meta(self.meta)
             # on resume, the CSVs are rebuilt from runs/, whatever befell them
             self.results.write_tables(self.results.finished())

@@ -25,7 +25,6 @@ from functools import lru_cache
 import numpy as np
 
 BETTER, WORSE, SAME, INCONCLUSIVE = "better", "worse", "same", "inconclusive"
-VERDICTS = (BETTER, WORSE, SAME, INCONCLUSIVE)
 POWER = 0.8  # the power at which `mde` and `seeds_needed` are quoted
 MAX_PAIRS = 10_000  # seeds_needed beyond this is reported as not reachable
 
@@ -267,6 +266,12 @@ def pairs_needed(effect: float, sd: float, level: float, target: float = POWER) 
 # ---------------------------------------------------------------------------
 SIMULATIONS = 400_000  # null tables simulated to calibrate a boundary; Monte-Carlo error about 2% of alpha/rows
 BOUNDARY_SEED = 20231  # fixed: the same boundary every time, so that --resume decides as the first run did
+
+
+def table_level(alpha: float, rows: int, min_seeds: int | None, max_seeds: int) -> float:
+    """What a table's Holm-adjusted p-values are compared with: alpha for a fixed number of seeds, or with
+    --seeds auto (looks from min_seeds to max_seeds) the per-look level of look_level."""
+    return alpha if min_seeds is None else look_level(alpha, max(1, rows), min_seeds, max_seeds)
 
 
 @lru_cache(maxsize=64)

@@ -405,7 +405,7 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
     sd = summary.sd[1]
     assert doc["paired_sd"] == pytest.approx(sd, rel=1e-12) and doc["placebo"]["verdict"] == summary.verdict[1]
     assert "Placebo check" in invoke("report", tmp_path / "p")
-    info = report.power_info(tmp_path / "p")
+    info = report.power_info(*report.load(tmp_path / "p")[:2])
     assert info["mde"][1]["one_comparison"] == pytest.approx(mde(sd, 5, 0.05))
     assert info["mde"][0]["table_row"] > info["mde"][0]["one_comparison"] > info["mde"][3]["one_comparison"]
 
