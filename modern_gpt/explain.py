@@ -1,8 +1,9 @@
-"""Read a Hugging Face style config.json in terms of the six components.
+"""Read a Hugging Face style config.json in terms of model.COMPONENTS.
 
 Every field it knows gets one sentence; fields it does not know are listed as
 unknown, never guessed. What a family implies without a field (Qwen3's per-head
-QK-norm, Qwen2's q/k/v biases) is said in a note. The parameter count and the
+QK-norm, Qwen2's q/k/v biases) is said in a note, and so is a component that
+explain has no detector for (it is named, never guessed). The parameter count and the
 KV-cache bytes per token come from model.param_counts and model.kv_cache_bytes_per_token,
 the formulas modern-gpt counts its own models with, fed the shapes read from the file.
 """
@@ -13,7 +14,15 @@ import json
 from pathlib import Path
 
 from .errors import UserError
-from .model import COMPONENTS, ConfigError, ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
+from .model import (
+    COMPONENT_SUMMARY,
+    COMPONENTS,
+    ConfigError,
+    ModelConfig,
+    Shapes,
+    kv_cache_bytes_per_token,
+    param_counts,
+)
 
 FAMILIES = {
     "llama": "Llama",
@@ -176,7 +185,7 @@ def kv_cache_bytes(s: dict) -> int:
 
 
 # How each component shows in a config's shapes. Keyed by model.COMPONENTS; a component
-# without a detector is reported as not detected rather than guessed.
+# without a detector is named as not detected (in "not_detected" and in a note), never guessed.
 DETECTORS = {
     "rmsnorm": lambda s: s["rmsnorm"],
     "rope": lambda s: s["rope"],
@@ -189,6 +198,11 @@ DETECTORS = {
 
 def components(s: dict) -> list[str]:
     return [c for c in COMPONENTS if c in DETECTORS and DETECTORS[c](s)]
+
+
+def not_detected() -> list[str]:
+    """The components explain cannot tell from a config.json (none today; a new one until it gets a detector)."""
+    return [c for c in COMPONENTS if c not in DETECTORS]
 
 
 def biases(s: dict) -> dict[str, bool]:
@@ -227,6 +241,11 @@ def notes(s: dict, cfg: dict) -> list[str]:
         out.append(
             f"biases on {', '.join(some)} only: modern-gpt has a bias everywhere or nowhere, "
             "so the closest variant's parameter count differs."
+        )
+    for c in not_detected():
+        out.append(
+            f"{c} ({COMPONENT_SUMMARY.get(c, 'a component')}): explain cannot tell it from a config.json, "
+            "so it is not reported either way and the closest variant's flags leave it off."
         )
     return out
 
@@ -381,7 +400,7 @@ def explain_config(cfg: dict, source: str = "the config") -> dict:
         "fields": fields,
         "unknown": unknown,
         "components": components(s),
-        "not_detected": [c for c in COMPONENTS if c not in DETECTORS],
+        "not_detected": not_detected(),
         "biases": biases(s),
         "notes": notes(s, cfg),
         "params": param_count(s),

@@ -111,8 +111,8 @@ def _llama_config(cfg: ModelConfig, target: Target) -> dict:
         "max_position_embeddings": cfg.context,
         "rms_norm_eps": 1e-5,  # modern-gpt's RMSNorm, QK-norm included
         "rope_theta": cfg.rope_base,
-        "attention_bias": not cfg.no_bias,  # q, k, v and o
-        "mlp_bias": not cfg.no_bias,  # gate, up and down (Llama only; Qwen3's MLP has none)
+        "attention_bias": cfg.bias,  # q, k, v and o
+        "mlp_bias": cfg.bias,  # gate, up and down (Llama only; Qwen3's MLP has none)
         "attention_dropout": 0.0,
     }
 

@@ -1,8 +1,13 @@
 """A small GPT in which every modern piece can be switched on and off on its own.
 
-Read it top to bottom: each classic GPT-2 (2019) piece sits next to the modern
-piece that replaces it in today's open models (Llama, Mistral, Qwen, OLMo).
-With all six flags off this is GPT-2; with all six on it is a Llama-style model.
+Read it top to bottom as the story of 2019 against today: each section puts a
+classic GPT-2 piece next to the modern piece that replaces it in today's open
+models. With every flag off this is GPT-2. With rmsnorm, rope, swiglu and
+no_bias on it is a Llama (gqa too: Llama 3, Mistral). qk_norm is not Llama's:
+Qwen3 has it (per head, as here), OLMo-2 over the whole q and k projections.
+
+After the story: ModelConfig (the settings and their checks) and the price of
+each piece (param_counts, kv_cache_bytes_per_token), which needs no built model.
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import torch.nn.functional as F
 
 from .errors import UserError
 
-# The six modern components, in the order the cumulative ablation stacks them.
-# This is the one place the list lives; everything else imports it.
+# The modern components, in the order the cumulative ablation stacks them. This is the
+# one place the list lives: the CLI switches, the settings, the plans, explain, export
+# and the tests all derive from it (tests/test_components.py checks that each does).
+# A new component needs a line here, one in COMPONENT_SUMMARY, a ModelConfig field and
+# its piece in the story below.
 COMPONENTS = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")
 
 # classic piece -> modern piece, one line each, for help texts and tables.
@@ -30,113 +38,19 @@ COMPONENT_SUMMARY = {
     "qk_norm": "plain q.k -> RMS-normalised q and k per head",
 }
 
-# The pieces a parameter count is split into (see param_counts).
-PIECES = ("token_embedding", "position_table", "attention", "mlp", "norms", "biases", "output_head")
-
-
-class ConfigError(UserError, ValueError):
-    """A model shape that cannot be built. The message is one sentence meant for the user."""
-
-
-class ContextWall(UserError, ValueError):
-    """A position past the learned position table was asked for."""
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: int = 256
-    context: int = 128
-    dim: int = 128
-    heads: int = 4
-    layers: int = 4
-    dropout: float = 0.0
-    # The six components: False is GPT-2's piece, True the modern one.
-    rmsnorm: bool = False
-    rope: bool = False
-    swiglu: bool = False
-    no_bias: bool = False
-    gqa: bool = False
-    qk_norm: bool = False
-    kv_heads: int | None = None  # K/V heads when gqa is on; None means heads // 2
-    rope_base: float = 10000.0
-    multiple_of: int = 8  # SwiGLU's hidden width is rounded up to a multiple of this
-    mlp_hidden: int | None = None  # an explicit MLP hidden width, overriding the rules above
-    tie_embeddings: bool = True
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        for name in ("vocab_size", "context", "dim", "heads", "layers", "multiple_of"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
-        if self.mlp_hidden is not None and self.mlp_hidden < 1:
-            raise ConfigError(f"mlp_hidden must be at least 1, got {self.mlp_hidden}.")
-        if not 1 < self.rope_base < math.inf:
-            raise ConfigError(f"rope_base must be a finite number greater than 1, got {self.rope_base}.")
-        if self.dim % self.heads:
-            raise ConfigError(
-                f"dim {self.dim} is not divisible by {self.heads} heads: every head needs an equal share of dim."
-            )
-        if self.gqa:
-            if self.n_kv_heads < 1:
-                raise ConfigError(
-                    f"kv_heads must be at least 1, got {self.n_kv_heads}"
-                    + (f" (the default is heads // 2 = {self.heads} // 2)." if self.kv_heads is None else ".")
-                )
-            if self.heads % self.n_kv_heads:
-                raise ConfigError(
-                    f"{self.heads} heads with {self.n_kv_heads} KV heads: {self.heads} is not divisible by {self.n_kv_heads}."
-                )
-        if self.rope and self.head_dim % 2:
-            raise ConfigError(
-                f"rope needs an even head dimension, but dim {self.dim} / {self.heads} heads = {self.head_dim}."
-            )
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.heads
-
-    @property
-    def n_kv_heads(self) -> int:
-        if not self.gqa:
-            return self.heads
-        return self.heads // 2 if self.kv_heads is None else self.kv_heads
-
-    @property
-    def hidden(self) -> int:
-        """The MLP's hidden width."""
-        if self.mlp_hidden is not None:
-            return self.mlp_hidden
-        if not self.swiglu:
-            return 4 * self.dim
-        # SwiGLU has three matrices instead of two, so 2/3 of the width keeps the cost equal.
-        hidden = int(2 * 4 * self.dim / 3)
-        return self.multiple_of * math.ceil(hidden / self.multiple_of)
-
-    @property
-    def components(self) -> tuple[str, ...]:
-        return tuple(c for c in COMPONENTS if getattr(self, c))
-
-    def with_components(self, components) -> ModelConfig:
-        """The same settings with exactly these components switched on."""
-        unknown = set(components) - set(COMPONENTS)
-        if unknown:
-            raise ConfigError(f"unknown component {sorted(unknown)[0]!r}; the components are {', '.join(COMPONENTS)}.")
-        return replace(self, **{c: c in components for c in COMPONENTS})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 # ---------------------------------------------------------------------------
-# Normalisation.  Classic: LayerNorm subtracts the mean, divides by the standard
-# deviation, then scales and shifts (a bias).  Modern: RMSNorm only divides by
-# the root mean square and scales: no mean, no bias, a little cheaper, and in
-# practice just as stable.
+# Normalisation.  2019: LayerNorm subtracts the mean, divides by the standard
+# deviation, then scales by a gain and shifts by a bias.  Today: RMSNorm only
+# divides by the root mean square and scales: no mean, no shift, a little
+# cheaper, and in practice just as stable.
 # ---------------------------------------------------------------------------
+def make_norm(cfg: ModelConfig, dim: int) -> nn.Module:
+    if cfg.rmsnorm:
+        return RMSNorm(dim)
+    return nn.LayerNorm(dim, eps=1e-5, bias=cfg.bias)  # torch's own; no_bias drops its shift
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-5):
         super().__init__()
@@ -149,62 +63,128 @@ class RMSNorm(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
-def make_norm(cfg: ModelConfig, dim: int) -> nn.Module:
-    if cfg.rmsnorm:
-        return RMSNorm(dim)
-    return nn.LayerNorm(dim, eps=1e-5, bias=not cfg.no_bias)
+# ---------------------------------------------------------------------------
+# Positions.  2019: a learned table with one vector per position, added to the
+# token embeddings; it has nothing to say about a position past its last row
+# (the "context wall").  Today: RoPE rotates each (q, k) pair of channels by an
+# angle proportional to the position, so q.k depends only on the distance
+# i - j.  It has no parameters and no last row.
+# ---------------------------------------------------------------------------
+class ContextWall(UserError, ValueError):
+    """A position past the learned position table was asked for."""
 
 
-# ---------------------------------------------------------------------------
-# Positions.  Classic: a learned table with one vector per position, added to
-# the token embeddings; it has nothing to say about a position past its last
-# row (the "context wall").  Modern: RoPE rotates each (q, k) pair of channels
-# by an angle proportional to the position, so q.k depends only on the
-# distance i - j.  It has no parameters and no last row.
-# ---------------------------------------------------------------------------
+class PositionTable(nn.Embedding):
+    def forward(self, start: int, T: int) -> torch.Tensor:
+        """The rows of positions start .. start + T - 1: (T, dim)."""
+        rows = self.num_embeddings
+        if start + T > rows:
+            raise ContextWall(
+                f"position {start + T - 1} is past the learned position table, which has {rows} rows "
+                f"(positions 0-{rows - 1}); a RoPE model has no such wall."
+            )
+        return super().forward(torch.arange(start, start + T, device=self.weight.device))
+
+
 class Rotary(nn.Module):
     def __init__(self, head_dim: int, base: float):
         super().__init__()
         inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # a constant, not a parameter
 
-    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        angles = positions.float()[:, None] * self.inv_freq[None, :]  # (T, head_dim / 2)
+    def forward(self, start: int, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of the angles of positions start .. start + T - 1: (T, hd / 2) each."""
+        positions = torch.arange(start, start + T, device=self.inv_freq.device)
+        angles = positions.float()[:, None] * self.inv_freq[None, :]
         return angles.cos(), angles.sin()
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # Channel i is paired with channel i + head_dim/2 (the "rotate half" layout
-    # of GPT-NeoX and Hugging Face's Llama, so exported weights need no permutation).
+    # Channel i is paired with channel i + hd/2 (the "rotate half" layout of
+    # GPT-NeoX and Hugging Face's Llama, so exported weights need no permutation).
     x1, x2 = x.float().chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).type_as(x)
 
 
 # ---------------------------------------------------------------------------
-# Attention.  Classic: every query head has its own key and value head.
-# Modern (GQA): kv_heads key/value heads, each shared by heads / kv_heads query
-# heads: fewer K/V projections and a KV cache smaller by that factor.
-# Classic: scores are plain q.k.  Modern (QK-norm): q and k are RMS-normalised
-# per head first, which bounds the attention logits and keeps training stable.
+# Feed-forward.  2019: dim -> 4*dim -> GELU -> dim.  Today (SwiGLU): a gate
+# silu(x W_gate) multiplies an up projection x W_up; three matrices at 2/3 of
+# the width cost what the classic two do, and the gate trains better.
 # ---------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.dim, cfg.hidden, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # GPT-2's tanh approximation
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate = nn.Linear(cfg.dim, cfg.hidden, bias=cfg.bias)
+        self.up = nn.Linear(cfg.dim, cfg.hidden, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.silu(self.gate(x)) * self.up(x))
+
+
+# ---------------------------------------------------------------------------
+# Attention.  2019: every query head has its own key and value head.  Today
+# (GQA): kv_heads key/value heads, each shared by heads / kv_heads query heads:
+# fewer K/V projections and a KV cache smaller by that factor.
+# 2019: scores are plain q.k.  Today (QK-norm): q and k are RMS-normalised per
+# head first, which bounds the attention logits and keeps training stable.
+# Shapes: B batch, T new tokens, L tokens attended to (T, or more with a KV
+# cache), H query heads, Hkv K/V heads (H without gqa), hd the head width.
+# ---------------------------------------------------------------------------
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.layer, self.heads, self.kv_heads, self.head_dim = layer, cfg.heads, cfg.n_kv_heads, cfg.head_dim
+        self.dropout = cfg.dropout
+        self.qkv = nn.Linear(cfg.dim, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=cfg.bias)
+        self.q_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
+        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor, rope: tuple | None, cache: KVCache | None) -> torch.Tensor:
+        B, T, C = x.shape
+        H, Hkv, hd = self.heads, self.kv_heads, self.head_dim
+        q, k, v = self.qkv(x).split([H * hd, Hkv * hd, Hkv * hd], dim=-1)
+        q = q.view(B, T, H, hd).transpose(1, 2)  # (B, H, T, hd)
+        k = k.view(B, T, Hkv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
+        v = v.view(B, T, Hkv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
+        q, k = self.q_norm(q), self.k_norm(k)  # QK-norm, before the rotation (as Qwen3); Identity when off
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v)  # (B, Hkv, L, hd): the cached tokens, then these T
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, hd)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+
 _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
-    """Causal attention of q (B, H, T, d) over k, v (B, Hkv, L, d), where the last T of the L keys are q's own tokens."""
+    """Causal attention of q (B, H, T, hd) over k, v (B, Hkv, L, hd), where the last T of the L keys are q's own tokens."""
     T, L = q.size(-2), k.size(-2)
     mask, is_causal = None, False
     if T == L:
         is_causal = True
     elif T > 1:  # a chunk after cached tokens: query t sees every cached key and its own chunk up to t
-        mask = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)
+        mask = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)  # (T, L)
     extra = {}
     if k.size(1) != q.size(1):
         if _SDPA_HAS_GQA:
             extra["enable_gqa"] = True  # the kernel indexes shared heads; nothing is copied
         else:
             group = q.size(1) // k.size(1)
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, L, hd)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **extra)
 
 
@@ -212,7 +192,7 @@ class KVCache:
     """The keys and values of every layer for the tokens seen so far, so that generation computes each token once."""
 
     def __init__(self) -> None:
-        self.keys: dict[int, torch.Tensor] = {}
+        self.keys: dict[int, torch.Tensor] = {}  # layer -> (B, Hkv, L, hd)
         self.values: dict[int, torch.Tensor] = {}
         self.length = 0  # tokens stored; advanced by GPT.forward after the last layer
 
@@ -224,63 +204,12 @@ class KVCache:
         return k, v
 
 
-class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int):
-        super().__init__()
-        self.layer, self.heads, self.kv_heads, self.head_dim = layer, cfg.heads, cfg.n_kv_heads, cfg.head_dim
-        self.dropout = cfg.dropout
-        bias = not cfg.no_bias
-        self.qkv = nn.Linear(cfg.dim, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=bias)
-        self.q_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
-        self.k_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
-        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=bias)
-
-    def forward(self, x: torch.Tensor, rope: tuple | None, cache: KVCache | None) -> torch.Tensor:
-        B, T, C = x.shape
-        sizes = [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim]
-        q, k, v = self.qkv(x).split(sizes, dim=-1)
-        q = q.view(B, T, self.heads, self.head_dim).transpose(1, 2)
-        k = k.view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = v.view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = self.q_norm(q), self.k_norm(k)
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v)
-        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
-
-
-# ---------------------------------------------------------------------------
-# Feed-forward.  Classic: dim -> 4*dim -> GELU -> dim.  Modern (SwiGLU): a gate
-# silu(x W_gate) multiplies an up projection x W_up; three matrices at 2/3 of
-# the width cost what the classic two do, and the gate trains better.
-# ---------------------------------------------------------------------------
-class MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.fc = nn.Linear(cfg.dim, cfg.hidden, bias=not cfg.no_bias)
-        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=not cfg.no_bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # GPT-2's tanh approximation
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.gate = nn.Linear(cfg.dim, cfg.hidden, bias=not cfg.no_bias)
-        self.up = nn.Linear(cfg.dim, cfg.hidden, bias=not cfg.no_bias)
-        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=not cfg.no_bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.silu(self.gate(x)) * self.up(x))
-
-
 # ---------------------------------------------------------------------------
 # The block and the model are the same in 2019 and today: pre-norm residual
-# blocks, tied input and output embeddings, and one initialisation for every
-# variant, so that only the toggled piece differs.
+# blocks, and one initialisation for every variant, so that only the toggled
+# piece differs.  The output layer shares the token embedding's weights unless
+# tie_embeddings is off (a setting, not a component: GPT-2 ties them, and so do
+# small Qwen3 and Gemma models; Llama 3 8B does not).
 # ---------------------------------------------------------------------------
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
@@ -302,7 +231,7 @@ class GPT(nn.Module):
         cfg.validate()
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.pos_emb = None if cfg.rope else nn.Embedding(cfg.context, cfg.dim)
+        self.pos_emb = None if cfg.rope else PositionTable(cfg.context, cfg.dim)
         self.rotary = Rotary(cfg.head_dim, cfg.rope_base) if cfg.rope else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.layers))
@@ -313,7 +242,7 @@ class GPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """One scheme for every variant: normal(0, 0.02) weights, zero biases, unit norm gains."""
+        """One scheme for every variant: normal(0, 0.02) weights, zero biases and shifts, unit norm gains."""
         self.apply(_init_weights)
         # GPT-2's scaling: each block adds two residual outputs, so shrink them to keep the residual stream's variance flat.
         for name, p in self.named_parameters():
@@ -324,17 +253,10 @@ class GPT(nn.Module):
         """Logits (B, T, vocab) for token ids idx (B, T), and the mean cross-entropy when targets are given."""
         T = idx.size(1)
         start = cache.length if cache is not None else 0
-        positions = torch.arange(start, start + T, device=idx.device)
-        x = self.tok_emb(idx)
+        x = self.tok_emb(idx)  # (B, T, dim)
         if self.pos_emb is not None:
-            if start + T > self.config.context:
-                rows = self.config.context
-                raise ContextWall(
-                    f"position {start + T - 1} is past the learned position table, which has {rows} rows "
-                    f"(positions 0-{rows - 1}); a RoPE model has no such wall."
-                )
-            x = x + self.pos_emb(positions)
-        rope = self.rotary(positions) if self.rotary is not None else None
+            x = x + self.pos_emb(start, T)
+        rope = self.rotary(start, T) if self.rotary is not None else None
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, rope, cache)
@@ -391,11 +313,122 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
+    if isinstance(module, (nn.LayerNorm, RMSNorm)):  # QK-norm's RMSNorms included
+        nn.init.ones_(module.weight)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
 
 
 # ---------------------------------------------------------------------------
-# The price of each piece.
+# The settings: one field per component (False is GPT-2's piece, True the
+# modern one), the shape, and the checks that every shape must pass.
 # ---------------------------------------------------------------------------
+class ConfigError(UserError, ValueError):
+    """A model shape that cannot be built. The message is one sentence meant for the user."""
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 256
+    context: int = 128
+    dim: int = 128
+    heads: int = 4
+    layers: int = 4
+    dropout: float = 0.0
+    # The components (see COMPONENTS).
+    rmsnorm: bool = False
+    rope: bool = False
+    swiglu: bool = False
+    no_bias: bool = False
+    gqa: bool = False
+    qk_norm: bool = False
+    kv_heads: int | None = None  # K/V heads when gqa is on; None means heads // 2
+    rope_base: float = 10000.0
+    multiple_of: int = 8  # SwiGLU's hidden width is rounded up to a multiple of this
+    mlp_hidden: int | None = None  # an explicit MLP hidden width, overriding the rules above
+    tie_embeddings: bool = True  # the output layer shares the token embedding's weights
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "context", "dim", "heads", "layers", "multiple_of"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
+        if self.mlp_hidden is not None and self.mlp_hidden < 1:
+            raise ConfigError(f"mlp_hidden must be at least 1, got {self.mlp_hidden}.")
+        if not 1 < self.rope_base < math.inf:
+            raise ConfigError(f"rope_base must be a finite number greater than 1, got {self.rope_base}.")
+        if self.dim % self.heads:
+            raise ConfigError(
+                f"dim {self.dim} is not divisible by {self.heads} heads: every head needs an equal share of dim."
+            )
+        if self.gqa:
+            if self.n_kv_heads < 1:
+                raise ConfigError(
+                    f"kv_heads must be at least 1, got {self.n_kv_heads}"
+                    + (f" (the default is heads // 2 = {self.heads} // 2)." if self.kv_heads is None else ".")
+                )
+            if self.heads % self.n_kv_heads:
+                raise ConfigError(
+                    f"{self.heads} heads with {self.n_kv_heads} KV heads: {self.heads} is not divisible by {self.n_kv_heads}."
+                )
+        if self.rope and self.head_dim % 2:
+            raise ConfigError(
+                f"rope needs an even head dimension, but dim {self.dim} / {self.heads} heads = {self.head_dim}."
+            )
+
+    @property
+    def bias(self) -> bool:
+        """Whether every Linear layer (but the output head) and LayerNorm has a bias; no_bias removes them all."""
+        return not self.no_bias
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        if not self.gqa:
+            return self.heads
+        return self.heads // 2 if self.kv_heads is None else self.kv_heads
+
+    @property
+    def hidden(self) -> int:
+        """The MLP's hidden width."""
+        if self.mlp_hidden is not None:
+            return self.mlp_hidden
+        if not self.swiglu:
+            return 4 * self.dim
+        # SwiGLU has three matrices instead of two, so 2/3 of the width keeps the cost equal.
+        hidden = int(2 * 4 * self.dim / 3)
+        return self.multiple_of * math.ceil(hidden / self.multiple_of)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return tuple(c for c in COMPONENTS if getattr(self, c))
+
+    def with_components(self, components) -> ModelConfig:
+        """The same settings with exactly these components switched on."""
+        unknown = set(components) - set(COMPONENTS)
+        if unknown:
+            raise ConfigError(f"unknown component {sorted(unknown)[0]!r}; the components are {', '.join(COMPONENTS)}.")
+        return replace(self, **{c: c in components for c in COMPONENTS})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# The price of each piece: parameters and KV-cache bytes, by arithmetic alone.
+# These are the only formulas: explain feeds them the shapes of a config.json.
+# ---------------------------------------------------------------------------
+# The pieces a parameter count is split into (see param_counts).
+PIECES = ("token_embedding", "position_table", "attention", "mlp", "norms", "biases", "output_head")
+
+
 @dataclass(frozen=True)
 class Shapes:
     """Everything a parameter count depends on: the one description that param_counts reads.
@@ -423,7 +456,6 @@ class Shapes:
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> Shapes:
-        bias = not cfg.no_bias
         return cls(
             vocab_size=cfg.vocab_size,
             dim=cfg.dim,
@@ -435,10 +467,10 @@ class Shapes:
             mlp_matrices=3 if cfg.swiglu else 2,
             position_rows=0 if cfg.rope else cfg.context,
             qk_norm_gains=2 * cfg.head_dim if cfg.qk_norm else 0,
-            qkv_bias=bias,
-            o_bias=bias,
-            mlp_bias=bias,
-            norm_shift=bias and not cfg.rmsnorm,
+            qkv_bias=cfg.bias,
+            o_bias=cfg.bias,
+            mlp_bias=cfg.bias,
+            norm_shift=cfg.bias and not cfg.rmsnorm,
             tied=cfg.tie_embeddings,
         )
 

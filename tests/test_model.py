@@ -30,10 +30,6 @@ def tiny(components=(), **kw):
     return ModelConfig(**{**TINY, **kw}).with_components(components)
 
 
-def test_there_are_64_variants():
-    assert len(ALL_VARIANTS) == 64 and len(set(ALL_VARIANTS)) == 64
-
-
 def _piece_of(name: str) -> str:
     """Which piece a parameter of a built GPT belongs to, by its name."""
     if name.endswith(".bias"):
@@ -96,6 +92,10 @@ OWN_MODULES = {
 }
 
 
+def test_every_component_says_which_pieces_and_modules_it_may_change():
+    assert set(OWN_PIECES) == set(OWN_MODULES) == set(COMPONENTS)  # a new component adds its own entries
+
+
 def _tree(model):
     """Every module and parameter: name -> type or shape."""
     tree = {name: type(m).__name__ for name, m in model.named_modules()}
@@ -104,7 +104,7 @@ def _tree(model):
 
 
 @pytest.mark.parametrize("flag", COMPONENTS)
-@pytest.mark.parametrize("others", [(), ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")])
+@pytest.mark.parametrize("others", [(), COMPONENTS], ids=["from-classic", "from-modern"])
 def test_one_flag_changes_only_its_own_piece(flag, others):
     base_components = tuple(c for c in others if c != flag)
     base = tiny(base_components, heads=4, layers=3)
@@ -120,6 +120,22 @@ def test_one_flag_changes_only_its_own_piece(flag, others):
             flag in ("no_bias", "rmsnorm") and name.endswith(".bias")
         )
         assert own, f"{flag} changed {name}"
+
+
+@pytest.mark.parametrize("components", [(), COMPONENTS], ids=["classic", "modern"])
+def test_reset_parameters_gives_unit_norm_gains_and_zero_biases(components):
+    model = GPT(tiny(components))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(2.0, 3.0)
+    model.reset_parameters()
+    for name, p in model.named_parameters():
+        if name.endswith(".bias"):
+            assert torch.equal(p, torch.zeros_like(p)), name
+        elif p.dim() == 1:  # LayerNorm, RMSNorm and QK-norm gains
+            assert torch.equal(p, torch.ones_like(p)), name
+        else:
+            assert p.abs().max() < 0.2, name  # normal(0, 0.02), not the values written above
 
 
 def test_rope_score_depends_only_on_distance():
