@@ -377,10 +377,10 @@ def _command_line() -> str:
     return shlex.join(["modern-gpt", *_state["argv"]])
 
 
-def _print_report(folder: Path, fmt: str) -> None:
+def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
     from . import report
 
-    meta, summary, notes, duel_info = report.load(folder)
+    meta, summary, notes, duel_info = report.load(folder, at_lr)
     if meta["spec"]["plan"] == "power" and fmt in FORMATS_TABLE_JSON:  # what `modern-gpt power` printed
         _print_power(report.power_info(meta, summary), fmt)
         return
@@ -400,7 +400,7 @@ def _print_report(folder: Path, fmt: str) -> None:
 
 
 def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: Path | None, out: Path | None,
-                  jobs: int, fmt: str, executor: dict, **choices) -> None:  # fmt: skip
+                  jobs: int, fmt: str, executor: dict, at_lr: float | None = None, **choices) -> None:  # fmt: skip
     """What ablate, duel and power share: plan, start or resume, run on the chosen executor with a progress
     display, write and print the report. executor: the --executor flags, by ExecutorOptions field."""
     from . import report
@@ -423,23 +423,20 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
     explicit = bool(settings.given or plan_given or any(v not in (None, False) for v in choices.values()))
     options = ExecutorOptions(**executor).check()
     requested = plan_spec(settings, plan_given or default_plan, **choices) if resume is None or explicit else None
+    lrs = requested.lrs if requested is not None else ResultsDir(resume).read_meta()["spec"].get("lrs")
+    report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     if resume:
         ablation = resume_ablation(resume, requested, jobs, options)
     else:
         ablation = start(requested, out, jobs, _command_line(), options)
-    folder = ablation.results.path
+    folder, spec = ablation.results.path, ablation.spec
     log = Console(stderr=True)
-    names = [v.name for v in ablation.spec.variants]
+    names = [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
+    rows = f"{len(spec.table_variants)} rows x " + (f"{len(spec.lrs)} learning rates x " if spec.lrs else "")
+    seeds = f"{spec.min_seeds} to {len(spec.seeds)} seeds (--seeds auto)" if spec.sequential else f"{len(spec.seeds)} seeds"
+    log.print(f"{spec.plan}: {rows}{seeds} = {ablation.total} runs -> {folder}", markup=False, highlight=False)
     try:
-        with AblationDisplay(
-            console, log, names, ablation.spec.settings.train.steps, live=console.is_terminal
-        ) as display:
-            if not console.is_terminal:
-                log.print(
-                    f"{ablation.spec.plan}: {len(names)} variants x {len(ablation.spec.seeds)} seeds -> {folder}",
-                    markup=False,
-                    highlight=False,
-                )
+        with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
             ablation.run(display)
     except KeyboardInterrupt:
         report.write(folder, draw=False)  # the summary of what finished
@@ -450,9 +447,10 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
         )
         raise typer.Exit(130) from None
     report.write(folder)
-    _print_report(folder, fmt)
+    _print_report(folder, fmt, at_lr)
     if fmt == "table":
-        console.print(f"results: {folder} (curves.png: validation loss against step)", highlight=False)
+        lr = "; lr.png: val loss against learning rate" if spec.lrs else ""
+        console.print(f"results: {folder} (curves.png: validation loss against step{lr})", highlight=False)
 
 
 def _print_power(info: dict, fmt: str) -> None:
@@ -504,6 +502,16 @@ CpusPerRun = Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_pane
 GpusPerRun = Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)]
 MaxRetries = Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)]
 Resume = Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)]
+LR = "Learning rates"
+LRS_HELP = (
+    "Train every row at each of these peak learning rates (replacing lr), e.g. 1e-3,3e-3,1e-2; the table shows "
+    "each row at its own best one, chosen on half the evaluation tokens and reported on the other half."
+)
+SWEEP_HELP = "LOW:HIGH:N: N learning rates log-spaced from LOW to HIGH, as for --lrs (e.g. 1e-3:1e-2:3)."
+AT_LR_HELP = "With a folder trained at several learning rates: show every row at this one instead of its best."
+Lrs = Annotated[str | None, typer.Option(help=LRS_HELP, rich_help_panel=LR)]
+LrSweep = Annotated[str | None, typer.Option("--lr-sweep", help=SWEEP_HELP, rich_help_panel=LR)]
+AtLr = Annotated[float | None, typer.Option("--at-lr", help=AT_LR_HELP, rich_help_panel=LR)]
 
 
 Formats = Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)]
@@ -537,6 +545,9 @@ def ablate(
     margin: Margin = None,
     placebo: Placebo = None,
     match_params: MatchParams = False,
+    lrs: Lrs = None,
+    lr_sweep: LrSweep = None,
+    at_lr: AtLr = None,
     jobs: Jobs = "auto",
     executor: Executor = "local",
     ray_address: RayAddress = None,
@@ -549,10 +560,10 @@ def ablate(
 ) -> None:  # fmt: skip
     """Train every variant with every seed and print one table: does each component really help?"""
     _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt,
-                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries), at_lr,
                   components=components, variants=variants,
                   seeds=seeds, seed_list_text=seed_list, match=match_params, placebo=placebo, alpha=alpha,
-                  margin=margin, min_seeds=min_seeds, max_seeds=max_seeds)  # fmt: skip
+                  margin=margin, min_seeds=min_seeds, max_seeds=max_seeds, lrs=lrs, lr_sweep=lr_sweep)  # fmt: skip
 
 
 @app.command()
@@ -567,6 +578,9 @@ def duel(
     margin: Margin = None,
     placebo: Placebo = None,
     match_params: MatchParams = False,
+    lrs: Lrs = None,
+    lr_sweep: LrSweep = None,
+    at_lr: AtLr = None,
     jobs: Jobs = "auto",
     executor: Executor = "local",
     ray_address: RayAddress = None,
@@ -579,10 +593,10 @@ def duel(
 ) -> None:  # fmt: skip
     """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
     _run_ablation(settings, None, "duel", resume, out, jobs, fmt,
-                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries), at_lr,
                   seeds=seeds, seed_list_text=seed_list,
                   match=match_params, placebo=placebo, alpha=alpha, margin=margin, min_seeds=min_seeds,
-                  max_seeds=max_seeds)  # fmt: skip
+                  max_seeds=max_seeds, lrs=lrs, lr_sweep=lr_sweep)  # fmt: skip
 
 
 @app.command()
@@ -614,16 +628,17 @@ def power(
 def report(
     folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate or duel.")],
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
-    plot: Annotated[bool, typer.Option("--plot", help="Redraw curves.png in the folder from its files.")] = False,
-) -> None:
+    plot: Annotated[bool, typer.Option("--plot", help="Redraw curves.png (and lr.png after --lrs) in the folder from its files.")] = False,
+    at_lr: AtLr = None,
+) -> None:  # fmt: skip
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
     from . import report as rep
 
     _check_format(fmt, rep.FORMATS)
     if plot:
-        path = rep.plot(folder)
-        print(f"wrote {path}", file=sys.stderr)
-    _print_report(folder, fmt)
+        for path in rep.plot(folder):
+            print(f"wrote {path}", file=sys.stderr)
+    _print_report(folder, fmt, at_lr)
 
 
 # ---------------------------------------------------------------------------

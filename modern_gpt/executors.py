@@ -123,6 +123,7 @@ def _throttled(send):
 # In this process
 # ---------------------------------------------------------------------------
 class InProcess:
+    workers = 1
     name = "in-process"
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
@@ -406,6 +407,11 @@ class Ray:
 
     def _nodes(self) -> list[dict]:
         return [n for n in self.ray.nodes() if n.get("Alive")]
+
+    @property
+    def workers(self) -> int:
+        """Runs the cluster holds at once, by CPUs (for the time estimate)."""
+        return max(1, sum(int(n["Resources"].get("CPU", 0) // max(self.cpus, 1e-9)) for n in self._nodes()))
 
     def _check_resources(self) -> None:
         """A run that no node can hold would wait for ever: refuse it now."""

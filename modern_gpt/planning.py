@@ -6,6 +6,7 @@ trains, reads data or starts a process: the command line asks this module what t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from .errors import UserError
@@ -26,19 +27,23 @@ class Variant:
     reference: int | None  # the row this one is compared with; None for the first row
     mlp_hidden: int | None = None  # set by --match-params
     placebo: bool = False  # the first row again with only its weight-init stream changed: the noise floor
+    lr: float | None = None  # with --lrs: this row's learning rate (one run row per variant and learning rate)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "name": self.name,
             "components": list(self.components),
             "reference": self.reference,
             "mlp_hidden": self.mlp_hidden,
             "placebo": self.placebo,
         }
+        return out if self.lr is None else {**out, "lr": self.lr}
 
     @classmethod
     def from_dict(cls, d: dict) -> Variant:
-        return cls(d["name"], tuple(d["components"]), d["reference"], d.get("mlp_hidden"), d.get("placebo", False))
+        return cls(
+            d["name"], tuple(d["components"]), d["reference"], d.get("mlp_hidden"), d.get("placebo", False), d.get("lr")
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -111,6 +116,56 @@ def add_placebo(rows: list[Variant]) -> list[Variant]:
     placebo = replace(first, name=f"{first.name} (placebo)", reference=0, placebo=True)
     shifted = [replace(v, reference=v.reference + 1 if v.reference else v.reference) for v in rows[1:]]
     return [first, placebo, *shifted]
+
+
+# ---------------------------------------------------------------------------
+# Learning rates: --lrs trains every row at each of them
+# ---------------------------------------------------------------------------
+MAX_LRS = 20
+
+
+def parse_lrs(lrs: str | None, sweep: str | None) -> list[float] | None:
+    """--lrs 1e-3,3e-3,1e-2 or --lr-sweep LOW:HIGH:N (N log-spaced from LOW to HIGH, both included), sorted."""
+    if lrs is not None and sweep is not None:
+        raise UserError("--lrs and --lr-sweep both choose the learning rates; give one of them.")
+    if lrs is None and sweep is None:
+        return None
+    if sweep is not None:
+        parts = sweep.split(":")
+        try:
+            low, high, n = float(parts[0]), float(parts[1]), int(parts[2])
+            if len(parts) != 3:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise UserError(f"--lr-sweep must be LOW:HIGH:N, e.g. 1e-3:1e-2:3, got {sweep!r}.") from None
+        if not (0 < low < high < math.inf and 2 <= n <= MAX_LRS):
+            raise UserError(
+                f"--lr-sweep needs 0 < LOW < HIGH and N from 2 to {MAX_LRS}, got {sweep!r}; for one learning rate give --lr."
+            )
+        values = [float(f"{low * (high / low) ** (i / (n - 1)):.3g}") for i in range(n)]
+    else:
+        try:
+            values = [float(x) for x in lrs.split(",") if x.strip()]
+        except ValueError:
+            raise UserError(
+                f"--lrs must be learning rates separated by commas, e.g. 1e-3,3e-3,1e-2, got {lrs!r}."
+            ) from None
+    if not values or len(values) > MAX_LRS or not all(0 < v < math.inf for v in values):
+        raise UserError(f"--lrs needs 1 to {MAX_LRS} positive learning rates, got {lrs or sweep!r}.")
+    if len(set(values)) != len(values):
+        raise UserError(f"--lrs names a learning rate twice: {lrs or sweep}.")
+    return sorted(values)
+
+
+def expand_lrs(rows: list[Variant], lrs: list[float]) -> list[Variant]:
+    """One run row per table row and learning rate, variant-major: row i at lrs[k] is run row i * K + k, and
+    is compared with its reference at the same learning rate (the table then picks each row's best)."""
+    k = len(lrs)
+    return [
+        replace(v, lr=lr, reference=None if v.reference is None else v.reference * k + j)
+        for v in rows
+        for j, lr in enumerate(lrs)
+    ]
 
 
 AUTO = "auto"
@@ -192,9 +247,10 @@ class Spec:
     alpha: float = 0.05  # the family-wise error rate of the table's verdicts
     margin: float | None = None  # nats: with it, `same` when an equivalence test shows |delta| < margin
     min_seeds: int | None = None  # --seeds auto: the first look; the seeds list then runs to --max-seeds
+    lrs: list[float] | None = None  # --lrs: every row at each; variants then holds one run row per row and lr
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "settings": self.settings.to_dict(),
             "plan": self.plan,
             "variants": [v.to_dict() for v in self.variants],
@@ -206,6 +262,7 @@ class Spec:
             "margin": self.margin,
             "min_seeds": self.min_seeds,
         }
+        return out if self.lrs is None else {**out, "lrs": self.lrs}
 
     @classmethod
     def from_dict(cls, d: dict) -> Spec:
@@ -220,6 +277,7 @@ class Spec:
             d.get("alpha", 0.05),
             d.get("margin"),
             d.get("min_seeds"),
+            d.get("lrs"),
         )
 
     @property
@@ -227,9 +285,14 @@ class Spec:
         return self.min_seeds is not None
 
     @property
+    def table_variants(self) -> list[Variant]:
+        """The table's rows: the variants, or with --lrs one per variant (its run rows are lrs apart)."""
+        return self.variants[:: len(self.lrs)] if self.lrs else self.variants
+
+    @property
     def tested_rows(self) -> int:
-        """The rows with a reference: the family whose false positives the verdicts control."""
-        return sum(v.reference is not None for v in self.variants)
+        """The table rows with a reference: the family whose false positives the verdicts control."""
+        return sum(v.reference is not None for v in self.table_variants)
 
     def level(self) -> float:
         """The level Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
@@ -281,8 +344,28 @@ def plan_spec(
     margin: float | None = None,
     min_seeds: int | None = None,
     max_seeds: int | None = None,
+    lrs: str | None = None,
+    lr_sweep: str | None = None,
 ) -> Spec:
     """The specification of a new ablation from the command line's choices (None: the default)."""
+    spec = _plan_spec(
+        settings, plan, components, variants, seeds, seed_list_text, match, placebo, alpha, margin, min_seeds, max_seeds
+    )
+    rates = parse_lrs(lrs, lr_sweep)
+    if rates is None:
+        return spec
+    if plan == "power":
+        raise UserError("power measures seed noise at one learning rate; give --lr, not --lrs.")
+    if len(rates) == 1:  # one learning rate is a plain ablation at it
+        spec.settings = replace(spec.settings, train=replace(spec.settings.train, lr=rates[0]))
+        return spec
+    spec.variants, spec.lrs = expand_lrs(spec.variants, rates), rates
+    return spec
+
+
+def _plan_spec(
+    settings, plan, components, variants, seeds, seed_list_text, match, placebo, alpha, margin, min_seeds, max_seeds
+) -> Spec:
     alpha = 0.05 if alpha is None else alpha
     placebo = True if placebo is None or plan == "power" else placebo
     if plan == "power" and seeds is None:
@@ -310,8 +393,8 @@ def plan_spec(
         if high < low:
             raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
         spec = Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)
-        spec.level()  # the boundary's simulation (a few seconds at most) runs before any folder is made
-        return spec
+        spec.level()  # the boundary's simulation (a few seconds at most) runs before any folder is made (its
+        return spec  # number of tested rows is the same with --lrs, which adds run rows, not table rows)
     if min_seeds is not None or max_seeds is not None:
         raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
     chosen = seed_list(seeds, seed_list_text)

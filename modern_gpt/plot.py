@@ -26,8 +26,13 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
         if not len(mine):
             continue
         mean = mine.mean()
+        lr = f" at lr {variant['lr']:g}" if variant.get("lr") is not None else ""
         (line,) = ax.plot(
-            mean.index, mean.values, marker="o", markersize=3, label=f"{variant['name']} ({variant['params']:,} params)"
+            mean.index,
+            mean.values,
+            marker="o",
+            markersize=3,
+            label=f"{variant['name']}{lr} ({variant['params']:,} params)",
         )
         if seeds > 1:
             ax.fill_between(
@@ -43,6 +48,62 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     ax.set_ylabel(f"validation loss (nats per {s['data']['tokenizer']} token)")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # no curve at all when every run diverged before its first evaluation
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
+    """lr.png: final val loss (test half) against learning rate on a log axis, one line per table row with its
+    mean and min-max band over seeds; a learning rate at which a run diverged or failed is marked with an x at
+    the top of the axis. A component that buys stability shows as a flatter, wider line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lrs = meta["spec"]["lrs"]
+    k, bad = len(lrs), failed(runs)
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    failures = []  # (colour, lr) of every learning rate at which a run of a row diverged or failed
+    for b in range(len(meta["variants"]) // k):
+        variant = meta["variants"][b * k]
+        mine, trouble = runs[runs["row"] // k == b], bad[runs["row"] // k == b]
+        good = mine[~trouble].groupby("lr")["val_loss_test"]
+        if len(good):
+            mean = good.mean()
+            (line,) = ax.plot(mean.index, mean.values, marker="o", markersize=4, label=variant["name"])
+            ax.fill_between(
+                mean.index, good.min().values, good.max().values, color=line.get_color(), alpha=0.18, linewidth=0
+            )
+            colour = line.get_color()
+        else:
+            colour = ax.plot([], [], marker="x", linestyle="", label=f"{variant['name']} (every run diverged)")[
+                0
+            ].get_color()
+        failures += [(colour, lr) for lr in sorted(set(mine[trouble]["lr"]))]
+    top = ax.get_ylim()[1] if ax.has_data() else 1.0
+    for colour, lr in failures:
+        ax.plot([lr], [top], marker="x", markersize=9, color=colour, clip_on=False, linestyle="")
+    if failures:
+        ax.plot([], [], marker="x", color="grey", linestyle="", label="diverged at this lr (x, at the top)")
+    ax.set_xscale("log")
+    ax.set_xticks(lrs, [f"{x:g}" for x in lrs])
+    ax.minorticks_off()
+    s = meta["spec"]["settings"]
+    seeds = len(meta["spec"]["seeds"])
+    ax.set_title(
+        f"learning-rate sensitivity on {meta['spec']['data_name']}: dim {s['model']['dim']}, {s['model']['layers']} layers, "
+        f"{s['train']['steps']} steps\nfinal val loss (test half), mean over {seeds} seed{'s' if seeds != 1 else ''}"
+        + (" (band: min to max)" if seeds > 1 else "")
+    )
+    ax.set_xlabel("peak learning rate (log scale)")
+    ax.set_ylabel(f"validation loss (nats per {s['data']['tokenizer']} token)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
     fig.tight_layout()
     with atomic_path(path) as tmp:

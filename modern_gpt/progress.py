@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def _duration(secs: float) -> str:
+    if secs < 90:
+        return f"{secs:.0f} s"
+    if secs < 5400:
+        return f"{secs / 60:.0f} min"
+    return f"{secs / 3600:.1f} h"
 
 
 def _bar(console: Console) -> Progress:
@@ -49,6 +58,7 @@ class AblationDisplay:
         self.console, self.log, self.variants, self.steps, self.live = console, log, variants, steps, live
         self.bar = _bar(console) if live else None
         self.total = self.done = self.rounds = 0
+        self.at_once, self.estimated = 1, False  # runs training at once (set by the ablation); estimate printed
         self.tasks: dict[tuple[int, int], int] = {}
 
     def __enter__(self):
@@ -80,8 +90,23 @@ class AblationDisplay:
             self.tasks[key] = self.bar.add_task(f"  {self.variants[row]} seed {seed}", total=self.steps, status="")
         self.bar.update(self.tasks[key], completed=step, status=f"loss {loss:.4f}")
 
+    def _estimate(self, record: dict) -> None:
+        """Once, after the first run that trained: the time the runs left will take, at its pace."""
+        left = self.total - self.done
+        if self.estimated or record["error"] or not record["secs"] or left <= 0:
+            return
+        self.estimated = True
+        secs = record["secs"] * math.ceil(left / max(1, self.at_once))
+        pace = f"{self.at_once} at a time" if self.at_once > 1 else "one at a time"
+        (self.console if self.bar else self.log).print(
+            f"first run: {record['secs']:.1f} s; the {left} runs left take about {_duration(secs)} ({pace})",
+            markup=False,
+            highlight=False,
+        )
+
     def finished(self, record: dict) -> None:
         self.done += 1
+        self._estimate(record)
         key = (record["row"], record["seed"])
         if self.bar:
             if key in self.tasks:

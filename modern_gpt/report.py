@@ -14,6 +14,7 @@ import pandas as pd
 from rich import box
 from rich.table import Table
 
+from .errors import UserError
 from .model import COMPONENTS
 from .results import SUMMARY_COLUMNS, ResultsDir, failed
 from .stats import (
@@ -30,6 +31,7 @@ from .stats import (
     table_level,
     tost_p,
 )
+from .train import SPIKE
 
 FORMATS = ("table", "markdown", "csv", "json")
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
@@ -57,6 +59,59 @@ def seeds_planned(meta: dict) -> int:
     if spec.get("min_seeds") is None:
         return len(spec["seeds"])
     return seq["looks"][-1]["seeds"] if seq and seq["looks"] else spec["min_seeds"]
+
+
+# ---------------------------------------------------------------------------
+# Several learning rates (--lrs): each table row at its own best one
+# ---------------------------------------------------------------------------
+def at_lr_index(lrs: list[float] | None, at_lr: float | None) -> int | None:
+    """The index of --at-lr among a folder's learning rates (None without --at-lr); anything else is refused."""
+    if at_lr is None:
+        return None
+    if not lrs:
+        raise UserError("--at-lr goes with an ablation trained at several learning rates (--lrs or --lr-sweep).")
+    at = [j for j, lr in enumerate(lrs) if math.isclose(lr, at_lr, rel_tol=1e-6)]
+    if not at:
+        raise UserError(
+            f"--at-lr {at_lr:g} is not one of the learning rates tried: {', '.join(f'{x:g}' for x in lrs)}."
+        )
+    return at[0]
+
+
+def lr_view(meta: dict, runs: pd.DataFrame, at_lr: float | None = None) -> tuple[dict, pd.DataFrame]:
+    """A folder trained at several learning rates as the table reads it: each row at its best learning rate
+    (or at --at-lr), its runs' losses those of the test half of the evaluation windows. Without --lrs, the
+    folder as it is.
+
+    The best learning rate of a row is the one with the lowest mean val loss on the tuning half; a learning
+    rate at which any of its runs diverged or failed is never chosen while another one trained. Choosing on the
+    tuning half and reporting on the test half keeps the choice from flattering the rows it favours: the
+    lowest of several noisy losses is optimistic on the tokens it was chosen on, not on others.
+    """
+    lrs = meta["spec"].get("lrs")
+    at = at_lr_index(lrs, at_lr)
+    if not lrs:
+        return meta, runs
+    k, bad = len(lrs), failed(runs)
+    variants, chosen = [], {}
+    for b in range(len(meta["variants"]) // k):
+        scores, stable = [], 0
+        for j in range(k):
+            mine = runs[runs["row"] == b * k + j]
+            trouble = bad[mine.index]
+            scores.append(math.inf if trouble.any() or not len(mine) else mean(list(mine["val_loss_tune"])))
+            stable += bool(len(mine)) and not trouble.any() and not (mine["spikes"] > 0).any()
+        j = at if at is not None else min(range(k), key=lambda j: (scores[j], j))
+        v = dict(meta["variants"][b * k + j])
+        v.update(reference=None if v["reference"] is None else v["reference"] // k, lr=lrs[j], stable=stable, lrs=k)
+        variants.append(v)
+        chosen[b * k + j] = b
+    view = runs[runs["row"].isin(list(chosen))].copy()
+    view["row"] = view["row"].map(chosen)
+    scale = view["val_loss_test"] / view["val_loss"]  # bits per character scale with the loss
+    view["val_bpc"], view["val_loss"] = view["val_bpc"] * scale, view["val_loss_test"]
+    sweep = {"lrs": lrs, "at": at_lr, "runs": len(runs), "run_rows": len(meta["variants"]), "all": runs}
+    return {**meta, "variants": variants, "sweep": sweep}, view.reset_index(drop=True)
 
 
 def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
@@ -99,6 +154,9 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             "seeds": len(mine),
             "diverged": failures[i],
             "epochs": mean([r["epochs"] for r in mine.values()]),
+            "lr": v.get("lr", meta["spec"]["settings"]["train"]["lr"]),
+            "stable": v.get("stable", math.nan),
+            "lrs": v.get("lrs", 1),
         }
         if v["reference"] is not None:
             theirs = good[v["reference"]]
@@ -126,7 +184,8 @@ def decided_rows(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[int, int]:
     tested with the others but asks no question, so --seeds auto does not wait for it (the boundary holds
     the error rate whatever rule decides when to stop)."""
     chosen = set(meta["spec"]["seeds"][:seeds])
-    summary = summarize(meta, runs[runs["seed"].isin(chosen)] if len(runs) else runs)
+    meta, runs = lr_view(meta, runs[runs["seed"].isin(chosen)] if len(runs) else runs)
+    summary = summarize(meta, runs)
     asked = [
         row
         for row, v in zip(summary, meta["variants"], strict=True)
@@ -218,21 +277,52 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
     for _, r in ordered[failed(ordered)].iterrows():
         what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
         notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
-    expected = len(summary) * seeds
-    if len(runs) < expected:
+    sweep = meta.get("sweep")
+    if sweep:
+        notes += sweep_notes(sweep, summary)
+    done, expected = (sweep["runs"], sweep["run_rows"] * seeds) if sweep else (len(runs), len(summary) * seeds)
+    if done < expected:
         where = f" {folder}" if folder else " DIR"
         notes.append(
-            f"{expected - len(runs)} of {expected} runs have not finished; finish them with: modern-gpt ablate --resume{where}"
+            f"{expected - done} of {expected} runs have not finished; finish them with: modern-gpt ablate --resume{where}"
         )
     notes.append(verdict_rule(meta))
     return notes
 
 
-def load(folder) -> tuple[dict, list[dict], list[str], dict | None]:
-    """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone."""
+def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
+    """What a table over several learning rates must say: how each row's learning rate was chosen, what
+    stable counts, and the runs that diverged at the learning rates not shown."""
+    lrs = ", ".join(f"{x:g}" for x in sweep["lrs"])
+    if sweep["at"] is None:
+        how = (
+            f"Learning rates: each row at its best of {lrs}, chosen by its mean val loss on the tuning half of the "
+            "evaluation windows (never one at which a run diverged, while another trained); its losses, Δ and "
+            "verdict are on the other half, which the choice never saw (choosing and reporting on the same tokens "
+            "flatters the rows most sensitive to the learning rate)."
+        )
+    else:
+        how = f"Learning rates: every row at {sweep['at']:g} (--at-lr), of {lrs}; losses on the test half of the evaluation windows."
+    notes = [
+        how + f" stable: of the {len(sweep['lrs'])} learning rates, those at which every seed trained without "
+        f"diverging or a loss spike (a training loss over {SPIKE:g} nat above its running minimum after warm-up)."
+    ]
+    runs = sweep["all"]
+    bad = runs[failed(runs) | (runs["spikes"] > 0)]
+    for lr, group in bad.groupby("lr"):
+        diverged, spiked = int(failed(group).sum()), int((~failed(group) & (group["spikes"] > 0)).sum())
+        what = [f"{diverged} diverged or failed" if diverged else "", f"{spiked} spiked" if spiked else ""]
+        names = ", ".join(dict.fromkeys(group["variant"]))
+        of = int((runs["lr"] == lr).sum())
+        notes.append(f"At lr {lr:g}, of {of} runs {' and '.join(w for w in what if w)}: {names}; see lr.png.")
+    return notes
+
+
+def load(folder, at_lr: float | None = None) -> tuple[dict, list[dict], list[str], dict | None]:
+    """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone;
+    with --lrs each row at its best learning rate, or all at at_lr."""
     results = ResultsDir(folder)
-    meta = results.read_meta()
-    runs = results.runs()
+    meta, runs = lr_view(results.read_meta(), results.runs(), at_lr)
     summary = summarize(meta, runs)
     duel_info = duel(meta, runs) if meta["spec"]["plan"] == "duel" else None
     return meta, summary, results.health_notes(meta) + footnotes(meta, runs, summary, str(folder)), duel_info
@@ -241,18 +331,22 @@ def load(folder) -> tuple[dict, list[dict], list[str], dict | None]:
 def write(folder, draw: bool = True) -> None:
     """summary.csv (and, with draw, curves.png) from the runs the folder holds."""
     results = ResultsDir(folder)
-    meta = results.read_meta()
-    results.write_summary(summarize(meta, results.runs()))
+    results.write_summary(summarize(*lr_view(results.read_meta(), results.runs())))
     if draw:
         plot(folder)
 
 
-def plot(folder):
-    """Draw curves.png from the folder's files; returns its path."""
-    from .plot import plot_curves
+def plot(folder) -> list:
+    """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files;
+    returns their paths."""
+    from .plot import plot_curves, plot_lrs
 
     results = ResultsDir(folder)
-    return plot_curves(results.read_meta(), results.runs(), results.curves(), results.path / "curves.png")
+    meta, runs = results.read_meta(), results.runs()
+    paths = [plot_curves(meta, runs, results.curves(), results.path / "curves.png")]
+    if meta["spec"].get("lrs"):
+        paths.append(plot_lrs(meta, runs, results.path / "lr.png"))
+    return paths
 
 
 # ---------------------------------------------------------------------------
@@ -317,6 +411,10 @@ def title(meta: dict) -> str:
     t = s["train"]
     what = "classic-vs-modern duel" if spec["plan"] == "duel" else f"{spec['plan']} ablation"
     auto = f" (--seeds auto, at most {len(spec['seeds'])})" if spec.get("min_seeds") is not None else ""
+    if spec.get("lrs"):
+        at = meta.get("sweep", {}).get("at")
+        which = "each row at its best" if at is None else f"all at {at:g}"
+        auto += f", {len(spec['lrs'])} learning rates ({which})"
     return (
         f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {seeds} seed"
         f"{'s' if seeds != 1 else ''}{auto}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
@@ -404,6 +502,8 @@ def _cells(row: dict, show_mlp: bool) -> list[str]:
     cells = [row["variant"], f"{row['params']:,}"]
     if show_mlp:
         cells.append(str(row["mlp_hidden"]))
+    if row["lrs"] > 1:
+        cells += [f"{row['lr']:g}", f"{row['stable']}/{row['lrs']}"]
     return cells + [
         _num(row["train_loss"], ".4f"),
         val,
@@ -422,8 +522,8 @@ def _p(p: float) -> str:
     return "" if math.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
-def _headers(show_mlp: bool) -> list[str]:
-    cols = ["variant", "params"] + (["mlp"] if show_mlp else [])
+def _headers(show_mlp: bool, sweep: bool = False) -> list[str]:
+    cols = ["variant", "params"] + (["mlp"] if show_mlp else []) + (["lr", "stable"] if sweep else [])
     return cols + ["train", "val", "Δ val", "spread", "95% CI", "p_holm", "verdict", "mde", "need", "secs"]
 
 
@@ -433,7 +533,7 @@ VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue
 def rich_table(meta: dict, summary: list[dict]) -> Table:
     show_mlp = meta["spec"]["match_params"]
     table = Table(title=title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _headers(show_mlp)
+    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
     for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
     at = headers.index("verdict")
@@ -446,7 +546,7 @@ def rich_table(meta: dict, summary: list[dict]) -> Table:
 
 def markdown(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
     show_mlp = meta["spec"]["match_params"]
-    headers = _headers(show_mlp)
+    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
     lines = [
         f"**{title(meta)}**",
         "",

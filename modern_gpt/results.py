@@ -36,20 +36,27 @@ from .schema import problem
 from .settings import ALL, from_dict, saved_settings_problem
 
 RUN_COLUMNS = [
-    "row", "variant", "components", "seed", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens", "best_val_loss",
-    "best_step", "val_bpc", "val_ppl", "steps_done", "tokens_seen", "epochs", "tokens_per_s", "secs", "threads",
-    "device", "diverged", "error",
+    "row", "variant", "components", "seed", "lr", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens",
+    "val_loss_tune", "val_loss_test", "best_val_loss", "best_step", "val_bpc", "val_ppl", "steps_done", "tokens_seen",
+    "epochs", "tokens_per_s", "secs", "threads", "device", "diverged", "spikes", "error",
 ]  # fmt: skip
 CURVE_COLUMNS = ["variant", "row", "seed", "step", "train_loss", "val_loss"]
 SUMMARY_COLUMNS = [
     "variant", "params", "train_loss", "val_loss", "delta_val", "spread", "ci_low", "ci_high", "verdict", "secs",
     "val_bpc", "tokens_per_s", "kv_cache_bytes_per_token", "pairs", "sd", "p", "p_holm", "p_same", "p_same_holm",
-    "mde", "seeds_needed", "row", "components", "reference", "mlp_hidden", "seeds", "diverged", "epochs",
+    "mde", "seeds_needed", "row", "components", "reference", "mlp_hidden", "seeds", "diverged", "epochs", "lr",
+    "stable", "lrs",
 ]  # fmt: skip
 
 # What each file must hold for --resume and report to trust it (the notation is in schema.py). Other keys are
 # tolerated; a key that the code reads back gets a line here.
-VARIANT_SCHEMA = {"name": str, "components": [str], "reference": (int, None), "mlp_hidden?": (int, None)}
+VARIANT_SCHEMA = {
+    "name": str,
+    "components": [str],
+    "reference": (int, None),
+    "mlp_hidden?": (int, None),
+    "lr?": (float, None),
+}
 MAX_SEED = 2**63 - 1  # a seed must fit the integer columns of runs.csv
 META_SCHEMA = {  # written by ablate.start
     "command": str,
@@ -64,6 +71,7 @@ META_SCHEMA = {  # written by ablate.start
         "alpha?": float,
         "margin?": (float, None),
         "min_seeds?": (int, None),
+        "lrs?": ([float], None),
     },
     "variants": [{**VARIANT_SCHEMA, "params": int, "hidden": int, "kv_cache_bytes_per_token": int}],
     "status": str,
@@ -95,6 +103,10 @@ RUN_SCHEMA = {  # written by ablate.execute: train.RunResult and the run's ident
     "diverged": bool,
     "error": str,
     "curve": [{"step": int, "train_loss": NUMBER, "val_loss": NUMBER}],
+    "lr?": float,
+    "val_loss_tune?": NUMBER,
+    "val_loss_test?": NUMBER,
+    "spikes?": int,
 }
 # runs.csv: the columns the table, the footnotes and the plot read, and which must be numbers
 RUNS_CSV_NUMBERS = ("row", "seed", "train_loss", "val_loss", "best_val_loss", "best_step", "val_bpc", "steps_done",
@@ -116,12 +128,16 @@ def check_meta(meta, path: Path) -> None:
         found = "spec.variants is empty"
     if found is None and len(meta["variants"]) != len(spec["variants"]):
         found = f"variants has {len(meta['variants'])} rows and spec.variants {len(spec['variants'])}"
+    if found is None:
+        found = _lrs_problem(spec)
+    k = len(spec.get("lrs") or [1]) if found is None else 1  # run rows per table row
     for i, v in enumerate(spec.get("variants", []) if found is None else []):
         unknown = [c for c in v["components"] if c not in COMPONENTS]
+        ref = v["reference"]
         if unknown:
             found = f"spec.variants[{i}] has an unknown component {unknown[0]!r}"
-        elif (v["reference"] is None) != (i == 0) or (v["reference"] is not None and not 0 <= v["reference"] < i):
-            found = f"spec.variants[{i}].reference {v['reference']!r} is not a row above it"
+        elif (ref is None) != (i < k) or (ref is not None and not (0 <= ref < i and ref % k == i % k)):
+            found = f"spec.variants[{i}].reference {ref!r} is not a row above it"
         if found:
             break
     if found is None and (not spec["seeds"] or min(spec["seeds"]) < 0 or len(set(spec["seeds"])) < len(spec["seeds"])):
@@ -141,6 +157,22 @@ def check_meta(meta, path: Path) -> None:
             f"{path} is not a modern-gpt results file or is damaged: {found}; "
             "give a folder written by modern-gpt ablate, or start a new ablation."
         )
+
+
+def _lrs_problem(spec: dict) -> str | None:
+    """With --lrs: a list of positive learning rates, and each table row's run rows at them in order."""
+    lrs, variants = spec.get("lrs"), spec["variants"]
+    if lrs is None:
+        bad = next((i for i, v in enumerate(variants) if v.get("lr") is not None), None)
+        return None if bad is None else f"spec.variants[{bad}] has an lr, but spec.lrs is missing"
+    if len(lrs) < 2 or not all(0 < x < float("inf") for x in lrs) or len(set(lrs)) < len(lrs):
+        return f"spec.lrs must be two or more distinct positive learning rates, got {lrs}"
+    if len(variants) % len(lrs):
+        return f"spec.variants has {len(variants)} rows, not one per learning rate of spec.lrs for each row"
+    for i, v in enumerate(variants):
+        if v.get("lr") != lrs[i % len(lrs)]:
+            return f"spec.variants[{i}].lr is {v.get('lr')!r}, not spec.lrs[{i % len(lrs)}] {lrs[i % len(lrs)]!r}"
+    return None
 
 
 def statistics_problem(meta: dict) -> str | None:
@@ -167,7 +199,7 @@ def _plan_problem(plan: str, variants: list[dict]) -> str | None:
     if plan not in PLANS:
         return f"spec.plan {plan!r} is not one of {', '.join(PLANS)}"
     names = [v["name"] for v in variants if not v.get("placebo")]
-    if plan == "duel" and sorted(names) != ["classic", "modern"]:
+    if plan == "duel" and sorted(set(names)) != ["classic", "modern"]:
         return f"spec.plan is duel, but its rows are {names[:4]}, not classic and modern"
     if plan == "power" and (len(variants) != 2 or not variants[1].get("placebo")):
         return f"spec.plan is power, but its {len(variants)} rows are not one architecture and its placebo"
@@ -215,7 +247,7 @@ def read_csv(path: Path) -> pd.DataFrame:
 REBUILD = "delete it, and report and --resume rebuild it from runs/."
 
 
-def _foreign(record: dict, spec: dict, expected_hash: str) -> str | None:
+def _foreign(record: dict, spec: dict, hashes: dict[float, str]) -> str | None:
     """Why a run file does not belong to this ablation, or None when it does."""
     row, seed, variants = record["row"], record["seed"], spec["variants"]
     if not 0 <= row < len(variants):
@@ -227,7 +259,7 @@ def _foreign(record: dict, spec: dict, expected_hash: str) -> str | None:
         return f"it is a run of {record['variant']!r}, and row {row} is {v['name']!r}"
     if v.get("mlp_hidden") is not None and record.get("mlp_hidden") != v["mlp_hidden"]:
         return f"its MLP width {record.get('mlp_hidden')} is not the plan's {v['mlp_hidden']}"
-    if record["settings_hash"] != expected_hash:
+    if record["settings_hash"] != hashes[v.get("lr") or next(iter(hashes))]:
         return "it was made with other settings or data"
     return None
 
@@ -493,8 +525,13 @@ class ResultsDir:
         and named in self.rejected; --resume runs its run again.
         """
         spec = self.read_meta()["spec"]
-        # normalised as a run sees them (a setting that meta.json lacks takes its default), then hashed
-        expected = settings_hash(from_dict(spec["settings"]).to_dict(), spec["data_key"])
+        # normalised as a run sees them (a setting that meta.json lacks takes its default), then hashed; with
+        # --lrs, each run row's settings hold its own learning rate
+        settings = from_dict(spec["settings"]).to_dict()
+        hashes = {
+            lr: settings_hash({**settings, "train": {**settings["train"], "lr": lr}}, spec["data_key"])
+            for lr in spec.get("lrs") or [settings["train"]["lr"]]
+        }
         out, self.rejected = {}, []
         for f in sorted(self.runs_dir.glob("*.json")):
             what = not_regular(f)
@@ -506,7 +543,7 @@ class ResultsDir:
             except (OSError, ValueError):
                 self.rejected.append(f"runs/{f.name} (it cannot be read)")
                 continue
-            why = problem(record, RUN_SCHEMA) or _foreign(record, spec, expected)
+            why = problem(record, RUN_SCHEMA) or _foreign(record, spec, hashes)
             if why is None and f.name != self.run_file(record["row"], record["seed"]).name:
                 why = f"its name does not match its row {record['row']} and seed {record['seed']}"
             if why:

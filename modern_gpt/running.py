@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .data import Corpus, DataConfig, check_length, load_corpus
+from .data import Corpus, DataConfig, check_length, eval_offsets, load_corpus
 from .errors import UserError
 from .executors import AUTO, ExecutorOptions, InProcess, LocalPool, Ray, check_jobs, workers
 from .model import ModelConfig, param_counts
@@ -108,6 +108,7 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
         variant=job.variant.name,
         components="+".join(job.variant.components),
         mlp_hidden=cfg.hidden,
+        lr=job.train.lr,
         settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
     )
     return record
@@ -118,9 +119,9 @@ def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> di
     record = {f.name: None for f in fields(RunResult)}
     record.update(
         seed=job.seed, params=param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"],
-        train_loss=nan, val_loss=nan, val_bpc=nan, val_ppl=nan, best_val_loss=nan, best_step=0, steps_done=0,
+        train_loss=nan, val_loss=nan, val_loss_tune=nan, val_loss_test=nan, val_bpc=nan, val_ppl=nan, best_val_loss=nan, best_step=0, steps_done=0,
         tokens_seen=0, epochs=0.0, tokens_per_s=0.0, secs=0.0, threads=job.threads, device=job.train.device,
-        diverged=False, error=error, curve=[],
+        diverged=False, spikes=0, error=error, curve=[],
     )  # fmt: skip
     return record
 
@@ -142,6 +143,12 @@ def start(
     device = _device(spec, options)
     corpus = load_corpus(spec.settings.data)
     check_length(corpus, spec.settings.model.context)
+    context, eval_tokens = spec.settings.model.context, spec.settings.train.eval_tokens
+    if spec.lrs and len(eval_offsets(len(corpus.val), context, eval_tokens)) < 2:
+        raise UserError(
+            f"--lrs chooses on half the evaluation windows and reports on the other half, but {corpus.name}'s "
+            f"validation split holds one window of --context {context}; use more text or a smaller --context."
+        )
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
         check_memory(cfg, spec.settings.train, device)
@@ -253,7 +260,7 @@ class Ablation:
         s = self.spec.settings
         threads = s.train.threads or self._auto_threads()
         return [
-            Job(row, v, seed, s.model, s.train, s.data, threads)
+            Job(row, v, seed, s.model, s.train if v.lr is None else replace(s.train, lr=v.lr), s.data, threads)
             for seed in self.spec.seeds[:seeds]  # seed-major: an interrupted ablation leaves complete pairs
             for row, v in enumerate(self.spec.variants)
             if (row, seed) not in done
@@ -297,7 +304,9 @@ class Ablation:
             display.finished(record)
 
         if jobs:
-            self._executor_for(len(jobs)).run(jobs, self.corpus, display.step, on_record)
+            executor = self._executor_for(len(jobs))
+            display.at_once = getattr(executor, "workers", 1)  # for the time estimate after the first run
+            executor.run(jobs, self.corpus, display.step, on_record)
 
     def _start_looks(self) -> None:
         """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run,

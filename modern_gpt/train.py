@@ -32,6 +32,23 @@ EVAL_CHUNK = 64  # windows per forward pass when evaluating
 # names the last step whose loss was finite, as on a CPU. Off CUDA the loss is read, and checked, every step.
 SYNC_EVERY = 25
 ADAMW_EPS = 1e-8
+SPIKE = 1.0  # nats: a training loss this far above its running minimum, after warm-up, is a loss spike
+
+
+class Spikes:
+    """Counts loss spikes: after warm-up, each time the training loss goes from within SPIKE nats of its
+    running minimum to more than SPIKE above it. A run that spikes and recovers still trains to a loss; the
+    spike says its learning rate is at the edge of stable."""
+
+    def __init__(self, warmup: int):
+        self.warmup, self.low, self.up, self.count = warmup, math.inf, False, 0
+
+    def add(self, step: int, loss: float) -> None:
+        high = loss > self.low + SPIKE
+        if step > self.warmup and high and not self.up:
+            self.count += 1
+        self.up = high
+        self.low = min(self.low, loss)
 
 
 @dataclass
@@ -79,6 +96,10 @@ class RunResult:
     train_loss: float  # nats per token, on the fixed training windows, at the end
     val_loss: float  # nats per token, on the fixed validation windows, at the end
     val_tokens: int  # how many validation tokens val_loss averages: the same for every run of a corpus
+    # val_loss on two disjoint halves of those windows (alternate ones): with several learning rates, each
+    # variant's best one is chosen on the tuning half and reported on the test half, so the choice flatters no one
+    val_loss_tune: float
+    val_loss_test: float
     val_bpc: float  # bits per character: comparable across tokenizers
     val_ppl: float
     best_val_loss: float
@@ -91,6 +112,7 @@ class RunResult:
     threads: int
     device: str
     diverged: bool = False
+    spikes: int = 0  # after warm-up, times the training loss rose more than SPIKE nats above its running minimum
     error: str = ""  # a fault that ended the run (out of memory, say)
     curve: list[dict] = field(default_factory=list)  # {step, train_loss, val_loss} per evaluation
 
@@ -326,7 +348,8 @@ def train_run(
 
     curve: list[dict] = []
     nan = float("nan")
-    final = {"train_loss": nan, "val_loss": nan}
+    final = {"train_loss": nan, "val_loss": nan, "val_loss_tune": nan, "val_loss_test": nan}
+    spikes = Spikes(cfg.warmup_steps)
     diverged, error, step, steps_done = False, "", 0, 0
     train_secs, ts, pending = 0.0, None, 0  # ts: when the steps not yet timed began; pending: losses not yet read
     try:
@@ -343,6 +366,7 @@ def train_run(
                 if not math.isfinite(loss_value):
                     diverged = True
                     break
+                spikes.add(step, loss_value)
             else:
                 losses[pending] = loss.detach()
                 pending += 1
@@ -364,6 +388,8 @@ def train_run(
                     steps_done = step - pending + bad  # the steps before the first non-finite loss
                     diverged = True
                     break
+                for i, v in enumerate(read):
+                    spikes.add(step - pending + 1 + i, v)
                 loss_value, pending = read[-1], 0
             else:
                 train_secs += time.perf_counter() - ts
@@ -384,12 +410,13 @@ def train_run(
                 if len(train_final) > len(train_windows)
                 else last["train_loss"]
             )
-            final["val_loss"] = (
-                evaluate(model, corpus.val, val_final, context, device)
-                if len(val_final) > len(val_windows)
-                else last["val_loss"]
-            )
-            diverged = not all(math.isfinite(x) for x in final.values())
+            # the two halves, alternate windows, each evenly spread over the split; val_loss is all of them
+            tune, test = val_final[0::2], val_final[1::2]
+            final["val_loss_tune"] = evaluate(model, corpus.val, tune, context, device)
+            final["val_loss_test"] = evaluate(model, corpus.val, test, context, device) if len(test) else nan
+            test_sum = final["val_loss_test"] * len(test) if len(test) else 0.0
+            final["val_loss"] = (final["val_loss_tune"] * len(tune) + test_sum) / len(val_final)
+            diverged = not (math.isfinite(final["train_loss"]) and math.isfinite(final["val_loss"]))
     except (RuntimeError, MemoryError) as e:
         if not is_oom(e):
             raise
@@ -398,7 +425,7 @@ def train_run(
             torch.cuda.empty_cache()
 
     tokens = steps_done * cfg.batch_size * context
-    last = final if not (diverged or error) else {"train_loss": nan, "val_loss": nan}
+    last = final if not (diverged or error) else dict.fromkeys(final, nan)
     finite = [c for c in curve if math.isfinite(c["val_loss"])]
     best = min(finite, key=lambda c: c["val_loss"]) if finite else {"val_loss": nan, "step": 0}
     val = last["val_loss"]
@@ -408,6 +435,8 @@ def train_run(
         train_loss=last["train_loss"],
         val_loss=val,
         val_tokens=len(val_final) * context,
+        val_loss_tune=last["val_loss_tune"],
+        val_loss_test=last["val_loss_test"],
         val_bpc=val * corpus.val_tokens_per_char / math.log(2),
         val_ppl=math.exp(val) if math.isfinite(val) and val < 700 else nan,
         best_val_loss=best["val_loss"],
@@ -420,6 +449,7 @@ def train_run(
         threads=threads,
         device=device,
         diverged=diverged,
+        spikes=spikes.count,
         error=error,
         curve=curve,
     )

@@ -143,7 +143,7 @@ def _meta(vals: list[list[float]], seeds: list[int]) -> tuple[dict, pd.DataFrame
          "diverged": False, "error": "", "steps_done": 10}
         for i, row in enumerate(vals) for s, v in zip(seeds, row, strict=True)
     ]  # fmt: skip
-    meta = {"variants": variants, "spec": {"seeds": seeds, "match_params": False}}
+    meta = {"variants": variants, "spec": {"seeds": seeds, "match_params": False, "settings": {"train": {"lr": 1e-3}}}}
     return meta, pd.DataFrame(runs)
 
 
@@ -358,9 +358,16 @@ def test_a_killed_ablation_resumes_without_repeating_a_finished_run(smoke, tmp_p
 
 def test_resume_refuses_other_settings(smoke):
     folder, _ = smoke
+
+    def stamps() -> dict:  # every file of every finished run: its modification time and its bytes
+        return {str(f): (f.stat().st_mtime_ns, f.read_bytes()) for f in (folder / "runs").rglob("*") if f.is_file()}
+
+    before = stamps()
+    assert before
     result = runner.invoke(app, ["ablate", "--smoke", "--seeds", "3", "--steps", "10", "--resume", str(folder)])
     assert isinstance(result.exception, UserError)
     assert "was made with other settings (settings.train.steps: 100 -> 10)" in str(result.exception)
+    assert stamps() == before  # refused before any finished run was touched
     assert (
         invoke("ablate", "--smoke", "--seeds", 3, "--resume", folder).count("classic") >= 1
     )  # the same settings: nothing to do
