@@ -1,11 +1,32 @@
-"""Running the real console-script entry point, in process or as a subprocess."""
+"""What the tests share: the real console-script entry point run in process or as a subprocess, the flags of
+a tiny run, and waiting for an ablation's runs. The pytest fixtures built on these are in conftest.py."""
 
 import os
 import signal
 import subprocess
 import sys
+import time
 
-from modern_gpt.cli import main
+from typer.testing import CliRunner
+
+from modern_gpt.cli import app, main
+
+runner = CliRunner()
+# A two-variant ablation, classic then RoPE (three rows with the placebo), two seeds each: six runs.
+CLASSIC_ROPE = ["--seeds", "2", "--plan", "custom", "--variants", "classic;rope"]
+
+
+def tiny(steps: int, eval_every: int | None = None, dim: int = 16, heads: int = 2, layers: int = 1) -> list[str]:
+    """The flags of a tiny run on the built-in smoke corpus: context 16, a small model, a few steps."""
+    shape = ["--context", "16", "--dim", str(dim), "--heads", str(heads), "--layers", str(layers)]
+    return ["--smoke", "--steps", str(steps), "--eval-every", str(eval_every or steps), *shape]
+
+
+def invoke(*args) -> str:
+    """The typer app run through CliRunner, which must exit 0: its stdout."""
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.stdout
 
 
 def run_main(capsys, monkeypatch, *args) -> tuple[int, str, str]:
@@ -41,3 +62,18 @@ def cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:
     proc = cli_process(*args)
     out, err = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def wait_for_runs(folder, n: int, proc: subprocess.Popen, limit: float = 120) -> None:
+    """Until the ablation that proc writes into folder has n finished runs; fails if proc ends first."""
+    deadline = time.time() + limit
+    while len(list((folder / "runs").glob("*.json"))) < n:
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.05)
+
+
+class Quiet:
+    """A display that shows nothing (every method a no-op)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None

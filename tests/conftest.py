@@ -15,3 +15,33 @@ torch.set_num_threads(1)
 @pytest.fixture
 def cache_dir(tmp_path):
     return str(tmp_path / "cache")
+
+
+@pytest.fixture
+def run(capsys, monkeypatch, tmp_path):
+    """The CLI in process, from the test's own folder (checkpoints/ and results/ land there):
+    run(*args) -> (exit code, stdout, stderr)."""
+    from .clihelp import run_main
+
+    monkeypatch.chdir(tmp_path)
+    return lambda *args: run_main(capsys, monkeypatch, *args)
+
+
+@pytest.fixture
+def run_ok(run):
+    """run(*args), which must exit 0: its stdout."""
+
+    def call(*args):
+        code, out, err = run(*args)
+        assert code == 0, (code, out, err)
+        return out
+
+    return call
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The built-in smoke corpus, tokenized once per test module into a cache of the module's own."""
+    from modern_gpt.data import DataConfig, load_corpus
+
+    return load_corpus(DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache"))))

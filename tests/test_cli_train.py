@@ -3,18 +3,10 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from modern_gpt.cli import app
+from .clihelp import invoke, tiny
 
-runner = CliRunner()
-TINY = "--smoke --steps 8 --eval-every 4 --context 16 --dim 32 --heads 2 --layers 1".split()
-
-
-def invoke(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result.stdout
+TINY = tiny(steps=8, eval_every=4, dim=32)
 
 
 @pytest.fixture(scope="module")

@@ -135,8 +135,7 @@ def test_the_built_in_smoke_corpus_is_a_tinyshakespeare_excerpt(cache_dir):
     assert corpus.tokenizer.decode(corpus.train[:14].tolist()) == "First Citizen:"
 
 
-def test_batches_depend_on_the_seed_alone(cache_dir):
-    corpus = load_corpus(DataConfig(cache_dir=cache_dir))
+def test_batches_depend_on_the_seed_alone(corpus):
     a, b, c = (BatchStream(corpus.train, 16, 4, seed) for seed in (1, 1, 2))
     for _ in range(5):
         xa, xb, xc = a.next()[0], b.next()[0], c.next()[0]

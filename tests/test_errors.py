@@ -14,17 +14,12 @@ import pytest
 import torch
 
 import modern_gpt.model as model_module
+from modern_gpt.model import COMPONENTS
 from modern_gpt.results import ResultsDir
 
-from .clihelp import cli, cli_process, run_main
+from .clihelp import CLASSIC_ROPE, Quiet, cli, cli_process, tiny, wait_for_runs
 
-TINY = "--smoke --steps 3 --eval-every 3 --context 16 --dim 16 --heads 2 --layers 1".split()
-
-
-@pytest.fixture
-def run(capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)  # checkpoints/ and results/ land in the test's folder
-    return lambda *args: run_main(capsys, monkeypatch, *args)
+TINY = tiny(steps=3)
 
 
 def assert_user_error(result, *fragments):
@@ -84,7 +79,7 @@ def test_corpus_too_short_for_the_context(run, tmp_path):
     [
         (
             ["--components", "rmsnorm,flash"],
-            ["unknown component 'flash'", "rmsnorm, rope, swiglu, no_bias, gqa, qk_norm"],
+            ["unknown component 'flash'", ", ".join(COMPONENTS)],
         ),
         (["--plan", "greedy"], ["unknown plan 'greedy'", "cumulative, single, leave-one-out, custom"]),
         (["--plan", "custom", "--variants", "classic;fancy"], ["unknown variant part 'fancy'", "classic, modern"]),
@@ -157,29 +152,15 @@ def test_generate_on_bad_checkpoints(run, tmp_path):
 
 def test_a_damaged_runs_csv_is_one_sentence_and_resume_rebuilds_it(run, tmp_path):
     folder = tmp_path / "r"
-    assert (
-        run(
-            "ablate",
-            "--smoke",
-            "--seeds",
-            "1",
-            "--steps",
-            "2",
-            "--plan",
-            "custom",
-            "--variants",
-            "classic;rope",
-            "--out",
-            folder,
-        )[0]
-        == 0
-    )
+    variants = ["--plan", "custom", "--variants", "classic;rope"]
+    assert run("ablate", "--smoke", "--jobs", "1", "--seeds", "1", "--steps", "2", *variants, "--out", folder)[0] == 0
     (folder / "runs.csv").write_text("garbage\n")
     assert_user_error(run("report", folder), "runs.csv is damaged")
-    assert run("ablate", "--resume", folder)[0] == 0
+    assert run("ablate", "--resume", folder, "--jobs", "1")[0] == 0
     assert len(pd.read_csv(folder / "runs.csv")) == len(json.loads((folder / "meta.json").read_text())["variants"])
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback():
     plain = cli("train", "--data", "/nonexistent/corpus.txt")
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
@@ -222,20 +203,13 @@ def test_a_diverged_run_and_an_oom_are_recorded_and_the_ablation_goes_on(run, tm
     assert out.count("diverged") >= 2
 
 
-def _wait_for_runs(folder, n, proc, limit=120):
-    deadline = time.time() + limit
-    while len(list((folder / "runs").glob("*.json"))) < n:
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "SIGINT to the group, --jobs 2"])
 def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_path, how):
     folder = tmp_path / "r"
     jobs = ["--jobs", "2"] if "jobs" in how else []
     proc = cli_process("ablate", "--smoke", "--seeds", "3", "--out", folder, *jobs, start_new_session=True)
-    _wait_for_runs(folder, 3, proc)
+    wait_for_runs(folder, 3, proc)
     sent = time.time()
     if "group" in how:
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
@@ -264,7 +238,7 @@ def test_a_live_writer_locks_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_p
     folder = tmp_path / "r"
     proc = cli_process("ablate", "--smoke", "--seeds", "3", "--out", folder)
     try:
-        _wait_for_runs(folder, 1, proc)
+        wait_for_runs(folder, 1, proc)
         second = cli("ablate", "--resume", folder)
         assert second.returncode == 2
         assert f"is being written by another modern-gpt process (pid {proc.pid})" in second.stderr
@@ -282,7 +256,7 @@ def test_a_live_writer_locks_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_p
 # ---------------------------------------------------------------------------
 # hardening (issue 10): every hostile input ends in one sentence and exit 2, or a recorded run
 # ---------------------------------------------------------------------------
-ABLATE = ["ablate", *TINY, "--jobs", "1", "--seeds", "2", "--plan", "custom", "--variants", "classic;rope"]
+ABLATE = ["ablate", *TINY, "--jobs", "1", *CLASSIC_ROPE]
 
 
 def assert_ablation_error(result, *fragments):
@@ -427,7 +401,7 @@ def test_a_full_disk_is_one_sentence_and_keeps_finished_runs(run, tmp_path, monk
     free()
     kept = {f.name: f.read_bytes() for f in (folder / "runs").iterdir()}
     assert len(kept) == 2 and not list(folder.glob(".*.tmp"))
-    code, out, err = run("ablate", "--resume", folder)
+    code, out, err = run("ablate", "--resume", folder, "--jobs", "1")
     assert code == 0, err
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["status"] == "finished"
@@ -482,6 +456,7 @@ def test_out_of_memory_on_the_cpu_is_a_recorded_run(run, tmp_path, monkeypatch):
     assert runs.loc["classic", "error"] == ""
 
 
+@pytest.mark.slow
 def test_the_report_tells_a_dead_or_live_writer(run, tmp_path):
     folder = tmp_path / "r"
     meta = make_results(run, folder)
@@ -572,13 +547,6 @@ def test_ctrl_c_during_start_up_is_quiet():
             assert err.strip() == "modern-gpt: interrupted"
 
 
-class _Quiet:
-    """A display that shows nothing (every method a no-op)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-
 @pytest.mark.slow
 def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
     from modern_gpt import planning, running
@@ -592,10 +560,10 @@ def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
     for jobs in (1, 2):
         spec = planning.plan_spec(settings, "custom", variants="classic;rope", seed_list_text="0,1")
         ablations[jobs] = running.start(spec, tmp_path / f"jobs{jobs}", jobs, "test")
-    ablations[1].run(_Quiet())
+    ablations[1].run(Quiet())
     # the data file changes after the driver read and hashed it: the workers must not read it again
     corpus.write_bytes(("ZYXWVU 0123456789 other text altogether! " * 300).encode())
-    ablations[2].run(_Quiet())
+    ablations[2].run(Quiet())
     one, two = (pd.read_csv(tmp_path / f"jobs{j}" / "runs.csv") for j in (1, 2))
     assert len(one) == len(two) == len(ablations[1].spec.variants) * 2
     assert list(two["val_loss"]) == list(one["val_loss"])  # bitwise: the same tokens, one thread per run
@@ -619,9 +587,8 @@ def test_a_worker_killed_from_outside_has_its_run_started_again_and_the_ablation
     """kill -9 of one pool process: its run is started again (--max-retries), the ablation ends, and every run is
     recorded exactly once."""
     folder = tmp_path / "r"
-    tiny = ["--smoke", "--seeds", "2", "--plan", "custom", "--variants", "classic;rope", "--eval-tokens", "1024"]
-    proc = cli_process("ablate", *tiny, "--jobs", "2", "--out", folder)
-    _wait_for_runs(folder, 1, proc)
+    proc = cli_process("ablate", "--smoke", *CLASSIC_ROPE, "--eval-tokens", "1024", "--jobs", "2", "--out", folder)
+    wait_for_runs(folder, 1, proc)
     workers = [c for c in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{c}/cmdline").read_text()]
     assert workers
     os.kill(workers[0], signal.SIGKILL)

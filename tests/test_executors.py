@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from modern_gpt import executors, planning, running
 from modern_gpt.cli import app
@@ -23,31 +22,16 @@ from modern_gpt.errors import UserError
 from modern_gpt.executors import ExecutorOptions, LocalPool
 from modern_gpt.settings import resolve
 
-from .clihelp import cli_process
+from .clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, runner, wait_for_runs
 from .executor_jobs import FakeJob
 
-runner = CliRunner()
 # Tiny runs: 3 rows (classic, its placebo, rope) x 2 seeds of 40 steps
-TINY = ["--smoke", "--steps", "40", "--eval-every", "40", "--eval-tokens", "1024", "--plan", "custom",
-        "--variants", "classic;rope", "--seeds", "2"]  # fmt: skip
+TINY = ["--smoke", "--steps", "40", "--eval-every", "40", "--eval-tokens", "1024", *CLASSIC_ROPE]
 VALUES = ["row", "variant", "seed", "params", "train_loss", "val_loss", "best_val_loss", "val_bpc", "steps_done"]
-
-
-def invoke(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
 
 
 def values(folder) -> pd.DataFrame:
     return pd.read_csv(Path(folder) / "runs.csv").sort_values(["row", "seed"])[VALUES].reset_index(drop=True)
-
-
-class Quiet:
-    """A display that shows nothing (every method a no-op)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
 
 
 # ---------------------------------------------------------------------------
@@ -168,10 +152,7 @@ def test_a_ray_ablation_equals_jobs_1_and_records_the_cluster(cluster, reference
 def test_ctrl_c_on_ray_keeps_finished_runs_and_resume_completes_it(cluster, reference, tmp_path):
     folder = tmp_path / "r"
     proc = cli_process("ablate", *TINY, "--executor", "ray", "--ray-address", cluster.address, "--out", folder)
-    deadline = time.time() + 60
-    while len(list((folder / "runs").glob("*.json"))) < 1:
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()
-        time.sleep(0.05)
+    wait_for_runs(folder, 1, proc, limit=60)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

@@ -17,7 +17,6 @@ import torch
 
 import modern_gpt.model as model_module
 from modern_gpt import executors
-from modern_gpt.data import DataConfig, load_corpus
 from modern_gpt.model import COMPONENTS, GPT, ModelConfig
 from modern_gpt.train import SYNC_EVERY, AdamW, TrainConfig, make_optimizer, train_run
 
@@ -30,11 +29,6 @@ TRAIN = TrainConfig(
 
 def needs_cuda(test):
     return pytest.mark.cuda(pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")(test))
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return load_corpus(DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache"))))
 
 
 def test_jobs_auto_on_cuda_runs_runs_per_gpu_at_once(monkeypatch):

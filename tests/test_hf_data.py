@@ -8,7 +8,7 @@ import pytest
 
 from modern_gpt.data import DataConfig, DataError, cache_key, join_text, load_corpus, read_raw, tokenizer_from_json
 
-from .clihelp import run_main
+from .clihelp import tiny
 
 DOCS = ["First document.\nIt has two lines.", "Second: héllo wörld 😀", "Third, with a CRLF\r\nline end.\n"]
 
@@ -125,26 +125,20 @@ def test_the_cache_key_holds_the_tokenizer_files_contents_and_the_text_field(tmp
     assert cache_key(DataConfig(), txt) == cache_key(DataConfig(text_field="body"), txt)
 
 
-@pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    return lambda *args: run_main(capsys, monkeypatch, *args)
+TINY = tiny(steps=4, eval_every=2, dim=32, heads=4, layers=2)
 
 
-TINY = "--smoke --steps 4 --eval-every 2 --context 16 --dim 32 --heads 4 --layers 2".split()
-
-
-def test_train_and_generate_with_jsonl_data_and_a_pretrained_tokenizer(cli, tmp_path):
+def test_train_and_generate_with_jsonl_data_and_a_pretrained_tokenizer(run, tmp_path):
     write_jsonl(tmp_path / "corpus.jsonl", [{"body": line} for line in smoke_text().splitlines() if line])
     pretrained_tokenizer(tmp_path / "tokenizer.json", smoke_text())
-    code, out, err = cli("train", *TINY, "--data", "corpus.jsonl", "--text-field", "body",
+    code, out, err = run("train", *TINY, "--data", "corpus.jsonl", "--text-field", "body",
                          "--tokenizer", "tokenizer.json", "--out", "ckpt")  # fmt: skip
     assert code == 0, err
     saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())["data"]
     assert saved["tokenizer"] == str(tmp_path / "tokenizer.json") and saved["text_field"] == "body"
     assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["model"]["vocab_size"] == 300
     (tmp_path / "tokenizer.json").unlink()  # generate needs only the checkpoint
-    code, out, err = cli("generate", "ckpt", "--prompt", "The", "--tokens", "5")
+    code, out, err = run("generate", "ckpt", "--prompt", "The", "--tokens", "5")
     assert code == 0 and out.startswith("The"), err
 
 
@@ -160,10 +154,10 @@ def test_train_and_generate_with_jsonl_data_and_a_pretrained_tokenizer(cli, tmp_
         (["--data", "bad.jsonl"], "bad.jsonl line 1 has no field 'text'"),
     ],
 )
-def test_data_and_tokenizer_mistakes_are_one_sentence(cli, tmp_path, args, message):
+def test_data_and_tokenizer_mistakes_are_one_sentence(run, tmp_path, args, message):
     (tmp_path / "notatokenizer.json").write_text('{"hello": 1}')
     write_jsonl(tmp_path / "bad.jsonl", [{"body": "x"}])
-    code, out, err = cli("train", *TINY, *args)
+    code, out, err = run("train", *TINY, *args)
     assert code == 2 and "Traceback" not in err, err
     assert err.startswith("modern-gpt: error: ") and message in err and len(err.strip().splitlines()) == 1, err
 
@@ -197,22 +191,22 @@ def test_a_gapped_vocabulary_spans_its_largest_id_and_no_id_wraps(tmp_path, cach
     assert corpus.tokenizer.decode(corpus.train) + corpus.tokenizer.decode(corpus.val) == GAP_TEXT
 
 
-def test_a_tokenizer_id_too_large_for_an_embedding_is_refused_by_name(cli, tmp_path):
+def test_a_tokenizer_id_too_large_for_an_embedding_is_refused_by_name(run, tmp_path):
     (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
     gapped_tokenizer(tmp_path / "tok.json", 1 << 30)
-    code, out, err = cli("train", *TINY, "--data", "c.txt", "--tokenizer", "tok.json")
+    code, out, err = run("train", *TINY, "--data", "c.txt", "--tokenizer", "tok.json")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "gives the token '\\n' the id 1,073,741,824, above the largest id" in err
 
 
-def test_train_and_generate_with_a_gapped_vocabulary(cli, tmp_path):
+def test_train_and_generate_with_a_gapped_vocabulary(run, tmp_path):
     (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
     gapped_tokenizer(tmp_path / "tok.json", 65_541)
-    code, out, err = cli("train", *TINY, "--dim", "8", "--heads", "2", "--data", "c.txt", "--tokenizer", "tok.json",
+    code, out, err = run("train", *TINY, "--dim", "8", "--heads", "2", "--data", "c.txt", "--tokenizer", "tok.json",
                          "--out", "ckpt")  # fmt: skip
     assert code == 0, err
     assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["model"]["vocab_size"] == 65_542
-    code, out, err = cli("generate", "ckpt", "--prompt", "the\n", "--tokens", "3")
+    code, out, err = run("generate", "ckpt", "--prompt", "the\n", "--tokens", "3")
     assert code == 0 and out.startswith("the\n"), err
 
 
@@ -243,9 +237,9 @@ def test_a_nul_in_a_parquet_string_is_an_error_naming_the_row(tmp_path):
         corpus_text(tmp_path / "a.parquet")
 
 
-def test_a_lone_surrogate_in_jsonl_is_one_sentence_from_train(cli, tmp_path):
+def test_a_lone_surrogate_in_jsonl_is_one_sentence_from_train(run, tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": "\\udfff"}\n', encoding="utf-8")
-    code, out, err = cli("train", *TINY, "--data", "bad.jsonl")
+    code, out, err = run("train", *TINY, "--data", "bad.jsonl")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "bad.jsonl line 2: the field 'text'" in err, err
 
 

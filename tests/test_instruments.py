@@ -13,22 +13,10 @@ from modern_gpt.explain import explain_config, read_config, shape
 from modern_gpt.export import export_hf
 from modern_gpt.settings import shipped_configs
 
-from .clihelp import run_main
+from .clihelp import tiny
 
-TINY = "--smoke --steps 12 --eval-every 4 --context 16 --dim 32 --heads 4 --layers 2".split()
+TINY = tiny(steps=12, eval_every=4, dim=32, heads=4, layers=2)
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture
-def run(capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-
-    def call(*args):
-        code, out, err = run_main(capsys, monkeypatch, *args)
-        assert code == 0, (code, out, err)
-        return out
-
-    return call
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +44,11 @@ def checkpoints(tmp_path_factory):
 # ---------------------------------------------------------------------------
 # duel and plots
 # ---------------------------------------------------------------------------
-def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run, tmp_path):
+def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run_ok, tmp_path):
     folder = tmp_path / "duel"
-    table = run("duel", *TINY, "--seeds", "2", "--out", folder)
+    table = run_ok("duel", *TINY, "--jobs", "1", "--seeds", "2", "--out", folder)
     assert "classic (GPT-2) against modern (Llama-style)" in table and "perplexity" in table
-    doc = json.loads(run("report", folder, "--format", "json"))
+    doc = json.loads(run_ok("report", folder, "--format", "json"))
     runs = pd.read_csv(folder / "runs.csv")
     classic = runs[runs.variant == "classic"].set_index("seed").val_loss
     modern = runs[runs.variant == "modern"].set_index("seed").val_loss
@@ -74,38 +62,39 @@ def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run, tmp_
     assert doc["rows"][2]["verdict"] in ("better", "worse", "inconclusive") and doc["rows"][2]["reference"] == 0
     assert list(doc["duel"]["sides"]) == ["classic", "modern"]  # the duel compares the two architectures
     assert f"perplexity {100 * by_hand:+.1f}%" in table
-    assert f"perplexity {100 * by_hand:+.1f}%" in run("report", folder, "--format", "markdown")
+    assert f"perplexity {100 * by_hand:+.1f}%" in run_ok("report", folder, "--format", "markdown")
     for name in ("runs.csv", "curves.csv", "summary.csv", "meta.json", "curves.png"):
         assert (folder / name).is_file()
 
 
-def test_ablate_draws_curves_and_report_redraws_them(run, tmp_path):
+def test_ablate_draws_curves_and_report_redraws_them(run_ok, tmp_path):
     folder = tmp_path / "r"
-    run("ablate", *TINY, "--seeds", "2", "--plan", "custom", "--variants", "classic;rope;modern", "--out", folder)
+    variants = ["--plan", "custom", "--variants", "classic;rope;modern"]
+    run_ok("ablate", *TINY, "--jobs", "1", "--seeds", "2", *variants, "--out", folder)
     png = folder / "curves.png"
     assert png.read_bytes().startswith(PNG) and png.stat().st_size > 10_000
     png.unlink()
-    run("report", folder, "--plot")
+    run_ok("report", folder, "--plot")
     assert png.read_bytes().startswith(PNG) and png.stat().st_size > 10_000
 
 
 # ---------------------------------------------------------------------------
 # the context wall
 # ---------------------------------------------------------------------------
-def test_learned_positions_report_a_wall_and_rope_keeps_going(run, checkpoints):
-    classic = json.loads(run("extrapolate", checkpoints / "classic", "--contexts", "8,16,32", "--format", "json"))
-    rope = json.loads(run("extrapolate", checkpoints / "rope", "--contexts", "8,16,32", "--format", "json"))
+def test_learned_positions_report_a_wall_and_rope_keeps_going(run_ok, checkpoints):
+    classic = json.loads(run_ok("extrapolate", checkpoints / "classic", "--contexts", "8,16,32", "--format", "json"))
+    rope = json.loads(run_ok("extrapolate", checkpoints / "rope", "--contexts", "8,16,32", "--format", "json"))
     assert classic["trained_context"] == 16 and classic["positions"] == "learned positions"
     assert [r["status"] for r in classic["results"]] == ["ok", "ok", "wall"]
     assert classic["results"][2]["note"] == "the learned position table has 16 rows"
     assert [r["status"] for r in rope["results"]] == ["ok", "ok", "ok"]  # twice the trained context
     for r in rope["results"]:
         assert r["val_loss"] > 0 and r["val_bpc"] > 0 and r["ms_per_token"] > 0
-    table = run("extrapolate", checkpoints / "classic", "--contexts", "16,32")
+    table = run_ok("extrapolate", checkpoints / "classic", "--contexts", "16,32")
     assert "wall" in table and "16 rows" in table
 
 
-def test_extrapolate_refuses_nonsense_lengths(checkpoints):
+def test_extrapolate_refuses_nonsense_lengths():
     from modern_gpt.extrapolate import parse_contexts
 
     with pytest.raises(UserError, match="whole numbers"):
@@ -123,7 +112,7 @@ def hand_count_llama(v, d, layers, heads, kv, hidden, tied):
     return v * d * (1 if tied else 2) + layers * per_layer + d
 
 
-def test_explain_the_shipped_llama_config(run):
+def test_explain_the_shipped_llama_config(run_ok):
     path = shipped_configs() / "hf" / "llama-style.json"
     info = explain_config(read_config(path))
     assert info["params"] == hand_count_llama(128256, 4096, 32, 32, 8, 14336, tied=False) == 8_030_261_248
@@ -135,11 +124,11 @@ def test_explain_the_shipped_llama_config(run):
                              "KV cache 4x smaller than multi-head attention.")  # fmt: skip
     assert info["unknown"] == []
     # the closest modern-gpt variant has exactly the same parameter count
-    flags = run("explain", path, "--as-flags").split()
-    assert json.loads(run("params", *flags, "--format", "json"))["total"] == info["params"]
+    flags = run_ok("explain", path, "--as-flags").split()
+    assert json.loads(run_ok("params", *flags, "--format", "json"))["total"] == info["params"]
 
 
-def test_explain_the_shipped_gpt2_config(run):
+def test_explain_the_shipped_gpt2_config(run_ok):
     path = shipped_configs() / "hf" / "gpt2-style.json"
     info = explain_config(read_config(path))
     v, d, t, n = 50257, 768, 1024, 12
@@ -160,9 +149,9 @@ def test_explain_the_shipped_gpt2_config(run):
     }
     positions = next(f for f in info["fields"] if f["field"] == "n_positions")
     assert "context wall" in positions["meaning"]
-    flags = run("explain", path, "--as-flags").split()
-    assert json.loads(run("params", *flags, "--format", "json"))["total"] == by_hand
-    table = run("explain", path)
+    flags = run_ok("explain", path, "--as-flags").split()
+    assert json.loads(run_ok("params", *flags, "--format", "json"))["total"] == by_hand
+    table = run_ok("explain", path)
     assert "unknown (not explained, not guessed): summary_activation" in table
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import modern_gpt.model as model_module
-from modern_gpt.data import DataConfig, eval_offsets, load_corpus
+from modern_gpt.data import eval_offsets
 from modern_gpt.model import COMPONENTS, GPT, ModelConfig
 from modern_gpt.train import (
     STREAMS,
@@ -26,11 +26,6 @@ from modern_gpt.train import (
 
 MODEL = ModelConfig(context=16, dim=32, heads=2, layers=2)
 TRAIN = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_every=4, eval_batches=2, threads=1)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return load_corpus(DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache"))))
 
 
 def test_the_same_seed_twice_is_bitwise_identical(corpus):
