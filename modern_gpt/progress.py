@@ -120,7 +120,8 @@ class AblationDisplay:
         else:
             outcome = f"val {record['val_loss']:.4f}  train {record['train_loss']:.4f}"
         self.log.print(
-            f"[{self.done}/{self.total}] {record['variant']} seed {record['seed']}: {outcome}  ({record['secs']:.1f} s)",
+            f"[{self.done}/{self.total}] {self.variants[record['row']]} seed {record['seed']}: {outcome}  "
+            f"({record['secs']:.1f} s)",
             highlight=False,
             markup=False,
         )

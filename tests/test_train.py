@@ -73,7 +73,10 @@ def test_two_seeds_and_the_placebo_are_measured_on_identical_val_tokens(corpus):
     results = [train_run(MODEL, corpus, TRAIN, seed=s, init=i) for s, i in ((0, "init"), (1, "init"), (0, "placebo"))]
     for result, model in results:
         assert result.val_tokens == len(offsets) * MODEL.context
-        assert result.val_loss == evaluate(model, corpus.val, offsets, MODEL.context, "cpu")  # recomputed: equal
+        # recomputed: the two halves exactly, and val_loss their token-weighted mean, all the windows
+        halves = [evaluate(model, corpus.val, half, MODEL.context, "cpu") for half in (offsets[0::2], offsets[1::2])]
+        assert [result.val_loss_tune, result.val_loss_test] == halves
+        assert result.val_loss == pytest.approx(evaluate(model, corpus.val, offsets, MODEL.context, "cpu"), rel=1e-6)
     assert len({r.val_loss for r, _ in results}) == 3  # different models, same tokens
 
 
