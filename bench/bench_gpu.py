@@ -131,7 +131,7 @@ def random_corpus(vocab_size: int, n_train: int, n_val: int):
     rng = np.random.default_rng(0)
     tokenizer = type("RandomTokenizer", (), {"vocab_size": vocab_size})()
     train, val = (rng.integers(0, vocab_size, n, dtype=np.int32) for n in (n_train, n_val))
-    return Corpus("random tokens", "random", tokenizer, train, val, n_train, n_val)
+    return Corpus("random tokens", "random", tokenizer, train, val, n_val)
 
 
 def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:

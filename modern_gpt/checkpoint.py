@@ -82,7 +82,9 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
         raise UserError(
             f"{folder}/model.safetensors does not match config.json (missing {missing_keys[:3]}, unexpected {unexpected[:3]})."
         )
-    bad = next((k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+    bad = next(
+        (k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()), None
+    )
     if bad is not None:  # sampling from them would fail deep inside torch
         raise UserError(
             f"{folder}/model.safetensors holds weights that are not finite (NaN or infinite, first in {bad}); "
@@ -116,17 +118,18 @@ def _check_shapes(folder: Path, settings: Settings) -> None:
             stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise UserError(f"{path} is damaged or truncated ({(str(e).splitlines() or [''])[0]}).") from None
-    cfg = settings.model
+    model_cfg = settings.model
     layers = {int(k.split(".")[1]) for k in stored if k.startswith("blocks.") and k.split(".")[1].isdigit()}
     emb = stored.get("tok_emb.weight", stored.get("lm_head.weight"))
-    if len(layers) != cfg.layers or emb != (cfg.vocab_size, cfg.dim):  # checked first: cheap whatever the numbers
+    # checked first: cheap whatever the numbers
+    if len(layers) != model_cfg.layers or emb != (model_cfg.vocab_size, model_cfg.dim):
         raise UserError(
             f"{path} does not match config.json: the weights have {len(layers)} layers and a {list(emb or [])} "
-            f"embedding, config.json {cfg.layers} layers and [{cfg.vocab_size}, {cfg.dim}]."
+            f"embedding, config.json {model_cfg.layers} layers and [{model_cfg.vocab_size}, {model_cfg.dim}]."
         )
     with torch.device("meta"):  # shapes only: no memory, whatever config.json says
-        expected = {k: tuple(v.shape) for k, v in GPT(settings.model).state_dict().items()}
-    if settings.model.tie_embeddings:  # tied weights are stored once, under either name
+        expected = {k: tuple(v.shape) for k, v in GPT(model_cfg).state_dict().items()}
+    if model_cfg.tie_embeddings:  # tied weights are stored once, under either name
         for a, b in (("lm_head.weight", "tok_emb.weight"), ("tok_emb.weight", "lm_head.weight")):
             if a not in stored and b in stored:
                 expected.pop(a, None)

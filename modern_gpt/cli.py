@@ -38,7 +38,7 @@ from rich.table import Table
 from . import __version__
 from .errors import UserError
 from .model import COMPONENT_SUMMARY, COMPONENTS, PIECES, kv_cache_bytes_per_token, param_counts
-from .settings import HELP, PANELS, SECTIONS, cli_settings, resolve
+from .settings import PANELS, SECTIONS, cli_settings, resolve
 
 if _sigint is not None:
     signal.signal(signal.SIGINT, _sigint)
@@ -165,10 +165,9 @@ def with_settings(sections: tuple[str, ...] = tuple(SECTIONS), components: bool 
                 panel="Settings",
             )
         )
-        for s in settings:
-            default = getattr(SECTIONS[s.section](), s.name)
+        for s in settings:  # the help is the dataclass field's own (see settings.py)
             flags = s.flags if s.type is not bool else (f"{s.flags[0]}/--no-{s.flags[0][2:]}",)
-            text = HELP[s.key] + (f" \\[default: {default}]" if default not in (None, "") else "")
+            text = s.help.replace("[", "\\[") + (f" \\[default: {s.default}]" if s.default not in (None, "") else "")
             params.append(
                 _option(
                     f"{s.section}_{s.name}",

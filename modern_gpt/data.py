@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import UserError
+from .errors import ConfigError, UserError, setting
 
 TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
 SUFFIXES = (".txt", ".jsonl", ".parquet")  # the files a --data folder is read from
@@ -33,12 +33,23 @@ class DataError(UserError):
 
 @dataclass
 class DataConfig:
-    path: str = ""  # a .txt, .jsonl or .parquet file or a folder of them; empty means the built-in smoke corpus
-    tokenizer: str = "char"  # char | byte | bpe | the path of a Hugging Face tokenizer.json
-    text_field: str = "text"  # the field of each .jsonl object and the column of a .parquet file that holds the text
-    vocab_size: int = 1024  # bpe only: the size of the vocabulary it learns
-    val_fraction: float = 0.1  # the last part of the text that is held out for validation
-    cache_dir: str = ""  # where tokenized corpora are kept; empty means the user's cache folder
+    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    path: str = setting(
+        "",
+        "a .txt, .jsonl or .parquet file, or a folder of them read in sorted order (unset: the built-in smoke corpus)",
+    )
+    tokenizer: str = setting(
+        "char",
+        "char | byte | bpe (trained locally on the training split) | PATH/tokenizer.json (a pretrained Hugging Face "
+        "tokenizer file)",
+    )
+    text_field: str = setting("text", "the field of each .jsonl object, and the .parquet column, that holds the text")
+    vocab_size: int = setting(1024, "vocabulary size the bpe tokenizer learns")
+    val_fraction: float = setting(0.1, "the last fraction of the text held out for validation")
+    cache_dir: str = setting("", "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)")
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     @property
     def tokenizer_file(self) -> Path | None:
@@ -50,16 +61,16 @@ class DataConfig:
         # settings name one stays loadable after the file is gone, since it holds the tokenizer itself.
         file = self.tokenizer_file
         if file is not None and not (file.exists() or "/" in self.tokenizer or self.tokenizer.endswith(".json")):
-            raise DataError(
+            raise ConfigError(
                 f"unknown tokenizer {self.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}, "
                 "or give the path of a Hugging Face tokenizer.json."
             )
         if not self.text_field:
-            raise DataError("text_field must not be empty; give the .jsonl field (or .parquet column) of the text.")
+            raise ConfigError("text_field must not be empty; give the .jsonl field (or .parquet column) of the text.")
         if not 0.0 < self.val_fraction < 1.0:
-            raise DataError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
+            raise ConfigError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
         if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
-            raise DataError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
+            raise ConfigError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
 
 
 # ---------------------------------------------------------------------------
@@ -434,7 +445,6 @@ class Corpus:
     tokenizer: object
     train: np.ndarray  # token ids of the training split (possibly a memory map)
     val: np.ndarray  # token ids of the validation split: the text after the training split
-    train_chars: int
     val_chars: int
 
     @property
@@ -479,7 +489,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
             tokens = np.load(entry / "tokens.npy", mmap_mode="r")
             tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
             n = meta["train_tokens"]
-            return Corpus(name, key, tokenizer, tokens[:n], tokens[n:], meta["train_chars"], meta["val_chars"])
+            return Corpus(name, key, tokenizer, tokens[:n], tokens[n:], meta["val_chars"])
         except (OSError, ValueError, KeyError, DataError):
             if attempt:
                 raise DataError(f"the token cache entry {entry} is damaged; delete it and run again.") from None
@@ -494,6 +504,7 @@ def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: P
     if top >= tokenizer.vocab_size:  # no tokenizer should, but an id past the embedding must not reach training
         raise DataError(f"the tokenizer gave the id {top}, outside its vocabulary of {tokenizer.vocab_size} ids.")
     dtype = np.uint16 if top < 1 << 16 else np.uint32  # from the largest id, so that no id wraps round
+    # train_chars is read by nothing now; it stays so that earlier versions sharing the cache can read the entry
     meta = {"train_tokens": len(train_ids), "train_chars": len(train_text), "val_chars": len(val_text), **asdict(cfg)}
     tmp = None
     try:

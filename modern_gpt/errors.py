@@ -1,5 +1,20 @@
-"""The one exception type for mistakes a user can fix: the CLI prints its message and exits with code 2."""
+"""The one exception type for mistakes a user can fix: the CLI prints its message and exits with code 2.
+
+Also `setting`, how the settings dataclasses (ModelConfig, TrainConfig, DataConfig) declare a field with its
+help: that help is the one source of the flag's help, the TOML key and the README's settings table.
+"""
+
+from dataclasses import field
 
 
 class UserError(Exception):
     """A mistake in the user's input. The message is one sentence that names what is wrong and how to fix it."""
+
+
+class ConfigError(UserError, ValueError):
+    """A setting of ModelConfig, TrainConfig or DataConfig that cannot be used, raised when the config is made."""
+
+
+def setting(default, help: str):
+    """A settings dataclass field with its default and its one-line help (see modern_gpt/settings.py)."""
+    return field(default=default, metadata={"help": help})

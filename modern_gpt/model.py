@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .errors import UserError
+from .errors import ConfigError, UserError, setting
 
 # The modern components, in the order the cumulative ablation stacks them. This is the
 # one place the list lives: the CLI switches, the settings, the plans, explain, export
@@ -323,30 +323,27 @@ def _init_weights(module: nn.Module) -> None:
 # The settings: one field per component (False is GPT-2's piece, True the
 # modern one), the shape, and the checks that every shape must pass.
 # ---------------------------------------------------------------------------
-class ConfigError(UserError, ValueError):
-    """A model shape that cannot be built. The message is one sentence meant for the user."""
-
-
 @dataclass
 class ModelConfig:
-    vocab_size: int = 256
-    context: int = 128
-    dim: int = 128
-    heads: int = 4
-    layers: int = 4
-    dropout: float = 0.0
-    # The components (see COMPONENTS).
+    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    vocab_size: int = setting(256, "vocabulary size (training sets it from the tokenizer: only params has this flag)")
+    context: int = setting(128, "tokens per window: the context length the model trains on")
+    dim: int = setting(128, "width of the residual stream (GPT-2's n_embd)")
+    heads: int = setting(4, "query heads per attention layer")
+    layers: int = setting(4, "transformer blocks")
+    dropout: float = setting(0.0, "dropout probability on embeddings, attention and residual outputs")
+    # The components (see COMPONENTS); their help is their COMPONENT_SUMMARY line.
     rmsnorm: bool = False
     rope: bool = False
     swiglu: bool = False
     no_bias: bool = False
     gqa: bool = False
     qk_norm: bool = False
-    kv_heads: int | None = None  # K/V heads when gqa is on; None means heads // 2
-    rope_base: float = 10000.0
-    multiple_of: int = 8  # SwiGLU's hidden width is rounded up to a multiple of this
-    mlp_hidden: int | None = None  # an explicit MLP hidden width, overriding the rules above
-    tie_embeddings: bool = True  # the output layer shares the token embedding's weights
+    kv_heads: int | None = setting(None, "key/value heads when --gqa is on (unset: heads // 2)")
+    rope_base: float = setting(10000.0, "RoPE's base frequency (theta)")
+    multiple_of: int = setting(8, "SwiGLU's hidden width is rounded up to a multiple of this")
+    mlp_hidden: int | None = setting(None, "explicit MLP hidden width, overriding 4*dim and the SwiGLU rule")
+    tie_embeddings: bool = setting(True, "share the token embedding with the output layer")
 
     def __post_init__(self) -> None:
         self.validate()

@@ -1,71 +1,43 @@
 """Settings: the dataclass defaults, then a TOML file, then command-line flags, each overriding the one before.
 
 The three settings dataclasses (ModelConfig, TrainConfig, DataConfig) are the one
-source of truth; this module maps TOML sections and CLI flags onto their fields.
+source of truth: each field carries its default and its help (errors.setting), and
+each config checks its values when it is made. This module maps TOML sections, CLI
+flags and the README's settings table (markdown_table) onto their fields.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
 from .data import DataConfig
 from .errors import UserError
-from .model import COMPONENTS, ModelConfig
+from .model import COMPONENT_SUMMARY, COMPONENTS, ModelConfig
 from .train import TrainConfig
 
 SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 
-# Help for every field a flag can set, keyed by "section.field".
-HELP = {
-    "model.vocab_size": "vocabulary size (set by the tokenizer when training)",
-    "model.context": "tokens per window: the context length the model trains on",
-    "model.dim": "width of the residual stream (GPT-2's n_embd)",
-    "model.heads": "query heads per attention layer",
-    "model.kv_heads": "key/value heads when --gqa is on (unset: heads // 2)",
-    "model.layers": "transformer blocks",
-    "model.dropout": "dropout probability on embeddings, attention and residual outputs",
-    "model.rope_base": "RoPE's base frequency (theta)",
-    "model.multiple_of": "SwiGLU's hidden width is rounded up to a multiple of this",
-    "model.mlp_hidden": "explicit MLP hidden width, overriding 4*dim and the SwiGLU rule",
-    "model.tie_embeddings": "share the token embedding with the output layer",
-    "train.steps": "optimizer steps per run",
-    "train.batch_size": "windows per step",
-    "train.lr": "peak learning rate",
-    "train.min_lr_ratio": "the cosine schedule ends at this fraction of the peak",
-    "train.warmup_steps": "linear warmup steps",
-    "train.weight_decay": "AdamW weight decay, on matrices only",
-    "train.beta1": "AdamW beta1",
-    "train.beta2": "AdamW beta2",
-    "train.grad_clip": "clip the gradient norm at this value (0: no clipping)",
-    "train.eval_every": "evaluate every N steps (and at the end)",
-    "train.eval_batches": "intermediate evaluations use this many batches of the fixed windows",
-    "train.eval_tokens": "the final loss is measured on the whole split, or on this many tokens of fixed, evenly spaced windows",
-    "train.device": "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)",
-    "train.compile": "torch.compile the model",
-    "train.threads": "torch threads per run (0: the cores, divided among --jobs)",
-    "data.path": "a .txt, .jsonl or .parquet file, or a folder of them read in sorted order (unset: the built-in smoke corpus)",
-    "data.tokenizer": "char | byte | bpe (trained locally on the training split) | PATH/tokenizer.json (a pretrained Hugging Face tokenizer file)",
-    "data.text_field": "the field of each .jsonl object, and the .parquet column, that holds the text",
-    "data.vocab_size": "vocabulary size the bpe tokenizer learns",
-    "data.val_fraction": "the last fraction of the text held out for validation",
-    "data.cache_dir": "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)",
-}
 FLAGS = {"model.dim": ("--dim", "--n-embd"), "train.steps": ("--steps", "--iters"), "data.path": ("--data",)}
 PANELS = {"model": "Model", "train": "Training", "data": "Data"}
 
 
 @dataclass(frozen=True)
 class Setting:
+    """One field of a settings dataclass: its TOML key, its flags, its default and its help."""
+
     section: str
     name: str
     type: type  # int, float, bool or str
     optional: bool  # None is a valid value
+    default: object
+    help: str  # the field's metadata["help"] (a component's: its COMPONENT_SUMMARY line), the one place it is written
 
     @property
     def key(self) -> str:
@@ -74,6 +46,11 @@ class Setting:
     @property
     def flags(self) -> tuple[str, ...]:
         return FLAGS.get(self.key, ("--" + self.name.replace("_", "-"),))
+
+    @property
+    def is_component(self) -> bool:
+        """A component switch: a flag that only switches it on (--rope), with --modern for all of them."""
+        return self.section == "model" and self.name in COMPONENTS
 
 
 def _settings(section: str) -> list[Setting]:
@@ -85,7 +62,10 @@ def _settings(section: str) -> list[Setting]:
         args = typing.get_args(hint)
         optional = isinstance(hint, types.UnionType) and type(None) in args
         base = next(a for a in args if a is not type(None)) if optional else hint
-        out.append(Setting(section, f.name, base, optional))
+        text = f.metadata.get("help") or (COMPONENT_SUMMARY.get(f.name) if section == "model" else None)
+        if not text:
+            raise TypeError(f"{cls.__name__}.{f.name} has no help: declare it with errors.setting(default, help).")
+        out.append(Setting(section, f.name, base, optional, f.default, text))
     return out
 
 
@@ -94,7 +74,33 @@ ALL = {s.key: s for section in SECTIONS for s in _settings(section)}
 
 def cli_settings(sections: tuple[str, ...], exclude: tuple[str, ...] = ()) -> list[Setting]:
     """The settings that become flags: every field of the sections but the components (they get switches)."""
-    return [s for s in ALL.values() if s.section in sections and s.name not in COMPONENTS and s.key not in exclude]
+    return [s for s in ALL.values() if s.section in sections and not s.is_component and s.key not in exclude]
+
+
+def markdown_table() -> str:
+    """The README's table of every setting: its TOML key, its flags, its default and its help.
+
+    tests/test_settings.py checks that README.md holds exactly this, so the two cannot drift apart."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("*", "\\*")
+
+    def default(s: Setting) -> str:
+        if s.default is None or s.default == "":
+            return "unset"
+        if isinstance(s.default, bool):
+            return f"`{str(s.default).lower()}`"
+        return f"`{json.dumps(s.default)}`" if isinstance(s.default, str) else f"`{s.default}`"
+
+    def flags(s: Setting) -> str:
+        if s.type is bool and not s.is_component:
+            return f"`{s.flags[0]}`, `--no-{s.flags[0][2:]}`"
+        return ", ".join(f"`{f}`" for f in s.flags)
+
+    lines = ["| TOML key | flag | default | what |", "| --- | --- | --- | --- |"]
+    for s in ALL.values():
+        lines.append(f"| `[{s.section}]` `{s.name}` | {flags(s)} | {default(s)} | {cell(s.help)} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -171,7 +177,6 @@ class Settings:
     model: ModelConfig
     train: TrainConfig
     data: DataConfig
-    config_file: str = ""
     given: tuple[str, ...] = ()  # the keys a config file or a flag set (not saved)
 
     def to_dict(self) -> dict:
@@ -181,28 +186,24 @@ class Settings:
 def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Settings:
     """Defaults, then --smoke's or --config's file, then the flags given (None means not given)."""
     values: dict[str, object] = {}
-    config_file = ""
     if smoke and config:
         raise UserError("--smoke and --config both choose a config file; give one of them.")
     if smoke or config:
         path = shipped_configs() / "smoke.toml" if smoke else find_config(config)
         values.update(read_toml(path))
-        config_file = str(path)
     values.update({k: v for k, v in overrides.items() if v is not None})
     parts = {section: {} for section in SECTIONS}
     for key, value in values.items():
         section, name = key.split(".")
         parts[section][name] = value
-    model = ModelConfig(**parts["model"])
+    model = ModelConfig(**parts["model"])  # each config checks its values as it is made (ConfigError)
     train = TrainConfig(**parts["train"])
     data = DataConfig(**parts["data"])
     if data.path:  # absolute, so that a checkpoint or a resumed ablation finds it from any folder
-        data.path = str(Path(data.path).expanduser().resolve())
+        data = replace(data, path=str(Path(data.path).expanduser().resolve()))
     if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too
-        data.tokenizer = str(data.tokenizer_file.resolve())
-    train.validate()
-    data.validate()
-    return Settings(model, train, data, config_file, tuple(values))
+        data = replace(data, tokenizer=str(data.tokenizer_file.resolve()))
+    return Settings(model, train, data, tuple(values))
 
 
 def saved_settings_problem(d) -> str | None:
@@ -216,9 +217,7 @@ def saved_settings_problem(d) -> str | None:
                 if f"{section}.{key}" not in ALL:
                     return f"unknown setting {section}.{key}"
                 _check_value(ALL[f"{section}.{key}"], value, "settings")
-        settings = from_dict(d)
-        settings.train.validate()
-        settings.data.validate()
+        from_dict(d)  # the configs check their values as they are made
     except UserError as e:
         return f"invalid setting ({str(e).rstrip('.')})"
     except (TypeError, ValueError) as e:

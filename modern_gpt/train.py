@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .data import BatchStream, Corpus, check_length, eval_offsets, subset, windows
-from .errors import UserError
+from .errors import ConfigError, UserError, setting
 from .model import GPT, ModelConfig, param_counts
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -53,40 +53,47 @@ class Spikes:
 
 @dataclass
 class TrainConfig:
-    steps: int = 500  # optimizer steps per run
-    batch_size: int = 16
-    lr: float = 1e-3  # peak learning rate
-    min_lr_ratio: float = 0.1  # cosine decay ends at this fraction of the peak
-    warmup_steps: int = 50  # linear warmup from 0 to the peak
-    weight_decay: float = 0.1  # on matrices only: not on biases, norms or gains
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0  # clip the global gradient norm; 0 turns clipping off
-    eval_every: int = 100  # evaluate every this many steps, and at the end
-    eval_batches: int = 8  # intermediate evaluations use eval_batches x batch_size of the fixed windows
-    eval_tokens: int = 262_144  # the final evaluation: the whole split, or this many tokens of evenly spaced windows
-    device: str = "auto"  # auto | cpu | cuda | mps
-    compile: bool = False  # torch.compile the model (faster on GPUs after a warm-up)
-    threads: int = 0  # torch threads per run; 0 means the cores, divided among parallel runs
+    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    steps: int = setting(500, "optimizer steps per run")
+    batch_size: int = setting(16, "windows per step")
+    lr: float = setting(1e-3, "peak learning rate")
+    min_lr_ratio: float = setting(0.1, "the cosine schedule ends at this fraction of the peak")
+    warmup_steps: int = setting(50, "linear warmup steps")
+    weight_decay: float = setting(0.1, "AdamW weight decay, on matrices only")  # not on biases, norms or gains
+    beta1: float = setting(0.9, "AdamW beta1")
+    beta2: float = setting(0.95, "AdamW beta2")
+    grad_clip: float = setting(1.0, "clip the gradient norm at this value (0: no clipping)")
+    eval_every: int = setting(100, "evaluate every N steps (and at the end)")
+    eval_batches: int = setting(8, "intermediate evaluations use this many batches of the fixed windows")
+    eval_tokens: int = setting(
+        262_144,
+        "the final loss is measured on the whole split, or on this many tokens of fixed, evenly spaced windows",
+    )
+    device: str = setting("auto", "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)")
+    compile: bool = setting(False, "torch.compile the model")  # faster on GPUs after a warm-up
+    threads: int = setting(0, "torch threads per run (0: the cores, divided among --jobs)")
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "eval_batches", "eval_tokens"):
             if getattr(self, name) < 1:
-                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}.")
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if not self.lr > 0 or not math.isfinite(self.lr):
-            raise UserError(f"lr must be a positive number, got {self.lr}.")
+            raise ConfigError(f"lr must be a positive number, got {self.lr}.")
         for name in ("warmup_steps", "threads"):
             if getattr(self, name) < 0:
-                raise UserError(f"{name} must not be negative, got {getattr(self, name)}.")
+                raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}.")
         if not 0 <= self.min_lr_ratio <= 1:
-            raise UserError(f"min_lr_ratio must be between 0 and 1, got {self.min_lr_ratio}.")
+            raise ConfigError(f"min_lr_ratio must be between 0 and 1, got {self.min_lr_ratio}.")
         for name in ("weight_decay", "grad_clip"):
             if not 0 <= getattr(self, name) < math.inf:
-                raise UserError(f"{name} must be a finite number of 0 or more, got {getattr(self, name)}.")
+                raise ConfigError(f"{name} must be a finite number of 0 or more, got {getattr(self, name)}.")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise UserError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
+            raise ConfigError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
         if self.device not in DEVICES:
-            raise UserError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
+            raise ConfigError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
 
 
 @dataclass
@@ -235,7 +242,7 @@ class AdamW:
             torch._foreach_add_(denom, self.eps)
             torch._foreach_addcdiv_(params, m_, denom, -group["lr"] / bias1)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def zero_grad(self) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 p.grad = None
@@ -374,7 +381,7 @@ def train_run(
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()  # torch.optim.AdamW (CUDA) too: None grads by default
             steps_done = step
             evaluating = step % cfg.eval_every == 0 or step == cfg.steps
             if losses is not None:
