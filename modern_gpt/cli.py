@@ -1,4 +1,4 @@
-"""The `modern-gpt` command line: parses flags, calls the library, prints tables. No logic of its own."""
+"""The `modern-gpt` command line: parses flags, calls the library, prints what render.py renders. No logic of its own."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ if threading.current_thread() is threading.main_thread():
 
 import functools
 import inspect
-import json
 import math
 import shlex
 import time
@@ -33,11 +32,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from . import __version__
 from .errors import UserError
-from .model import COMPONENT_SUMMARY, COMPONENTS, PIECES, kv_cache_bytes_per_token, param_counts
+from .model import COMPONENT_SUMMARY, COMPONENTS
 from .settings import PANELS, SECTIONS, cli_settings, resolve
 
 if _sigint is not None:
@@ -55,8 +53,6 @@ console = Console()
 if not console.is_terminal and "COLUMNS" not in os.environ:
     console = Console(width=150)  # logs and pipes: wide enough for the ablation table on one line per row
 _state = {"debug": False}
-
-FORMATS_TABLE_JSON = ("table", "json")
 
 
 def _version(value: bool) -> None:
@@ -183,7 +179,7 @@ def with_settings(sections: tuple[str, ...] = tuple(SECTIONS), components: bool 
                 params.append(
                     _option(c, bool, False, "--" + c.replace("_", "-"), help=COMPONENT_SUMMARY[c], panel="Components")
                 )
-            params.append(_option("modern", bool, False, "--modern", help="All six components.", panel="Components"))
+            params.append(_option("modern", bool, False, "--modern", help="All the components.", panel="Components"))
 
         @functools.wraps(func)
         def wrapper(**kw):
@@ -202,13 +198,58 @@ def with_settings(sections: tuple[str, ...] = tuple(SECTIONS), components: bool 
     return deco
 
 
-def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
-    if fmt not in allowed:
-        raise UserError(f"unknown format {fmt!r}; choose one of {', '.join(allowed)}.")
+# ---------------------------------------------------------------------------
+# Options several commands share, declared once (the huggingface_hub CLI style),
+# each with its check where the check is about the flag alone.
+# ---------------------------------------------------------------------------
+FORMATS = ("table", "markdown", "csv", "json")  # a results folder's table: ablate, duel and report
+TABLE_OR_JSON = ("table", "json")  # the other commands
+MAX_SEED = 2**64 - 1  # torch's generators take seeds below 2**64 (an ablation's stop at results.MAX_SEED)
 
 
-def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, allow_nan=True))
+def _choices(allowed: tuple[str, ...]) -> str:
+    return f"{', '.join(allowed[:-1])} or {allowed[-1]}."
+
+
+def _format_of(allowed: tuple[str, ...]):
+    """The check of a --format that allows these."""
+
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise UserError(f"unknown format {value!r}; choose one of {', '.join(allowed)}.")
+        return value
+
+    return check
+
+
+def _seed(value: int) -> int:
+    if not 0 <= value <= MAX_SEED:
+        raise UserError(f"--seed must be between 0 and {MAX_SEED}, got {value}.")
+    return value
+
+
+def _folder(param: typer.CallbackParam, value: str | None) -> str | None:
+    """A folder given on the command line; an empty one (--out '') would mean the current folder: refused."""
+    if value is not None and not value.strip():
+        raise UserError(f"{param.opts[0]} is empty; give a folder name.")
+    return value
+
+
+def _out(what: str, default: str, panel: str | None = None):
+    """--out: the folder a command writes, `default` when it is not given."""
+    help = f"{what} folder \\[default: {default}]."
+    return Annotated[str | None, typer.Option(help=help, rich_help_panel=panel, callback=_folder)]
+
+
+DEVICE_HELP = "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)."
+SEED_HELP = "Seed of every random stream: the same seed gives the same run, or the same text."
+FORCE_HELP = "Write into the output folder even when it holds files (they are replaced)."
+Format = Annotated[str, typer.Option("--format", help=_choices(FORMATS), callback=_format_of(FORMATS))]
+TableOrJson = Annotated[str, typer.Option("--format", help=_choices(TABLE_OR_JSON), callback=_format_of(TABLE_OR_JSON))]
+Checkpoint = Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")]
+Device = Annotated[str, typer.Option(help=DEVICE_HELP)]
+Seed = Annotated[int, typer.Option(help=SEED_HELP, callback=_seed)]
+Force = Annotated[bool, typer.Option("--force", help=FORCE_HELP)]
 
 
 # ---------------------------------------------------------------------------
@@ -216,91 +257,42 @@ def _print_json(obj) -> None:
 # ---------------------------------------------------------------------------
 @app.command()
 @with_settings(sections=("model",))
-def params(
-    settings,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
-) -> None:
+def params(settings, fmt: TableOrJson = "table") -> None:
     """The price of each piece: parameters per piece (embedding, positions, attention, MLP, norms, biases)."""
-    _check_format(fmt, FORMATS_TABLE_JSON)
-    cfg = settings.model
-    counts = param_counts(cfg)
-    info = {
-        "total": counts["total"],
-        "pieces": {p: counts[p] for p in PIECES},
-        "components": list(cfg.components),
-        "mlp_hidden": cfg.hidden,
-        "head_dim": cfg.head_dim,
-        "kv_heads": cfg.n_kv_heads,
-        "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),
-        "config": cfg.to_dict(),
-    }
+    from . import render
+
+    info = render.params_info(settings.model)
     if fmt == "json":
-        _print_json(info)
+        print(render.to_json(info))
         return
-    title = "classic (GPT-2)" if not cfg.components else "+".join(cfg.components)
-    table = Table(title=f"Parameters: {title}")
-    table.add_column("piece")
-    table.add_column("params", justify="right")
-    table.add_column("share", justify="right")
-    for piece in PIECES:
-        if piece == "output_head" and counts[piece] == 0:
-            continue
-        table.add_row(piece.replace("_", " "), f"{counts[piece]:,}", f"{100 * counts[piece] / counts['total']:.1f}%")
-    table.add_section()
-    table.add_row("total", f"{counts['total']:,}", "100.0%", style="bold")
-    console.print(table)
-    console.print(
-        f"MLP hidden width {cfg.hidden}, head dim {cfg.head_dim}, {cfg.heads} query heads, {cfg.n_kv_heads} K/V heads, "
-        f"KV cache {kv_cache_bytes_per_token(cfg):,} bytes per token at bf16."
-    )
+    console.print(render.params_table(info))
+    console.print(render.params_sentence(info))
 
 
 # ---------------------------------------------------------------------------
 # train and generate
 # ---------------------------------------------------------------------------
-def _folder_flag(flag: str, value: str | None) -> str | None:
-    """A folder given on the command line; an empty one (--out '') would mean the current folder: refused."""
-    if value is not None and not value.strip():
-        raise UserError(f"{flag} is empty; give a folder name.")
-    return value
-
-
-def _check_free(folder: Path, flag: str, force: bool) -> None:
-    """A folder to write a checkpoint or an export into: missing or empty, or holding files and --force given."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder} exists and is not a folder; choose another {flag}.")
-    if folder.is_dir() and any(folder.iterdir()) and not force:
-        raise UserError(f"{folder} already exists and holds files; choose another {flag}, or add --force to replace them.")
-
-
-def _command_of(plan: str) -> str:
-    """The command that writes (and resumes) a results folder of this plan."""
-    return plan if plan in ("duel", "power") else "ablate"
-
-
 def _default_out(kind: str, suffix: str = "") -> Path:
     return Path(kind) / (time.strftime("%Y%m%d-%H%M%S") + (f"-{suffix}" if suffix else ""))
 
 
+OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
+
+
 @app.command()
 @with_settings(exclude=("model.vocab_size",))
-def train(
-    settings,
-    seed: Annotated[int, typer.Option(help="Seed of every random stream of the run.")] = 0,
-    out: Annotated[str | None, typer.Option(help="Checkpoint folder \\[default: checkpoints/<time>].")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Write into --out even when it holds files (they are replaced).")] = False,
-) -> None:
+def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
+    from . import render
     from .checkpoint import save_checkpoint
     from .data import load_corpus
+    from .files import check_free
+    from .planning import label
     from .progress import run_progress
     from .train import train_run
 
-    if seed < 0:
-        raise UserError(f"--seed must not be negative, got {seed}.")
-    out = _folder_flag("--out", out)
-    out = Path(out) if out else _default_out("checkpoints", "+".join(settings.model.components) or "classic")
-    _check_free(out, "--out", force)
+    out = Path(out) if out else _default_out("checkpoints", label(settings.model.components))
+    check_free(out, "--out", force)
     corpus = load_corpus(settings.data)
     with run_progress(console, settings.train.steps, f"train {corpus.name}") as progress:
         result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
@@ -308,58 +300,34 @@ def train(
     metrics = result.to_dict()
     if result.diverged or result.error:
         save_checkpoint(out, None, settings, corpus.tokenizer, metrics)
-        why = "diverged (the loss became NaN or infinite)" if result.diverged else f"failed: {result.error}"
-        console.print(
-            f"The run {why} after {result.steps_done} steps; no weights saved, metrics in {out}/metrics.json.",
-            markup=False,
-        )
+        console.print(render.train_failed(result, out), markup=False)
         return
     save_checkpoint(out, model, settings, corpus.tokenizer, metrics)
-    table = Table(title=f"{'+'.join(model.config.components) or 'classic'} on {corpus.name}, seed {seed}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    rows = [
-        ("params", f"{result.params:,}"),
-        ("train loss (nats/token)", f"{result.train_loss:.4f}"),
-        ("val loss (nats/token)", f"{result.val_loss:.4f}"),
-        ("val bits/char", f"{result.val_bpc:.4f}"),
-        ("val perplexity", f"{result.val_ppl:.2f}"),
-        ("best val loss (step)", f"{result.best_val_loss:.4f} ({result.best_step})"),
-        ("epochs of the training split", f"{result.epochs:.2f}"),
-        ("tokens/s", f"{result.tokens_per_s:,.0f}"),
-        ("wall seconds", f"{result.secs:.1f}"),
-        ("device, threads", f"{result.device}, {result.threads}"),
-    ]
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    console.print(render.train_table(result, model.config.components, corpus.name, seed))
     if result.epochs > 1:
-        console.print(
-            f"[yellow]note:[/] the run saw {result.epochs:.1f} epochs of the training split: it may have memorised it."
-        )
+        console.print(render.memorised(result.epochs))
     console.print(f"checkpoint: {out}")
 
 
 @app.command()
 def generate(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
+    checkpoint: Checkpoint,
     prompt: Annotated[str, typer.Option(help="Text to continue.")] = "",
     tokens: Annotated[int, typer.Option(help="Tokens to sample.")] = 200,
     temperature: Annotated[float, typer.Option(help="Sampling temperature; 0 is greedy.")] = 0.8,
     top_k: Annotated[int | None, typer.Option(help="Sample from the k most likely tokens only.")] = 40,
-    seed: Annotated[int, typer.Option(help="Sampling seed: the same seed gives the same text.")] = 0,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps (auto: cuda, then mps, then cpu).")] = "auto",
+    seed: Seed = 0,
+    device: Device = "auto",
 ) -> None:
     """Continue a prompt with a trained checkpoint; every model setting is read from the checkpoint."""
     from .checkpoint import generate_text, load_checkpoint
     from .train import resolve_device
 
+    # the flags' own checks, before the checkpoint is read
     if tokens < 0:
         raise UserError(f"--tokens must not be negative, got {tokens}.")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise UserError(f"--temperature must be a finite number of 0 or more, got {temperature}.")
-    if not 0 <= seed < 2**64:
-        raise UserError(f"--seed must be between 0 and {2**64 - 1}, got {seed}.")
     if top_k is not None and top_k < 1:
         raise UserError(f"--top-k must be at least 1, got {top_k}.")
     model, _, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
@@ -377,47 +345,64 @@ def _command_line() -> str:
 
 
 def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
-    from . import report
+    from . import render, report
 
     meta, summary, notes, duel_info = report.load(folder, at_lr)
-    if meta["spec"]["plan"] == "power" and fmt in FORMATS_TABLE_JSON:  # what `modern-gpt power` printed
+    if meta["spec"]["plan"] == "power" and fmt in TABLE_OR_JSON:  # what `modern-gpt power` printed
         _print_power(report.power_info(meta, summary), fmt)
         return
     if fmt == "table":
-        console.print(report.rich_table(meta, summary))
+        console.print(render.rich_table(meta, summary))
         if duel_info:
-            console.print(report.duel_table(meta, duel_info))
-            console.print(report.duel_sentence(duel_info), highlight=False, markup=False)
+            console.print(render.duel_table(duel_info))
+            console.print(render.duel_sentence(duel_info), highlight=False, markup=False)
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
-        print(report.markdown(meta, summary, notes, duel_info), end="")
+        print(render.markdown(meta, summary, notes, duel_info), end="")
     elif fmt == "csv":
-        print(report.csv_text(summary), end="")
+        print(render.csv_text(summary), end="")
     else:
-        print(report.json_text(meta, summary, notes, duel_info))
+        print(render.json_text(meta, summary, notes, duel_info))
 
 
-def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: Path | None, out: Path | None,
-                  jobs: int, fmt: str, executor: dict, at_lr: float | None = None, **choices) -> None:  # fmt: skip
+def _print_power(info: dict, fmt: str) -> None:
+    from . import render
+
+    if fmt == "json":
+        print(render.to_json(info))
+        return
+    console.print(render.power_table(info))
+    for line in render.power_sentences(info):
+        console.print(line, highlight=False, markup=False)
+
+
+def _run_ablation(
+    settings,
+    plan_given: str | None,
+    default_plan: str,
+    resume: Path | None,
+    out: str | None,
+    jobs: str,
+    fmt: str,
+    executor: dict,
+    at_lr: float | None = None,
+    **choices,
+) -> None:
     """What ablate, duel and power share: plan, start or resume, run on the chosen executor with a progress
     display, write and print the report. executor: the --executor flags, by ExecutorOptions field."""
-    from . import report
+    from . import render, report
     from .executors import ExecutorOptions
     from .planning import plan_spec
     from .progress import AblationDisplay
-    from .results import ResultsDir
+    from .results import ResultsDir, command_of
     from .running import resume as resume_ablation
     from .running import start
 
-    _check_format(fmt, report.FORMATS if default_plan != "power" else FORMATS_TABLE_JSON)
-    out = _folder_flag("--out", out)
     if resume is not None:
         if out is not None and Path(out).resolve() != Path(resume).resolve():
             raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
-        written_by = _command_of(ResultsDir(resume).read_meta()["spec"]["plan"])
-        if written_by != _command_of(default_plan):
-            raise UserError(f"{resume} was written by modern-gpt {written_by}; resume it with modern-gpt {written_by} --resume {resume}.")
+        ResultsDir(resume).check_resumed_by(command_of(default_plan))
         out = None
     explicit = bool(settings.given or plan_given or any(v not in (None, False) for v in choices.values()))
     options = ExecutorOptions(**executor).check()
@@ -430,39 +415,33 @@ def _run_ablation(settings, plan_given: str | None, default_plan: str, resume: P
         ablation = start(requested, out, jobs, _command_line(), options)
     folder, spec = ablation.results.path, ablation.spec
     log = Console(stderr=True)
-    names = [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
-    rows = f"{len(spec.table_variants)} rows x " + (f"{len(spec.lrs)} learning rates x " if spec.lrs else "")
-    seeds = f"{spec.min_seeds} to {len(spec.seeds)} seeds (--seeds auto)" if spec.sequential else f"{len(spec.seeds)} seeds"
-    log.print(f"{spec.plan}: {rows}{seeds} = {ablation.total} runs -> {folder}", markup=False, highlight=False)
+    log.print(render.run_count(spec, ablation.total, folder), markup=False, highlight=False)
+    names = render.run_names(spec)
     try:
         with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
             ablation.run(display)
     except KeyboardInterrupt:
         report.write(folder, draw=False)  # the summary of what finished
-        print(
-            f"modern-gpt: interrupted; {len(ablation.results.finished())} of {ablation.total} runs finished and kept in {folder}.\n"
-            f"Resume with: modern-gpt {ablation.spec.plan if ablation.spec.plan in ('duel', 'power') else 'ablate'} --resume {shlex.quote(str(folder))}",
-            file=sys.stderr,
-        )
+        done = len(ablation.results.finished())
+        print(render.interrupted(done, ablation.total, folder, command_of(spec.plan)), file=sys.stderr)
         raise typer.Exit(130) from None
     report.write(folder)
     _print_report(folder, fmt, at_lr)
     if fmt == "table":
-        lr = "; lr.png: val loss against learning rate" if spec.lrs else ""
-        console.print(f"results: {folder} (curves.png: validation loss against step{lr})", highlight=False)
+        console.print(render.results_line(folder, spec.lrs), highlight=False)
 
 
-def _print_power(info: dict, fmt: str) -> None:
-    from . import report
-
-    if fmt == "json":
-        print(json.dumps(report.clean(info), indent=2))
-        return
-    console.print(report.power_table(info))
-    for line in report.power_sentences(info):
-        console.print(line, highlight=False, markup=False)
-
-
+PLAN_HELP = (
+    "cumulative (each row adds one component to the row above), single (each alone on the baseline), "
+    "leave-one-out (all modern minus each), custom (--variants). \\[default: cumulative]"
+)
+COMPONENTS_HELP = f"Comma list choosing and ordering the components \\[default: {','.join(COMPONENTS)}]."
+VARIANTS_HELP = (
+    'With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. '
+    '"classic;rmsnorm+rope;modern". Each row is compared with the row above.'
+)
+VARIANT_HELP = "The architecture to measure: classic, modern, or components joined by + \\[default: classic]."
+POWER_SEEDS_HELP = "Seeds to train it with, each also with the placebo init \\[default: 8]."
 SEEDS_HELP = "Run every variant with seeds 0..N-1 \\[default: 3], or auto: add seeds until every row is decided."
 AUTO_HELP = "With --seeds auto: the first look at the data \\[default: 3]."
 MAX_HELP = "With --seeds auto: stop at this many seeds even if rows are undecided \\[default: 10]."
@@ -475,14 +454,18 @@ MATCH_HELP = "Adjust each variant's MLP width so that its non-embedding paramete
 PANEL = "Ablation"
 STATS = "Statistics"
 WHERE = "Where the runs train"
-EXECUTOR_HELP = "local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e \".\\[ray]\")."
+EXECUTOR_HELP = (
+    'local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e ".\\[ray]").'
+)
 RAY_ADDRESS_HELP = "With --executor ray: the cluster's address (host:port) \\[default: RAY_ADDRESS, else a local Ray started for the ablation]."
 CPUS_HELP = "With --executor ray: the CPUs each run reserves \\[default: the run's torch threads, 1 unless --threads]."
-GPUS_HELP = "With --executor ray: the GPUs each run reserves; fractions share one (0.25: four runs a GPU) \\[default: 0]."
+GPUS_HELP = (
+    "With --executor ray: the GPUs each run reserves; fractions share one (0.25: four runs a GPU) \\[default: 0]."
+)
 RETRIES_HELP = "Times a run is started again when its worker process (or node) dies; then it is recorded as failed."
 
 
-# The options ablate, duel and power share, declared once (the huggingface_hub CLI style).
+# The options ablate, duel and power share.
 Seeds = Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)]
 SeedList = Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)]
 MinSeeds = Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)]
@@ -511,18 +494,7 @@ AT_LR_HELP = "With a folder trained at several learning rates: show every row at
 Lrs = Annotated[str | None, typer.Option(help=LRS_HELP, rich_help_panel=LR)]
 LrSweep = Annotated[str | None, typer.Option("--lr-sweep", help=SWEEP_HELP, rich_help_panel=LR)]
 AtLr = Annotated[float | None, typer.Option("--at-lr", help=AT_LR_HELP, rich_help_panel=LR)]
-
-
-Formats = Annotated[str, typer.Option("--format", help="table, markdown, csv or json.", rich_help_panel=PANEL)]
-
-
-def _results_folder(command: str):
-    """--out for a command whose default folder is results/<time>-<command>."""
-    help = f"Results folder \\[default: results/<time>-{command}]."
-    return Annotated[str | None, typer.Option(help=help, rich_help_panel=PANEL)]
-
-
-OutAblate, OutDuel, OutPower = (_results_folder(c) for c in ("<plan>", "duel", "power"))
+OutAblate, OutDuel, OutPower = (_out("Results", f"results/<time>-{c}", PANEL) for c in ("<plan>", "duel", "power"))
 
 
 def _executor_flags(name: str, address: str | None, cpus: float | None, gpus: float | None, retries: int) -> dict:
@@ -533,9 +505,9 @@ def _executor_flags(name: str, address: str | None, cpus: float | None, gpus: fl
 @with_settings(components=False, exclude=("model.vocab_size",))
 def ablate(
     settings,
-    plan: Annotated[str | None, typer.Option(help="cumulative (each row adds one component to the row above), single (each alone on the baseline), leave-one-out (all modern minus each), custom (--variants). \\[default: cumulative]", rich_help_panel=PANEL)] = None,
-    components: Annotated[str | None, typer.Option(help=f"Comma list choosing and ordering the components \\[default: {','.join(COMPONENTS)}].", rich_help_panel=PANEL)] = None,
-    variants: Annotated[str | None, typer.Option(help='With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. "classic;rmsnorm+rope;modern". Each row is compared with the row above.', rich_help_panel=PANEL)] = None,
+    plan: Annotated[str | None, typer.Option(help=PLAN_HELP, rich_help_panel=PANEL)] = None,
+    components: Annotated[str | None, typer.Option(help=COMPONENTS_HELP, rich_help_panel=PANEL)] = None,
+    variants: Annotated[str | None, typer.Option(help=VARIANTS_HELP, rich_help_panel=PANEL)] = None,
     seeds: Seeds = None,
     seed_list: SeedList = None,
     min_seeds: MinSeeds = None,
@@ -555,14 +527,32 @@ def ablate(
     max_retries: MaxRetries = 2,
     out: OutAblate = None,
     resume: Resume = None,
-    fmt: Formats = "table",
-) -> None:  # fmt: skip
+    fmt: Format = "table",
+) -> None:
     """Train every variant with every seed and print one table: does each component really help?"""
-    _run_ablation(settings, plan, "cumulative", resume, out, jobs, fmt,
-                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries), at_lr,
-                  components=components, variants=variants,
-                  seeds=seeds, seed_list_text=seed_list, match=match_params, placebo=placebo, alpha=alpha,
-                  margin=margin, min_seeds=min_seeds, max_seeds=max_seeds, lrs=lrs, lr_sweep=lr_sweep)  # fmt: skip
+    _run_ablation(
+        settings,
+        plan,
+        "cumulative",
+        resume,
+        out,
+        jobs,
+        fmt,
+        _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+        at_lr,
+        components=components,
+        variants=variants,
+        seeds=seeds,
+        seed_list_text=seed_list,
+        match=match_params,
+        placebo=placebo,
+        alpha=alpha,
+        margin=margin,
+        min_seeds=min_seeds,
+        max_seeds=max_seeds,
+        lrs=lrs,
+        lr_sweep=lr_sweep,
+    )
 
 
 @app.command()
@@ -588,22 +578,39 @@ def duel(
     max_retries: MaxRetries = 2,
     out: OutDuel = None,
     resume: Resume = None,
-    fmt: Formats = "table",
-) -> None:  # fmt: skip
-    """All-classic (GPT-2) against all-modern (Llama-style) on the same data, seeds and steps."""
-    _run_ablation(settings, None, "duel", resume, out, jobs, fmt,
-                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries), at_lr,
-                  seeds=seeds, seed_list_text=seed_list,
-                  match=match_params, placebo=placebo, alpha=alpha, margin=margin, min_seeds=min_seeds,
-                  max_seeds=max_seeds, lrs=lrs, lr_sweep=lr_sweep)  # fmt: skip
+    fmt: Format = "table",
+) -> None:
+    """All-classic (GPT-2) against all-modern (every component on: Qwen3-style, Llama's pieces and QK-norm) on
+    the same data, seeds and steps."""
+    _run_ablation(
+        settings,
+        None,
+        "duel",
+        resume,
+        out,
+        jobs,
+        fmt,
+        _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+        at_lr,
+        seeds=seeds,
+        seed_list_text=seed_list,
+        match=match_params,
+        placebo=placebo,
+        alpha=alpha,
+        margin=margin,
+        min_seeds=min_seeds,
+        max_seeds=max_seeds,
+        lrs=lrs,
+        lr_sweep=lr_sweep,
+    )
 
 
 @app.command()
 @with_settings(components=False, exclude=("model.vocab_size",))
 def power(
     settings,
-    variant: Annotated[str | None, typer.Option(help="The architecture to measure: classic, modern, or components joined by + \\[default: classic].", rich_help_panel=PANEL)] = None,
-    seeds: Annotated[int | None, typer.Option(help="Seeds to train it with, each also with the placebo init \\[default: 8].", rich_help_panel=PANEL)] = None,
+    variant: Annotated[str | None, typer.Option(help=VARIANT_HELP, rich_help_panel=PANEL)] = None,
+    seeds: Annotated[int | None, typer.Option(help=POWER_SEEDS_HELP, rich_help_panel=PANEL)] = None,
     alpha: Alpha = None,
     jobs: Jobs = "auto",
     executor: Executor = "local",
@@ -613,27 +620,38 @@ def power(
     max_retries: MaxRetries = 2,
     out: OutPower = None,
     resume: Resume = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.", rich_help_panel=PANEL)] = "table",
-) -> None:  # fmt: skip
+    fmt: TableOrJson = "table",
+) -> None:
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
     3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
-    _run_ablation(settings, None, "power", resume, out, jobs, fmt,
-                  _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
-                  variants=variant, seeds=seeds, alpha=alpha)
+    _run_ablation(
+        settings,
+        None,
+        "power",
+        resume,
+        out,
+        jobs,
+        fmt,
+        _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
+        variants=variant,
+        seeds=seeds,
+        alpha=alpha,
+    )
 
 
 @app.command()
 def report(
-    folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate or duel.")],
-    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
-    plot: Annotated[bool, typer.Option("--plot", help="Redraw curves.png (and lr.png after --lrs) in the folder from its files.")] = False,
+    folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate, duel or power.")],
+    fmt: Format = "table",
+    plot: Annotated[
+        bool, typer.Option("--plot", help="Redraw curves.png (and lr.png after --lrs) from the folder's files.")
+    ] = False,
     at_lr: AtLr = None,
-) -> None:  # fmt: skip
+) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
     from . import report as rep
 
-    _check_format(fmt, rep.FORMATS)
     if plot:
         for path in rep.plot(folder):
             print(f"wrote {path}", file=sys.stderr)
@@ -643,61 +661,55 @@ def report(
 # ---------------------------------------------------------------------------
 # research instruments: extrapolate, explain, export
 # ---------------------------------------------------------------------------
+CONTEXTS_HELP = "Context lengths to evaluate, comma separated."
+DATA_HELP = "Evaluate on this text's validation split \\[default: the checkpoint's corpus]."
+WINDOWS_HELP = "Windows per context length (non-overlapping, from the start of the validation split)."
+CONFIG_JSON_HELP = "A Hugging Face style config.json (Llama, Mistral, Qwen2, Qwen3, OLMo-2, Gemma, GPT-2, GPT-NeoX)."
+HF_HELP = "The folder to write: config.json, model.safetensors, tokenizer.json, tokenizer_config.json."
+
+
 @app.command()
 def extrapolate(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
-    contexts: Annotated[str, typer.Option(help="Context lengths to evaluate, comma separated.")] = "128,256,512,1024,2048",
-    data: Annotated[Path | None, typer.Option(help="Evaluate on this text's validation split \\[default: the checkpoint's corpus].")] = None,
-    windows: Annotated[int, typer.Option(help="Windows per context length (non-overlapping, from the start of the validation split).")] = 8,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda | mps (auto: cuda, then mps, then cpu).")] = "auto",
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
-) -> None:  # fmt: skip
+    checkpoint: Checkpoint,
+    contexts: Annotated[str, typer.Option(help=CONTEXTS_HELP)] = "128,256,512,1024,2048",
+    data: Annotated[Path | None, typer.Option(help=DATA_HELP)] = None,
+    windows: Annotated[int, typer.Option(help=WINDOWS_HELP)] = 8,
+    device: Device = "auto",
+    fmt: TableOrJson = "table",
+) -> None:
     """Val loss, bits/char and ms per token at context lengths past the trained one: the context wall."""
     from dataclasses import replace
 
+    from . import render
     from .checkpoint import load_checkpoint
     from .data import validation_text
     from .extrapolate import extrapolate as run
     from .extrapolate import parse_contexts
     from .train import resolve_device
 
-    _check_format(fmt, FORMATS_TABLE_JSON)
     lengths = parse_contexts(contexts)
-    if windows < 1:
-        raise UserError(f"--windows must be at least 1, got {windows}.")
     model, settings, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
     data_cfg = replace(settings.data, path=str(data)) if data else settings.data
     results = run(model, tokenizer, validation_text(data_cfg), lengths, windows)
-    cfg = model.config
-    kind = "RoPE" if cfg.rope else "learned positions"
     if fmt == "json":
-        _print_json({"checkpoint": str(checkpoint), "trained_context": cfg.context, "positions": kind,
-                     "results": [r.to_dict() for r in results]})  # fmt: skip
+        print(render.to_json(render.extrapolate_info(checkpoint, model.config, results)))
         return
-    table = Table(title=f"{checkpoint}: {kind}, trained at context {cfg.context}", title_justify="left")
-    for col in ("context", "val loss", "val bits/char", "ms/token", "windows", ""):
-        table.add_column(col, justify="right" if col else "left")
-    for r in results:
-        if r.status == "ok":
-            past = "past the trained context" if r.context > cfg.context else ""
-            table.add_row(
-                str(r.context), f"{r.val_loss:.4f}", f"{r.val_bpc:.4f}", f"{r.ms_per_token:.3f}", str(r.windows), past
-            )
-        else:
-            table.add_row(str(r.context), r.status, "", "", "", r.note)
-    console.print(table)
+    console.print(render.extrapolate_table(checkpoint, model.config, results))
 
 
 @app.command()
 def explain(
-    config_json: Annotated[Path, typer.Argument(help="A Hugging Face style config.json (Llama, Mistral, Qwen2, Qwen3, OLMo-2, Gemma, GPT-2, GPT-NeoX).")],
-    as_flags: Annotated[bool, typer.Option("--as-flags", help="Print only the modern-gpt flags of the closest variant.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
-) -> None:  # fmt: skip
-    """Explain a real model's config.json in terms of the six components, with its parameter count and KV cache."""
+    config_json: Annotated[Path, typer.Argument(help=CONFIG_JSON_HELP)],
+    as_flags: Annotated[
+        bool, typer.Option("--as-flags", help="Print only the modern-gpt flags of the closest variant.")
+    ] = False,
+    fmt: TableOrJson = "table",
+) -> None:
+    """Explain a real model's config.json in terms of modern-gpt's components, with its parameter count and KV
+    cache."""
+    from . import render
     from .explain import explain_config, read_config
 
-    _check_format(fmt, FORMATS_TABLE_JSON)
     info = explain_config(read_config(config_json), str(config_json))
     if as_flags:
         if info["flags"] is None:  # print no flags that `params` would then refuse
@@ -705,59 +717,26 @@ def explain(
         print(shlex.join(info["flags"]))
         return
     if fmt == "json":
-        _print_json(info)
+        print(render.to_json(info))
         return
-    table = Table(title=f"{config_json}: {info['family']}", title_justify="left", show_lines=False)
-    table.add_column("field")
-    table.add_column("value", overflow="fold")
-    table.add_column("component")
-    table.add_column("meaning")
-    for f in info["fields"]:
-        table.add_row(f["field"], json.dumps(f["value"]), f["component"] or "", f["meaning"])
-    console.print(table)
-    if info["unknown"]:
-        console.print(
-            "unknown (not explained, not guessed): " + ", ".join(info["unknown"]), highlight=False, markup=False
-        )
-    console.print(
-        f"components: {', '.join(info['components']) or 'none (classic GPT-2)'}", highlight=False, markup=False
-    )
-    with_bias = [name for name, on in info["biases"].items() if on]
-    console.print(
-        f"biases: {', '.join(with_bias) if with_bias else 'none'}"
-        + (f"; none on {', '.join(n for n, on in info['biases'].items() if not on)}" if with_bias else ""),
-        highlight=False,
-        markup=False,
-    )
-    for note in info["notes"]:
-        console.print(f"note: {note}", highlight=False, markup=False)
-    console.print(
-        f"parameters: {info['params']:,}; KV cache: {info['kv_cache_bytes_per_token']:,} bytes per token at {info['dtype']}",
-        highlight=False,
-        markup=False,
-    )
-    console.print(
-        f"closest modern-gpt variant: modern-gpt {shlex.join(['params', *info['flags']])}",
-        highlight=False,
-        markup=False,
-    )
+    console.print(render.explain_table(info, config_json))
+    for line in render.explain_lines(info):
+        console.print(line, highlight=False, markup=False)
 
 
 @app.command()
 def export(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder written by modern-gpt train.")],
-    hf: Annotated[str, typer.Option("--hf", help="The folder to write: config.json, model.safetensors, tokenizer.json, tokenizer_config.json.")],
-    force: Annotated[bool, typer.Option("--force", help="Write into --hf even when it holds files (they are replaced).")] = False,
-) -> None:  # fmt: skip
+    checkpoint: Checkpoint,
+    hf: Annotated[str, typer.Option("--hf", help=HF_HELP, callback=_folder)],
+    force: Force = False,
+) -> None:
     """Write a checkpoint and its tokenizer as a Hugging Face transformers model: GPT2LMHeadModel, LlamaForCausalLM or Qwen3ForCausalLM."""
     from .checkpoint import load_checkpoint
     from .export import export_hf
+    from .files import check_free
 
-    hf = Path(_folder_flag("--hf", hf))
-    a, b = hf.resolve(), checkpoint.resolve()
-    if a == b or b in a.parents or a in b.parents:  # --force would write over the checkpoint's own files
-        raise UserError(f"--hf {hf} is the checkpoint's folder {checkpoint}, or in or above it; choose another --hf.")
-    _check_free(hf, "--hf", force)
+    hf = Path(hf)
+    check_free(hf, "--hf", force, source=checkpoint)
     model, _, tokenizer = load_checkpoint(checkpoint)
     arch = export_hf(model, hf, tokenizer)
     console.print(

@@ -24,6 +24,7 @@ from safetensors.torch import save_file
 from .errors import UserError
 from .files import atomic_path, write_json, write_text
 from .model import COMPONENT_SUMMARY, COMPONENTS, GPT, ModelConfig
+from .planning import label
 
 CLASSIC, MODERN, EITHER = "classic", "modern", "either"
 
@@ -139,7 +140,7 @@ class Target:
 
     def describe(self) -> str:
         """What it holds, e.g. 'rmsnorm+rope+swiglu (no_bias, gqa either way)'."""
-        modern = "+".join(c for c in COMPONENTS if self.state(c) == MODERN) or "classic"
+        modern = label(c for c in COMPONENTS if self.state(c) == MODERN)
         either = [c for c in COMPONENTS if self.state(c) == EITHER]
         return modern + (f" ({', '.join(either)} either way)" if either else "")
 
@@ -213,10 +214,9 @@ def target_for(cfg: ModelConfig) -> Target:
     by_distance = sorted(((len(t.mismatches(components)), i, t) for i, t in enumerate(TARGETS)), key=lambda x: x[:2])
     closest = [t for d, _, t in by_distance if d == by_distance[0][0]]
     parts = [f"{' and '.join(_piece(c, on) for c, on in t.mismatches(components))} in {t.name}" for t in closest]
-    label = "+".join(components) or "classic"
     exportable = "; ".join(f"{t.name} {t.describe()}" for t in TARGETS)
     raise UserError(
-        f"{label} does not export: no counterpart for {'; nor for '.join(parts)} "
+        f"{label(components)} does not export: no counterpart for {'; nor for '.join(parts)} "
         f"(the closest transformers class{'es' if len(closest) > 1 else ''}); what exports: {exportable}."
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,14 +22,11 @@ from .model import GPT, ContextWall
 class ContextResult:
     context: int
     status: str  # ok | wall | short
-    val_loss: float = math.nan
+    val_loss: float = math.nan  # NaN unless ok
     val_bpc: float = math.nan
     ms_per_token: float = math.nan
     windows: int = 0
     note: str = ""
-
-    def to_dict(self) -> dict:
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
 
 
 def parse_contexts(text: str) -> list[int]:
@@ -69,6 +66,8 @@ def evaluate_context(
 
 
 def extrapolate(model: GPT, tokenizer, val_text: str, contexts: list[int], max_windows: int = 8) -> list[ContextResult]:
+    if max_windows < 1:
+        raise UserError(f"--windows must be at least 1, got {max_windows}.")
     ids = tokenizer.encode(val_text)
     if len(ids) == 0:
         raise UserError("the validation text is empty; give a longer corpus with --data.")

@@ -1,4 +1,5 @@
-"""Atomic file writes: a temporary file in the same folder, then a rename, so a reader never sees half a file."""
+"""Atomic file writes (a temporary file in the same folder, then a rename, so a reader never sees half a file),
+and the checks on a folder about to be written."""
 
 from __future__ import annotations
 
@@ -87,3 +88,20 @@ def write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, allow_nan=True) + "\n")
+
+
+def check_free(folder: Path, flag: str, force: bool, source: Path | None = None) -> None:
+    """A folder to write a checkpoint or an export into: missing or empty, or holding files and --force given.
+    Never `source` (the checkpoint an export reads), nor a folder in or above it: --force would replace its files."""
+    if source is not None:
+        a, b = folder.resolve(), Path(source).resolve()
+        if a == b or b in a.parents or a in b.parents:
+            raise UserError(
+                f"{flag} {folder} is the checkpoint's folder {source}, or in or above it; choose another {flag}."
+            )
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} exists and is not a folder; choose another {flag}.")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise UserError(
+            f"{folder} already exists and holds files; choose another {flag}, or add --force to replace them."
+        )

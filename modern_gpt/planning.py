@@ -49,14 +49,27 @@ class Variant:
 # ---------------------------------------------------------------------------
 # Plans
 # ---------------------------------------------------------------------------
+def label(components) -> str:
+    """The name of a set of components, as parse_variant reads it back: 'classic' for none, else the names
+    joined by '+' (e.g. 'rmsnorm+rope'). Checkpoint folders, tables and messages name a model by it."""
+    return "+".join(components) or "classic"
+
+
+def component_problem(names) -> str | None:
+    """The one check of component names given by a user or read from a file: the first name that is not one of
+    model.COMPONENTS, as 'unknown component 'x'; the components are ...', or None when every name is one."""
+    unknown = next((n for n in names if n not in COMPONENTS), None)
+    return None if unknown is None else f"unknown component {unknown!r}; the components are {', '.join(COMPONENTS)}"
+
+
 def parse_components(text: str | None) -> tuple[str, ...]:
     """A comma list of component names, checked and in the order given."""
     if text is None:
         return COMPONENTS
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    for n in names:
-        if n not in COMPONENTS:
-            raise UserError(f"unknown component {n!r}; the components are {', '.join(COMPONENTS)}.")
+    why = component_problem(names)
+    if why:
+        raise UserError(f"{why}.")
     if len(set(names)) != len(names):
         raise UserError(f"--components names a component twice: {text}.")
     if not names:
@@ -72,12 +85,9 @@ def parse_variant(name: str) -> tuple[str, ...]:
     if name == "modern":
         return COMPONENTS
     parts = [p.strip() for p in name.split("+")]
-    for p in parts:
-        if p not in COMPONENTS:
-            raise UserError(
-                f"unknown variant part {p!r} in {name!r}; a variant is classic, modern, or components joined by + "
-                f"({', '.join(COMPONENTS)})."
-            )
+    why = component_problem(parts)
+    if why:
+        raise UserError(f"{name!r} is not a variant: {why}; a variant is classic, modern, or components joined by +.")
     return tuple(c for c in COMPONENTS if c in parts)
 
 
@@ -96,7 +106,7 @@ def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str
         return rows
     if plan == "single":
         return [Variant("classic", (), None)] + [Variant(c, (c,), 0) for c in components]
-    if plan == "duel":  # the two complete architectures: GPT-2 against a Llama-style model
+    if plan == "duel":  # the two complete architectures: GPT-2 against all modern (Llama, plus Qwen3's qk_norm)
         return [Variant("classic", (), None), Variant("modern", COMPONENTS, 0)]
     if plan == "leave-one-out":
         rows = [Variant("modern", COMPONENTS, None)]

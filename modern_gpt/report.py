@@ -1,25 +1,21 @@
-"""From a results folder's runs to the table a researcher reads: summary rows, verdicts, footnotes, renderings.
+"""From a results folder's runs to what its table says: summary rows, verdicts, footnotes, the duel's and power's
+figures. render.py draws them; plot.py draws the curves.
 
-Everything here is computed from meta.json and runs.csv alone, so `modern-gpt report DIR`
-shows exactly what `modern-gpt ablate` showed.
+The table is computed from the folder's files alone (meta.json, and runs.csv checked against runs/; plot also
+reads curves.csv), so `modern-gpt report DIR` shows exactly what `modern-gpt ablate` showed.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import math
 
 import pandas as pd
-from rich import box
-from rich.table import Table
 
 from .errors import UserError
 from .model import COMPONENTS
-from .results import SUMMARY_COLUMNS, ResultsDir, failed
+from .results import ResultsDir, failed
 from .stats import (
     INCONCLUSIVE,
-    MAX_PAIRS,
     SAME,
     decide,
     holm,
@@ -33,7 +29,6 @@ from .stats import (
 )
 from .train import SPIKE
 
-FORMATS = ("table", "markdown", "csv", "json")
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
 MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was learnt by heart
 MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split was memorised
@@ -380,48 +375,6 @@ def duel(meta: dict, runs: pd.DataFrame) -> dict:
     }
 
 
-def duel_table(meta: dict, d: dict) -> Table:
-    table = Table(
-        title="classic (GPT-2) against modern (Llama-style)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
-    )
-    table.add_column("")
-    for name in d["sides"]:
-        table.add_column(name, justify="right")
-    rows = [
-        ("params", lambda x: f"{x['params']:,}"),
-        ("val loss", lambda x: _num(x["val_loss"], ".4f")),
-        ("best val loss (mean step)", lambda x: f"{_num(x['best_val_loss'], '.4f')} ({_num(x['best_step'], '.0f')})"),
-        ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
-        ("perplexity", lambda x: _num(x["perplexity"], ".3f")),
-    ]
-    for label, cell in rows:
-        table.add_row(label, *(cell(x) for x in d["sides"].values()))
-    return table
-
-
-def duel_sentence(d: dict) -> str:
-    sooner = d["best_step_sooner"]
-    when = f"{abs(sooner):.0f} steps {'sooner' if sooner >= 0 else 'later'}" if not math.isnan(sooner) else "—"
-    return f"modern vs classic: perplexity {100 * d['perplexity_change']:+.1f}%, best point reached {when}."
-
-
-def title(meta: dict) -> str:
-    spec, s = meta["spec"], meta["spec"]["settings"]
-    seeds = seeds_planned(meta)
-    t = s["train"]
-    what = "classic-vs-modern duel" if spec["plan"] == "duel" else f"{spec['plan']} ablation"
-    auto = f" (--seeds auto, at most {len(spec['seeds'])})" if spec.get("min_seeds") is not None else ""
-    if spec.get("lrs"):
-        at = meta.get("sweep", {}).get("at")
-        which = "each row at its best" if at is None else f"all at {at:g}"
-        auto += f", {len(spec['lrs'])} learning rates ({which})"
-    return (
-        f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {seeds} seed"
-        f"{'s' if seeds != 1 else ''}{auto}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
-        f"dim {s['model']['dim']}, {s['model']['layers']} layers"
-    )
-
-
 # ---------------------------------------------------------------------------
 # `modern-gpt power`: how many seeds a question needs
 # ---------------------------------------------------------------------------
@@ -449,133 +402,3 @@ def power_info(meta: dict, summary: list[dict]) -> dict:
             for n in POWER_SEEDS
         ],
     }
-
-
-def power_table(info: dict) -> Table:
-    table = Table(
-        title="mde: the smallest |Δ val| detected with 80% power (nats/token)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("seeds", justify="right")
-    table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
-    table.add_column(f"a row of a {info['table_rows']}-row table (Holm)", justify="right")
-    for r in info["mde"]:
-        table.add_row(str(r["seeds"]), _num(r["one_comparison"], ".4f"), _num(r["table_row"], ".4f"))
-    return table
-
-
-def power_sentences(info: dict) -> list[str]:
-    p = info["placebo"]
-    check = (
-        "inconclusive, as it should be: initialisation alone is not called an effect"
-        if p["verdict"] == INCONCLUSIVE
-        else f"{p['verdict']}: initialisation alone was called an effect, which happens in {info['alpha']:g} of "
-        "measurements by chance; if it recurs, the runs are not reproducible"
-    )
-    return [
-        f"{info['variant']}: val loss {_num(info['val_loss'], '.4f')} over {info['pairs']} seeds (spread "
-        f"{_num(info['spread'], '.4f')}); paired sd between two weight inits on the same batches and evaluation "
-        f"tokens: {_num(info['paired_sd'], '.4f')} nats.",
-        f"Placebo check: Δ {_num(p['delta_val'], '+.4f')} (95% CI [{_num(p['ci_low'], '+.4f')}, "
-        f"{_num(p['ci_high'], '+.4f')}], p {_p(p['p'])}): {check}.",
-        "Read: a component whose true effect is below a row's number is likely to come out inconclusive at that "
-        "many seeds. Rows whose architectures differ more can have a larger paired sd than two inits of one; "
-        "the table's own mde column measures it.",
-    ]
-
-
-# ---------------------------------------------------------------------------
-# Renderings
-# ---------------------------------------------------------------------------
-def _num(x, spec: str) -> str:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
-def _cells(row: dict, show_mlp: bool) -> list[str]:
-    val = _num(row["val_loss"], ".4f")
-    if row["diverged"]:
-        val = "diverged" if not row["seeds"] else f"{val} ({row['diverged']} diverged)"
-    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
-    need = row["seeds_needed"]
-    cells = [row["variant"], f"{row['params']:,}"]
-    if show_mlp:
-        cells.append(str(row["mlp_hidden"]))
-    if row["lrs"] > 1:
-        cells += [f"{row['lr']:g}", f"{row['stable']}/{row['lrs']}"]
-    return cells + [
-        _num(row["train_loss"], ".4f"),
-        val,
-        _num(row["delta_val"], "+.4f"),
-        _num(row["spread"], ".4f"),
-        ci,
-        _p(row["p_holm"]),
-        row["verdict"],
-        _num(row["mde"], ".4f"),
-        f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
-        _num(row["secs"], ".1f"),
-    ]
-
-
-def _p(p: float) -> str:
-    return "" if math.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
-
-
-def _headers(show_mlp: bool, sweep: bool = False) -> list[str]:
-    cols = ["variant", "params"] + (["mlp"] if show_mlp else []) + (["lr", "stable"] if sweep else [])
-    return cols + ["train", "val", "Δ val", "spread", "95% CI", "p_holm", "verdict", "mde", "need", "secs"]
-
-
-VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
-
-
-def rich_table(meta: dict, summary: list[dict]) -> Table:
-    show_mlp = meta["spec"]["match_params"]
-    table = Table(title=title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
-    for h in headers:
-        table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
-    at = headers.index("verdict")
-    for row in summary:
-        cells = _cells(row, show_mlp)
-        cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
-        table.add_row(*cells)
-    return table
-
-
-def markdown(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
-    show_mlp = meta["spec"]["match_params"]
-    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
-    lines = [
-        f"**{title(meta)}**",
-        "",
-        "| " + " | ".join(headers) + " |",
-        "|" + "|".join(" --- " for _ in headers) + "|",
-    ]
-    lines += ["| " + " | ".join(_cells(row, show_mlp)) + " |" for row in summary]
-    if duel_info:
-        lines += ["", duel_sentence(duel_info)]
-    return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
-
-
-def csv_text(summary: list[dict]) -> str:
-    buf = io.StringIO()
-    pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(buf, index=False)
-    return buf.getvalue()
-
-
-def clean(x):
-    """JSON has no NaN or infinity: None stands for a number that does not exist."""
-    if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [clean(v) for v in x]
-    return None if isinstance(x, float) and not math.isfinite(x) else x
-
-
-def json_text(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
-    doc = {"title": title(meta), "rows": [clean(row) for row in summary], "footnotes": notes}
-    if duel_info:
-        doc["duel"] = clean(duel_info)
-    return json.dumps(doc, indent=2)

@@ -31,7 +31,6 @@ import pandas as pd
 
 from .errors import UserError
 from .files import atomic_path, kind, not_regular, write_json
-from .model import COMPONENTS
 from .schema import problem
 from .settings import ALL, from_dict, saved_settings_problem
 
@@ -120,8 +119,15 @@ def settings_hash(settings: dict, data_key: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def command_of(plan: str) -> str:
+    """The command that writes (and resumes) a results folder of this plan."""
+    return plan if plan in ("duel", "power") else "ablate"
+
+
 def check_meta(meta, path: Path) -> None:
     """meta.json against META_SCHEMA, its plan's rows and seeds, and its settings: one sentence for what is wrong."""
+    from .planning import component_problem  # planning imports this module
+
     found = problem(meta, META_SCHEMA)
     spec = meta["spec"] if found is None else {}
     if found is None and not spec["variants"]:
@@ -132,10 +138,10 @@ def check_meta(meta, path: Path) -> None:
         found = _lrs_problem(spec)
     k = len(spec.get("lrs") or [1]) if found is None else 1  # run rows per table row
     for i, v in enumerate(spec.get("variants", []) if found is None else []):
-        unknown = [c for c in v["components"] if c not in COMPONENTS]
+        unknown = component_problem(v["components"])
         ref = v["reference"]
         if unknown:
-            found = f"spec.variants[{i}] has an unknown component {unknown[0]!r}"
+            found = f"spec.variants[{i}]: {unknown}"
         elif (ref is None) != (i < k) or (ref is not None and not (0 <= ref < i and ref % k == i % k)):
             found = f"spec.variants[{i}].reference {ref!r} is not a row above it"
         if found:
@@ -392,9 +398,9 @@ class ResultsDir:
                 plan = json.loads((p / "meta.json").read_text(encoding="utf-8"))["spec"]["plan"]
             except (OSError, ValueError, KeyError, TypeError):
                 plan = None
-            command = plan if plan in ("duel", "power") else "ablate"
             raise UserError(
-                f"{p} already holds an ablation; finish it with modern-gpt {command} --resume {p}, or choose another --out."
+                f"{p} already holds an ablation; finish it with modern-gpt {command_of(plan)} --resume {p}, or choose "
+                "another --out."
             )
         raise UserError(f"{p} already exists and is not an empty folder; choose another --out.")
 
@@ -413,6 +419,15 @@ class ResultsDir:
             raise UserError(f"{path} is damaged ({str(e).splitlines()[0]}); start a new ablation.") from None
         check_meta(meta, path)
         return meta
+
+    def check_resumed_by(self, command: str) -> None:
+        """--resume with the command that wrote the folder; another command is refused, naming the right one."""
+        written_by = command_of(self.read_meta()["spec"]["plan"])
+        if written_by != command:
+            raise UserError(
+                f"{self.path} was written by modern-gpt {written_by}; resume it with modern-gpt {written_by} "
+                f"--resume {self.path}."
+            )
 
     def write_meta(self, meta: dict) -> None:
         write_json(self.path / "meta.json", meta)
@@ -556,7 +571,7 @@ class ResultsDir:
         """What a reader of the table must know about the folder itself: a writer still at work, one that died
         or failed (meta.json's status alone can say `running` for a process long gone), run files left out."""
         notes, status, owner = [], meta.get("status"), self.owner()
-        resume = f"modern-gpt {'duel' if meta['spec']['plan'] == 'duel' else 'ablate'} --resume {self.path}"
+        resume = f"modern-gpt {command_of(meta['spec']['plan'])} --resume {self.path}"
         if owner is not None:
             notes.append(f"Still running (pid {owner or 'unknown'}): the table shows the runs finished so far.")
         elif status == "running":

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from modern_gpt import planning, report
+from modern_gpt import planning, render, report
 from modern_gpt.cli import app
 from modern_gpt.errors import UserError
 from modern_gpt.model import COMPONENTS, ModelConfig, non_embedding_params, param_counts
@@ -65,8 +65,14 @@ def test_custom_plan_compares_each_row_with_the_row_above():
             "unknown plan 'random'; choose one of cumulative, single, leave-one-out, custom",
         ),
         (lambda: planning.make_plan("custom"), "--plan custom needs --variants"),
-        (lambda: planning.make_plan("custom", variants="classic;rope+swiglu2"), "unknown variant part 'swiglu2'"),
-        (lambda: planning.parse_components("rmsnorm,flash"), "unknown component 'flash'; the components are rmsnorm, rope"),
+        (
+            lambda: planning.make_plan("custom", variants="classic;rope+swiglu2"),
+            "is not a variant: unknown component 'swiglu2'",
+        ),
+        (
+            lambda: planning.parse_components("rmsnorm,flash"),
+            "unknown component 'flash'; the components are rmsnorm, rope",
+        ),
         (lambda: planning.seed_list(0, None), "--seeds must be between 1 and 10,000, got 0"),
         (lambda: planning.seed_list(10**9, None), "--seeds must be between 1 and 10,000"),
         (lambda: planning.seed_list(None, "1,x"), "--seed-list must be whole numbers"),
@@ -218,7 +224,7 @@ def test_diverged_runs_are_left_out_of_the_means_and_named():
     assert summary[1]["delta_val"] == pytest.approx(-1.0)  # paired over the seeds both rows finished
     notes = report.footnotes(meta, runs, summary)
     assert any(n.startswith("a, seed 2: diverged") for n in notes)
-    assert "(1 diverged)" in report.markdown(
+    assert "(1 diverged)" in render.markdown(
         {**meta, "spec": {**meta["spec"], "plan": "custom", "data_name": "x", "settings": _SETTINGS}}, summary, notes
     )
 
@@ -291,7 +297,9 @@ def test_report_prints_every_format(smoke):
 
     folder, _ = smoke
     md = invoke("report", folder, "--format", "markdown").splitlines()
-    assert md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | p_holm | verdict | mde | need | secs |"
+    assert (
+        md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | p_holm | verdict | mde | need | secs |"
+    )
     rows = ["classic", "classic (placebo)"] + [f"+{c}" for c in COMPONENTS]
     assert [line.split(" | ")[0] for line in md[4 : 4 + len(rows)]] == [f"| {r}" for r in rows]
     doc = json.loads(invoke("report", folder, "--format", "json"))

@@ -82,7 +82,10 @@ def test_corpus_too_short_for_the_context(run, tmp_path):
             ["unknown component 'flash'", ", ".join(COMPONENTS)],
         ),
         (["--plan", "greedy"], ["unknown plan 'greedy'", "cumulative, single, leave-one-out, custom"]),
-        (["--plan", "custom", "--variants", "classic;fancy"], ["unknown variant part 'fancy'", "classic, modern"]),
+        (
+            ["--plan", "custom", "--variants", "classic;fancy"],
+            ["'fancy' is not a variant: unknown component 'fancy'", "classic, modern"],
+        ),
         (["--seeds", "0"], ["--seeds must be between 1 and 10,000"]),
         (["--seeds", "-2"], ["--seeds must be between 1 and 10,000"]),
         (["--steps", "0"], ["steps must be at least 1, got 0"]),

@@ -47,7 +47,7 @@ def checkpoints(tmp_path_factory):
 def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run_ok, tmp_path):
     folder = tmp_path / "duel"
     table = run_ok("duel", *TINY, "--jobs", "1", "--seeds", "2", "--out", folder)
-    assert "classic (GPT-2) against modern (Llama-style)" in table and "perplexity" in table
+    assert "classic (GPT-2) against modern (Qwen3-style)" in table and "perplexity" in table
     doc = json.loads(run_ok("report", folder, "--format", "json"))
     runs = pd.read_csv(folder / "runs.csv")
     classic = runs[runs.variant == "classic"].set_index("seed").val_loss

@@ -1,0 +1,379 @@
+"""What the command line prints: every table, sentence and JSON document, rendered from what the library
+computes (report.py for a results folder, model.py for a model's price, train.py, extrapolate.py, explain.py).
+
+cli.py parses the flags, calls the library and prints what these functions return; nothing here computes a
+number that a table shows (the verdicts, the means and the parameter counts are computed where they live).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shlex
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+from rich import box
+from rich.table import Table
+
+from .model import PIECES, ModelConfig, kv_cache_bytes_per_token, param_counts
+from .planning import label
+from .report import seeds_planned
+from .results import SUMMARY_COLUMNS
+from .stats import INCONCLUSIVE, MAX_PAIRS
+
+
+# ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+def clean(x):
+    """JSON has no NaN or infinity: None stands for a number that does not exist."""
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [clean(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def to_json(obj) -> str:
+    """Every JSON document the command line prints: indented, NaN and infinity as null."""
+    return json.dumps(clean(obj), indent=2)
+
+
+# ---------------------------------------------------------------------------
+# params: the price of each piece
+# ---------------------------------------------------------------------------
+def params_info(cfg: ModelConfig) -> dict:
+    counts = param_counts(cfg)
+    return {
+        "total": counts["total"],
+        "pieces": {p: counts[p] for p in PIECES},
+        "components": list(cfg.components),
+        "mlp_hidden": cfg.hidden,
+        "head_dim": cfg.head_dim,
+        "kv_heads": cfg.n_kv_heads,
+        "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),
+        "config": cfg.to_dict(),
+    }
+
+
+def params_table(info: dict) -> Table:
+    name = label(info["components"]) + ("" if info["components"] else " (GPT-2)")
+    table = Table(title=f"Parameters: {name}")
+    table.add_column("piece")
+    table.add_column("params", justify="right")
+    table.add_column("share", justify="right")
+    total = info["total"]
+    for piece, n in info["pieces"].items():
+        if piece == "output_head" and n == 0:  # tied to the token embedding
+            continue
+        table.add_row(piece.replace("_", " "), f"{n:,}", f"{100 * n / total:.1f}%")
+    table.add_section()
+    table.add_row("total", f"{total:,}", "100.0%", style="bold")
+    return table
+
+
+def params_sentence(info: dict) -> str:
+    return (
+        f"MLP hidden width {info['mlp_hidden']}, head dim {info['head_dim']}, {info['config']['heads']} query heads, "
+        f"{info['kv_heads']} K/V heads, KV cache {info['kv_cache_bytes_per_token']:,} bytes per token at bf16."
+    )
+
+
+# ---------------------------------------------------------------------------
+# train
+# ---------------------------------------------------------------------------
+def train_table(result, components, corpus_name: str, seed: int) -> Table:
+    """One run's numbers (a train.RunResult)."""
+    table = Table(title=f"{label(components)} on {corpus_name}, seed {seed}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("params", f"{result.params:,}"),
+        ("train loss (nats/token)", f"{result.train_loss:.4f}"),
+        ("val loss (nats/token)", f"{result.val_loss:.4f}"),
+        ("val bits/char", f"{result.val_bpc:.4f}"),
+        ("val perplexity", f"{result.val_ppl:.2f}"),
+        ("best val loss (step)", f"{result.best_val_loss:.4f} ({result.best_step})"),
+        ("epochs of the training split", f"{result.epochs:.2f}"),
+        ("tokens/s", f"{result.tokens_per_s:,.0f}"),
+        ("wall seconds", f"{result.secs:.1f}"),
+        ("device, threads", f"{result.device}, {result.threads}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def train_failed(result, out: Path) -> str:
+    why = "diverged (the loss became NaN or infinite)" if result.diverged else f"failed: {result.error}"
+    return f"The run {why} after {result.steps_done} steps; no weights saved, metrics in {out}/metrics.json."
+
+
+def memorised(epochs: float) -> str:
+    return f"[yellow]note:[/] the run saw {epochs:.1f} epochs of the training split: it may have memorised it."
+
+
+# ---------------------------------------------------------------------------
+# extrapolate: the context wall
+# ---------------------------------------------------------------------------
+def positions(cfg: ModelConfig) -> str:
+    return "RoPE" if cfg.rope else "learned positions"
+
+
+def extrapolate_info(checkpoint: Path, cfg: ModelConfig, results: list) -> dict:
+    return {
+        "checkpoint": str(checkpoint),
+        "trained_context": cfg.context,
+        "positions": positions(cfg),
+        "results": [asdict(r) for r in results],
+    }
+
+
+def extrapolate_table(checkpoint: Path, cfg: ModelConfig, results: list) -> Table:
+    """One row per context length (extrapolate.ContextResult), the lengths past the trained one marked."""
+    title = f"{checkpoint}: {positions(cfg)}, trained at context {cfg.context}"
+    table = Table(title=title, title_justify="left")
+    for col in ("context", "val loss", "val bits/char", "ms/token", "windows", ""):
+        table.add_column(col, justify="right" if col else "left")
+    for r in results:
+        if r.status == "ok":
+            past = "past the trained context" if r.context > cfg.context else ""
+            table.add_row(
+                str(r.context), f"{r.val_loss:.4f}", f"{r.val_bpc:.4f}", f"{r.ms_per_token:.3f}", str(r.windows), past
+            )
+        else:
+            table.add_row(str(r.context), r.status, "", "", "", r.note)
+    return table
+
+
+# ---------------------------------------------------------------------------
+# explain: a real model's config.json
+# ---------------------------------------------------------------------------
+def explain_table(info: dict, source) -> Table:
+    """One row per field explain knows: its value, its component and what it means."""
+    table = Table(title=f"{source}: {info['family']}", title_justify="left", show_lines=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_column("component")
+    table.add_column("meaning")
+    for f in info["fields"]:
+        table.add_row(f["field"], json.dumps(f["value"]), f["component"] or "", f["meaning"])
+    return table
+
+
+def explain_lines(info: dict) -> list[str]:
+    """What follows the table: unknown fields, components, biases, notes, the price and the closest variant."""
+    lines = []
+    if info["unknown"]:
+        lines.append("unknown (not explained, not guessed): " + ", ".join(info["unknown"]))
+    lines.append(f"components: {', '.join(info['components']) or 'none (classic GPT-2)'}")
+    with_bias = [name for name, on in info["biases"].items() if on]
+    without = ", ".join(name for name, on in info["biases"].items() if not on)
+    lines.append(
+        f"biases: {', '.join(with_bias) if with_bias else 'none'}" + (f"; none on {without}" if with_bias else "")
+    )
+    lines += [f"note: {note}" for note in info["notes"]]
+    lines.append(
+        f"parameters: {info['params']:,}; KV cache: {info['kv_cache_bytes_per_token']:,} bytes per token at "
+        f"{info['dtype']}"
+    )
+    if info["flags"] is None:  # flags that `params` would refuse are not printed
+        lines.append(f"closest modern-gpt variant: none that modern-gpt params accepts ({info['flags_problem']})")
+    else:
+        lines.append(f"closest modern-gpt variant: modern-gpt {shlex.join(['params', *info['flags']])}")
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# ablate, duel, power and report: a results folder's table
+# ---------------------------------------------------------------------------
+def run_count(spec, total: int, folder: Path) -> str:
+    """Printed before the first run: the rows, learning rates and seeds, their product and the folder."""
+    rows = f"{len(spec.table_variants)} rows x " + (f"{len(spec.lrs)} learning rates x " if spec.lrs else "")
+    seeds = (
+        f"{spec.min_seeds} to {len(spec.seeds)} seeds (--seeds auto)" if spec.sequential else f"{len(spec.seeds)} seeds"
+    )
+    return f"{spec.plan}: {rows}{seeds} = {total} runs -> {folder}"
+
+
+def run_names(spec) -> list[str]:
+    """The progress display's name of each run row: the variant, and its learning rate with --lrs."""
+    return [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
+
+
+def interrupted(finished: int, total: int, folder: Path, command: str) -> str:
+    return (
+        f"modern-gpt: interrupted; {finished} of {total} runs finished and kept in {folder}.\n"
+        f"Resume with: modern-gpt {command} --resume {shlex.quote(str(folder))}"
+    )
+
+
+def results_line(folder: Path, lrs) -> str:
+    lr = "; lr.png: val loss against learning rate" if lrs else ""
+    return f"results: {folder} (curves.png: validation loss against step{lr})"
+
+
+def title(meta: dict) -> str:
+    """The table's title: the plan, the data, the seeds and the budget."""
+    spec, s = meta["spec"], meta["spec"]["settings"]
+    seeds = seeds_planned(meta)
+    t = s["train"]
+    what = "classic-vs-modern duel" if spec["plan"] == "duel" else f"{spec['plan']} ablation"
+    auto = f" (--seeds auto, at most {len(spec['seeds'])})" if spec.get("min_seeds") is not None else ""
+    if spec.get("lrs"):
+        at = meta.get("sweep", {}).get("at")
+        which = "each row at its best" if at is None else f"all at {at:g}"
+        auto += f", {len(spec['lrs'])} learning rates ({which})"
+    return (
+        f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {seeds} seed"
+        f"{'s' if seeds != 1 else ''}{auto}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
+        f"dim {s['model']['dim']}, {s['model']['layers']} layers"
+    )
+
+
+def duel_table(d: dict) -> Table:
+    """The duel's two architectures side by side (report.duel). Every component on is a Qwen3: Llama's pieces
+    and QK-norm."""
+    table = Table(
+        title="classic (GPT-2) against modern (Qwen3-style)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    table.add_column("")
+    for name in d["sides"]:
+        table.add_column(name, justify="right")
+    rows = [
+        ("params", lambda x: f"{x['params']:,}"),
+        ("val loss", lambda x: _num(x["val_loss"], ".4f")),
+        ("best val loss (mean step)", lambda x: f"{_num(x['best_val_loss'], '.4f')} ({_num(x['best_step'], '.0f')})"),
+        ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
+        ("perplexity", lambda x: _num(x["perplexity"], ".3f")),
+    ]
+    for what, cell in rows:
+        table.add_row(what, *(cell(x) for x in d["sides"].values()))
+    return table
+
+
+def duel_sentence(d: dict) -> str:
+    sooner = d["best_step_sooner"]
+    when = f"{abs(sooner):.0f} steps {'sooner' if sooner >= 0 else 'later'}" if not math.isnan(sooner) else "—"
+    return f"modern vs classic: perplexity {100 * d['perplexity_change']:+.1f}%, best point reached {when}."
+
+
+def power_table(info: dict) -> Table:
+    table = Table(
+        title="mde: the smallest |Δ val| detected with 80% power (nats/token)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("seeds", justify="right")
+    table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
+    table.add_column(f"a row of a {info['table_rows']}-row table (Holm)", justify="right")
+    for r in info["mde"]:
+        table.add_row(str(r["seeds"]), _num(r["one_comparison"], ".4f"), _num(r["table_row"], ".4f"))
+    return table
+
+
+def power_sentences(info: dict) -> list[str]:
+    p = info["placebo"]
+    check = (
+        "inconclusive, as it should be: initialisation alone is not called an effect"
+        if p["verdict"] == INCONCLUSIVE
+        else f"{p['verdict']}: initialisation alone was called an effect, which happens in {info['alpha']:g} of "
+        "measurements by chance; if it recurs, the runs are not reproducible"
+    )
+    return [
+        f"{info['variant']}: val loss {_num(info['val_loss'], '.4f')} over {info['pairs']} seeds (spread "
+        f"{_num(info['spread'], '.4f')}); paired sd between two weight inits on the same batches and evaluation "
+        f"tokens: {_num(info['paired_sd'], '.4f')} nats.",
+        f"Placebo check: Δ {_num(p['delta_val'], '+.4f')} (95% CI [{_num(p['ci_low'], '+.4f')}, "
+        f"{_num(p['ci_high'], '+.4f')}], p {_p(p['p'])}): {check}.",
+        "Read: a component whose true effect is below a row's number is likely to come out inconclusive at that "
+        "many seeds. Rows whose architectures differ more can have a larger paired sd than two inits of one; "
+        "the table's own mde column measures it.",
+    ]
+
+
+def _num(x, spec: str) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _cells(row: dict, show_mlp: bool) -> list[str]:
+    val = _num(row["val_loss"], ".4f")
+    if row["diverged"]:
+        val = "diverged" if not row["seeds"] else f"{val} ({row['diverged']} diverged)"
+    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
+    need = row["seeds_needed"]
+    cells = [row["variant"], f"{row['params']:,}"]
+    if show_mlp:
+        cells.append(str(row["mlp_hidden"]))
+    if row["lrs"] > 1:
+        cells += [f"{row['lr']:g}", f"{row['stable']}/{row['lrs']}"]
+    return cells + [
+        _num(row["train_loss"], ".4f"),
+        val,
+        _num(row["delta_val"], "+.4f"),
+        _num(row["spread"], ".4f"),
+        ci,
+        _p(row["p_holm"]),
+        row["verdict"],
+        _num(row["mde"], ".4f"),
+        f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
+        _num(row["secs"], ".1f"),
+    ]
+
+
+def _p(p: float) -> str:
+    return "" if math.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def _headers(show_mlp: bool, sweep: bool = False) -> list[str]:
+    cols = ["variant", "params"] + (["mlp"] if show_mlp else []) + (["lr", "stable"] if sweep else [])
+    return cols + ["train", "val", "Δ val", "spread", "95% CI", "p_holm", "verdict", "mde", "need", "secs"]
+
+
+VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
+
+
+def rich_table(meta: dict, summary: list[dict]) -> Table:
+    show_mlp = meta["spec"]["match_params"]
+    table = Table(title=title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
+    at = headers.index("verdict")
+    for row in summary:
+        cells = _cells(row, show_mlp)
+        cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
+        table.add_row(*cells)
+    return table
+
+
+def markdown(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
+    show_mlp = meta["spec"]["match_params"]
+    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
+    lines = [
+        f"**{title(meta)}**",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(" --- " for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(_cells(row, show_mlp)) + " |" for row in summary]
+    if duel_info:
+        lines += ["", duel_sentence(duel_info)]
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
+
+
+def csv_text(summary: list[dict]) -> str:
+    buf = io.StringIO()
+    pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def json_text(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
+    doc = {"title": title(meta), "rows": summary, "footnotes": notes}
+    if duel_info:
+        doc["duel"] = duel_info
+    return to_json(doc)
