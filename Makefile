@@ -26,6 +26,7 @@ smoke: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-dev

@@ -34,9 +34,11 @@ def main() -> None:
             corpus = load_corpus(replace(cfg))
             times.append(time.perf_counter() - t)
         size = path.stat().st_size / 1e6
-        print(f"{size:.0f} MB, {args.tokenizer}: first load (tokenize + write) {times[0]:.1f} s, "
-              f"second load (cache hit, memory-mapped) {times[1]:.2f} s, {len(corpus.train):,} training tokens; "
-              f"{os.cpu_count()} CPUs")  # fmt: skip
+        print(
+            f"{size:.0f} MB, {args.tokenizer}: first load (tokenize + write) {times[0]:.1f} s, "
+            f"second load (cache hit, memory-mapped) {times[1]:.2f} s, {len(corpus.train):,} training tokens; "
+            f"{os.cpu_count()} CPUs"
+        )
 
 
 if __name__ == "__main__":

@@ -63,8 +63,20 @@ COLUMNS = ["row", "variant", "seed", "train_loss", "val_loss", "best_val_loss", 
 
 def ablation(flags: list[str]) -> tuple[float, list]:
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "modern_gpt", "ablate", "--seeds", "3", "--smoke", *flags,
-               "--out", os.path.join(out, "r"), "--format", "csv"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "modern_gpt",
+            "ablate",
+            "--seeds",
+            "3",
+            "--smoke",
+            *flags,
+            "--out",
+            os.path.join(out, "r"),
+            "--format",
+            "csv",
+        ]
         t = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)
         wall = time.perf_counter() - t
@@ -103,12 +115,18 @@ def main() -> None:
         print(f"    {name:15s} {statistics.median(walls[name]):6.1f} s")
     print(f"    runs.csv values equal across the three: {same}")
     c = {k: statistics.median(x[k] for x in costs) for k in costs[0] if k != "version"}
-    print(f"(b) Ray {costs[0]['version']}: import {c['import_s']:.1f} s, local start (ray.init) {c['init_s']:.1f} s, "
-          f"first task (a worker starts) {c['first_task_s']:.2f} s, shutdown {c['shutdown_s']:.1f} s;")  # fmt: skip
-    print(f"    per no-op task: {c['round_trip_ms']:.1f} ms one round trip at a time, {c['batched_ms']:.2f} ms each "
-          f"when 200 are submitted at once")  # fmt: skip
-    print(f"machine: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, torch {torch.__version__}, "
-          f"python {platform.python_version()}; load average {loads[0]:.1f} before, {loads[1]:.1f} after")  # fmt: skip
+    print(
+        f"(b) Ray {costs[0]['version']}: import {c['import_s']:.1f} s, local start (ray.init) {c['init_s']:.1f} s, "
+        f"first task (a worker starts) {c['first_task_s']:.2f} s, shutdown {c['shutdown_s']:.1f} s;"
+    )
+    print(
+        f"    per no-op task: {c['round_trip_ms']:.1f} ms one round trip at a time, {c['batched_ms']:.2f} ms each "
+        f"when 200 are submitted at once"
+    )
+    print(
+        f"machine: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+        f"python {platform.python_version()}; load average {loads[0]:.1f} before, {loads[1]:.1f} after"
+    )
 
 
 if __name__ == "__main__":

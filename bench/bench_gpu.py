@@ -166,9 +166,14 @@ def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
         ("modern-gpt classic", lambda: GPT(classic), ours, classic, "fused"),
         ("modern-gpt all-modern", lambda: GPT(modern), ours, modern, "fused"),
         ("transformers GPT2LMHeadModel", lambda: hf(classic, "GPT2LMHeadModel"), theirs, classic, "fused"),
-        ("transformers LlamaForCausalLM (no QK-norm)", lambda: hf(llama_shape, "LlamaForCausalLM"), theirs,
-         llama_shape, "fused"),
-    ]  # fmt: skip
+        (
+            "transformers LlamaForCausalLM (no QK-norm)",
+            lambda: hf(llama_shape, "LlamaForCausalLM"),
+            theirs,
+            llama_shape,
+            "fused",
+        ),
+    ]
     if not compiled:
         candidates.insert(
             2, ("modern-gpt all-modern without QK-norm", lambda: GPT(llama_shape), ours, llama_shape, "fused")
@@ -192,8 +197,18 @@ def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
             )
             print(f"(a) {name} {mode}: failed: {rows[-1]['error']}", flush=True)
             continue
-        rows.append({"part": "a", "model": name, "mode": mode, "params": params, "ms_per_step": ms,
-                     "tokens_per_s": tokens_per_step / ms * 1e3, "warmup_s": warm, "peak_mib": peak})  # fmt: skip
+        rows.append(
+            {
+                "part": "a",
+                "model": name,
+                "mode": mode,
+                "params": params,
+                "ms_per_step": ms,
+                "tokens_per_s": tokens_per_step / ms * 1e3,
+                "warmup_s": warm,
+                "peak_mib": peak,
+            }
+        )
         print(f"(a) {name} {mode}: {ms:.2f} ms/step (warm-up {warm:.1f} s)", flush=True)
         del model
         if device == "cuda":
@@ -224,8 +239,16 @@ def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
         return
     for every, label in ((1, "every step"), (SYNC_EVERY, f"every {SYNC_EVERY} steps (default)")):
         ms = tokens_per_step / best[every] * 1e3
-        rows.append({"part": "a", "model": f"train_run classic, loss read {label}", "mode": "eager",
-                     "params": result.params, "ms_per_step": ms, "tokens_per_s": best[every]})  # fmt: skip
+        rows.append(
+            {
+                "part": "a",
+                "model": f"train_run classic, loss read {label}",
+                "mode": "eager",
+                "params": result.params,
+                "ms_per_step": ms,
+                "tokens_per_s": best[every],
+            }
+        )
         print(f"(a) train_run classic, loss read {label}: {ms:.2f} ms/step", flush=True)
 
 
@@ -260,8 +283,20 @@ def worker(spec: dict) -> None:
     )
     end = time.time()
     peak = torch.cuda.max_memory_reserved() / 2**20 if spec["device"] == "cuda" else float("nan")
-    print(json.dumps({"start": start, "end": end, "tokens": result.tokens_seen, "tokens_per_s": result.tokens_per_s,
-                      "diverged": result.diverged, "error": result.error, "peak_reserved_mib": peak}), flush=True)  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "start": start,
+                "end": end,
+                "tokens": result.tokens_seen,
+                "tokens_per_s": result.tokens_per_s,
+                "diverged": result.diverged,
+                "error": result.error,
+                "peak_reserved_mib": peak,
+            }
+        ),
+        flush=True,
+    )
 
 
 class BusySampler:
@@ -276,9 +311,17 @@ class BusySampler:
     def _run(self) -> None:
         while not self.stop.wait(0.25):
             try:
-                out = subprocess.run([self.smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                                      "--id=" + os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]],
-                                     capture_output=True, text=True, timeout=5).stdout  # fmt: skip
+                out = subprocess.run(
+                    [
+                        self.smi,
+                        "--query-gpu=utilization.gpu",
+                        "--format=csv,noheader,nounits",
+                        "--id=" + os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=5,
+                ).stdout
                 self.samples.append(float(out.split()[0]))
             except (OSError, ValueError, IndexError, subprocess.SubprocessError):
                 return
@@ -317,14 +360,26 @@ def part_b(args, device, env, tmp: Path, rows: list, skipped: list) -> None:
         if left < 30:
             skipped.append(f"(b) {k} concurrent runs: the --budget was spent")
             continue
-        spec = {"data": args.data, "device": device, "dry": args.cpu_dry_run, "steps": steps,
-                "threads": default_threads(k)}  # fmt: skip
+        spec = {
+            "data": args.data,
+            "device": device,
+            "dry": args.cpu_dry_run,
+            "steps": steps,
+            "threads": default_threads(k),
+        }
         logs = [open(tmp / f"b-{k}-{i}.log", "w+") for i in range(k)]  # stderr: a full pipe would stall a worker
         procs = [
-            subprocess.Popen([sys.executable, __file__, "--worker", json.dumps({**spec, "seed": i})], env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+            subprocess.Popen(
+                [sys.executable, __file__, "--worker", json.dumps({**spec, "seed": i})],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                bufsize=1,
+            )
             for i, log in enumerate(logs)
-        ]  # fmt: skip
+        ]
         for p, log in zip(procs, logs, strict=True):
             p.stderr_log = log
         try:
@@ -339,10 +394,19 @@ def part_b(args, device, env, tmp: Path, rows: list, skipped: list) -> None:
                 done = [json.loads(readline(p, deadline - time.perf_counter())) for p in procs]
             span = max(d["end"] for d in done) - min(d["start"] for d in done)
             total = sum(d["tokens"] for d in done) / span
-            rows.append({"part": "b", "runs": k, "steps": steps, "total_tokens_per_s": total,
-                         "mean_run_tokens_per_s": sum(d["tokens_per_s"] for d in done) / k, "span_s": span,
-                         "gpu_busy_pct": busy.mean, "peak_reserved_mib_per_run": max(d["peak_reserved_mib"] for d in done),
-                         "failed": sum(bool(d["diverged"] or d["error"]) for d in done)})  # fmt: skip
+            rows.append(
+                {
+                    "part": "b",
+                    "runs": k,
+                    "steps": steps,
+                    "total_tokens_per_s": total,
+                    "mean_run_tokens_per_s": sum(d["tokens_per_s"] for d in done) / k,
+                    "span_s": span,
+                    "gpu_busy_pct": busy.mean,
+                    "peak_reserved_mib_per_run": max(d["peak_reserved_mib"] for d in done),
+                    "failed": sum(bool(d["diverged"] or d["error"]) for d in done),
+                }
+            )
             print(f"(b) {k} concurrent runs: {total:,.0f} tokens/s in all, GPU busy {busy.mean:.0f}%", flush=True)
         except (TimeoutError, RuntimeError, ValueError) as e:
             rows.append({"part": "b", "runs": k, "steps": steps, "error": str(e)[:300]})
@@ -380,8 +444,23 @@ def part_c(args, device, env, best: int, tmp: Path, rows: list, skipped: list) -
                 skipped.append(f"(c) {name} --jobs {jobs}: the --budget was spent")
                 continue
             out = tmp / f"c-{name.split()[0]}-{jobs}"
-            cmd = [sys.executable, "-m", "modern_gpt", "ablate", "--seeds", "3", "--device", device,
-                   "--jobs", str(jobs), "--out", str(out), "--format", "csv", *flags]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "modern_gpt",
+                "ablate",
+                "--seeds",
+                "3",
+                "--device",
+                device,
+                "--jobs",
+                str(jobs),
+                "--out",
+                str(out),
+                "--format",
+                "csv",
+                *flags,
+            ]
             t = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=left)
@@ -396,9 +475,17 @@ def part_c(args, device, env, best: int, tmp: Path, rows: list, skipped: list) -
                 continue
             with open(out / "runs.csv", newline="") as f:
                 done = list(csv.DictReader(f))
-            rows.append({"part": "c", "ablation": name, "jobs": jobs, "runs": len(done), "wall_s": wall,
-                         "mean_run_s": sum(float(r["secs"]) for r in done) / len(done),
-                         "failed": sum(r["diverged"] == "True" or bool(r["error"]) for r in done)})  # fmt: skip
+            rows.append(
+                {
+                    "part": "c",
+                    "ablation": name,
+                    "jobs": jobs,
+                    "runs": len(done),
+                    "wall_s": wall,
+                    "mean_run_s": sum(float(r["secs"]) for r in done) / len(done),
+                    "failed": sum(r["diverged"] == "True" or bool(r["error"]) for r in done),
+                }
+            )
             print(f"(c) {name} --jobs {jobs}: {len(done)} runs in {wall:.1f} s", flush=True)
     for name, _ in plans:
         one = [r for r in rows if r["part"] == "c" and r["ablation"] == name and r.get("jobs") == 1 and "wall_s" in r]
@@ -415,8 +502,11 @@ def fmt(x, spec: str) -> str:
 
 
 def table(rows: list, machine: dict, skipped: list) -> str:
-    lines = [f"{machine['gpu']}, torch {machine['torch']} (CUDA {machine['cuda']}), transformers "
-             f"{machine['transformers']}, {machine['cpus']} CPUs, python {machine['python']}", ""]  # fmt: skip
+    lines = [
+        f"{machine['gpu']}, torch {machine['torch']} (CUDA {machine['cuda']}), transformers "
+        f"{machine['transformers']}, {machine['cpus']} CPUs, python {machine['python']}",
+        "",
+    ]
     a = [r for r in rows if r["part"] == "a"]
     if a:
         lines.append("(a) training step at the mini shape (bf16 autocast, fused AdamW, batch 32 x 128 tokens)")
@@ -427,8 +517,10 @@ def table(rows: list, machine: dict, skipped: list) -> str:
             if "error" in r:
                 lines.append(f"  {r['model']:<56} {r['mode']:<8} failed: {r['error'][:60]}")
                 continue
-            lines.append(f"  {r['model']:<56} {r['mode']:<8} {r['params']:>10,} {r['ms_per_step']:>8.2f} "
-                         f"{r['tokens_per_s']:>10,.0f} {fmt(r.get('warmup_s'), '.1f'):>9} {fmt(r.get('peak_mib'), ',.0f'):>8}")  # fmt: skip
+            lines.append(
+                f"  {r['model']:<56} {r['mode']:<8} {r['params']:>10,} {r['ms_per_step']:>8.2f} "
+                f"{r['tokens_per_s']:>10,.0f} {fmt(r.get('warmup_s'), '.1f'):>9} {fmt(r.get('peak_mib'), ',.0f'):>8}"
+            )
         lines.append("")
     b = [r for r in rows if r["part"] == "b"]
     if b:
@@ -442,9 +534,11 @@ def table(rows: list, machine: dict, skipped: list) -> str:
                 lines.append(f"  {r['runs']:>4} {r['steps']:>5} failed: {r['error'][:70]}")
                 continue
             gain = r["total_tokens_per_s"] / one["total_tokens_per_s"] if one else None
-            lines.append(f"  {r['runs']:>4} {r['steps']:>5} {r['total_tokens_per_s']:>14,.0f} {r['mean_run_tokens_per_s']:>9,.0f} "
-                         f"{fmt(gain, '.2f'):>9} {fmt(r['gpu_busy_pct'], '.0f'):>10} {fmt(r['peak_reserved_mib_per_run'], ',.0f'):>8}"
-                         + (f"  ({r['failed']} failed)" if r["failed"] else ""))  # fmt: skip
+            lines.append(
+                f"  {r['runs']:>4} {r['steps']:>5} {r['total_tokens_per_s']:>14,.0f} {r['mean_run_tokens_per_s']:>9,.0f} "
+                f"{fmt(gain, '.2f'):>9} {fmt(r['gpu_busy_pct'], '.0f'):>10} {fmt(r['peak_reserved_mib_per_run'], ',.0f'):>8}"
+                + (f"  ({r['failed']} failed)" if r["failed"] else "")
+            )
         best = best_level(rows)
         if best:
             lines.append(f"  best: {best} runs at once (executors.RUNS_PER_GPU)")
@@ -457,8 +551,10 @@ def table(rows: list, machine: dict, skipped: list) -> str:
             if "error" in r:
                 lines.append(f"  {r['ablation']:<16} {r['jobs']:>6} failed: {r['error'][:70]}")
                 continue
-            lines.append(f"  {r['ablation']:<16} {r['jobs']:>6} {r['runs']:>5} {r['wall_s']:>8.1f} {r['mean_run_s']:>6.2f} "
-                         f"{fmt(r.get('speedup_vs_jobs_1'), '.2f'):>8}" + (f"  ({r['failed']} failed)" if r["failed"] else ""))  # fmt: skip
+            lines.append(
+                f"  {r['ablation']:<16} {r['jobs']:>6} {r['runs']:>5} {r['wall_s']:>8.1f} {r['mean_run_s']:>6.2f} "
+                f"{fmt(r.get('speedup_vs_jobs_1'), '.2f'):>8}" + (f"  ({r['failed']} failed)" if r["failed"] else "")
+            )
         lines.append("")
     for s in skipped:
         lines.append(f"skipped: {s}")
@@ -500,9 +596,14 @@ def main() -> int:
     machine = {
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "no GPU (--cpu-dry-run)",
         "gpu_mib": torch.cuda.get_device_properties(0).total_memory // 2**20 if device == "cuda" else None,
-        "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
-        "cpus": os.cpu_count(), "python": platform.python_version(), "device": device, "dry_run": args.cpu_dry_run,
-    }  # fmt: skip
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "device": device,
+        "dry_run": args.cpu_dry_run,
+    }
     rows: list[dict] = []
     skipped: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:

@@ -24,8 +24,21 @@ def main() -> None:
     times = []
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory() as out:
-            cmd = [sys.executable, "-m", "modern_gpt", "ablate", "--seeds", "3", "--smoke", "--jobs", str(args.jobs),
-                   "--out", os.path.join(out, "r"), "--format", "csv"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "modern_gpt",
+                "ablate",
+                "--seeds",
+                "3",
+                "--smoke",
+                "--jobs",
+                str(args.jobs),
+                "--out",
+                os.path.join(out, "r"),
+                "--format",
+                "csv",
+            ]
             t = time.perf_counter()
             subprocess.run(cmd, check=True, capture_output=True)
             times.append(time.perf_counter() - t)

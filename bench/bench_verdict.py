@@ -55,9 +55,16 @@ def main() -> None:
     corpus = load_corpus(DataConfig(path=args.data))
     model = ModelConfig(context=32, dim=64, heads=4, layers=2, tie_embeddings=False)
     train = TrainConfig(
-        steps=args.steps, batch_size=8, lr=3e-3, warmup_steps=5, eval_every=args.steps, eval_batches=4,
-        eval_tokens=32_768, threads=1, device="cpu",
-    )  # fmt: skip
+        steps=args.steps,
+        batch_size=8,
+        lr=3e-3,
+        warmup_steps=5,
+        eval_every=args.steps,
+        eval_batches=4,
+        eval_tokens=32_768,
+        threads=1,
+        device="cpu",
+    )
     old_count = train.eval_batches * train.batch_size
     t0 = time.perf_counter()
     after = np.zeros((args.seeds, 2))
@@ -68,8 +75,11 @@ def main() -> None:
             result, net = train_run(model, corpus, train, seed, init=init)
             after[seed, col] = result.val_loss
             before[seed, col] = evaluate(net, corpus.val, offsets, model.context, "cpu")
-        print(f"seed {seed}: fixed {after[seed, 0]:.4f} {after[seed, 1]:.4f}   per-seed windows "
-              f"{before[seed, 0]:.4f} {before[seed, 1]:.4f}", flush=True)  # fmt: skip
+        print(
+            f"seed {seed}: fixed {after[seed, 0]:.4f} {after[seed, 1]:.4f}   per-seed windows "
+            f"{before[seed, 0]:.4f} {before[seed, 1]:.4f}",
+            flush=True,
+        )
     secs = time.perf_counter() - t0
 
     rng = np.random.default_rng(0)
@@ -84,16 +94,25 @@ def main() -> None:
             "mde": {n: mde(sd, n, 0.05) for n in SIZES},
         }
     print()
-    print(f"{args.seeds} seeds x 2 runs, {args.steps} steps of 8x32 tokens, dim 64, 2 layers, "
-          f"val {result.val_tokens:,} tokens (fixed) or {old_count * model.context:,} (per seed); {secs:.0f} s")  # fmt: skip
-    print(f"{'':26} {'val sd':>7} {'paired sd':>9} {'FP@3':>6} {'FP@5':>6} {'FP@10':>6} "
-          f"{'mde@3':>7} {'mde@5':>7} {'mde@10':>7}")  # fmt: skip
+    print(
+        f"{args.seeds} seeds x 2 runs, {args.steps} steps of 8x32 tokens, dim 64, 2 layers, "
+        f"val {result.val_tokens:,} tokens (fixed) or {old_count * model.context:,} (per seed); {secs:.0f} s"
+    )
+    print(
+        f"{'':26} {'val sd':>7} {'paired sd':>9} {'FP@3':>6} {'FP@5':>6} {'FP@10':>6} "
+        f"{'mde@3':>7} {'mde@5':>7} {'mde@10':>7}"
+    )
     for name, r in rows.items():
-        print(f"{name:26} {r['val_sd']:7.4f} {r['paired_sd']:9.4f} "
-              + " ".join(f"{100 * r['fp'][n]:5.1f}%" for n in SIZES) + " "
-              + " ".join(f"{r['mde'][n]:7.4f}" for n in SIZES))  # fmt: skip
-    print("FP: share of random 3-, 5- and 10-seed subsets in which a paired t-test at 0.05 calls the placebo an "
-          "effect (about 5% when calibrated); mde: smallest |delta| detected with 80% power by one comparison.")  # fmt: skip
+        print(
+            f"{name:26} {r['val_sd']:7.4f} {r['paired_sd']:9.4f} "
+            + " ".join(f"{100 * r['fp'][n]:5.1f}%" for n in SIZES)
+            + " "
+            + " ".join(f"{r['mde'][n]:7.4f}" for n in SIZES)
+        )
+    print(
+        "FP: share of random 3-, 5- and 10-seed subsets in which a paired t-test at 0.05 calls the placebo an "
+        "effect (about 5% when calibrated); mde: smallest |delta| detected with 80% power by one comparison."
+    )
     if args.out:
         doc = {"machine": platform.processor() or platform.machine(), "seeds": args.seeds, "secs": secs, **rows}
         with open(args.out, "w") as f:

@@ -347,10 +347,12 @@ class BPETokenizer:
 def read_tokenizer_file(path: Path) -> bytes:
     if not path.is_file():
         what = (
-            "is a folder, not a file" if path.is_dir()
-            else "is not a regular file (a pipe, a device or a socket)" if path.exists()
+            "is a folder, not a file"
+            if path.is_dir()
+            else "is not a regular file (a pipe, a device or a socket)"
+            if path.exists()
             else "does not exist"
-        )  # fmt: skip
+        )
         raise DataError(f"tokenizer file {path} {what}; give the path of a Hugging Face tokenizer.json.")
     try:
         return path.read_bytes()

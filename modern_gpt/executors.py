@@ -65,8 +65,11 @@ class ExecutorOptions:
         if self.name not in EXECUTORS:
             raise UserError(f"unknown executor {self.name!r}; choose local or ray.")
         if self.name != "ray":
-            for flag, value in (("--ray-address", self.address), ("--cpus-per-run", self.cpus_per_run),
-                                ("--gpus-per-run", self.gpus_per_run)):  # fmt: skip
+            for flag, value in (
+                ("--ray-address", self.address),
+                ("--cpus-per-run", self.cpus_per_run),
+                ("--gpus-per-run", self.gpus_per_run),
+            ):
                 if value is not None:
                     raise UserError(f"{flag} goes with --executor ray.")
         if self.address is not None and not self.address.strip():
@@ -75,7 +78,9 @@ class ExecutorOptions:
             raise UserError(f"--cpus-per-run must be a positive number, got {self.cpus_per_run}.")
         gpus = self.gpus_per_run
         if gpus is not None and not (0 <= gpus < math.inf and (gpus <= 1 or gpus == int(gpus))):
-            raise UserError(f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}.")  # fmt: skip
+            raise UserError(
+                f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}."
+            )
         if self.max_retries < 0:
             raise UserError(f"--max-retries must not be negative, got {self.max_retries}.")
         return self
@@ -386,8 +391,10 @@ class Ray:
                     try:
                         ray.init(
                             address="local",  # a new one, never a cluster that another program left running
-                            include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                        )  # fmt: skip
+                            include_dashboard=False,
+                            log_to_driver=False,
+                            logging_level=logging.ERROR,
+                        )
                     except Exception as e:
                         raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
                 else:
@@ -415,7 +422,11 @@ class Ray:
 
     def _check_resources(self) -> None:
         """A run that no node can hold would wait for ever: refuse it now."""
-        fits = [n for n in self._nodes() if n["Resources"].get("CPU", 0) >= self.cpus and n["Resources"].get("GPU", 0) >= self.gpus]  # fmt: skip
+        fits = [
+            n
+            for n in self._nodes()
+            if n["Resources"].get("CPU", 0) >= self.cpus and n["Resources"].get("GPU", 0) >= self.gpus
+        ]
         if not fits:
             biggest = max((n["Resources"].get("CPU", 0) for n in self._nodes()), default=0)
             gpus = max((n["Resources"].get("GPU", 0) for n in self._nodes()), default=0)
@@ -425,8 +436,10 @@ class Ray:
             )
 
     def info(self) -> dict:
-        nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
-                 for n in self._nodes()]  # fmt: skip
+        nodes = [
+            {"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
+            for n in self._nodes()
+        ]
         return {
             "name": "ray",
             "ray_version": self.ray.__version__,

@@ -61,9 +61,23 @@ def read_config(path: Path) -> dict:
 
 
 # The fields explain computes with, by the kind of value each must hold.
-WHOLE = ("hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "num_hidden_layers", "n_layer",
-         "num_key_value_heads", "head_dim", "intermediate_size", "n_inner", "vocab_size",
-         "max_position_embeddings", "n_positions", "n_ctx")  # fmt: skip
+WHOLE = (
+    "hidden_size",
+    "n_embd",
+    "d_model",
+    "num_attention_heads",
+    "n_head",
+    "num_hidden_layers",
+    "n_layer",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "n_inner",
+    "vocab_size",
+    "max_position_embeddings",
+    "n_positions",
+    "n_ctx",
+)
 NUMBER = ("rope_theta", "rotary_emb_base")
 SWITCH = ("attention_bias", "mlp_bias", "tie_word_embeddings", *QK_NORM_FIELDS)
 
@@ -324,10 +338,13 @@ def _either(yes: str, no: str):
     return lambda v, s: yes if v else no
 
 
-# fmt: off
+# fmt: off  (a table: one field and its sentence per line)
 FIELDS = {
     "model_type": (None, lambda v, s: f"the family: {s['family']}."),
-    "architectures": (None, lambda v, s: f"the transformers class that loads the weights: {', '.join(v) if isinstance(v, list) else v}."),
+    "architectures": (
+        None,
+        lambda v, s: f"the transformers class that loads the weights: {', '.join(v) if isinstance(v, list) else v}.",
+    ),
     "vocab_size": (None, lambda v, s: f"{v:,} token ids in the embedding table."),
     "hidden_size": (None, lambda v, s: f"width of the residual stream (modern-gpt's --dim): {v}."),
     "n_embd": (None, lambda v, s: f"width of the residual stream (modern-gpt's --dim): {v}."),
@@ -336,36 +353,106 @@ FIELDS = {
     "num_attention_heads": (None, lambda v, s: f"{v} query heads of dimension {s['head_dim']}."),
     "n_head": (None, lambda v, s: f"{v} attention heads of dimension {s['head_dim']}."),
     "num_key_value_heads": ("gqa", _kv_sentence),
-    "head_dim": (None, lambda v, s: f"each head is {v} wide" + ("" if v == s["dim"] // s["heads"] else f", not hidden_size / heads = {s['dim'] // s['heads']}") + "."),
+    "head_dim": (
+        None,
+        lambda v, s: (
+            f"each head is {v} wide"
+            + ("" if v == s["dim"] // s["heads"] else f", not hidden_size / heads = {s['dim'] // s['heads']}")
+            + "."
+        ),
+    ),
     "intermediate_size": ("swiglu", lambda v, s: f"MLP hidden width {v} ({v / s['dim']:.2f} x the model width)."),
-    "n_inner": (None, lambda v, s: f"MLP hidden width {v if v else 4 * s['dim']}" + ("" if v else " (null means 4 x n_embd)") + "."),
+    "n_inner": (
+        None,
+        lambda v, s: f"MLP hidden width {v if v else 4 * s['dim']}" + ("" if v else " (null means 4 x n_embd)") + ".",
+    ),
     "hidden_act": ("swiglu", _act_sentence),
     "hidden_activation": ("swiglu", _act_sentence),
-    "activation_function": (None, lambda v, s: f"{v}: the MLP's activation (gelu_new is GELU's tanh approximation), no gate."),
-    "max_position_embeddings": ("rope", lambda v, s: f"the longest context it was built for: {v:,} tokens" + (" (RoPE: no table, a length it was trained or tuned to)." if s["rope"] else ".")),
-    "n_positions": ("rope", lambda v, s: f"{v} rows in the learned position table: the context wall, no position past it."),
+    "activation_function": (
+        None,
+        lambda v, s: f"{v}: the MLP's activation (gelu_new is GELU's tanh approximation), no gate.",
+    ),
+    "max_position_embeddings": (
+        "rope",
+        lambda v, s: (
+            f"the longest context it was built for: {v:,} tokens"
+            + (" (RoPE: no table, a length it was trained or tuned to)." if s["rope"] else ".")
+        ),
+    ),
+    "n_positions": (
+        "rope",
+        lambda v, s: f"{v} rows in the learned position table: the context wall, no position past it.",
+    ),
     "n_ctx": (None, lambda v, s: f"context length {v} (an older name for n_positions)."),
-    "rope_theta": ("rope", lambda v, s: f"RoPE's base frequency {v:g}: a larger base rotates slower and reaches further."),
+    "rope_theta": (
+        "rope",
+        lambda v, s: f"RoPE's base frequency {v:g}: a larger base rotates slower and reaches further.",
+    ),
     "rotary_emb_base": ("rope", lambda v, s: f"RoPE's base frequency {v:g}."),
-    "rotary_pct": ("rope", lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels; the rest carry no position."),
+    "rotary_pct": (
+        "rope",
+        lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels; the rest carry no position.",
+    ),
     "partial_rotary_factor": ("rope", lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels."),
-    "rope_scaling": ("rope", lambda v, s: f"RoPE rescaled to stretch the context: {json.dumps(v)}." if v else "no RoPE rescaling."),
+    "rope_scaling": (
+        "rope",
+        lambda v, s: f"RoPE rescaled to stretch the context: {json.dumps(v)}." if v else "no RoPE rescaling.",
+    ),
     "rms_norm_eps": ("rmsnorm", lambda v, s: f"RMSNorm, with epsilon {v:g} added to the mean square."),
     "layer_norm_epsilon": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
     "layer_norm_eps": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
-    "attention_bias": ("no_bias", lambda v, s: "biases on the q, k, v and o projections." if v else ("no bias on o (Qwen2's q, k and v always have one)." if s["family"] == "Qwen2" else "no bias in the attention projections.")),
+    "attention_bias": (
+        "no_bias",
+        lambda v, s: (
+            "biases on the q, k, v and o projections."
+            if v
+            else (
+                "no bias on o (Qwen2's q, k and v always have one)."
+                if s["family"] == "Qwen2"
+                else "no bias in the attention projections."
+            )
+        ),
+    ),
     "mlp_bias": ("no_bias", _either("biases in the MLP.", "no bias in the MLP.")),
-    "qk_norm": ("qk_norm", _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k.")),
-    "use_qk_norm": ("qk_norm", _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k.")),
-    "qk_layernorm": ("qk_norm", _either("q and k are layer-normalised before their dot product (QK-norm).", "no QK-norm: plain q.k.")),
-    "tie_word_embeddings": (None, _either("the output layer shares the token embedding's weights.", "the output layer has weights of its own (untied).")),
+    "qk_norm": (
+        "qk_norm",
+        _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
+    ),
+    "use_qk_norm": (
+        "qk_norm",
+        _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
+    ),
+    "qk_layernorm": (
+        "qk_norm",
+        _either("q and k are layer-normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
+    ),
+    "tie_word_embeddings": (
+        None,
+        _either(
+            "the output layer shares the token embedding's weights.",
+            "the output layer has weights of its own (untied).",
+        ),
+    ),
     "torch_dtype": (None, lambda v, s: f"weights stored as {v}."),
     "dtype": (None, lambda v, s: f"weights stored as {v}."),
     "use_cache": (None, _either("generation keeps a KV cache.", "generation keeps no KV cache.")),
-    "sliding_window": (None, lambda v, s: f"each token attends to the last {v:,} tokens only (sliding-window attention)." if v else "no sliding window: full causal attention."),
+    "sliding_window": (
+        None,
+        lambda v, s: (
+            f"each token attends to the last {v:,} tokens only (sliding-window attention)."
+            if v
+            else "no sliding window: full causal attention."
+        ),
+    ),
     "use_sliding_window": (None, _either("sliding-window attention is on.", "sliding-window attention is off.")),
     "max_window_layers": (None, lambda v, s: f"the sliding window applies from layer {v} on."),
-    "use_parallel_residual": (None, _either("attention and MLP read the same input and are added in parallel (GPT-J style).", "attention, then MLP, in sequence.")),
+    "use_parallel_residual": (
+        None,
+        _either(
+            "attention and MLP read the same input and are added in parallel (GPT-J style).",
+            "attention, then MLP, in sequence.",
+        ),
+    ),
     "attention_dropout": (None, lambda v, s: f"dropout on attention weights: {v}."),
     "attn_pdrop": (None, lambda v, s: f"dropout on attention weights: {v}."),
     "resid_pdrop": (None, lambda v, s: f"dropout on residual outputs: {v}."),
@@ -376,8 +463,14 @@ FIELDS = {
     "eos_token_id": (None, lambda v, s: f"the end-of-sequence token id: {v}."),
     "pad_token_id": (None, lambda v, s: f"the padding token id: {v}."),
     "transformers_version": (None, lambda v, s: f"written by transformers {v}."),
-    "pretraining_tp": (None, lambda v, s: f"tensor-parallel degree used in pretraining: {v} (no effect on the shapes)."),
-    "scale_attn_weights": (None, _either("attention scores divided by sqrt(head dim).", "attention scores not scaled.")),
+    "pretraining_tp": (
+        None,
+        lambda v, s: f"tensor-parallel degree used in pretraining: {v} (no effect on the shapes).",
+    ),
+    "scale_attn_weights": (
+        None,
+        _either("attention scores divided by sqrt(head dim).", "attention scores not scaled."),
+    ),
 }
 # fmt: on
 

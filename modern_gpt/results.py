@@ -35,17 +35,67 @@ from .schema import problem
 from .settings import ALL, from_dict, saved_settings_problem
 
 RUN_COLUMNS = [
-    "row", "variant", "components", "seed", "lr", "params", "mlp_hidden", "train_loss", "val_loss", "val_tokens",
-    "val_loss_tune", "val_loss_test", "best_val_loss", "best_step", "val_bpc", "val_ppl", "steps_done", "tokens_seen",
-    "epochs", "tokens_per_s", "secs", "threads", "device", "diverged", "spikes", "error",
-]  # fmt: skip
+    "row",
+    "variant",
+    "components",
+    "seed",
+    "lr",
+    "params",
+    "mlp_hidden",
+    "train_loss",
+    "val_loss",
+    "val_tokens",
+    "val_loss_tune",
+    "val_loss_test",
+    "best_val_loss",
+    "best_step",
+    "val_bpc",
+    "val_ppl",
+    "steps_done",
+    "tokens_seen",
+    "epochs",
+    "tokens_per_s",
+    "secs",
+    "threads",
+    "device",
+    "diverged",
+    "spikes",
+    "error",
+]
 CURVE_COLUMNS = ["variant", "row", "seed", "step", "train_loss", "val_loss"]
 SUMMARY_COLUMNS = [
-    "variant", "params", "train_loss", "val_loss", "delta_val", "spread", "ci_low", "ci_high", "verdict", "secs",
-    "val_bpc", "tokens_per_s", "kv_cache_bytes_per_token", "pairs", "sd", "p", "p_holm", "p_same", "p_same_holm",
-    "mde", "seeds_needed", "row", "components", "reference", "mlp_hidden", "seeds", "diverged", "epochs", "lr",
-    "stable", "lrs",
-]  # fmt: skip
+    "variant",
+    "params",
+    "train_loss",
+    "val_loss",
+    "delta_val",
+    "spread",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "secs",
+    "val_bpc",
+    "tokens_per_s",
+    "kv_cache_bytes_per_token",
+    "pairs",
+    "sd",
+    "p",
+    "p_holm",
+    "p_same",
+    "p_same_holm",
+    "mde",
+    "seeds_needed",
+    "row",
+    "components",
+    "reference",
+    "mlp_hidden",
+    "seeds",
+    "diverged",
+    "epochs",
+    "lr",
+    "stable",
+    "lrs",
+]
 
 # What each file must hold for --resume and report to trust it (the notation is in schema.py). Other keys are
 # tolerated; a key that the code reads back gets a line here.
@@ -108,8 +158,19 @@ RUN_SCHEMA = {  # written by ablate.execute: train.RunResult and the run's ident
     "spikes?": int,
 }
 # runs.csv: the columns the table, the footnotes and the plot read, and which must be numbers
-RUNS_CSV_NUMBERS = ("row", "seed", "train_loss", "val_loss", "best_val_loss", "best_step", "val_bpc", "steps_done",
-                    "epochs", "tokens_per_s", "secs")  # fmt: skip
+RUNS_CSV_NUMBERS = (
+    "row",
+    "seed",
+    "train_loss",
+    "val_loss",
+    "best_val_loss",
+    "best_step",
+    "val_bpc",
+    "steps_done",
+    "epochs",
+    "tokens_per_s",
+    "secs",
+)
 RUNS_CSV_REQUIRED = ("variant", "diverged", "error", *RUNS_CSV_NUMBERS)
 
 

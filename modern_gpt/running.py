@@ -118,11 +118,28 @@ def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> di
     nan = float("nan")
     record = {f.name: None for f in fields(RunResult)}
     record.update(
-        seed=job.seed, params=param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"],
-        train_loss=nan, val_loss=nan, val_loss_tune=nan, val_loss_test=nan, val_bpc=nan, val_ppl=nan, best_val_loss=nan, best_step=0, steps_done=0,
-        tokens_seen=0, epochs=0.0, tokens_per_s=0.0, secs=0.0, threads=job.threads, device=job.train.device,
-        diverged=False, spikes=0, error=error, curve=[],
-    )  # fmt: skip
+        seed=job.seed,
+        params=param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"],
+        train_loss=nan,
+        val_loss=nan,
+        val_loss_tune=nan,
+        val_loss_test=nan,
+        val_bpc=nan,
+        val_ppl=nan,
+        best_val_loss=nan,
+        best_step=0,
+        steps_done=0,
+        tokens_seen=0,
+        epochs=0.0,
+        tokens_per_s=0.0,
+        secs=0.0,
+        threads=job.threads,
+        device=job.train.device,
+        diverged=False,
+        spikes=0,
+        error=error,
+        curve=[],
+    )
     return record
 
 

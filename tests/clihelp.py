@@ -54,8 +54,13 @@ def cli_process(*args, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "modern_gpt", *map(str, args)],
-        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint, **kwargs,
-    )  # fmt: skip
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
+        **kwargs,
+    )
 
 
 def cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:

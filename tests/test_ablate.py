@@ -139,16 +139,37 @@ def test_match_params_brings_every_row_within_one_percent():
 def _meta(vals: list[list[float]], seeds: list[int]) -> tuple[dict, pd.DataFrame]:
     names = ["base", "a", "b", "c"][: len(vals)]
     variants = [
-        {"name": n, "components": [], "reference": i - 1 if i else None, "params": 1000, "hidden": 4,
-         "kv_cache_bytes_per_token": 8, "mlp_hidden": None}
+        {
+            "name": n,
+            "components": [],
+            "reference": i - 1 if i else None,
+            "params": 1000,
+            "hidden": 4,
+            "kv_cache_bytes_per_token": 8,
+            "mlp_hidden": None,
+        }
         for i, n in enumerate(names)
-    ]  # fmt: skip
+    ]
     runs = [
-        {"row": i, "variant": names[i], "components": "", "seed": s, "params": 1000, "train_loss": v - 0.05,
-         "val_loss": v, "secs": 1.0, "val_bpc": v / math.log(2), "tokens_per_s": 10.0, "epochs": 0.5,
-         "diverged": False, "error": "", "steps_done": 10}
-        for i, row in enumerate(vals) for s, v in zip(seeds, row, strict=True)
-    ]  # fmt: skip
+        {
+            "row": i,
+            "variant": names[i],
+            "components": "",
+            "seed": s,
+            "params": 1000,
+            "train_loss": v - 0.05,
+            "val_loss": v,
+            "secs": 1.0,
+            "val_bpc": v / math.log(2),
+            "tokens_per_s": 10.0,
+            "epochs": 0.5,
+            "diverged": False,
+            "error": "",
+            "steps_done": 10,
+        }
+        for i, row in enumerate(vals)
+        for s, v in zip(seeds, row, strict=True)
+    ]
     meta = {"variants": variants, "spec": {"seeds": seeds, "match_params": False, "settings": {"train": {"lr": 1e-3}}}}
     return meta, pd.DataFrame(runs)
 

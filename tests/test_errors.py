@@ -67,8 +67,9 @@ def test_corpus_too_short_for_the_context(run, tmp_path):
     path = write(tmp_path / "short.txt", b"a short text of a few dozen characters, no more." * 3)
     assert_user_error(
         run("train", *TINY, "--data", path, "--context", "64"),
-        "too short for context 64", "has 15 tokens and needs at least 65",
-    )  # fmt: skip
+        "too short for context 64",
+        "has 15 tokens and needs at least 65",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -191,8 +192,22 @@ def test_a_diverged_run_and_an_oom_are_recorded_and_the_ablation_goes_on(run, tm
 
     monkeypatch.setattr(model_module.GPT, "forward", faulty)
     folder = tmp_path / "faults"
-    code, out, err = run("ablate", "--smoke", "--jobs", "1", "--seeds", "2", "--steps", "4", "--plan", "custom",
-                         "--variants", "classic;rope;swiglu;rmsnorm", "--out", folder)  # fmt: skip
+    code, out, err = run(
+        "ablate",
+        "--smoke",
+        "--jobs",
+        "1",
+        "--seeds",
+        "2",
+        "--steps",
+        "4",
+        "--plan",
+        "custom",
+        "--variants",
+        "classic;rope;swiglu;rmsnorm",
+        "--out",
+        folder,
+    )
     assert code == 0, err
     runs = pd.read_csv(folder / "runs.csv", keep_default_na=False)
     by_variant = runs.groupby("variant")
@@ -450,8 +465,20 @@ def test_out_of_memory_on_the_cpu_is_a_recorded_run(run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(model_module.GPT, "forward", faulty)
     folder = tmp_path / "r"
-    code, out, err = run("ablate", *TINY, "--jobs", "1", "--seeds", "1", "--plan", "custom", "--variants", "classic;rope;swiglu",
-                         "--out", folder)  # fmt: skip
+    code, out, err = run(
+        "ablate",
+        *TINY,
+        "--jobs",
+        "1",
+        "--seeds",
+        "1",
+        "--plan",
+        "custom",
+        "--variants",
+        "classic;rope;swiglu",
+        "--out",
+        folder,
+    )
     assert code == 0, err
     runs = pd.read_csv(folder / "runs.csv", keep_default_na=False).set_index("variant")
     assert runs.loc["rope", "error"].startswith("out of memory at step 1: [enforce fail")
@@ -556,8 +583,16 @@ def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
     from modern_gpt.settings import resolve
 
     corpus = write(tmp_path / "corpus.txt", ("the quick brown fox jumps over the lazy dog. " * 200).encode())
-    overrides = {"data.path": str(corpus), "train.steps": 2, "train.eval_every": 2, "train.threads": 1,
-                 "model.context": 16, "model.dim": 16, "model.heads": 2, "model.layers": 1}  # fmt: skip
+    overrides = {
+        "data.path": str(corpus),
+        "train.steps": 2,
+        "train.eval_every": 2,
+        "train.threads": 1,
+        "model.context": 16,
+        "model.dim": 16,
+        "model.heads": 2,
+        "model.layers": 1,
+    }
     settings = resolve(None, True, overrides)
     ablations = {}
     for jobs in (1, 2):

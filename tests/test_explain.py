@@ -105,8 +105,9 @@ def test_the_explain_command_prints_biases_and_notes(capsys, monkeypatch):
         capsys, monkeypatch, "explain", shipped_configs() / "hf" / "qwen3-style.json", "--as-flags"
     )
     assert "--qk-norm" in out.split()
-    info = json.loads(run_main(capsys, monkeypatch, "explain", shipped_configs() / "hf" / "gpt2-style.json",
-                               "--format", "json")[1])  # fmt: skip
+    info = json.loads(
+        run_main(capsys, monkeypatch, "explain", shipped_configs() / "hf" / "gpt2-style.json", "--format", "json")[1]
+    )
     assert info["biases"] == {"q, k, v": True, "o": True, "MLP": True, "norms": True}
 
 

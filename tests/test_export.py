@@ -129,9 +129,15 @@ def test_refusals_name_the_pieces_without_a_counterpart():
         (QWEN3, {"kv_heads": 1, "rope_base": 500.0, "tie_embeddings": False}),
         (QWEN3, {"heads": 8, "kv_heads": 2, "mlp_hidden": 40}),
     ],
-    ids=["classic-untied", "no_bias-untied", "llama-bias-kv1-base500-untied", "llama-kv1-base500",
-         "qwen3-kv1-base500-untied", "qwen3-8heads-hidden40"],
-)  # fmt: skip
+    ids=[
+        "classic-untied",
+        "no_bias-untied",
+        "llama-bias-kv1-base500-untied",
+        "llama-kv1-base500",
+        "qwen3-kv1-base500-untied",
+        "qwen3-8heads-hidden40",
+    ],
+)
 def test_other_shapes_export_with_equal_logits(components, shape, tmp_path):
     model = build(components, **shape)
     export_hf(model, tmp_path / "hf")
@@ -296,7 +302,11 @@ def test_train_export_then_transformers_alone_generates_what_modern_gpt_generate
     )
     assert "Qwen3ForCausalLM" in run("export", "ckpt", "--hf", "hf")
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
-        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]  # fmt: skip
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     ours = run("generate", "ckpt", "--prompt", "ROMEO:", "--tokens", "20", "--temperature", "0")
     theirs = subprocess.run(
         [sys.executable, "-c", BLOCKED + PIPELINE, "hf"], capture_output=True, text=True, timeout=240, cwd=tmp_path

@@ -131,8 +131,18 @@ TINY = tiny(steps=4, eval_every=2, dim=32, heads=4, layers=2)
 def test_train_and_generate_with_jsonl_data_and_a_pretrained_tokenizer(run, tmp_path):
     write_jsonl(tmp_path / "corpus.jsonl", [{"body": line} for line in smoke_text().splitlines() if line])
     pretrained_tokenizer(tmp_path / "tokenizer.json", smoke_text())
-    code, out, err = run("train", *TINY, "--data", "corpus.jsonl", "--text-field", "body",
-                         "--tokenizer", "tokenizer.json", "--out", "ckpt")  # fmt: skip
+    code, out, err = run(
+        "train",
+        *TINY,
+        "--data",
+        "corpus.jsonl",
+        "--text-field",
+        "body",
+        "--tokenizer",
+        "tokenizer.json",
+        "--out",
+        "ckpt",
+    )
     assert code == 0, err
     saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())["data"]
     assert saved["tokenizer"] == str(tmp_path / "tokenizer.json") and saved["text_field"] == "body"
@@ -202,8 +212,9 @@ def test_a_tokenizer_id_too_large_for_an_embedding_is_refused_by_name(run, tmp_p
 def test_train_and_generate_with_a_gapped_vocabulary(run, tmp_path):
     (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
     gapped_tokenizer(tmp_path / "tok.json", 65_541)
-    code, out, err = run("train", *TINY, "--dim", "8", "--heads", "2", "--data", "c.txt", "--tokenizer", "tok.json",
-                         "--out", "ckpt")  # fmt: skip
+    code, out, err = run(
+        "train", *TINY, "--dim", "8", "--heads", "2", "--data", "c.txt", "--tokenizer", "tok.json", "--out", "ckpt"
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["model"]["vocab_size"] == 65_542
     code, out, err = run("generate", "ckpt", "--prompt", "the\n", "--tokens", "3")

@@ -28,8 +28,12 @@ def checkpoints(tmp_path_factory):
     from modern_gpt.train import train_run
 
     root = tmp_path_factory.mktemp("ckpts")
-    variants = {"classic": (), "llama": ("rmsnorm", "rope", "swiglu", "no_bias"),
-                "llama-gqa": ("rmsnorm", "rope", "swiglu", "no_bias", "gqa"), "rope": ("rope",)}  # fmt: skip
+    variants = {
+        "classic": (),
+        "llama": ("rmsnorm", "rope", "swiglu", "no_bias"),
+        "llama-gqa": ("rmsnorm", "rope", "swiglu", "no_bias", "gqa"),
+        "rope": ("rope",),
+    }
     settings = resolve(
         None, True, {"train.steps": 12, "model.context": 16, "model.dim": 32, "model.heads": 4, "model.layers": 2}
     )
@@ -120,8 +124,10 @@ def test_explain_the_shipped_llama_config(run_ok):
     assert info["components"] == ["rmsnorm", "rope", "swiglu", "no_bias", "gqa"]
     kv = next(f for f in info["fields"] if f["field"] == "num_key_value_heads")
     assert kv["component"] == "gqa"
-    assert kv["meaning"] == ("8 K/V heads with 32 query heads: grouped-query attention, 4 query heads share each K/V head, "
-                             "KV cache 4x smaller than multi-head attention.")  # fmt: skip
+    assert kv["meaning"] == (
+        "8 K/V heads with 32 query heads: grouped-query attention, 4 query heads share each K/V head, "
+        "KV cache 4x smaller than multi-head attention."
+    )
     assert info["unknown"] == []
     # the closest modern-gpt variant has exactly the same parameter count
     flags = run_ok("explain", path, "--as-flags").split()
@@ -156,8 +162,16 @@ def test_explain_the_shipped_gpt2_config(run_ok):
 
 
 def test_explain_lists_unknown_fields_and_refuses_non_configs(tmp_path):
-    cfg = {"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
-           "num_key_value_heads": 1, "intermediate_size": 128, "vocab_size": 100, "flux_capacitor": 3}  # fmt: skip
+    cfg = {
+        "model_type": "mistral",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+        "flux_capacitor": 3,
+    }
     info = explain_config(cfg)
     assert info["unknown"] == ["flux_capacitor"] and info["family"] == "Mistral"
     assert shape(cfg)["kv_heads"] == 1 and "gqa" in info["components"]
@@ -194,16 +208,49 @@ def test_export_loads_in_transformers_with_the_same_logits(checkpoints, tmp_path
     "cfg,published",
     [
         # the public shapes of Pythia-160m (GPT-NeoX: biases, LayerNorm, untied), 162,322,944 parameters
-        ({"model_type": "gpt_neox", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-          "intermediate_size": 3072, "vocab_size": 50304, "rotary_pct": 0.25, "tie_word_embeddings": False}, 162_322_944),
+        (
+            {
+                "model_type": "gpt_neox",
+                "hidden_size": 768,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 12,
+                "intermediate_size": 3072,
+                "vocab_size": 50304,
+                "rotary_pct": 0.25,
+                "tie_word_embeddings": False,
+            },
+            162_322_944,
+        ),
         # Qwen2-0.5B (q, k and v carry biases, GQA 14:2, tied), 494,032,768 parameters
-        ({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
-          "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True}, 494_032_768),
+        (
+            {
+                "model_type": "qwen2",
+                "hidden_size": 896,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 14,
+                "num_key_value_heads": 2,
+                "intermediate_size": 4864,
+                "vocab_size": 151936,
+                "tie_word_embeddings": True,
+            },
+            494_032_768,
+        ),
         # Gemma-2B (head_dim 256 is not hidden/heads, one K/V head, GeGLU, tied), 2,506,172,416 parameters
-        ({"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 8,
-          "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 16384, "vocab_size": 256000,
-          "hidden_activation": "gelu_pytorch_tanh"}, 2_506_172_416),
+        (
+            {
+                "model_type": "gemma",
+                "hidden_size": 2048,
+                "num_hidden_layers": 18,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 1,
+                "head_dim": 256,
+                "intermediate_size": 16384,
+                "vocab_size": 256000,
+                "hidden_activation": "gelu_pytorch_tanh",
+            },
+            2_506_172_416,
+        ),
     ],
-)  # fmt: skip
+)
 def test_explain_counts_other_families_as_published(cfg, published):
     assert explain_config(cfg)["params"] == published

@@ -98,6 +98,7 @@ def _sweep(tune: dict, test: dict, bad=(), spiky=()) -> tuple[dict, pd.DataFrame
 
 
 def test_each_row_gets_the_learning_rate_with_the_lowest_mean_tuning_loss_and_is_reported_on_the_test_half():
+    # per-run losses keyed (row, lr index, seed), laid out as a grid
     tune = {
         (0, 0, 0): 2.0,
         (0, 0, 1): 2.2,
@@ -111,7 +112,7 @@ def test_each_row_gets_the_learning_rate_with_the_lowest_mean_tuning_loss_and_is
         (1, 1, 1): 1.6,
         (1, 2, 0): 1.4,
         (1, 2, 1): 1.7,
-    }  # fmt: skip (a grid)
+    }  # fmt: skip
     # on the test half row 1 would choose lr 0.01 (1.30 against 1.55), on the tuning half it chooses 0.1
     test = {(0, 0, 0): 2.1, (0, 0, 1): 2.3, (0, 1, 0): 1.4, (0, 1, 1): 1.6, (0, 2, 0): 1.1, (0, 2, 1): 1.0,
             (1, 0, 0): 1.9, (1, 0, 1): 2.0, (1, 1, 0): 1.2, (1, 1, 1): 1.4, (1, 2, 0): 1.5, (1, 2, 1): 1.6}  # fmt: skip

@@ -51,9 +51,31 @@ def test_any_text_and_flags_end_in_a_run_or_one_sentence(capsys, monkeypatch, tm
     folder = tmp_path_factory.mktemp("prop")
     path = folder / "corpus.txt"
     path.write_bytes(data)
-    args = ["train", "--data", path, "--steps", "2", "--context", "8", "--dim", "8", "--heads", "2", "--layers", "1",
-            "--eval-every", "1", "--eval-batches", "1", "--batch-size", "2", "--cache-dir", folder / "cache",
-            "--out", folder / "ckpt"]  # fmt: skip
+    args = [
+        "train",
+        "--data",
+        path,
+        "--steps",
+        "2",
+        "--context",
+        "8",
+        "--dim",
+        "8",
+        "--heads",
+        "2",
+        "--layers",
+        "1",
+        "--eval-every",
+        "1",
+        "--eval-batches",
+        "1",
+        "--batch-size",
+        "2",
+        "--cache-dir",
+        folder / "cache",
+        "--out",
+        folder / "ckpt",
+    ]
     for flag, value in flag_values:
         args += [flag, value]  # later flags override the defaults above
     args += on
@@ -121,11 +143,17 @@ from .clihelp import CLASSIC_ROPE, cli, tiny  # noqa: E402
 TINY = tiny(steps=2)
 
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.sampled_from([2**31, 2**63, 10**12]),
-              st.floats(allow_nan=True), st.text(max_size=8)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 300),
+        st.sampled_from([2**31, 2**63, 10**12]),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
     max_leaves=6,
-)  # fmt: skip
+)
 
 
 def _paths(doc, prefix=()):
@@ -205,8 +233,12 @@ def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(
     folder = tmp_path_factory.mktemp("damaged") / "r"
     shutil.copytree(pristine / "results", folder)
     runs = sorted(p.name for p in (folder / "runs").iterdir())
-    target = data.draw(st.sampled_from(["meta.json", "runs.csv", "curves.csv", *(f"runs/{r}" for r in runs),
-                                        "runs/row05-seed9.json", "delete"]), label="file")  # fmt: skip
+    target = data.draw(
+        st.sampled_from(
+            ["meta.json", "runs.csv", "curves.csv", *(f"runs/{r}" for r in runs), "runs/row05-seed9.json", "delete"]
+        ),
+        label="file",
+    )
     if target == "delete":
         (folder / data.draw(st.sampled_from(["runs.csv", "curves.csv", "meta.json", f"runs/{runs[0]}"]))).unlink()
     elif target.endswith(".csv"):

@@ -107,8 +107,10 @@ def scipy_power(effect, sd, n, level):
     return scipy_stats.nct.sf(crit, n - 1, nc) + scipy_stats.nct.sf(crit, n - 1, -nc)  # the lower tail by symmetry
 
 
-@pytest.mark.parametrize("effect,sd,n,level", [(0.02, 0.01, 3, 0.05), (0.03, 0.02, 5, 0.01), (1, 1, 2, 0.05),
-                                               (0.01, 0.02, 20, 0.05 / 7), (0.5, 1.0, 60, 0.05)])  # fmt: skip
+@pytest.mark.parametrize(
+    "effect,sd,n,level",
+    [(0.02, 0.01, 3, 0.05), (0.03, 0.02, 5, 0.01), (1, 1, 2, 0.05), (0.01, 0.02, 20, 0.05 / 7), (0.5, 1.0, 60, 0.05)],
+)
 def test_power_matches_scipy_noncentral_t(effect, sd, n, level):
     assert power(effect, sd, n, level) == pytest.approx(scipy_power(effect, sd, n, level), abs=2e-5)
 

@@ -102,7 +102,9 @@ def test_the_placebo_changes_the_init_stream_only(corpus, monkeypatch):
 
 def test_a_small_eval_budget_takes_evenly_spaced_windows_of_the_data_alone():
     offsets = eval_offsets(100_001, 100, 10_000)
-    assert len(offsets) == 100 and offsets[0] == 0 and offsets[-1] == 99_900  # spans the split: the last window ends at token 100,000
+    assert (
+        len(offsets) == 100 and offsets[0] == 0 and offsets[-1] == 99_900
+    )  # spans the split: the last window ends at token 100,000
     assert np.all(np.diff(offsets) >= 100)  # whole windows, none overlapping
     whole = eval_offsets(1_000, 100, 10_000)
     assert list(whole) == [i * 100 for i in range(9)]  # all of a short split: 9 windows need 901 tokens
