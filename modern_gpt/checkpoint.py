@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -142,6 +143,16 @@ def _check_shapes(folder: Path, settings: Settings) -> None:
     missing, unexpected = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
     if missing or unexpected:
         raise UserError(f"{path} does not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+
+
+def check_sampling(tokens: int, temperature: float, top_k: int | None) -> None:
+    """generate's settings, checked before a checkpoint is read: one sentence for the first that is wrong."""
+    if tokens < 0:
+        raise UserError(f"--tokens must not be negative, got {tokens}.")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise UserError(f"--temperature must be a finite number of 0 or more, got {temperature}.")
+    if top_k is not None and top_k < 1:
+        raise UserError(f"--top-k must be at least 1, got {top_k}.")
 
 
 def generate_text(

@@ -22,7 +22,6 @@ if threading.current_thread() is threading.main_thread():
 
 import functools
 import inspect
-import math
 import shlex
 import time
 import traceback
@@ -320,16 +319,10 @@ def generate(
     device: Device = "auto",
 ) -> None:
     """Continue a prompt with a trained checkpoint; every model setting is read from the checkpoint."""
-    from .checkpoint import generate_text, load_checkpoint
+    from .checkpoint import check_sampling, generate_text, load_checkpoint
     from .train import resolve_device
 
-    # the flags' own checks, before the checkpoint is read
-    if tokens < 0:
-        raise UserError(f"--tokens must not be negative, got {tokens}.")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise UserError(f"--temperature must be a finite number of 0 or more, got {temperature}.")
-    if top_k is not None and top_k < 1:
-        raise UserError(f"--top-k must be at least 1, got {top_k}.")
+    check_sampling(tokens, temperature, top_k)  # before the checkpoint is read
     model, _, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
     print(generate_text(model, tokenizer, prompt, tokens, temperature, top_k, seed))
 

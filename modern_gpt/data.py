@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -452,6 +453,11 @@ class Corpus:
     @property
     def val_tokens_per_char(self) -> float:
         return len(self.val) / self.val_chars
+
+
+def bits_per_char(loss: float, tokens_per_char: float) -> float:
+    """Nats per token to bits per character: comparable across tokenizers (the one place this is computed)."""
+    return loss * tokens_per_char / math.log(2)
 
 
 def default_cache_dir() -> Path:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .data import bits_per_char
 from .errors import UserError
 from .model import GPT, ContextWall
 
@@ -62,7 +63,7 @@ def evaluate_context(
         losses.append(loss.item())  # .item() waits for the device, so the time is real
         seconds += time.perf_counter() - t
     val = float(np.mean(losses))
-    return ContextResult(context, "ok", val, val * tokens_per_char / math.log(2), 1000 * seconds / (n * context), n)
+    return ContextResult(context, "ok", val, bits_per_char(val, tokens_per_char), 1000 * seconds / (n * context), n)
 
 
 def extrapolate(model: GPT, tokenizer, val_text: str, contexts: list[int], max_windows: int = 8) -> list[ContextResult]:

@@ -28,6 +28,14 @@ from .errors import ConfigError, UserError, setting
 # its piece in the story below.
 COMPONENTS = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")
 
+
+def component_problem(names) -> str | None:
+    """The one check of component names given by a user or read from a file: the first name that is not one of
+    model.COMPONENTS, as 'unknown component 'x'; the components are ...', or None when every name is one."""
+    unknown = next((n for n in names if n not in COMPONENTS), None)
+    return None if unknown is None else f"unknown component {unknown!r}; the components are {', '.join(COMPONENTS)}"
+
+
 # classic piece -> modern piece, one line each, for help texts and tables.
 COMPONENT_SUMMARY = {
     "rmsnorm": "LayerNorm -> RMSNorm",
@@ -409,9 +417,9 @@ class ModelConfig:
 
     def with_components(self, components) -> ModelConfig:
         """The same settings with exactly these components switched on."""
-        unknown = set(components) - set(COMPONENTS)
-        if unknown:
-            raise ConfigError(f"unknown component {sorted(unknown)[0]!r}; the components are {', '.join(COMPONENTS)}.")
+        why = component_problem(components)
+        if why:
+            raise ConfigError(f"{why}.")
         return replace(self, **{c: c in components for c in COMPONENTS})
 
     def to_dict(self) -> dict:

@@ -10,7 +10,14 @@ import math
 from dataclasses import dataclass, replace
 
 from .errors import UserError
-from .model import COMPONENTS, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
+from .model import (
+    COMPONENTS,
+    ModelConfig,
+    component_problem,
+    kv_cache_bytes_per_token,
+    non_embedding_params,
+    param_counts,
+)
 from .results import MAX_SEED
 from .settings import Settings, from_dict
 from .stats import table_level
@@ -53,13 +60,6 @@ def label(components) -> str:
     """The name of a set of components, as parse_variant reads it back: 'classic' for none, else the names
     joined by '+' (e.g. 'rmsnorm+rope'). Checkpoint folders, tables and messages name a model by it."""
     return "+".join(components) or "classic"
-
-
-def component_problem(names) -> str | None:
-    """The one check of component names given by a user or read from a file: the first name that is not one of
-    model.COMPONENTS, as 'unknown component 'x'; the components are ...', or None when every name is one."""
-    unknown = next((n for n in names if n not in COMPONENTS), None)
-    return None if unknown is None else f"unknown component {unknown!r}; the components are {', '.join(COMPONENTS)}"
 
 
 def parse_components(text: str | None) -> tuple[str, ...]:

@@ -51,7 +51,7 @@ def params_info(cfg: ModelConfig) -> dict:
         "total": counts["total"],
         "pieces": {p: counts[p] for p in PIECES},
         "components": list(cfg.components),
-        "mlp_hidden": cfg.hidden,
+        "mlp_width": cfg.hidden,
         "head_dim": cfg.head_dim,
         "kv_heads": cfg.n_kv_heads,
         "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),
@@ -77,7 +77,7 @@ def params_table(info: dict) -> Table:
 
 def params_sentence(info: dict) -> str:
     return (
-        f"MLP hidden width {info['mlp_hidden']}, head dim {info['head_dim']}, {info['config']['heads']} query heads, "
+        f"MLP hidden width {info['mlp_width']}, head dim {info['head_dim']}, {info['config']['heads']} query heads, "
         f"{info['kv_heads']} K/V heads, KV cache {info['kv_cache_bytes_per_token']:,} bytes per token at bf16."
     )
 
@@ -308,7 +308,7 @@ def _cells(row: dict, show_mlp: bool) -> list[str]:
     need = row["seeds_needed"]
     cells = [row["variant"], f"{row['params']:,}"]
     if show_mlp:
-        cells.append(str(row["mlp_hidden"]))
+        cells.append(str(row["mlp_width"]))
     if row["lrs"] > 1:
         cells += [f"{row['lr']:g}", f"{row['stable']}/{row['lrs']}"]
     return cells + [

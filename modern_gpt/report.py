@@ -145,7 +145,7 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             "row": i,
             "components": "+".join(v["components"]),
             "reference": v["reference"] if v["reference"] is not None else math.nan,
-            "mlp_hidden": v["hidden"],
+            "mlp_width": v["hidden"],
             "seeds": len(mine),
             "diverged": failures[i],
             "epochs": mean([r["epochs"] for r in mine.values()]),

@@ -31,6 +31,7 @@ import pandas as pd
 
 from .errors import UserError
 from .files import atomic_path, kind, not_regular, write_json
+from .model import component_problem
 from .schema import problem
 from .settings import ALL, from_dict, saved_settings_problem
 
@@ -41,7 +42,7 @@ RUN_COLUMNS = [
     "seed",
     "lr",
     "params",
-    "mlp_hidden",
+    "mlp_width",
     "train_loss",
     "val_loss",
     "val_tokens",
@@ -88,7 +89,7 @@ SUMMARY_COLUMNS = [
     "row",
     "components",
     "reference",
-    "mlp_hidden",
+    "mlp_width",
     "seeds",
     "diverged",
     "epochs",
@@ -187,8 +188,6 @@ def command_of(plan: str) -> str:
 
 def check_meta(meta, path: Path) -> None:
     """meta.json against META_SCHEMA, its plan's rows and seeds, and its settings: one sentence for what is wrong."""
-    from .planning import component_problem  # planning imports this module
-
     found = problem(meta, META_SCHEMA)
     spec = meta["spec"] if found is None else {}
     if found is None and not spec["variants"]:
@@ -324,8 +323,9 @@ def _foreign(record: dict, spec: dict, hashes: dict[float, str]) -> str | None:
     v = variants[row]
     if record["variant"] != v["name"] or record["components"] != "+".join(v["components"]):
         return f"it is a run of {record['variant']!r}, and row {row} is {v['name']!r}"
-    if v.get("mlp_hidden") is not None and record.get("mlp_hidden") != v["mlp_hidden"]:
-        return f"its MLP width {record.get('mlp_hidden')} is not the plan's {v['mlp_hidden']}"
+    width = record.get("mlp_width", record.get("mlp_hidden"))  # older run files call it mlp_hidden
+    if v.get("mlp_hidden") is not None and width != v["mlp_hidden"]:
+        return f"its MLP width {width} is not the plan's {v['mlp_hidden']}"
     if record["settings_hash"] != hashes[v.get("lr") or next(iter(hashes))]:
         return "it was made with other settings or data"
     return None
@@ -334,7 +334,10 @@ def _foreign(record: dict, spec: dict, hashes: dict[float, str]) -> str | None:
 def _tables(finished: dict[tuple[int, int], dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """runs.csv and curves.csv as frames, from run records."""
     records = [finished[k] for k in sorted(finished)]
-    runs = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS)
+    older = {"mlp_width": "mlp_hidden"}  # a column's name in run files written before it was renamed
+    runs = pd.DataFrame(
+        [{c: r.get(c, r.get(older.get(c, c))) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS
+    )
     curves = pd.DataFrame(
         [
             {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}

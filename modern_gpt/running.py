@@ -107,7 +107,7 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
         row=job.row,
         variant=job.variant.name,
         components="+".join(job.variant.components),
-        mlp_hidden=cfg.hidden,
+        mlp_width=cfg.hidden,
         lr=job.train.lr,
         settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
     )

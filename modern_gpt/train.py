@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from .data import BatchStream, Corpus, check_length, eval_offsets, subset, windows
+from .data import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
 from .errors import ConfigError, UserError, setting
 from .model import GPT, ModelConfig, param_counts
 
@@ -444,7 +444,7 @@ def train_run(
         val_tokens=len(val_final) * context,
         val_loss_tune=last["val_loss_tune"],
         val_loss_test=last["val_loss_test"],
-        val_bpc=val * corpus.val_tokens_per_char / math.log(2),
+        val_bpc=bits_per_char(val, corpus.val_tokens_per_char),
         val_ppl=math.exp(val) if math.isfinite(val) and val < 700 else nan,
         best_val_loss=best["val_loss"],
         best_step=best["step"],
