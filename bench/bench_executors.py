@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from common import ablate_command
+
 RAY_COSTS = r"""
 import json, logging, time
 t = time.perf_counter()
@@ -63,20 +65,7 @@ COLUMNS = ["row", "variant", "seed", "train_loss", "val_loss", "best_val_loss", 
 
 def ablation(flags: list[str]) -> tuple[float, list]:
     with tempfile.TemporaryDirectory() as out:
-        cmd = [
-            sys.executable,
-            "-m",
-            "modern_gpt",
-            "ablate",
-            "--seeds",
-            "3",
-            "--smoke",
-            *flags,
-            "--out",
-            os.path.join(out, "r"),
-            "--format",
-            "csv",
-        ]
+        cmd = ablate_command(os.path.join(out, "r"), "--smoke", *flags)
         t = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)
         wall = time.perf_counter() - t

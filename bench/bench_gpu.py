@@ -42,6 +42,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from common import ablate_command
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # modern_gpt from this checkout, installed or not
 T0 = time.perf_counter()
@@ -444,23 +446,7 @@ def part_c(args, device, env, best: int, tmp: Path, rows: list, skipped: list) -
                 skipped.append(f"(c) {name} --jobs {jobs}: the --budget was spent")
                 continue
             out = tmp / f"c-{name.split()[0]}-{jobs}"
-            cmd = [
-                sys.executable,
-                "-m",
-                "modern_gpt",
-                "ablate",
-                "--seeds",
-                "3",
-                "--device",
-                device,
-                "--jobs",
-                str(jobs),
-                "--out",
-                str(out),
-                "--format",
-                "csv",
-                *flags,
-            ]
+            cmd = ablate_command(out, "--device", device, "--jobs", jobs, *flags)
             t = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=left)

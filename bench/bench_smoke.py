@@ -11,9 +11,10 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+
+from common import ablate_command
 
 
 def main() -> None:
@@ -24,21 +25,7 @@ def main() -> None:
     times = []
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory() as out:
-            cmd = [
-                sys.executable,
-                "-m",
-                "modern_gpt",
-                "ablate",
-                "--seeds",
-                "3",
-                "--smoke",
-                "--jobs",
-                str(args.jobs),
-                "--out",
-                os.path.join(out, "r"),
-                "--format",
-                "csv",
-            ]
+            cmd = ablate_command(os.path.join(out, "r"), "--smoke", "--jobs", args.jobs)
             t = time.perf_counter()
             subprocess.run(cmd, check=True, capture_output=True)
             times.append(time.perf_counter() - t)

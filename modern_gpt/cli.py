@@ -371,19 +371,28 @@ def _print_power(info: dict, fmt: str) -> None:
 
 
 def _run_ablation(
-    settings,
-    plan_given: str | None,
     default_plan: str,
-    resume: Path | None,
-    out: str | None,
-    jobs: str,
-    fmt: str,
-    executor: dict,
+    settings,
+    *,
+    plan: str | None = None,
+    seed_list: str | None = None,
+    match_params: bool = False,
+    variant: str | None = None,
     at_lr: float | None = None,
+    jobs: str = "auto",
+    executor: str = "local",
+    ray_address: str | None = None,
+    cpus_per_run: float | None = None,
+    gpus_per_run: float | None = None,
+    max_retries: int = 2,
+    out: str | None = None,
+    resume: Path | None = None,
+    fmt: str = "table",
     **choices,
 ) -> None:
     """What ablate, duel and power share: plan, start or resume, run on the chosen executor with a progress
-    display, write and print the report. executor: the --executor flags, by ExecutorOptions field."""
+    display, write and print the report. Each command passes its flags by their names (**locals()), so that the
+    list of shared flags is written once, in the Annotated aliases above; choices: the rest of plan_spec's."""
     from . import render, report
     from .executors import ExecutorOptions
     from .planning import plan_spec
@@ -397,9 +406,12 @@ def _run_ablation(
             raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
         ResultsDir(resume).check_resumed_by(command_of(default_plan))
         out = None
-    explicit = bool(settings.given or plan_given or any(v not in (None, False) for v in choices.values()))
-    options = ExecutorOptions(**executor).check()
-    requested = plan_spec(settings, plan_given or default_plan, **choices) if resume is None or explicit else None
+    choices.update(seed_list_text=seed_list, match=match_params)
+    if variant is not None:  # power's one architecture
+        choices["variants"] = variant
+    explicit = bool(settings.given or plan or any(v not in (None, False) for v in choices.values()))
+    options = ExecutorOptions(executor, ray_address, cpus_per_run, gpus_per_run, max_retries).check()
+    requested = plan_spec(settings, plan or default_plan, **choices) if resume is None or explicit else None
     lrs = requested.lrs if requested is not None else ResultsDir(resume).read_meta()["spec"].get("lrs")
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     if resume:
@@ -490,10 +502,6 @@ AtLr = Annotated[float | None, typer.Option("--at-lr", help=AT_LR_HELP, rich_hel
 OutAblate, OutDuel, OutPower = (_out("Results", f"results/<time>-{c}", PANEL) for c in ("<plan>", "duel", "power"))
 
 
-def _executor_flags(name: str, address: str | None, cpus: float | None, gpus: float | None, retries: int) -> dict:
-    return {"name": name, "address": address, "cpus_per_run": cpus, "gpus_per_run": gpus, "max_retries": retries}
-
-
 @app.command()
 @with_settings(components=False, exclude=("model.vocab_size",))
 def ablate(
@@ -523,29 +531,7 @@ def ablate(
     fmt: Format = "table",
 ) -> None:
     """Train every variant with every seed and print one table: does each component really help?"""
-    _run_ablation(
-        settings,
-        plan,
-        "cumulative",
-        resume,
-        out,
-        jobs,
-        fmt,
-        _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
-        at_lr,
-        components=components,
-        variants=variants,
-        seeds=seeds,
-        seed_list_text=seed_list,
-        match=match_params,
-        placebo=placebo,
-        alpha=alpha,
-        margin=margin,
-        min_seeds=min_seeds,
-        max_seeds=max_seeds,
-        lrs=lrs,
-        lr_sweep=lr_sweep,
-    )
+    _run_ablation("cumulative", **locals())
 
 
 @app.command()
@@ -575,27 +561,7 @@ def duel(
 ) -> None:
     """All-classic (GPT-2) against all-modern (every component on: Qwen3-style, Llama's pieces and QK-norm) on
     the same data, seeds and steps."""
-    _run_ablation(
-        settings,
-        None,
-        "duel",
-        resume,
-        out,
-        jobs,
-        fmt,
-        _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
-        at_lr,
-        seeds=seeds,
-        seed_list_text=seed_list,
-        match=match_params,
-        placebo=placebo,
-        alpha=alpha,
-        margin=margin,
-        min_seeds=min_seeds,
-        max_seeds=max_seeds,
-        lrs=lrs,
-        lr_sweep=lr_sweep,
-    )
+    _run_ablation("duel", **locals())
 
 
 @app.command()
@@ -618,19 +584,7 @@ def power(
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
     3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
-    _run_ablation(
-        settings,
-        None,
-        "power",
-        resume,
-        out,
-        jobs,
-        fmt,
-        _executor_flags(executor, ray_address, cpus_per_run, gpus_per_run, max_retries),
-        variants=variant,
-        seeds=seeds,
-        alpha=alpha,
-    )
+    _run_ablation("power", **locals())
 
 
 @app.command()

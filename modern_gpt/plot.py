@@ -44,16 +44,7 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
         f"{meta['variants'][0]['params']:,} params\nvalidation loss, mean over {seeds} seed{'s' if seeds != 1 else ''}"
         + (" (band: min to max)" if seeds > 1 else "")
     )
-    ax.set_xlabel("training step")
-    ax.set_ylabel(f"validation loss (nats per {s['data']['tokenizer']} token)")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:  # no curve at all when every run diverged before its first evaluation
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, "training step", s, path)
 
 
 def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
@@ -100,10 +91,17 @@ def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
         f"{s['train']['steps']} steps\nfinal val loss (test half), mean over {seeds} seed{'s' if seeds != 1 else ''}"
         + (" (band: min to max)" if seeds > 1 else "")
     )
-    ax.set_xlabel("peak learning rate (log scale)")
-    ax.set_ylabel(f"validation loss (nats per {s['data']['tokenizer']} token)")
+    return _finish(fig, ax, "peak learning rate (log scale)", s, path)
+
+
+def _finish(fig, ax, xlabel: str, settings: dict, path: Path) -> Path:
+    """Axis labels, grid and legend, then the figure written atomically (a reader never sees half a PNG)."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"validation loss (nats per {settings['data']['tokenizer']} token)")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
+    if ax.get_legend_handles_labels()[0]:  # no line at all when every run diverged before its first evaluation
         ax.legend(fontsize="small")
     fig.tight_layout()
     with atomic_path(path) as tmp:
