@@ -1,5 +1,32 @@
-"""`python -m modern_gpt` is the `modern-gpt` command."""
+"""The `modern-gpt` command (the console script and `python -m modern_gpt`).
 
-from .cli import main
+Kept tiny on purpose: Ctrl-C while cli.py is compiled and torch, pandas and typer load (a second or more) is a
+quiet exit, not a traceback, so the handler is installed here, before any of that starts.
+"""
 
-main()
+import os
+import signal
+import sys
+import threading
+
+
+def _interrupted_at_start(signum, frame) -> None:
+    # An exception raised here could surface inside a C extension's import, as a traceback: leave at once
+    # instead (nothing has been written yet).
+    print("modern-gpt: interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+def run() -> None:
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _interrupted_at_start)
+    from .cli import main
+
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    main()
+
+
+if __name__ == "__main__":
+    run()

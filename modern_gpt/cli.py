@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
-import threading
-
-
-def _interrupted_at_start(signum, frame) -> None:
-    # An exception raised here could surface inside a C extension's import, as a traceback: leave at once
-    # instead (nothing has been written yet).
-    print("modern-gpt: interrupted", file=sys.stderr, flush=True)
-    os._exit(130)
-
-
-# Ctrl-C while the imports below load (torch takes a second or more) is a quiet exit, not a traceback.
-_sigint = None
-if threading.current_thread() is threading.main_thread():
-    _sigint = signal.signal(signal.SIGINT, _interrupted_at_start)
-
 import functools
 import inspect
+import os
 import shlex
+import signal
+import sys
 import time
 import traceback
 import typing
@@ -36,9 +21,6 @@ from . import __version__
 from .errors import UserError
 from .model import COMPONENT_SUMMARY, COMPONENTS
 from .settings import PANELS, SECTIONS, cli_settings, resolve
-
-if _sigint is not None:
-    signal.signal(signal.SIGINT, _sigint)
 
 app = typer.Typer(
     name="modern-gpt",

@@ -329,20 +329,8 @@ def test_report_prints_every_format(smoke):
 
 
 def test_the_same_variant_twice_is_a_delta_of_exactly_zero(tmp_path):
-    invoke(
-        "ablate",
-        "--smoke",
-        "--plan",
-        "custom",
-        "--variants",
-        "classic;classic",
-        "--seeds",
-        3,
-        "--steps",
-        12,
-        "--out",
-        tmp_path / "r",
-    )
+    flags = ["--plan", "custom", "--variants", "classic;classic", "--seeds", 3, "--steps", 12, "--jobs", 1]
+    invoke("ablate", "--smoke", *flags, "--out", tmp_path / "r")
     summary = pd.read_csv(tmp_path / "r" / "summary.csv")
     assert summary.delta_val[2] == 0.0 and summary.verdict[2] == "inconclusive"
 
@@ -351,13 +339,16 @@ def _values(folder) -> pd.DataFrame:
     return pd.read_csv(folder / "runs.csv").drop(columns=TIMING + ["threads"])
 
 
-def test_jobs_auto_gives_the_same_runs_as_jobs_1(smoke, tmp_path):
-    folder, _ = smoke  # made with the default, --jobs auto
-    invoke("ablate", "--smoke", "--seeds", 3, "--jobs", 1, "--out", tmp_path / "j2")
-    pd.testing.assert_frame_equal(_values(folder), _values(tmp_path / "j2"))
-    pd.testing.assert_frame_equal(pd.read_csv(folder / "curves.csv"), pd.read_csv(tmp_path / "j2" / "curves.csv"))
+def test_jobs_auto_gives_the_same_runs_as_jobs_1(tmp_path):
+    flags = [*TINY_AUTO, "--variants", "classic;rope", "--seeds", 2]  # the smoke config, fewer steps
+    invoke("ablate", *flags, "--jobs", "auto", "--out", tmp_path / "auto")  # a pool of single-thread processes
+    invoke("ablate", *flags, "--out", tmp_path / "one")  # TINY_AUTO's --jobs 1
+    pd.testing.assert_frame_equal(_values(tmp_path / "auto"), _values(tmp_path / "one"))
+    auto, one = (pd.read_csv(tmp_path / f / "curves.csv") for f in ("auto", "one"))
+    pd.testing.assert_frame_equal(auto, one)
 
 
+@pytest.mark.slow
 def test_a_killed_ablation_resumes_without_repeating_a_finished_run(smoke, tmp_path):
     folder = tmp_path / "killed"
     proc = cli_process("ablate", "--smoke", "--seeds", 3, "--out", folder)
@@ -402,7 +393,8 @@ def test_resume_refuses_other_settings(smoke):
     )  # the same settings: nothing to do
 
 
-TINY_AUTO = ["--smoke", "--steps", 20, "--eval-every", 20, "--eval-tokens", 1024, "--plan", "custom"]
+# a short custom ablation of the smoke config, in this process (--jobs 1: no pool of processes to start)
+TINY_AUTO = ["--smoke", "--steps", 20, "--eval-every", 20, "--eval-tokens", 1024, "--plan", "custom", "--jobs", 1]
 
 
 def test_seeds_auto_stops_when_every_row_is_decided_and_resume_decides_alike(tmp_path):
@@ -429,7 +421,9 @@ def test_seeds_auto_stops_when_every_row_is_decided_and_resume_decides_alike(tmp
 
 
 def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
-    out = invoke("power", "--smoke", "--steps", 20, "--eval-every", 20, "--seeds", 4, "--out", tmp_path / "p")
+    out = invoke(
+        "power", "--smoke", "--steps", 20, "--eval-every", 20, "--seeds", 4, "--jobs", 1, "--out", tmp_path / "p"
+    )
     assert "Placebo check" in out and "paired sd between two weight inits" in out
     for n in ("3", "5", "10", "20"):
         assert any(line.split()[:1] == [n] for line in out.splitlines())
@@ -446,6 +440,14 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
     assert info["mde"][0]["table_row"] > info["mde"][0]["one_comparison"] > info["mde"][3]["one_comparison"]
 
 
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    """A finished two-row, two-seed ablation of the smoke config (20 steps), for tests that damage a copy."""
+    folder = tmp_path_factory.mktemp("tiny") / "r"
+    invoke("ablate", *TINY_AUTO, "--variants", "classic;rope", "--seeds", 2, "--no-placebo", "--out", folder)
+    return folder
+
+
 @pytest.mark.parametrize(
     "spec_edit,message",
     [
@@ -457,13 +459,13 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
         ({"seeds": [0, 2**70]}, "above the largest seed"),
     ],
 )
-def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tmp_path, spec_edit, message):
+def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tiny_folder, tmp_path, spec_edit, message):
     """report and --resume read alpha, margin and the looks back: a hand edit is named, never a traceback
     (and a min_seeds above the seeds used to resume forever)."""
     import json
+    import shutil
 
-    folder = tmp_path / "r"
-    invoke("ablate", *TINY_AUTO, "--variants", "classic;rope", "--seeds", 2, "--no-placebo", "--out", folder)
+    folder = shutil.copytree(tiny_folder, tmp_path / "r")
     meta = json.loads((folder / "meta.json").read_text())
     meta["spec"].update(spec_edit)
     (folder / "meta.json").write_text(json.dumps(meta))

@@ -566,7 +566,9 @@ def test_the_lock_has_one_owner_when_processes_contend_at_the_same_instant(tmp_p
 
 @pytest.mark.slow
 def test_ctrl_c_during_start_up_is_quiet():
-    for delay in (0.05, 0.3, 0.8):
+    # From 0.3 s: earlier, the signal can land in Python's own start-up (site, the editable install's import
+    # hooks; about 50 ms here), before any code of modern-gpt runs, where no program can catch it.
+    for delay in (0.3, 0.8):
         proc = cli_process("params")
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
