@@ -226,7 +226,8 @@ def test_a_diverged_run_and_an_oom_are_recorded_and_the_ablation_goes_on(run, tm
 def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_path, how):
     folder = tmp_path / "r"
     jobs = ["--jobs", "2"] if "jobs" in how else []
-    proc = cli_process("ablate", "--smoke", "--seeds", "3", "--out", folder, *jobs, start_new_session=True)
+    short = ["--steps", "30", "--eval-every", "30"]  # runs of a third of the smoke's: the resume below is quick
+    proc = cli_process("ablate", "--smoke", "--seeds", "3", *short, "--out", folder, *jobs, start_new_session=True)
     wait_for_runs(folder, 3, proc)
     sent = time.time()
     if "group" in how:
