@@ -582,6 +582,7 @@ def report(
     from . import report as rep
 
     if plot:
+        rep.at_lr_index(rep.ResultsDir(folder).read_meta()["spec"].get("lrs"), at_lr)  # refused before drawing
         for path in rep.plot(folder):
             print(f"wrote {path}", file=sys.stderr)
     _print_report(folder, fmt, at_lr)

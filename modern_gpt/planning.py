@@ -152,7 +152,14 @@ def parse_lrs(lrs: str | None, sweep: str | None) -> list[float] | None:
             raise UserError(
                 f"--lr-sweep needs 0 < LOW < HIGH and N from 2 to {MAX_LRS}, got {sweep!r}; for one learning rate give --lr."
             )
-        values = [float(f"{low * (high / low) ** (i / (n - 1)):.3g}") for i in range(n)]
+        # in log space (HIGH / LOW can overflow), rounded to 3 significant digits, as the table prints them
+        step = (math.log(high) - math.log(low)) / (n - 1)
+        values = [float(f"{math.exp(math.log(low) + i * step):.3g}") for i in range(n)]
+        if len({f"{v:g}" for v in values}) < n:
+            raise UserError(
+                f"--lr-sweep {sweep} gives learning rates that are equal to 3 significant digits; widen the range or "
+                "lower N."
+            )
     else:
         try:
             values = [float(x) for x in lrs.split(",") if x.strip()]
@@ -162,8 +169,8 @@ def parse_lrs(lrs: str | None, sweep: str | None) -> list[float] | None:
             ) from None
     if not values or len(values) > MAX_LRS or not all(0 < v < math.inf for v in values):
         raise UserError(f"--lrs needs 1 to {MAX_LRS} positive learning rates, got {lrs or sweep!r}.")
-    if len(set(values)) != len(values):
-        raise UserError(f"--lrs names a learning rate twice: {lrs or sweep}.")
+    if len({f"{v:g}" for v in values}) != len(values):  # as the table and --at-lr print and read them
+        raise UserError(f"--lrs names a learning rate twice (or two that print alike): {lrs}.")
     return sorted(values)
 
 
@@ -309,6 +316,11 @@ class Spec:
         return table_level(self.alpha, self.tested_rows, self.min_seeds, len(self.seeds))
 
 
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def spec_differences(stored: dict, requested: dict) -> list[str]:
     """The settings in which two specs differ, as 'key: stored -> requested'."""
     out = []
@@ -317,8 +329,8 @@ def spec_differences(stored: dict, requested: dict) -> list[str]:
         if isinstance(a, dict) and isinstance(b, dict):
             for k in sorted(set(a) | set(b)):
                 walk(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
-        elif a != b:
-            out.append(f"{prefix}: {a!r} -> {b!r}")
+        elif a != b:  # each side cut short: a plan's whole list of rows is no help in a sentence
+            out.append(f"{prefix}: {_short(a)} -> {_short(b)}")
 
     walk(stored, requested, "")
     return out

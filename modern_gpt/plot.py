@@ -19,7 +19,7 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     # Runs that diverged or failed are left out, as they are of the table's means.
     good = runs[~failed(runs)][["row", "seed"]]
     curves = curves.merge(good, on=["row", "seed"])
-    seeds = len(meta["spec"]["seeds"])
+    seeds = runs["seed"].nunique()  # those that ran (--seeds auto may stop before its last)
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     for row, variant in enumerate(meta["variants"]):
         mine = curves[curves["row"] == row].groupby("step")["val_loss"]
@@ -59,7 +59,7 @@ def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
     lrs = meta["spec"]["lrs"]
     k, bad = len(lrs), failed(runs)
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
-    failures = []  # (colour, lr) of every learning rate at which a run of a row diverged or failed
+    failures = []  # (row, colour, lr) of every learning rate at which a run of a row diverged or failed
     for b in range(len(meta["variants"]) // k):
         variant = meta["variants"][b * k]
         mine, trouble = runs[runs["row"] // k == b], bad[runs["row"] // k == b]
@@ -75,12 +75,14 @@ def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
             colour = ax.plot([], [], marker="x", linestyle="", label=f"{variant['name']} (every run diverged)")[
                 0
             ].get_color()
-        failures += [(colour, lr) for lr in sorted(set(mine[trouble]["lr"]))]
-    top = ax.get_ylim()[1] if ax.has_data() else 1.0
-    for colour, lr in failures:
-        ax.plot([lr], [top], marker="x", markersize=9, color=colour, clip_on=False, linestyle="")
+        failures += [(b, colour, lr) for lr in sorted(set(mine[trouble]["lr"]))]
+    # x marks in the axes' own height (a row's just below the one above), so that they stay at the top whatever
+    # the losses' scale, and those of several rows at one learning rate do not hide each other
+    for b, colour, lr in failures:
+        top = 0.97 - 0.035 * b
+        ax.plot([lr], [top], marker="x", markersize=8, color=colour, linestyle="", transform=ax.get_xaxis_transform())
     if failures:
-        ax.plot([], [], marker="x", color="grey", linestyle="", label="diverged at this lr (x, at the top)")
+        ax.plot([], [], marker="x", color="grey", linestyle="", label="a run diverged at this lr (x, at the top)")
     ax.set_xscale("log")
     ax.set_xticks(lrs, [f"{x:g}" for x in lrs])
     ax.minorticks_off()

@@ -93,7 +93,7 @@ class AblationDisplay:
     def _estimate(self, record: dict) -> None:
         """Once, after the first run that trained: the time the runs left will take, at its pace."""
         left = self.total - self.done
-        if self.estimated or record["error"] or not record["secs"] or left <= 0:
+        if self.estimated or record["error"] or record["diverged"] or not record["secs"] or left <= 0:
             return
         self.estimated = True
         secs = record["secs"] * math.ceil(left / max(1, self.at_once))

@@ -245,8 +245,11 @@ def duel_table(d: dict) -> Table:
         table.add_column(name, justify="right")
     rows = [
         ("params", lambda x: f"{x['params']:,}"),
-        ("val loss", lambda x: _num(x["val_loss"], ".4f")),
-        ("best val loss (mean step)", lambda x: f"{_num(x['best_val_loss'], '.4f')} ({_num(x['best_step'], '.0f')})"),
+        ("val loss (test half)" if d.get("test_half") else "val loss", lambda x: _num(x["val_loss"], ".4f")),
+        (
+            "best val loss (mean step, all windows)" if d.get("test_half") else "best val loss (mean step)",
+            lambda x: f"{_num(x['best_val_loss'], '.4f')} ({_num(x['best_step'], '.0f')})",
+        ),
         ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
         ("perplexity", lambda x: _num(x["perplexity"], ".3f")),
     ]
@@ -310,7 +313,7 @@ def _cells(row: dict, show_mlp: bool) -> list[str]:
     if show_mlp:
         cells.append(str(row["mlp_width"]))
     if row["lrs"] > 1:
-        cells += [f"{row['lr']:g}", f"{row['stable']}/{row['lrs']}"]
+        cells += [_num(row["lr"], "g"), f"{row['stable']}/{row['lrs']}"]
     return cells + [
         _num(row["train_loss"], ".4f"),
         val,

@@ -173,6 +173,13 @@ RUNS_CSV_NUMBERS = (
     "secs",
 )
 RUNS_CSV_REQUIRED = ("variant", "diverged", "error", *RUNS_CSV_NUMBERS)
+# what a folder trained at several learning rates (--lrs) reads besides: the choice and the stable column
+SWEEP_NUMBERS = ("lr", "val_loss_tune", "val_loss_test", "spikes")
+
+
+def sweep_numbers(meta: dict) -> tuple[str, ...]:
+    """The columns runs.csv must hold as numbers beyond RUNS_CSV_NUMBERS: SWEEP_NUMBERS with --lrs, else none."""
+    return SWEEP_NUMBERS if meta["spec"].get("lrs") else ()
 
 
 def settings_hash(settings: dict, data_key: str) -> str:
@@ -364,10 +371,10 @@ def _check_runs(frame: pd.DataFrame, path: Path, meta: dict) -> None:
     def damaged(what: str) -> UserError:
         return UserError(f"{path} is damaged ({what}); {REBUILD}")
 
-    for col in RUNS_CSV_REQUIRED:
+    for col in (*RUNS_CSV_REQUIRED, *sweep_numbers(meta)):
         if col not in frame:
             raise damaged(f"no {col} column")
-    for col in RUNS_CSV_NUMBERS:
+    for col in (*RUNS_CSV_NUMBERS, *sweep_numbers(meta)):
         numbers = pd.to_numeric(frame[col], errors="coerce")
         bad = numbers.isna() & frame[col].notna()
         if col in ("row", "seed"):
@@ -623,6 +630,8 @@ class ResultsDir:
                 self.rejected.append(f"runs/{f.name} (it cannot be read)")
                 continue
             why = problem(record, RUN_SCHEMA) or _foreign(record, spec, hashes)
+            if why is None and spec.get("lrs") and not {"val_loss_tune", "val_loss_test", "lr"} <= set(record):
+                why = "it has no val_loss_tune and val_loss_test, which a run of a folder with --lrs records"
             if why is None and f.name != self.run_file(record["row"], record["seed"]).name:
                 why = f"its name does not match its row {record['row']} and seed {record['seed']}"
             if why:
@@ -668,7 +677,7 @@ class ResultsDir:
         frame = read_csv(path)
         _check_runs(frame, path, self.read_meta())
         rebuilt = _reread(_tables(self.finished())[0])
-        if not _same(frame, rebuilt, ["row", "seed"], RUNS_CSV_REQUIRED):
+        if not _same(frame, rebuilt, ["row", "seed"], (*RUNS_CSV_REQUIRED, *sweep_numbers(self.read_meta()))):
             self.notes.append(
                 "runs.csv does not match the run files in runs/ (edited, or copied from elsewhere): the table is "
                 "built from runs/, and --resume rewrites runs.csv."

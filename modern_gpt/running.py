@@ -162,10 +162,13 @@ def start(
     check_length(corpus, spec.settings.model.context)
     context, eval_tokens = spec.settings.model.context, spec.settings.train.eval_tokens
     if spec.lrs and len(eval_offsets(len(corpus.val), context, eval_tokens)) < 2:
-        raise UserError(
-            f"--lrs chooses on half the evaluation windows and reports on the other half, but {corpus.name}'s "
-            f"validation split holds one window of --context {context}; use more text or a smaller --context."
+        where = (
+            f"--eval-tokens {eval_tokens} makes one window of --context {context}; give at least {2 * context}"
+            if eval_tokens < 2 * context
+            else f"{corpus.name}'s validation split holds one window of --context {context}; use more text or a "
+            "smaller --context"
         )
+        raise UserError(f"--lrs chooses on half the evaluation windows and reports on the other half, but {where}.")
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
         check_memory(cfg, spec.settings.train, device)

@@ -45,9 +45,10 @@ class Spikes:
 
     def add(self, step: int, loss: float) -> None:
         high = loss > self.low + SPIKE
-        if step > self.warmup and high and not self.up:
+        after = step > self.warmup  # a loss already high when warm-up ends is a spike at its first step after
+        if after and high and not self.up:
             self.count += 1
-        self.up = high
+        self.up = high and after
         self.low = min(self.low, loss)
 
 

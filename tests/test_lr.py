@@ -54,6 +54,10 @@ def test_a_spike_is_a_loss_over_one_nat_above_its_running_minimum_after_warm_up(
         spikes.add(step, loss)
     # step 3 (8.0) is in warm-up; 4.2 at step 6 starts one spike (4.5 continues it); 4.3 at step 9 a second
     assert spikes.count == 2
+    blown = Spikes(warmup=3)  # a loss that jumps up while the learning rate warms up, and stays up
+    for step, loss in enumerate([4.0, 3.0, 6.0, 6.5, 7.0, 9.0], start=1):
+        blown.add(step, loss)
+    assert blown.count == 1  # counted at its first step after warm-up
 
 
 # ---------------------------------------------------------------------------
@@ -135,6 +139,14 @@ def test_each_row_gets_the_learning_rate_with_the_lowest_mean_tuning_loss_and_is
     assert [r["lr"] for r in at] == [1e-3, 1e-3] and at[0]["val_loss"] == pytest.approx(2.2)
     with pytest.raises(UserError, match="not one of the learning rates tried: 0.001, 0.01, 0.1"):
         report.lr_view(meta, runs, at_lr=3e-3)
+
+    # every learning rate of row 0 with a failed run: the fewest failures win (lr 0.01: one of two; the others two)
+    meta3, runs3 = _sweep(tune, test, bad={(0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 2, 0), (0, 2, 1)})
+    few = report.summarize(*report.lr_view(meta3, runs3))
+    assert few[0]["lr"] == 1e-2 and few[0]["seeds"] == 1 and few[0]["stable"] == 0
+    # nothing of row 0 trained at all: no best learning rate to show
+    meta4, runs4 = _sweep(tune, test, bad={(0, j, s) for j in range(3) for s in range(2)})
+    assert math.isnan(report.summarize(*report.lr_view(meta4, runs4))[0]["lr"])
 
     # a row whose tuning losses are ordered like its test losses would pick the same; here they differ on purpose
     flipped = report.summarize(*report.lr_view(*_sweep(test, tune, bad={(0, 2, 1)})))
@@ -252,6 +264,16 @@ def test_at_lr_and_a_damaged_sweep_are_one_sentence(tmp_path):
         "--out",
         folder,
     )
+    # runs.csv edited by hand: the choice is made from runs/, and the table says so; a missing column is named
+    runs = pd.read_csv(folder / "runs.csv")
+    edited = runs.assign(val_loss_tune=[9.9, 0.1])
+    edited.to_csv(folder / "runs.csv", index=False)
+    _, summary, notes, _ = report.load(folder)
+    assert summary[0]["lr"] == runs.sort_values("val_loss_tune").lr.iloc[0]  # not the edited 0.1's
+    assert any("runs.csv does not match the run files" in n for n in notes)
+    runs.drop(columns=["spikes"]).to_csv(folder / "runs.csv", index=False)
+    with pytest.raises(UserError, match="runs.csv is damaged \\(no spikes column\\)"):
+        report.load(folder)
     meta = json.loads((folder / "meta.json").read_text())
     meta["spec"]["variants"][1]["lr"] = 0.5
     (folder / "meta.json").write_text(json.dumps(meta))
