@@ -19,6 +19,7 @@ from .model import (
     param_counts,
 )
 from .results import MAX_SEED
+from .schema import short
 from .settings import Settings, from_dict
 from .stats import table_level
 
@@ -316,11 +317,6 @@ class Spec:
         return table_level(self.alpha, self.tested_rows, self.min_seeds, len(self.seeds))
 
 
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def spec_differences(stored: dict, requested: dict) -> list[str]:
     """The settings in which two specs differ, as 'key: stored -> requested'."""
     out = []
@@ -330,7 +326,7 @@ def spec_differences(stored: dict, requested: dict) -> list[str]:
             for k in sorted(set(a) | set(b)):
                 walk(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
         elif a != b:  # each side cut short: a plan's whole list of rows is no help in a sentence
-            out.append(f"{prefix}: {_short(a)} -> {_short(b)}")
+            out.append(f"{prefix}: {short(a, 60)} -> {short(b, 60)}")
 
     walk(stored, requested, "")
     return out
@@ -370,24 +366,11 @@ def plan_spec(
     lr_sweep: str | None = None,
 ) -> Spec:
     """The specification of a new ablation from the command line's choices (None: the default)."""
-    spec = _plan_spec(
-        settings, plan, components, variants, seeds, seed_list_text, match, placebo, alpha, margin, min_seeds, max_seeds
-    )
     rates = parse_lrs(lrs, lr_sweep)
-    if rates is None:
-        return spec
-    if plan == "power":
+    if rates is not None and plan == "power":
         raise UserError("power measures seed noise at one learning rate; give --lr, not --lrs.")
-    if len(rates) == 1:  # one learning rate is a plain ablation at it
-        spec.settings = replace(spec.settings, train=replace(spec.settings.train, lr=rates[0]))
-        return spec
-    spec.variants, spec.lrs = expand_lrs(spec.variants, rates), rates
-    return spec
-
-
-def _plan_spec(
-    settings, plan, components, variants, seeds, seed_list_text, match, placebo, alpha, margin, min_seeds, max_seeds
-) -> Spec:
+    if rates is not None and len(rates) == 1:  # one learning rate is a plain ablation at it
+        settings, rates = replace(settings, train=replace(settings.train, lr=rates[0])), None
     alpha = 0.05 if alpha is None else alpha
     placebo = True if placebo is None or plan == "power" else placebo
     if plan == "power" and seeds is None:
@@ -400,6 +383,8 @@ def _plan_spec(
         rows = match_params(rows, settings.model)
     if placebo:
         rows = add_placebo(rows)
+    if rates:  # one run row per row and learning rate; the table rows, and so the tested rows, stay the same
+        rows = expand_lrs(rows, rates)
     seeds = parse_seeds(seeds)
     if seeds == AUTO:
         if seed_list_text is not None:
@@ -414,15 +399,17 @@ def _plan_spec(
             )
         if high < low:
             raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
-        spec = Spec(settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low)
-        spec.level()  # the boundary's simulation (a few seconds at most) runs before any folder is made (its
-        return spec  # number of tested rows is the same with --lrs, which adds run rows, not table rows)
+        spec = Spec(
+            settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low, lrs=rates
+        )
+        spec.level()  # the boundary's simulation (a few seconds at most) runs before any folder is made
+        return spec
     if min_seeds is not None or max_seeds is not None:
         raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
     chosen = seed_list(seeds, seed_list_text)
     if plan == "power" and len(chosen) < 3:
         raise UserError(f"power needs at least 3 seeds to measure a paired sd (8 advised), got {len(chosen)}.")
-    return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin)
+    return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin, lrs=rates)
 
 
 def check_statistics(alpha: float, margin: float | None) -> None:

@@ -19,7 +19,7 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     # Runs that diverged or failed are left out, as they are of the table's means.
     good = runs[~failed(runs)][["row", "seed"]]
     curves = curves.merge(good, on=["row", "seed"])
-    seeds = runs["seed"].nunique()  # those that ran (--seeds auto may stop before its last)
+    seeds = runs["seed"].nunique()
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     for row, variant in enumerate(meta["variants"]):
         mine = curves[curves["row"] == row].groupby("step")["val_loss"]
@@ -41,8 +41,7 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     s = meta["spec"]["settings"]
     ax.set_title(
         f"{meta['spec']['plan']} on {meta['spec']['data_name']}: dim {s['model']['dim']}, {s['model']['layers']} layers, "
-        f"{meta['variants'][0]['params']:,} params\nvalidation loss, mean over {seeds} seed{'s' if seeds != 1 else ''}"
-        + (" (band: min to max)" if seeds > 1 else "")
+        f"{meta['variants'][0]['params']:,} params\nvalidation loss, {_over_seeds(seeds)}"
     )
     return _finish(fig, ax, "training step", s, path)
 
@@ -87,13 +86,17 @@ def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
     ax.set_xticks(lrs, [f"{x:g}" for x in lrs])
     ax.minorticks_off()
     s = meta["spec"]["settings"]
-    seeds = len(meta["spec"]["seeds"])
     ax.set_title(
         f"learning-rate sensitivity on {meta['spec']['data_name']}: dim {s['model']['dim']}, {s['model']['layers']} layers, "
-        f"{s['train']['steps']} steps\nfinal val loss (test half), mean over {seeds} seed{'s' if seeds != 1 else ''}"
-        + (" (band: min to max)" if seeds > 1 else "")
+        f"{s['train']['steps']} steps\nfinal val loss (test half), {_over_seeds(runs['seed'].nunique())}"
     )
     return _finish(fig, ax, "peak learning rate (log scale)", s, path)
+
+
+def _over_seeds(seeds: int) -> str:
+    """The second line of a figure's title: what each line and band is over (the seeds that ran: --seeds auto
+    may stop before its last)."""
+    return f"mean over {seeds} seed{'s' if seeds != 1 else ''}" + (" (band: min to max)" if seeds > 1 else "")
 
 
 def _finish(fig, ax, xlabel: str, settings: dict, path: Path) -> Path:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .errors import UserError
 from .model import COMPONENTS
-from .results import ResultsDir, failed
+from .results import ResultsDir, failed, unstable
 from .stats import (
     INCONCLUSIVE,
     SAME,
@@ -89,19 +89,19 @@ def lr_view(meta: dict, runs: pd.DataFrame, at_lr: float | None = None) -> tuple
     at = at_lr_index(lrs, at_lr)
     if not lrs:
         return meta, runs
-    k, bad = len(lrs), failed(runs)
+    k, tune = len(lrs), runs["val_loss_tune"].astype(float)
+    bad = failed(runs) | ~np.isfinite(tune)  # a run without a tuning loss cannot be chosen on it
+    shaky = bad | unstable(runs)
     variants, chosen = [], {}
     for b in range(len(meta["variants"]) // k):
         ranks, stable = [], 0
         for j in range(k):
-            mine = runs[runs["row"] == b * k + j]
-            tune = mine["val_loss_tune"].astype(float)
-            trouble = bad[mine.index] | ~np.isfinite(tune)
-            good = list(tune[~trouble])
+            mine = runs["row"] == b * k + j
+            good = list(tune[mine & ~bad])
             # fewest runs that diverged or failed, then the lowest mean tuning loss of those that trained; a
             # learning rate with no run yet comes last
-            ranks.append((int(trouble.sum()) if len(mine) else math.inf, mean(good) if good else math.inf, j))
-            stable += bool(len(mine)) and not trouble.any() and not (mine["spikes"] > 0).any()
+            ranks.append((int(bad[mine].sum()) if mine.any() else math.inf, mean(good) if good else math.inf, j))
+            stable += bool(mine.any()) and not shaky[mine].any()
         j = at if at is not None else min(ranks)[2]
         trained = at is not None or ranks[j][1] < math.inf  # else no run of the row trained: no best lr
         v = dict(meta["variants"][b * k + j])
@@ -311,7 +311,7 @@ def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
         f"diverging or a loss spike (a training loss over {SPIKE:g} nat above its running minimum after warm-up)."
     ]
     runs = sweep["all"]
-    bad = runs[failed(runs) | (runs["spikes"] > 0)]
+    bad = runs[unstable(runs)]
     for lr, group in bad.groupby("lr"):
         diverged, spiked = int(failed(group).sum()), int((~failed(group) & (group["spikes"] > 0)).sum())
         what = [f"{diverged} diverged or failed" if diverged else "", f"{spiked} spiked" if spiked else ""]

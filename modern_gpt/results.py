@@ -284,6 +284,11 @@ def failed(runs: pd.DataFrame) -> pd.Series:
     return runs["diverged"].astype(bool) | (runs["error"] != "") | ~np.isfinite(runs["val_loss"].astype(float))
 
 
+def unstable(runs: pd.DataFrame) -> pd.Series:
+    """Which runs did not train stably (what the `stable` column of a --lrs table counts): failed, or a loss spike."""
+    return failed(runs) | (runs["spikes"] > 0)
+
+
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -330,9 +335,8 @@ def _foreign(record: dict, spec: dict, hashes: dict[float, str]) -> str | None:
     v = variants[row]
     if record["variant"] != v["name"] or record["components"] != "+".join(v["components"]):
         return f"it is a run of {record['variant']!r}, and row {row} is {v['name']!r}"
-    width = record.get("mlp_width", record.get("mlp_hidden"))  # older run files call it mlp_hidden
-    if v.get("mlp_hidden") is not None and width != v["mlp_hidden"]:
-        return f"its MLP width {width} is not the plan's {v['mlp_hidden']}"
+    if v.get("mlp_hidden") is not None and record.get("mlp_width") != v["mlp_hidden"]:
+        return f"its MLP width {record.get('mlp_width')} is not the plan's {v['mlp_hidden']}"
     if record["settings_hash"] != hashes[v.get("lr") or next(iter(hashes))]:
         return "it was made with other settings or data"
     return None
@@ -341,10 +345,7 @@ def _foreign(record: dict, spec: dict, hashes: dict[float, str]) -> str | None:
 def _tables(finished: dict[tuple[int, int], dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """runs.csv and curves.csv as frames, from run records."""
     records = [finished[k] for k in sorted(finished)]
-    older = {"mlp_width": "mlp_hidden"}  # a column's name in run files written before it was renamed
-    runs = pd.DataFrame(
-        [{c: r.get(c, r.get(older.get(c, c))) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS
-    )
+    runs = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS)
     curves = pd.DataFrame(
         [
             {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}
@@ -629,6 +630,8 @@ class ResultsDir:
             except (OSError, ValueError):
                 self.rejected.append(f"runs/{f.name} (it cannot be read)")
                 continue
+            if isinstance(record, dict) and "mlp_hidden" in record:  # its name in run files before the rename
+                record.setdefault("mlp_width", record.pop("mlp_hidden"))
             why = problem(record, RUN_SCHEMA) or _foreign(record, spec, hashes)
             if why is None and spec.get("lrs") and not {"val_loss_tune", "val_loss_test", "lr"} <= set(record):
                 why = "it has no val_loss_tune and val_loss_test, which a run of a folder with --lrs records"

@@ -26,10 +26,10 @@ def problem(value, schema, where: str = "") -> str | None:
     if isinstance(schema, tuple):
         if any(problem(value, alt, where) is None for alt in schema):
             return None
-        return f"{where or 'the file'} must be {' or '.join(_name(a) for a in schema)}, got {_short(value)}"
+        return f"{where or 'the file'} must be {' or '.join(_name(a) for a in schema)}, got {short(value)}"
     if isinstance(schema, dict):
         if not isinstance(value, dict):
-            return f"{where or 'the file'} must be an object, got {_short(value)}"
+            return f"{where or 'the file'} must be an object, got {short(value)}"
         for key, sub in schema.items():
             name = key.removesuffix("?")
             path = f"{where}.{name}" if where else name
@@ -43,7 +43,7 @@ def problem(value, schema, where: str = "") -> str | None:
         return None
     if isinstance(schema, list):
         if not isinstance(value, list):
-            return f"{where or 'the file'} must be a list, got {_short(value)}"
+            return f"{where or 'the file'} must be a list, got {short(value)}"
         for i, item in enumerate(value):
             found = problem(item, schema[0], f"{where}[{i}]")
             if found:
@@ -51,7 +51,7 @@ def problem(value, schema, where: str = "") -> str | None:
         return None
     if _is(value, schema):
         return None
-    return f"{where or 'the file'} must be {_name(schema)}, got {_short(value)}"
+    return f"{where or 'the file'} must be {_name(schema)}, got {short(value)}"
 
 
 def _is(value, t) -> bool:
@@ -76,6 +76,7 @@ def _name(schema) -> str:
     return NAMES.get(schema, schema.__name__)
 
 
-def _short(value) -> str:
+def short(value, limit: int = 40) -> str:
+    """repr(value), cut to `limit` characters with '...': a value quoted in a one-sentence message."""
     text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
