@@ -1,0 +1,568 @@
+"""`modern-gpt judge FILE` and `modern_gpt.verdict(df)`: the verdict table for runs that modern-gpt did not train.
+
+A long table, one row per run (variant, seed, metric), becomes what a results folder gives report.py: a meta
+dict (alpha, margin, the rows and their references) and a runs frame. report.summarize and report.footnotes
+then compute the table exactly as for `modern-gpt report`, so that judge follows every change to the
+statistics. What is judge's own is the input: it is checked cell by cell, and nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import UserError
+from .files import not_regular
+
+SUFFIXES = (".csv", ".jsonl", ".parquet")
+# Optional columns that mark a failed run, as modern-gpt's runs.csv does: left out of the means and pairs.
+DIVERGED, ERROR = "diverged", "error"
+# summarize's columns that describe a training run, not a comparison: judge has none of them
+TRAINING = (
+    "params",
+    "train_loss",
+    "secs",
+    "val_bpc",
+    "tokens_per_s",
+    "kv_cache_bytes_per_token",
+    "components",
+    "mlp_width",
+    "epochs",
+    "lr",
+    "stable",
+    "lrs",
+    "row",
+)
+# summarize's names that say val loss, as judge names them for any metric; every other column keeps its name
+RENAMES = {"val_loss": "mean", "delta_val": "delta", "diverged": "failed"}
+# judge's column order; a column summarize gains later comes after these
+FIRST = (
+    "variant",
+    "reference",
+    "placebo",
+    "mean",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "p",
+    "p_holm",
+    "verdict",
+    "mde",
+    "seeds_needed",
+    "pairs",
+    "sd",
+    "spread",
+    "p_same",
+    "p_same_holm",
+    "seeds",
+    "failed",
+)
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+_WHOLE = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What judge is asked: which columns, which order and references, and the statistics' settings."""
+
+    variant_col: str = "variant"
+    seed_col: str = "seed"
+    metric: str = "val_loss"
+    higher_is_better: bool = False
+    order: tuple[str, ...] | None = None  # the rows' order; None: as the variants first appear
+    reference: str | None = None  # every row against this one; None: against the row above
+    placebo: str | None = None  # a repeat of the first row with only its seeds' randomness changed
+    alpha: float = 0.05
+    margin: float | None = None  # in the metric's units: `same` when an equivalence test shows |Δ| < margin
+
+
+@dataclass
+class Source:
+    """A table read from a file or a DataFrame: its name, columns and records, each with where it is."""
+
+    name: str
+    columns: list[str]
+    records: list[tuple[str, dict]]  # ("line 5", {column: value}); where names the line, row or index
+    header: str  # where the column names are
+
+
+# ---------------------------------------------------------------------------
+# Reading: CSV, JSONL, Parquet, or a DataFrame
+# ---------------------------------------------------------------------------
+def read_file(path) -> Source:
+    """FILE as a Source: its suffix (any case) says the format; anything unreadable is one sentence."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise UserError(
+            f"{path}: judge reads a .csv, .jsonl or .parquet file (its suffix says which), not "
+            f"{repr(path.suffix) if path.suffix else 'a name without a suffix'}."
+        )
+    what = not_regular(path)  # a pipe is never opened: reading it could wait forever
+    if what:
+        raise UserError(f"{path} is {what}, not a file; give a {suffix} file with one row per run.")
+    if not path.exists():
+        raise UserError(f"{path} does not exist.")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}.") from None
+    if not data.strip():
+        raise UserError(f"{path} is empty; give a table with one row per run.")
+    if suffix == ".parquet":
+        return _parquet(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise UserError(f"{path}, line {line}: not UTF-8 text (byte {data[e.start]:#04x}).") from None
+    return _csv(path, text) if suffix == ".csv" else _jsonl(path, text)
+
+
+def _csv(path: Path, text: str) -> Source:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records, end = [], 0
+    try:
+        header = next(reader)
+        _no_repeats(path, header, "line 1 (the header)")
+        end = reader.line_num
+        for fields in reader:
+            start, end = end + 1, reader.line_num  # a quoted field can span lines: the record starts here
+            if not fields:  # a blank line
+                continue
+            if len(fields) != len(header):
+                raise UserError(f"{path}, line {start}: {len(fields)} fields where the header has {len(header)}.")
+            records.append((f"line {start}", dict(zip(header, fields, strict=True))))
+    except csv.Error as e:
+        raise UserError(f"{path}, line {reader.line_num}: not valid CSV ({e}).") from None
+    if not records:
+        raise UserError(f"{path} has a header but no rows; give one row per run.")
+    return Source(str(path), header, records, "line 1 (the header)")
+
+
+def _jsonl(path: Path, text: str) -> Source:
+    records, columns = [], {}
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            raise UserError(f"{path}, line {n}: not JSON ({str(e).splitlines()[0]}).") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}, line {n}: a JSON {type(record).__name__}, where each line must be an object.")
+        columns.update(dict.fromkeys(record))
+        records.append((f"line {n}", record))
+    return Source(str(path), list(columns), records, "any line")
+
+
+def _parquet(path: Path) -> Source:
+    import pyarrow
+
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError, pyarrow.ArrowException) as e:
+        raise UserError(f"{path} cannot be read as Parquet ({(str(e).splitlines() or ['unknown'])[0]}).") from None
+    return from_frame(frame, str(path), first=1)
+
+
+def from_frame(frame, name: str = "the DataFrame", first: int = 0) -> Source:
+    """A DataFrame as a Source, its records named by position (row 0, 1, ... or from `first`), and by index
+    label when the index is not the default one."""
+    if not isinstance(frame, pd.DataFrame):
+        raise UserError(f"verdict takes a pandas DataFrame with one row per run, not a {type(frame).__name__}.")
+    columns = [str(c) for c in frame.columns]
+    _no_repeats(name, columns, "its columns")
+    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
+    records = [
+        (f"row {first + pos}" + ("" if plain else f" (index {label!r})"), {str(k): v for k, v in r.items()})
+        for pos, (label, r) in enumerate(zip(frame.index, frame.to_dict("records"), strict=True))
+    ]
+    if not records:
+        raise UserError(f"{name} has no rows; give one row per run.")
+    return Source(name, columns, records, "its columns")
+
+
+def _no_repeats(name, columns: list[str], where: str) -> None:
+    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None:
+        raise UserError(f"{name}, {where}: the column {twice!r} is named twice.")
+
+
+# ---------------------------------------------------------------------------
+# Cells: each checked, each problem a phrase for the one sentence
+# ---------------------------------------------------------------------------
+_MISSING = object()
+
+
+def _empty(v) -> bool:
+    return v is _MISSING or v is None or v is pd.NA or (isinstance(v, str) and not v.strip())
+
+
+def _number(v) -> float:
+    """A number as written (NaN and infinity included: the caller decides); ValueError with the reason."""
+    if _empty(v):
+        raise ValueError("is empty")
+    if isinstance(v, bool | np.bool_):
+        raise ValueError(f"is {v}, not a number")
+    if isinstance(v, int | float | np.integer | np.floating):
+        return float(v)
+    if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+        return float(v.strip())
+    raise ValueError(f"{_shown(v)} is not a number")
+
+
+def _seed(v) -> int:
+    if _empty(v):
+        raise ValueError("is empty")
+    if isinstance(v, bool | np.bool_):
+        raise ValueError(f"is {v}, not a whole number")
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, float | np.floating) and math.isfinite(v) and v == round(v):
+        return int(v)
+    if isinstance(v, str) and _WHOLE.fullmatch(v.strip()):
+        return int(v.strip())
+    raise ValueError(f"{_shown(v)} is not a whole number")
+
+
+def _name(v) -> str:
+    if _empty(v):
+        raise ValueError("is empty")
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+        return str(v)
+    raise ValueError(f"{_shown(v)} is not a variant's name")
+
+
+def _flag(v) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int | np.integer) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0"):
+        return v.strip().lower() in ("true", "1")
+    raise ValueError(f"{'is empty' if _empty(v) else _shown(v) + ' is not'} true or false (did the run diverge?)")
+
+
+def _message(v) -> str:
+    if _empty(v) or (isinstance(v, float | np.floating) and math.isnan(v)):  # a Parquet text column's null reads as NaN
+        return ""
+    if isinstance(v, str):
+        try:
+            _number(v)
+        except ValueError:
+            return v
+    raise ValueError(
+        f"{_shown(v)} is a number: judge reads an {ERROR} column as the message of a run that failed (as in "
+        "modern-gpt's runs.csv); rename the column"
+    )
+
+
+def _shown(v) -> str:
+    text = repr(v.item() if isinstance(v, np.generic) else v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ---------------------------------------------------------------------------
+# A Source and settings -> report.py's meta and runs
+# ---------------------------------------------------------------------------
+def names(text: str | list | tuple | None) -> tuple[str, ...] | None:
+    """--order A,B,C (or a list, from Python) as a tuple of names."""
+    if text is None:
+        return None
+    return tuple(x.strip() for x in text.split(",")) if isinstance(text, str) else tuple(str(x) for x in text)
+
+
+def check_settings(s: JudgeSettings) -> None:
+    from .planning import check_statistics
+
+    check_statistics(s.alpha, s.margin)
+    cols = {"--variant-col": s.variant_col, "--seed-col": s.seed_col, "--metric": s.metric}
+    for flag, col in cols.items():
+        same = [f for f, c in cols.items() if c == col and f != flag]
+        if same:
+            raise UserError(f"{flag} and {same[0]} both name the column {col!r}; each needs its own column.")
+
+
+def runs_from(source: Source, s: JudgeSettings) -> tuple[dict, pd.DataFrame]:
+    """The meta dict and runs frame that report.summarize and report.footnotes read, from a checked table."""
+    check_settings(s)
+    name = source.name
+    for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric")):
+        if col not in source.columns:
+            raise UserError(
+                f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
+            )
+    markers = [c for c in (DIVERGED, ERROR) if c in source.columns and c not in (s.variant_col, s.seed_col, s.metric)]
+
+    def cell(where, record, col, parse):
+        try:
+            return parse(record.get(col, _MISSING))
+        except ValueError as e:
+            why = "is missing" if col not in record else str(e)
+            raise UserError(f"{name}, {where}, column {col}: {why}.") from None
+
+    runs, first_seen, seen = [], {}, {}
+    for where, record in source.records:
+        variant = cell(where, record, s.variant_col, _name)
+        seed = cell(where, record, s.seed_col, _seed)
+        diverged = DIVERGED in markers and cell(where, record, DIVERGED, _flag)
+        error = cell(where, record, ERROR, _message) if ERROR in markers else ""
+        value = cell(where, record, s.metric, _number if not (diverged or error) else _number_or_empty)
+        if not math.isfinite(value) and not (diverged or error):
+            raise UserError(
+                f"{name}, {where}, column {s.metric}: {value} is not a finite number (a failed run is marked true in "
+                f"a {DIVERGED} column, or has a message in an {ERROR} column)."
+            )
+        if (variant, seed) in seen:
+            raise UserError(
+                f"{name}, {where}, columns {s.variant_col} and {s.seed_col}: variant {variant!r}, seed {seed} is "
+                f"already on {seen[variant, seed]}; give each run one row."
+            )
+        seen[variant, seed] = where
+        first_seen.setdefault(variant, where)
+        steps = _failed_value(record, "steps_done") if diverged and not error else math.nan
+        if diverged and not error and not math.isfinite(steps):  # the footnote then says why it is left out
+            error = f"marked diverged in column {DIVERGED}"
+        runs.append(
+            {"variant": variant, "seed": seed, "value": value, "diverged": diverged, "error": error, "steps": steps}
+        )
+    rows = _order(source, s, list(first_seen))
+    _check_pairs(source, s, rows, runs)
+    refs = _references(source, s, rows)
+    return _meta(source, s, rows, refs, runs), _runs_frame(s, rows, runs)
+
+
+def _number_or_empty(v) -> float:
+    """A failed run's metric: a number, or empty (NaN), as in modern-gpt's runs.csv; it is left out anyway."""
+    return math.nan if _empty(v) else _number(v)
+
+
+def _failed_value(record: dict, col: str) -> float:
+    """A failed run's steps_done, for the footnote that names it (NaN when there is none)."""
+    try:
+        return _number(record.get(col, _MISSING))
+    except ValueError:
+        return math.nan
+
+
+def _listed(items, limit: int = 12) -> str:
+    items = [str(x) for x in items]
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _order(source: Source, s: JudgeSettings, found: list[str]) -> list[str]:
+    """The table's rows: --order (every variant, each once), else as the variants first appear."""
+    name, col = source.name, s.variant_col
+    if len(found) < 2:
+        raise UserError(
+            f"{name}, column {col}: every row is variant {found[0]!r}; judge compares two or more variants."
+        )
+    if s.order is None:
+        rows = found
+    else:
+        rows = list(s.order)
+        for n in rows:
+            if n not in found:
+                raise UserError(
+                    f"--order names {n!r}, which no row of {name} has in column {col} (its variants: {_listed(found)})."
+                )
+        twice = next((n for i, n in enumerate(rows) if n in rows[:i]), None)
+        if twice is not None:
+            raise UserError(f"--order names {twice!r} twice; give each variant once.")
+        left = [n for n in found if n not in rows]
+        if left:
+            raise UserError(
+                f"--order leaves out {_listed(left)}, which {name} has in column {col}; name every variant, or "
+                "give judge a file without it."
+            )
+    for flag, n in (("--reference", s.reference), ("--placebo", s.placebo)):
+        if n is not None and n not in rows:
+            raise UserError(f"{flag} {n!r} is not a variant of {name} (column {col} has: {_listed(rows)}).")
+    return rows
+
+
+def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: list[dict]) -> None:
+    """Every variant has a run (finished or failed) for every seed: pairs are never guessed."""
+    seeds_of = {v: set() for v in rows}
+    where_seed = {}
+    for i, r in enumerate(runs):
+        seeds_of[r["variant"]].add(r["seed"])
+        where_seed.setdefault(r["seed"], (i, r["variant"]))
+    wheres = [w for w, _ in source.records]
+    for v in rows:
+        for seed, (i, other) in where_seed.items():
+            if seed not in seeds_of[v]:
+                raise UserError(
+                    f"{source.name}, {wheres[i]}, column {s.seed_col}: seed {seed} has a run of {other!r} and none "
+                    f"of {v!r}; every variant needs a row for every seed (a failed run included), so that no pair "
+                    "is guessed."
+                )
+
+
+def _references(source: Source, s: JudgeSettings, rows: list[str]) -> list[int | None]:
+    """Each row's reference: --reference, else the row above (never the placebo); the placebo's is the first row."""
+    if s.placebo is not None and s.placebo == rows[0]:
+        raise UserError(
+            f"--placebo {s.placebo!r} is the first row, which the placebo is compared with; put it lower with --order."
+        )
+    if s.placebo is not None and s.placebo == s.reference:
+        raise UserError(
+            f"--placebo and --reference both name {s.placebo!r}; the placebo is compared with the first row."
+        )
+    refs, above = [], None
+    for i, v in enumerate(rows):
+        if v == s.placebo:
+            refs.append(0)
+        elif s.reference is not None:
+            refs.append(None if v == s.reference else rows.index(s.reference))
+        else:
+            refs.append(above)
+            above = i
+    return refs
+
+
+def _meta(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: list[dict]) -> dict:
+    seeds = sorted({r["seed"] for r in runs})
+    variants = [
+        {
+            "name": v,
+            "components": [],
+            "reference": ref,
+            "placebo": v == s.placebo,
+            "params": math.nan,
+            "hidden": math.nan,
+            "kv_cache_bytes_per_token": math.nan,
+        }
+        for v, ref in zip(rows, refs, strict=True)
+    ]
+    spec = {
+        "plan": "judge",
+        "data_name": source.name,
+        "seeds": seeds,
+        "alpha": s.alpha,
+        "margin": s.margin,
+        "min_seeds": None,
+        "match_params": False,
+        "settings": {"train": {"lr": math.nan}},
+    }
+    return {"spec": spec, "variants": variants, "judge": {"metric": s.metric, "higher_is_better": s.higher_is_better}}
+
+
+def _runs_frame(s: JudgeSettings, rows: list[str], runs: list[dict]) -> pd.DataFrame:
+    """report.py's runs: the metric as val_loss (negated when higher is better: summarize reads lower as
+    better), and the training columns it reads present but empty."""
+    index = {v: i for i, v in enumerate(rows)}
+    sign = -1.0 if s.higher_is_better else 1.0
+    frame = pd.DataFrame(
+        {
+            "row": [index[r["variant"]] for r in runs],
+            "variant": [r["variant"] for r in runs],
+            "seed": [r["seed"] for r in runs],
+            "val_loss": [sign * r["value"] for r in runs],
+            "diverged": [bool(r["diverged"]) for r in runs],
+            "error": [r["error"] for r in runs],
+            "steps_done": [r["steps"] for r in runs],
+        }
+    )
+    for col in ("train_loss", "secs", "val_bpc", "tokens_per_s", "epochs"):
+        frame[col] = math.nan
+    frame["spikes"] = 0
+    return frame.sort_values(["row", "seed"], kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------
+# The table: report's statistics, shown in the metric's own direction
+# ---------------------------------------------------------------------------
+def _honest(row: dict, flip: bool) -> dict:
+    """A summary row in the metric's direction: with higher-is-better the mean, Δ and CI were computed on the
+    negated metric, so they are negated back (and the CI's ends swapped); p-values, sds and mde are unsigned."""
+    if not flip:
+        return dict(row)
+    return {
+        **row,
+        "val_loss": -row["val_loss"],
+        "delta_val": -row["delta_val"],
+        "ci_low": -row["ci_high"],
+        "ci_high": -row["ci_low"],
+    }
+
+
+def judge(meta: dict, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """The table's rows (judge's columns) and its footnotes, from runs_from's meta and runs."""
+    from . import report
+
+    metric, flip = meta["judge"]["metric"], meta["judge"]["higher_is_better"]
+    summary = [_honest(row, flip) for row in report.summarize(meta, runs)]
+    # the training footnotes (memorisation, parameter mismatch) have nothing to read: no train loss, no params
+    quiet = [{**row, "val_loss": math.nan, "train_loss": math.nan} for row in summary]
+    notes = report.footnotes(meta, runs, quiet, meta["spec"]["data_name"])
+    if flip:
+        notes.insert(
+            0,
+            f"Higher {metric} is better: means, Δ and CIs are {metric} as measured (a positive Δ is a gain); better "
+            f"means a higher {metric}.",
+        )
+    names = [v["name"] for v in meta["variants"]]
+    rows = []
+    for row, v in zip(summary, meta["variants"], strict=True):
+        out = {RENAMES.get(k, k): x for k, x in row.items() if k not in TRAINING}
+        out["reference"] = names[v["reference"]] if v["reference"] is not None else None
+        out["placebo"] = bool(v.get("placebo"))
+        rows.append({**{k: out[k] for k in FIRST if k in out}, **out})
+    return rows, notes
+
+
+def title(meta: dict) -> str:
+    spec, j = meta["spec"], meta["judge"]
+    direction = "higher is better" if j["higher_is_better"] else "lower is better"
+    n = len(spec["seeds"])
+    return f"{j['metric']} ({direction}) from {spec['data_name']}: {len(meta['variants'])} variants, {n} seed{'s' if n != 1 else ''}"
+
+
+def judge_file(path, s: JudgeSettings) -> tuple[dict, list[dict], list[str]]:
+    """meta, the table's rows and its footnotes, for `modern-gpt judge FILE`."""
+    check_settings(s)  # before the file is read
+    meta, runs = runs_from(read_file(path), s)
+    rows, notes = judge(meta, runs)
+    return meta, rows, notes
+
+
+def verdict(
+    df: pd.DataFrame,
+    *,
+    variant_col: str = "variant",
+    seed_col: str = "seed",
+    metric: str = "val_loss",
+    higher_is_better: bool = False,
+    order: str | list[str] | None = None,
+    reference: str | None = None,
+    placebo: str | None = None,
+    alpha: float = 0.05,
+    margin: float | None = None,
+) -> pd.DataFrame:
+    """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
+
+    Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
+    share, Holm-corrected across the table, exactly as `modern-gpt judge` and `modern-gpt report` do. Returns
+    one row per variant: mean, delta, ci_low, ci_high, p, p_holm, verdict, mde, seeds_needed, pairs, ...;
+    `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
+    input raises modern_gpt.errors.UserError with one sentence naming the row and the column.
+    """
+    s = JudgeSettings(variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo, alpha, margin)
+    check_settings(s)
+    meta, runs = runs_from(from_frame(df), s)
+    rows, notes = judge(meta, runs)
+    out = pd.DataFrame(rows)
+    out.attrs.update(title=title(meta), footnotes=notes)
+    return out
