@@ -589,6 +589,95 @@ def report(
 
 
 # ---------------------------------------------------------------------------
+# judge: the verdict for runs that modern-gpt did not train
+# ---------------------------------------------------------------------------
+JUDGE_FILE_HELP = "A .csv, .jsonl or .parquet file (the suffix, in any case, says which), one row per run."
+JUDGE = "The table"
+
+
+@app.command()
+def judge(
+    file: Annotated[Path, typer.Argument(help=JUDGE_FILE_HELP, show_default=False)],
+    variant_col: Annotated[str, typer.Option(help="The column naming each run's variant.")] = "variant",
+    seed_col: Annotated[str, typer.Option(help="The column of seeds (whole numbers) that pair the runs.")] = "seed",
+    metric: Annotated[str, typer.Option(help="The column of the number compared (lower is better).")] = "val_loss",
+    higher_is_better: Annotated[
+        bool, typer.Option("--higher-is-better", help="The metric is accuracy-like: higher is better.")
+    ] = False,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            help="Every variant, comma separated, in the table's order \\[default: as they first appear].",
+            rich_help_panel=JUDGE,
+        ),
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="Compare every row with this variant \\[default: each with the row above].", rich_help_panel=JUDGE
+        ),
+    ] = None,
+    placebo: Annotated[
+        str | None,
+        typer.Option(
+            help="This variant repeats the first row with only its randomness changed: compared with the first row, "
+            "and never the row above another.",
+            rich_help_panel=JUDGE,
+        ),
+    ] = None,
+    alpha: Alpha = None,
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            help="In the metric's units: also call a row 'same' when an equivalence test shows |Δ| < this.",
+            rich_help_panel=STATS,
+        ),
+    ] = None,
+    fmt: Format = "table",
+) -> None:
+    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by
+    seed, Holm-corrected, as ablate and report judge theirs.
+
+    FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole
+    numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose
+    rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run
+    s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a
+    message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of
+    the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is
+    refused with its line and column; nothing is guessed.
+
+    A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo
+    "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from
+    meta.json).
+    """
+    from . import render
+    from .judge import JudgeSettings, judge_file, names
+
+    settings = JudgeSettings(
+        variant_col,
+        seed_col,
+        metric,
+        higher_is_better,
+        names(order),
+        reference,
+        placebo,
+        0.05 if alpha is None else alpha,
+        margin,
+    )
+    meta, rows, notes = judge_file(file, settings)
+    if fmt == "table":
+        console.print(render.judge_table(meta, rows))
+        for note in notes:
+            console.print(f"- {note}", highlight=False, markup=False)
+    elif fmt == "markdown":
+        print(render.judge_markdown(meta, rows, notes), end="")
+    elif fmt == "csv":
+        print(render.judge_csv(rows), end="")
+    else:
+        print(render.judge_json(meta, rows, notes))
+
+
+# ---------------------------------------------------------------------------
 # research instruments: extrapolate, explain, export
 # ---------------------------------------------------------------------------
 CONTEXTS_HELP = "Context lengths to evaluate, comma separated."

@@ -380,3 +380,89 @@ def json_text(meta: dict, summary: list[dict], notes: list[str], duel_info: dict
     if duel_info:
         doc["duel"] = duel_info
     return to_json(doc)
+
+
+# ---------------------------------------------------------------------------
+# judge: the verdict table of runs modern-gpt did not train (judge.py)
+# ---------------------------------------------------------------------------
+def _judge_headers(metric: str) -> list[str]:
+    return [
+        "variant",
+        "vs",
+        metric,
+        f"Δ {metric}",
+        "spread",
+        "95% CI",
+        "p",
+        "p_holm",
+        "verdict",
+        "mde",
+        "need",
+        "pairs",
+    ]
+
+
+def _judge_cells(row: dict) -> list[str]:
+    """Significant digits, not decimals: the metric can be of any scale."""
+    mean = _num(row["mean"], ".5g")
+    if row["failed"]:
+        mean = "failed" if not row["seeds"] else f"{mean} ({row['failed']} failed)"
+    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.4g}, {row['ci_high']:+.4g}]"
+    need = row["seeds_needed"]
+    return [
+        row["variant"] + (" (placebo)" if row["placebo"] and "placebo" not in row["variant"] else ""),
+        row["reference"] or "",
+        mean,
+        _num(row["delta"], "+.4g"),
+        _num(row["spread"], ".4g"),
+        ci,
+        _p(row["p"]),
+        _p(row["p_holm"]),
+        row["verdict"],
+        _num(row["mde"], ".4g"),
+        f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
+        str(row["pairs"]) if row["reference"] else "",
+    ]
+
+
+def judge_table(meta: dict, rows: list[dict]) -> Table:
+    from .judge import title as judge_title
+
+    table = Table(title=judge_title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    headers = _judge_headers(meta["judge"]["metric"])
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("variant", "vs", "verdict") else "right")
+    at = headers.index("verdict")
+    for row in rows:
+        cells = _judge_cells(row)
+        cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
+        table.add_row(*cells)
+    return table
+
+
+def judge_markdown(meta: dict, rows: list[dict], notes: list[str]) -> str:
+    from .judge import title as judge_title
+
+    headers = _judge_headers(meta["judge"]["metric"])
+    lines = [
+        f"**{judge_title(meta)}**",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(" --- " for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(_judge_cells(row)) + " |" for row in rows]
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
+
+
+def judge_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    pd.DataFrame(rows).to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def judge_json(meta: dict, rows: list[dict], notes: list[str]) -> str:
+    from .judge import title as judge_title
+
+    j = meta["judge"]
+    doc = {"title": judge_title(meta), "metric": j["metric"], "higher_is_better": j["higher_is_better"]}
+    return to_json({**doc, "rows": rows, "footnotes": notes})
