@@ -439,6 +439,7 @@ def _meta(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: l
             "name": v,
             "components": [],
             "reference": ref,
+            "mlp_hidden": None,
             "placebo": v == s.placebo,
             "params": math.nan,
             "hidden": math.nan,

@@ -1,0 +1,356 @@
+"""modern-gpt judge and modern_gpt.verdict: SciPy's numbers on tables of anyone's runs, report's table on a
+results folder's runs.csv, and one sentence for every kind of bad input."""
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sp
+
+import modern_gpt
+from modern_gpt import judge
+from modern_gpt.errors import UserError
+from modern_gpt.results import ResultsDir
+
+from .clihelp import CLASSIC_ROPE, invoke, tiny
+
+
+def _long(table: dict[str, list[float]], metric: str = "val_loss") -> pd.DataFrame:
+    """A dict of per-seed lists (another training loop's output) as a long table: seed i is run i."""
+    return pd.DataFrame([{"variant": v, "seed": i, metric: x} for v, xs in table.items() for i, x in enumerate(xs)])
+
+
+def _holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjustment, written out here independently of stats.holm."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Known values against SciPy
+# ---------------------------------------------------------------------------
+def test_each_row_against_the_row_above_matches_scipy():
+    rng = np.random.default_rng(19)
+    base = rng.normal(2.0, 0.05, 6)
+    table = {"a": base, "b": base - 0.04 + rng.normal(0, 0.01, 6), "c": base - 0.041 + rng.normal(0, 0.02, 6)}
+    out = modern_gpt.verdict(_long(table))
+    assert list(out["variant"]) == ["a", "b", "c"] and list(out["reference"][1:]) == ["a", "b"]
+    ps = []
+    for i, (name, ref) in enumerate((("b", "a"), ("c", "b")), start=1):
+        d = np.asarray(table[name]) - np.asarray(table[ref])
+        test = sp.ttest_rel(table[name], table[ref])
+        low, high = sp.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=sp.sem(d))
+        row = out.iloc[i]
+        assert row["delta"] == pytest.approx(d.mean(), abs=1e-12)
+        assert row["sd"] == pytest.approx(d.std(ddof=1), rel=1e-9)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), rel=1e-7)
+        assert row["p"] == pytest.approx(test.pvalue, rel=1e-7)
+        assert row["pairs"] == 6 and row["mean"] == pytest.approx(np.mean(table[name]))
+        ps.append(test.pvalue)
+    assert list(out["p_holm"][1:]) == pytest.approx(_holm(ps), rel=1e-7)
+    assert out.iloc[1]["verdict"] == "better" and out.iloc[2]["verdict"] == "inconclusive"
+    assert out.iloc[0]["verdict"] == "" and math.isnan(out.iloc[0]["p"])
+
+
+def test_higher_is_better_keeps_the_metric_honest():
+    """Accuracies: Δ, CI and mean as measured (positive = gain), SciPy's p, and better for the higher one."""
+    acc = {
+        "baseline": [0.712, 0.705, 0.720, 0.698, 0.716],
+        "mixup": [0.731, 0.722, 0.735, 0.720, 0.729],
+        "dropout": [0.700, 0.699, 0.711, 0.690, 0.707],
+    }
+    out = modern_gpt.verdict(_long(acc, "acc"), metric="acc", higher_is_better=True, reference="baseline")
+    rows = out.set_index("variant")
+    for name, word in (("mixup", "better"), ("dropout", "worse")):
+        d = np.asarray(acc[name]) - np.asarray(acc["baseline"])
+        low, high = sp.t.interval(0.95, 4, loc=d.mean(), scale=sp.sem(d))
+        assert rows.loc[name, "delta"] == pytest.approx(d.mean(), abs=1e-12)
+        assert (rows.loc[name, "ci_low"], rows.loc[name, "ci_high"]) == pytest.approx((low, high), rel=1e-7)
+        assert rows.loc[name, "mean"] == pytest.approx(np.mean(acc[name]))
+        assert rows.loc[name, "p"] == pytest.approx(sp.ttest_rel(acc[name], acc["baseline"]).pvalue, rel=1e-7)
+        assert rows.loc[name, "verdict"] == word and rows.loc[name, "reference"] == "baseline"
+    assert rows.loc["mixup", "delta"] > 0 and rows.loc["dropout", "delta"] < 0
+    assert out.attrs["footnotes"][0].startswith("Higher acc is better")
+    assert "higher is better" in out.attrs["title"]
+
+
+def test_margin_gives_same_by_tost_as_scipy():
+    """A row within --margin: two one-sided tests, each SciPy's one-sided paired t-test, the larger p."""
+    rng = np.random.default_rng(5)
+    a = rng.normal(1.0, 0.1, 8)
+    table = {"a": a, "b": a + rng.normal(0.001, 0.003, 8)}
+    out = modern_gpt.verdict(_long(table), margin=0.02)
+    d = table["b"] - a
+    upper = sp.ttest_1samp(d, 0.02, alternative="less").pvalue
+    lower = sp.ttest_1samp(d, -0.02, alternative="greater").pvalue
+    assert out.iloc[1]["p_same"] == pytest.approx(max(upper, lower), rel=1e-6)
+    assert out.iloc[1]["verdict"] == "same"
+
+
+# ---------------------------------------------------------------------------
+# A results folder's runs.csv gives report's table
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ablation(tmp_path_factory):
+    """classic, its placebo and RoPE, 3 seeds of 20 steps; then one run marked diverged in its run file, as
+    a run that blew up writes it, and runs.csv rebuilt from runs/."""
+    folder = tmp_path_factory.mktemp("judge") / "r"
+    invoke("ablate", *tiny(20), *CLASSIC_ROPE, "--seeds", 3, "--jobs", 1, "--out", folder)
+    run_file = ResultsDir(folder).run_file(2, 1)
+    record = json.loads(run_file.read_text())
+    record.update(diverged=True, val_loss=math.nan, val_loss_tune=math.nan, val_loss_test=math.nan)
+    run_file.write_text(json.dumps(record))
+    results = ResultsDir(folder)
+    results.write_tables(results.finished())
+    return folder
+
+
+def test_judge_on_runs_csv_gives_reports_table(ablation):
+    report = json.loads(invoke("report", ablation, "--format", "json"))
+    mine = json.loads(invoke("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "json"))
+    assert [r["variant"] for r in mine["rows"]] == [r["variant"] for r in report["rows"]]
+    names = [r["variant"] for r in report["rows"]]
+    compared = 0
+    for ours, theirs in zip(mine["rows"], report["rows"], strict=True):
+        for key, value in theirs.items():
+            if key in judge.TRAINING:
+                continue
+            if key == "reference":
+                assert ours[key] == (None if value is None else names[int(value)])
+            else:
+                assert ours[judge.RENAMES.get(key, key)] == value, key
+                compared += 1
+    assert compared >= 15 * 3  # every statistic column of every row, not a few
+    rope = mine["rows"][2]
+    assert rope["failed"] == 1 and rope["pairs"] == 2 and rope["reference"] == "classic"
+    assert mine["rows"][1]["placebo"] and mine["rows"][1]["reference"] == "classic"
+    # judge's footnotes are report's (the diverged run, the placebo, the rule); report adds training ones
+    assert set(mine["footnotes"]) <= set(report["footnotes"])
+    assert any(n.startswith("rope, seed 1: diverged") for n in mine["footnotes"])
+    assert mine["footnotes"][-1] == report["footnotes"][-1]
+
+
+def test_judge_csv_has_reports_numbers(ablation):
+    report = pd.read_csv(pd.io.common.StringIO(invoke("report", ablation, "--format", "csv")))
+    mine = pd.read_csv(
+        pd.io.common.StringIO(
+            invoke("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "csv")
+        )
+    )
+    for key in report.columns:
+        if key not in judge.TRAINING and key != "reference":
+            theirs, ours = report[key], mine[judge.RENAMES.get(key, key)]
+            if theirs.dtype.kind == "f":
+                assert np.allclose(ours, theirs, rtol=1e-12, atol=0, equal_nan=True), key
+            else:
+                assert list(ours.fillna("")) == list(theirs.fillna("")), key
+
+
+def test_the_table_names_every_column(ablation, run_ok):
+    out = run_ok("judge", ablation / "runs.csv", "--placebo", "classic (placebo)")
+    for header in ("Δ val_loss", "95% CI", "p_holm", "verdict", "mde", "need", "pairs"):
+        assert header in out
+    assert "val_loss (lower is better)" in out
+    md = run_ok("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "markdown")
+    assert md.startswith("**val_loss") and "| rope | classic |" in md and "- verdict:" in md
+
+
+# ---------------------------------------------------------------------------
+# The same table from CSV, JSONL and Parquet, any suffix case
+# ---------------------------------------------------------------------------
+TABLE = {"classic": [2.31, 2.35, 2.29, 2.33], "rope": [2.20, 2.26, 2.21, 2.22], "swiglu": [2.18, 2.25, 2.19, 2.20]}
+
+
+def test_every_format_and_suffix_case_gives_one_table(tmp_path, run_ok):
+    frame = _long(TABLE)
+    frame.to_csv(tmp_path / "runs.CSV", index=False)
+    (tmp_path / "runs.JsonL").write_text("\n".join(json.dumps(r) for r in frame.to_dict("records")) + "\n\n")
+    frame.to_parquet(tmp_path / "runs.Parquet")
+    docs = [
+        json.loads(run_ok("judge", tmp_path / f, "--format", "json"))
+        for f in ("runs.CSV", "runs.JsonL", "runs.Parquet")
+    ]
+    assert docs[0]["rows"] == docs[1]["rows"] == docs[2]["rows"]
+    api = modern_gpt.verdict(frame)
+    assert list(api["p"][1:]) == [r["p"] for r in docs[0]["rows"][1:]]
+
+
+def test_order_reference_and_placebo(tmp_path, run_ok):
+    frame = _long({**TABLE, "classic again": [2.30, 2.36, 2.28, 2.34]})
+    frame.to_csv(tmp_path / "r.csv", index=False)
+    doc = json.loads(
+        run_ok(
+            "judge",
+            tmp_path / "r.csv",
+            "--order",
+            "classic,classic again,swiglu,rope",
+            "--placebo",
+            "classic again",
+            "--format",
+            "json",
+        )
+    )
+    refs = {r["variant"]: r["reference"] for r in doc["rows"]}
+    # the placebo is compared with the first row and is never "the row above" another
+    assert refs == {"classic": None, "classic again": "classic", "swiglu": "classic", "rope": "swiglu"}
+    assert any(n.startswith("Placebo: classic again") for n in doc["footnotes"])
+    doc = json.loads(run_ok("judge", tmp_path / "r.csv", "--reference", "rope", "--format", "json"))
+    assert {r["variant"]: r["reference"] for r in doc["rows"]} == {
+        "classic": "rope",
+        "rope": None,
+        "swiglu": "rope",
+        "classic again": "rope",
+    }
+
+
+# ---------------------------------------------------------------------------
+# Bad input: one sentence naming the file, the line and the column; exit 2
+# ---------------------------------------------------------------------------
+GOOD = "variant,seed,val_loss\na,0,2.0\na,1,2.1\nb,0,1.9\nb,1,2.0\n"
+BAD_CSV = [
+    (
+        "unpaired",
+        "variant,seed,val_loss\na,0,2.0\na,1,2.1\nb,0,1.9\n",
+        [],
+        "line 3, column seed: seed 1 has a run of 'a' and none of 'b'",
+    ),
+    (
+        "duplicate",
+        GOOD + "b,1,2.05\n",
+        [],
+        "line 6, columns variant and seed: variant 'b', seed 1 is already on line 5",
+    ),
+    ("text", GOOD.replace("1.9", "abc"), [], "line 4, column val_loss: 'abc' is not a number"),
+    ("infinite", GOOD.replace("1.9", "inf"), [], "line 4, column val_loss: inf is not a finite number"),
+    ("nan", GOOD.replace("1.9", "NaN"), [], "line 4, column val_loss: nan is not a finite number"),
+    ("empty cell", GOOD.replace("1.9", ""), [], "line 4, column val_loss: is empty"),
+    ("seed", GOOD.replace("b,0,", "b,0.5,"), [], "line 4, column seed: '0.5' is not a whole number"),
+    ("one variant", "variant,seed,val_loss\na,0,2.0\na,1,2.1\n", [], "column variant: every row is variant 'a'"),
+    ("no metric", GOOD, ["--metric", "acc"], "line 1 (the header): no metric column 'acc'"),
+    ("no variant", GOOD, ["--variant-col", "model"], "line 1 (the header): no variant column 'model'"),
+    ("fields", GOOD + "b,2\n", [], "line 6: 2 fields where the header has 3"),
+    (
+        "diverged",
+        "variant,seed,val_loss,diverged\na,0,2,False\na,1,2,maybe\nb,0,2,False\nb,1,2,False\n",
+        [],
+        "line 3, column diverged: 'maybe' is not true or false",
+    ),
+    (
+        "error rate",
+        "variant,seed,val_loss,error\na,0,2,0.1\na,1,2,0.1\nb,0,2,0.1\nb,1,2,0.1\n",
+        [],
+        "line 2, column error: '0.1' is a number",
+    ),
+    (
+        "header twice",
+        "variant,seed,val_loss,seed\na,0,2,0\n",
+        [],
+        "line 1 (the header): the column 'seed' is named twice",
+    ),
+    ("header only", "variant,seed,val_loss\n", [], "has a header but no rows"),
+    ("empty", "", [], "is empty"),
+    ("order unknown", GOOD, ["--order", "a,c"], "--order names 'c', which no row of"),
+    ("order short", GOOD, ["--order", "b"], "--order leaves out a, which"),
+    ("order twice", GOOD, ["--order", "a,b,a"], "--order names 'a' twice"),
+    ("reference", GOOD, ["--reference", "z"], "--reference 'z' is not a variant of"),
+    ("placebo", GOOD, ["--placebo", "z"], "--placebo 'z' is not a variant of"),
+    ("placebo first", GOOD, ["--placebo", "a"], "--placebo 'a' is the first row"),
+    ("same column", GOOD, ["--metric", "seed"], "--seed-col and --metric both name the column 'seed'"),
+    ("alpha", GOOD, ["--alpha", "2"], "--alpha must be between 0 and 1"),
+]
+
+
+def _one_sentence(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "", (code, out, err)
+    assert err.startswith("modern-gpt: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("case,text,flags,message", BAD_CSV, ids=[c[0] for c in BAD_CSV])
+def test_bad_csv_is_one_sentence(tmp_path, run, case, text, flags, message):
+    path = tmp_path / "runs.csv"
+    path.write_text(text)
+    err = _one_sentence(*run("judge", path, *flags))
+    assert message in err and (str(path) in err or case.startswith(("order", "reference", "placebo", "same", "alpha")))
+
+
+def test_bad_files_are_one_sentence(tmp_path, run):
+    os.mkfifo(tmp_path / "pipe.csv")  # never opened: reading a pipe could wait forever
+    (tmp_path / "folder.csv").mkdir()
+    (tmp_path / "runs.txt").write_text(GOOD)
+    (tmp_path / "bad.jsonl").write_text('{"variant": "a", "seed": 0, "val_loss": 2}\n[1, 2]\n')
+    (tmp_path / "broken.jsonl").write_text('{"variant": "a", "seed": 0, "val_loss": 2}\n{"variant": \n')
+    (tmp_path / "text.jsonl").write_text('{"variant": "a", "seed": 0, "val_loss": 2}\n{"variant": "b", "seed": 0}\n')
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really parquet")
+    (tmp_path / "latin1.csv").write_bytes(GOOD.replace("b,1", "\xe9,1").encode("latin-1"))
+    cases = {
+        "pipe.csv": "is a pipe (FIFO), not a file",
+        "folder.csv": "is a folder, not a file",
+        "missing.csv": "does not exist",
+        "runs.txt": "judge reads a .csv, .jsonl or .parquet file",
+        "bad.jsonl": "line 2: a JSON list, where each line must be an object",
+        "broken.jsonl": "line 2: not JSON",
+        "text.jsonl": "line 2, column val_loss: is missing",
+        "bad.parquet": "cannot be read as Parquet",
+        "latin1.csv": "line 5: not UTF-8 text",
+    }
+    for name, message in cases.items():
+        err = _one_sentence(*run("judge", tmp_path / name))
+        assert message in err and name in err, err
+
+
+def test_a_failed_run_needs_its_mark(tmp_path, run_ok):
+    """A run marked diverged (or with an error) may have an empty metric and is left out, as report does."""
+    path = tmp_path / "r.csv"
+    path.write_text(
+        "variant,seed,val_loss,diverged,error\na,0,2.0,False,\na,1,2.1,False,\na,2,2.2,False,\n"
+        "b,0,1.9,False,\nb,1,,True,\nb,2,2.1,False,out of memory\n"
+    )
+    doc = json.loads(run_ok("judge", path, "--format", "json"))
+    b = doc["rows"][1]
+    assert b["failed"] == 2 and b["pairs"] == 1 and b["seeds"] == 1 and b["mean"] == 1.9
+    assert "b, seed 1: marked diverged in column diverged; left out of the means." in doc["footnotes"]
+    assert "b, seed 2: out of memory; left out of the means." in doc["footnotes"]
+
+
+# ---------------------------------------------------------------------------
+# The Python API
+# ---------------------------------------------------------------------------
+def test_the_api_on_another_loops_accuracies():
+    accuracies = {"resnet18": [0.912, 0.915, 0.909, 0.914], "resnet18+cutout": [0.921, 0.925, 0.918, 0.924]}
+    df = _long(accuracies, "test_acc")
+    out = modern_gpt.verdict(df, metric="test_acc", higher_is_better=True)
+    assert list(out.columns[:10]) == list(judge.FIRST[:10])
+    row = out.iloc[1]
+    assert row["verdict"] == "better" and row["delta"] == pytest.approx(0.0095) and row["pairs"] == 4
+    assert out.attrs["footnotes"][-1].startswith("verdict:")
+
+
+def test_the_api_names_the_row_and_column():
+    df = _long({"a": [1.0, 1.1], "b": [0.9, float("inf")]})
+    with pytest.raises(UserError, match=r"^the DataFrame, row 3, column val_loss: inf is not a finite number"):
+        modern_gpt.verdict(df)
+    df.index = ["w", "x", "y", "z"]
+    df.loc["z", "val_loss"] = 1.0
+    df.loc["z", "seed"] = 0
+    with pytest.raises(UserError, match=r"row 3 \(index 'z'\), columns variant and seed: .* on row 2 \(index 'y'\)"):
+        modern_gpt.verdict(df)
+    with pytest.raises(UserError, match="not a list"):
+        modern_gpt.verdict([1, 2])
+
+
+def test_the_runs_csv_copy_is_read_like_any_file(ablation, tmp_path):
+    """runs.csv outside its folder (another name, upper-case suffix) is just a table: the same rows."""
+    copy = tmp_path / "THEIRS.CSV"
+    shutil.copy(ablation / "runs.csv", copy)
+    a = judge.judge_file(copy, judge.JudgeSettings(placebo="classic (placebo)"))[1]
+    b = judge.judge_file(ablation / "runs.csv", judge.JudgeSettings(placebo="classic (placebo)"))[1]
+    assert json.dumps(a, default=str) == json.dumps(b, default=str)
