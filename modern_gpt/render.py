@@ -402,24 +402,31 @@ def _judge_headers(metric: str) -> list[str]:
     ]
 
 
-def _judge_cells(row: dict) -> list[str]:
-    """Significant digits, not decimals: the metric can be of any scale."""
-    mean = _num(row["mean"], ".5g")
+def _judge_decimals(rows: list[dict]) -> int:
+    """Decimals that show the smallest paired sd (else spread) to two digits: the metric can be of any scale;
+    at least report's 4 below 1, 2 above."""
+    scales = [r[k] for k in ("sd", "spread") for r in rows if isinstance(r[k], float) and 0 < r[k] < math.inf]
+    scale = min(scales) if scales else 1.0
+    return min(8, max(4, 1 - math.floor(math.log10(scale)))) if scale < 1 else 2
+
+
+def _judge_cells(row: dict, d: int) -> list[str]:
+    mean = _num(row["mean"], f".{d}f")
     if row["failed"]:
         mean = "failed" if not row["seeds"] else f"{mean} ({row['failed']} failed)"
-    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.4g}, {row['ci_high']:+.4g}]"
+    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.{d}f}, {row['ci_high']:+.{d}f}]"
     need = row["seeds_needed"]
     return [
         row["variant"] + (" (placebo)" if row["placebo"] and "placebo" not in row["variant"] else ""),
         row["reference"] or "",
         mean,
-        _num(row["delta"], "+.4g"),
-        _num(row["spread"], ".4g"),
+        _num(row["delta"], f"+.{d}f"),
+        _num(row["spread"], f".{d}f"),
         ci,
         _p(row["p"]),
         _p(row["p_holm"]),
         row["verdict"],
-        _num(row["mde"], ".4g"),
+        _num(row["mde"], f".{d}f"),
         f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
         str(row["pairs"]) if row["reference"] else "",
     ]
@@ -432,9 +439,9 @@ def judge_table(meta: dict, rows: list[dict]) -> Table:
     headers = _judge_headers(meta["judge"]["metric"])
     for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "vs", "verdict") else "right")
-    at = headers.index("verdict")
+    at, d = headers.index("verdict"), _judge_decimals(rows)
     for row in rows:
-        cells = _judge_cells(row)
+        cells = _judge_cells(row, d)
         cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
         table.add_row(*cells)
     return table
@@ -450,7 +457,7 @@ def judge_markdown(meta: dict, rows: list[dict], notes: list[str]) -> str:
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
-    lines += ["| " + " | ".join(_judge_cells(row)) + " |" for row in rows]
+    lines += ["| " + " | ".join(_judge_cells(row, _judge_decimals(rows))) + " |" for row in rows]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
 
 
