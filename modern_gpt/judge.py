@@ -499,6 +499,15 @@ def _honest(row: dict, flip: bool) -> dict:
     }
 
 
+def _in_units(note: str, metric: str) -> str:
+    """report's footnotes speak of the val loss in nats; judge's of the metric, in its own units."""
+    if metric == "val_loss":
+        return note
+    return (
+        note.replace("the val loss", metric).replace("val loss", metric).replace(" nats/token", "").replace(" nats", "")
+    )
+
+
 def judge(meta: dict, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
     """The table's rows (judge's columns) and its footnotes, from runs_from's meta and runs."""
     from . import report
@@ -507,7 +516,7 @@ def judge(meta: dict, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
     summary = [_honest(row, flip) for row in report.summarize(meta, runs)]
     # the training footnotes (memorisation, parameter mismatch) have nothing to read: no train loss, no params
     quiet = [{**row, "val_loss": math.nan, "train_loss": math.nan} for row in summary]
-    notes = report.footnotes(meta, runs, quiet, meta["spec"]["data_name"])
+    notes = [_in_units(n, metric) for n in report.footnotes(meta, runs, quiet, meta["spec"]["data_name"])]
     if flip:
         notes.insert(
             0,

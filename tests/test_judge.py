@@ -324,6 +324,18 @@ def test_a_failed_run_needs_its_mark(tmp_path, run_ok):
 # ---------------------------------------------------------------------------
 # The Python API
 # ---------------------------------------------------------------------------
+def test_footnotes_speak_of_the_metric_not_of_nats():
+    """Five component rows at 3 seeds (the few-seeds note) and a placebo far from its row (its warning)."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(0.8, 0.01, 3)
+    table = {"a": base, "a again": base + 0.05 + rng.normal(0, 0.001, 3)}
+    table |= {f"+{i}": base + 0.001 * i + rng.normal(0, 0.004, 3) for i in range(5)}
+    out = modern_gpt.verdict(_long(table, "acc"), metric="acc", higher_is_better=True, placebo="a again")
+    notes = out.attrs["footnotes"]
+    assert any(n.startswith("Placebo: a again") for n in notes)
+    assert not any("nats" in n or "val loss" in n for n in notes), notes
+
+
 def test_the_api_on_another_loops_accuracies():
     accuracies = {"resnet18": [0.912, 0.915, 0.909, 0.914], "resnet18+cutout": [0.921, 0.925, 0.918, 0.924]}
     df = _long(accuracies, "test_acc")
