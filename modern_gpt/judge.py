@@ -286,7 +286,9 @@ def names(text: str | list | tuple | None) -> tuple[str, ...] | None:
 def check_settings(s: JudgeSettings) -> None:
     from .planning import check_statistics
 
-    check_statistics(s.alpha, s.margin)
+    check_statistics(s.alpha, None)
+    if s.margin is not None and not 0 < s.margin < math.inf:
+        raise UserError(f"--margin must be a positive number in the units of {s.metric}, got {s.margin}.")
     cols = {"--variant-col": s.variant_col, "--seed-col": s.seed_col, "--metric": s.metric}
     for flag, col in cols.items():
         same = [f for f, c in cols.items() if c == col and f != flag]
