@@ -4,7 +4,9 @@ results folder's runs.csv, and one sentence for every kind of bad input."""
 import json
 import math
 import os
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -366,3 +368,41 @@ def test_the_runs_csv_copy_is_read_like_any_file(ablation, tmp_path):
     a = judge.judge_file(copy, judge.JudgeSettings(placebo="classic (placebo)"))[1]
     b = judge.judge_file(ablation / "runs.csv", judge.JudgeSettings(placebo="classic (placebo)"))[1]
     assert json.dumps(a, default=str) == json.dumps(b, default=str)
+
+
+# ---------------------------------------------------------------------------
+# The help and the README say what judge does
+# ---------------------------------------------------------------------------
+def test_help_explains_the_file_format(run_ok):
+    text = " ".join(run_ok("judge", "--help").split())
+    for words in (".csv, .jsonl or .parquet", "one row per run", "--variant-col", "--seed-col", "--metric", "diverged"):
+        assert words in text, words
+
+
+def _readme_judge() -> str:
+    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    return text[text.index("## Anyone's runs: `modern-gpt judge`") : text.index("\n## The model\n")]
+
+
+def test_the_readme_shows_what_judge_prints(run, run_ok, capsys):
+    """The README's Python example prints what it shows; its CSV gives the table and errors shown (stale
+    numbers here mean the statistics changed: regenerate them with the commands in the README)."""
+    section = _readme_judge()
+    code, shown = re.search(r"```python\n(.*?)```\n\n```\n(.*?)```", section, re.S).groups()
+    names = {}
+    exec(code, names)  # the README's own example, as a reader would run it
+    printed = capsys.readouterr().out
+    assert [x.rstrip() for x in printed.splitlines()] == [x.rstrip() for x in shown.splitlines()]
+    names["df"].to_csv("acc.csv", index=False)  # run's folder: the test's own
+    md = run_ok(
+        "judge", "acc.csv", "--metric", "acc", "--higher-is-better", "--reference", "baseline", "--format", "markdown"
+    )
+    lines = set(section.splitlines())
+    table = [x for x in md.splitlines() if x.startswith(("| ", "**"))]
+    assert len(table) == 6 and all(x in lines for x in table), table
+    rows = Path("acc.csv").read_text().splitlines(keepends=True)
+    Path("bad.csv").write_text("".join(rows[:8] + rows[9:]))
+    Path("bad2.csv").write_text("".join(rows).replace("0.925", "0.925%"))
+    for name in ("bad.csv", "bad2.csv"):
+        err = _one_sentence(*run("judge", name, "--metric", "acc", "--higher-is-better"))
+        assert err.strip() in lines, err
