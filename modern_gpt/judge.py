@@ -359,7 +359,7 @@ def _failed_value(record: dict, col: str) -> float:
 
 
 def _listed(items, limit: int = 12) -> str:
-    items = [str(x) for x in items]
+    items = [repr(x) for x in items]  # quoted: a name's spaces show
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 

@@ -433,15 +433,18 @@ def _judge_cells(row: dict, d: int) -> list[str]:
 
 
 def judge_table(meta: dict, rows: list[dict]) -> Table:
+    from rich.markup import escape
+
     from .judge import title as judge_title
 
-    table = Table(title=judge_title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    # names and the file's come from the user: "[" is text, never rich markup
+    table = Table(title=escape(judge_title(meta)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     headers = _judge_headers(meta["judge"]["metric"])
     for h in headers:
-        table.add_column(h, justify="left" if h in ("variant", "vs", "verdict") else "right")
+        table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
     at, d = headers.index("verdict"), _judge_decimals(rows)
     for row in rows:
-        cells = _judge_cells(row, d)
+        cells = [escape(c) for c in _judge_cells(row, d)]
         cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
         table.add_row(*cells)
     return table

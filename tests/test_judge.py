@@ -260,7 +260,7 @@ BAD_CSV = [
     ("header only", "variant,seed,val_loss\n", [], "has a header but no rows"),
     ("empty", "", [], "is empty"),
     ("order unknown", GOOD, ["--order", "a,c"], "--order names 'c', which no row of"),
-    ("order short", GOOD, ["--order", "b"], "--order leaves out a, which"),
+    ("order short", GOOD, ["--order", "b"], "--order leaves out 'a', which"),
     ("order twice", GOOD, ["--order", "a,b,a"], "--order names 'a' twice"),
     ("reference", GOOD, ["--reference", "z"], "--reference 'z' is not a variant of"),
     ("placebo", GOOD, ["--placebo", "z"], "--placebo 'z' is not a variant of"),
@@ -406,3 +406,10 @@ def test_the_readme_shows_what_judge_prints(run, run_ok, capsys):
     for name in ("bad.csv", "bad2.csv"):
         err = _one_sentence(*run("judge", name, "--metric", "acc", "--higher-is-better"))
         assert err.strip() in lines, err
+
+
+def test_names_are_text_not_markup(tmp_path, run_ok):
+    path = tmp_path / "[red]runs.csv"
+    path.write_text("variant,seed,val_loss\nm[small],0,2.0\nm[small],1,2.1\n[bold]b,0,1.9\n[bold]b,1,2.05\n")
+    out = run_ok("judge", path)
+    assert "[red]runs.csv" in out and out.count("m[small]") == 2 and "[bold]b" in out
