@@ -43,6 +43,13 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
     if not folder.is_dir():
         what = "it is not a folder" if folder.exists() else "it does not exist"
         raise UserError(f"{folder} is not a checkpoint folder ({what}); give a folder written by modern-gpt train.")
+    arch = _transformers_class(folder)
+    if arch:
+        raise UserError(
+            f"{folder} is a Hugging Face transformers folder ({arch}), not a modern-gpt checkpoint: load it with "
+            f"transformers (pipeline('text-generation', model={str(folder)!r}) or AutoModelForCausalLM.from_pretrained), "
+            "or give the modern-gpt checkpoint it was exported from."
+        )
     missing = [f for f in FILES[:3] if not (folder / f).is_file()]
     failed = _failed_run(folder)
     if "model.safetensors" in missing and failed:
@@ -92,6 +99,24 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
             "train the checkpoint again."
         )
     return model.to(device).eval(), settings, tokenizer
+
+
+def _transformers_class(folder: Path) -> str:
+    """The class a transformers folder's config.json names ('a gpt2 model' with no class), or '' for anything else:
+    modern-gpt's own config.json has a 'format' and no 'model_type' or 'architectures'."""
+    path = folder / "config.json"
+    if not path.is_file() or path.stat().st_size > 1 << 20:  # is_file: never a pipe; a config of a megabyte is neither
+        return ""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(config, dict) or "format" in config:
+        return ""
+    archs, model_type = config.get("architectures"), config.get("model_type")
+    if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs):
+        return ", ".join(archs)
+    return f"a {model_type} model" if isinstance(model_type, str) and model_type else ""
 
 
 def _failed_run(folder: Path) -> str:
