@@ -685,6 +685,10 @@ DATA_HELP = "Evaluate on this text's validation split \\[default: the checkpoint
 WINDOWS_HELP = "Windows per context length (non-overlapping, from the start of the validation split)."
 CONFIG_JSON_HELP = "A Hugging Face style config.json (Llama, Mistral, Qwen2, Qwen3, OLMo-2, Gemma, GPT-2, GPT-NeoX)."
 HF_HELP = "The folder to write: config.json, model.safetensors, tokenizer.json, tokenizer_config.json."
+EXPORT_FORCE_HELP = (
+    "Write into the folder even when it holds files: those transformers would read are removed "
+    "(generation_config.json, weight shards, tokenizer files, ...); any other file but *.md, LICENSE and .git* is refused."
+)
 
 
 @app.command()
@@ -747,9 +751,9 @@ def explain(
 def export(
     checkpoint: Checkpoint,
     hf: Annotated[str, typer.Option("--hf", help=HF_HELP, callback=_folder)],
-    force: Force = False,
+    force: Annotated[bool, typer.Option("--force", help=EXPORT_FORCE_HELP)] = False,
 ) -> None:
-    """Write a checkpoint and its tokenizer as a Hugging Face transformers model: GPT2LMHeadModel, LlamaForCausalLM or Qwen3ForCausalLM."""
+    """Write a checkpoint and its tokenizer as the Hugging Face transformers model that holds it exactly (GPT-2, Starcoder2, StableLM, Arcee, Apertus, Llama or Qwen3)."""
     from .checkpoint import load_checkpoint
     from .export import export_hf
     from .files import check_free
