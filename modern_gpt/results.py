@@ -125,6 +125,7 @@ META_SCHEMA = {  # written by ablate.start
     },
     "variants": [{**VARIANT_SCHEMA, "params": int, "hidden": int, "kv_cache_bytes_per_token": int}],
     "status": str,
+    "threads?": (int, None),  # every run's torch threads, pinned by the first (running.first_threads)
     "sequential?": {  # --seeds auto: the boundary and every look
         "min_seeds": int,
         "max_seeds": int,
@@ -225,6 +226,8 @@ def check_meta(meta, path: Path) -> None:
         found = f"spec.settings.{missing[0]} is missing" if missing else None
     if found is None:
         found = _plan_problem(spec["plan"], meta["variants"])
+    if found is None and meta.get("threads") is not None and meta["threads"] < 1:
+        found = f"threads must be 1 or more, got {meta['threads']}"
     if found:
         raise UserError(
             f"{path} is not a modern-gpt results file or is damaged: {found}; "

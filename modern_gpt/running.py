@@ -178,11 +178,13 @@ def start(
     ablation = Ablation(spec, results, {}, jobs, corpus, options)
     ablation.open_executor()  # an unreachable cluster is refused before the folder is created
     try:
+        threads = ablation.run_threads()
         ablation.meta = {
             "command": command,
             "spec": spec.to_dict(),
             "variants": variant_info(spec, corpus.tokenizer.vocab_size),
             "jobs": jobs,
+            "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
             "executor": ablation.executor_info(),
             **environment(device),
             "started": now(),
@@ -225,10 +227,22 @@ def resume(folder: Path, requested: Spec | None, jobs: int | str, options: Execu
         )
     _device(spec, options)
     meta["resumed"] = [*meta.get("resumed", []), now()]
+    if meta.get("threads") is None:  # a folder from before threads were pinned: those its first run trained with
+        meta["threads"] = first_threads(results.finished())
     ablation = Ablation(spec, results, meta, jobs, corpus, options)
+    meta["threads"] = ablation.run_threads()
     ablation.open_executor()
     meta["executor"] = ablation.executor_info()
     return ablation
+
+
+def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:
+    """The torch threads of a folder's first finished run (seed-major, as runs are started), None with none."""
+    for key in sorted(finished, key=lambda rs: (rs[1], rs[0])):
+        threads = finished[key].get("threads")
+        if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+            return threads
+    return None
 
 
 def _device(spec: Spec, options: ExecutorOptions) -> str:
@@ -278,13 +292,19 @@ class Ablation:
         """The runs not finished yet, among the first `seeds` seeds (all of them by default)."""
         done = self.results.finished()
         s = self.spec.settings
-        threads = s.train.threads or self._auto_threads()
+        threads = self.run_threads()
         return [
             Job(row, v, seed, s.model, s.train if v.lr is None else replace(s.train, lr=v.lr), s.data, threads)
             for seed in self.spec.seeds[:seeds]  # seed-major: an interrupted ablation leaves complete pairs
             for row, v in enumerate(self.spec.variants)
             if (row, seed) not in done
         ]
+
+    def run_threads(self) -> int:
+        """Torch threads per run: pinned by the folder's first run (meta.json's threads), so that a resume with
+        another --jobs, executor or machine trains with the same threads: CPU results depend on them (about
+        1e-7 apart otherwise). A new folder: --threads, else _auto_threads."""
+        return self.meta.get("threads") or self.spec.settings.train.threads or self._auto_threads()
 
     def _auto_threads(self) -> int:
         """Torch threads per run when --threads is not set: one per run with --jobs auto on a CPU (so the
@@ -299,7 +319,7 @@ class Ablation:
     # -- executors -------------------------------------------------------------
     def open_executor(self) -> None:
         if self.options.name == "ray" and self.executor is None:
-            self.executor = Ray(self.options, self.spec.settings.train.threads or self._auto_threads())
+            self.executor = Ray(self.options, self.run_threads())
 
     def close_executor(self) -> None:
         if self.executor is not None:

@@ -1,0 +1,90 @@
+"""Issue 21's hardening of runs and their sentences: pinned threads on resume, finite learning rates that
+overflow, sampling at its extremes, and sentences that name only what is true (resume, footnotes, ignored flags)."""
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from modern_gpt.results import ResultsDir
+
+from .clihelp import CLASSIC_ROPE, tiny
+
+TIMING = ["secs", "tokens_per_s"]  # the only columns allowed to differ between identical runs
+# dim 64: large enough that one and two torch threads give different values (about 1e-7 apart); --threads 0
+# undoes the smoke config's one thread per run, so that --jobs decides the threads
+THREADED = [*tiny(6, dim=64), "--threads", "0", "--eval-tokens", "256"]
+
+
+def _values(folder) -> pd.DataFrame:
+    return pd.read_csv(folder / "runs.csv").drop(columns=TIMING)
+
+
+def _interrupt(folder, keep: int) -> None:
+    """The folder as an interrupted ablation leaves it: the first `keep` runs (seed-major) kept, the rest gone."""
+    files = sorted((folder / "runs").glob("*.json"), key=lambda f: (int(f.stem.split("seed")[1]), f.stem))
+    for f in files[keep:]:
+        f.unlink()
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["status"] = "interrupted"
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+# ---------------------------------------------------------------------------
+# Item 7: a resume keeps the threads of the folder's first run, whatever --jobs says
+# ---------------------------------------------------------------------------
+def test_a_resume_on_a_machine_with_other_cores_gives_identical_values(run_ok, tmp_path, monkeypatch):
+    """--jobs 1 gives each run every core; a resume where the cores differ (another machine, or what another
+    --jobs divides them into) keeps the threads meta.json pinned, so the values equal an uninterrupted run's."""
+    args = ["ablate", *THREADED, *CLASSIC_ROPE, "--no-placebo", "--jobs", "1"]
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    run_ok(*args, "--out", "whole")
+    run_ok(*args, "--out", "cut")
+    assert ResultsDir(tmp_path / "cut").read_meta()["threads"] == 1
+    _interrupt(tmp_path / "cut", keep=2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # unpinned, --jobs 1 would now train with 2 threads
+    run_ok("ablate", "--resume", "cut", "--jobs", "1")
+    resumed = _values(tmp_path / "cut")
+    assert set(resumed["threads"]) == {1}
+    pd.testing.assert_frame_equal(resumed, _values(tmp_path / "whole"))
+
+
+def test_a_folder_from_before_the_pin_keeps_its_first_runs_threads(run_ok, tmp_path, monkeypatch):
+    """A meta.json without threads (an older folder): the threads of its first finished run are kept."""
+    args = ["ablate", *THREADED, *CLASSIC_ROPE, "--no-placebo", "--jobs", "1"]
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    run_ok(*args, "--out", "whole")
+    run_ok(*args, "--out", "old")
+    _interrupt(tmp_path / "old", keep=2)
+    meta = json.loads((tmp_path / "old" / "meta.json").read_text())
+    del meta["threads"]
+    (tmp_path / "old" / "meta.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    run_ok("ablate", "--resume", "old", "--jobs", "1")
+    assert ResultsDir(tmp_path / "old").read_meta()["threads"] == 1
+    pd.testing.assert_frame_equal(_values(tmp_path / "old"), _values(tmp_path / "whole"))
+
+
+@pytest.mark.slow
+def test_a_resume_with_another_jobs_gives_identical_values(run_ok, tmp_path):
+    """Started with --jobs 2 (a pool: one thread per run on two workers), resumed with --jobs 1 (in this
+    process, which unpinned would take every core): the values equal the uninterrupted --jobs 2 run's, bitwise."""
+    args = ["ablate", *THREADED, *CLASSIC_ROPE, "--no-placebo"]
+    run_ok(*args, "--jobs", "2", "--out", "whole")
+    run_ok(*args, "--jobs", "2", "--out", "cut")
+    pinned = ResultsDir(tmp_path / "cut").read_meta()["threads"]
+    _interrupt(tmp_path / "cut", keep=1)
+    run_ok("ablate", "--resume", "cut", "--jobs", "1")
+    resumed = _values(tmp_path / "cut")
+    assert set(resumed["threads"]) == {pinned}
+    pd.testing.assert_frame_equal(resumed, _values(tmp_path / "whole"))
+
+
+def test_hand_edited_threads_are_named(run, run_ok, tmp_path):
+    run_ok("ablate", *tiny(2), *CLASSIC_ROPE, "--no-placebo", "--jobs", "1", "--out", "f")
+    meta = json.loads((tmp_path / "f" / "meta.json").read_text())
+    for bad, said in ((0, "threads must be 1 or more"), ("two", "threads must be")):
+        (tmp_path / "f" / "meta.json").write_text(json.dumps({**meta, "threads": bad}))
+        code, _, err = run("ablate", "--resume", "f", "--jobs", "1")
+        assert code == 2 and said in err and "Traceback" not in err, err
