@@ -1,19 +1,26 @@
 """Read a Hugging Face style config.json in terms of model.COMPONENTS.
 
 Every field it knows gets one sentence; fields it does not know are listed as
-unknown, never guessed. What a family implies without a field (Qwen3's per-head
-QK-norm, Qwen2's q/k/v biases) is said in a note, and so is a component that
-explain has no detector for (it is named, never guessed). The parameter count and the
-KV-cache bytes per token come from model.param_counts and model.kv_cache_bytes_per_token,
-the formulas modern-gpt counts its own models with, fed the shapes read from the file.
+unknown, never guessed. Each model type explain knows is one row of FAMILIES: what
+its transformers class builds (norms per block, gated MLP or not, which bias fields
+it reads, its QK-norm, its class defaults for the fields a file leaves out). A model
+type without a row is not guessed at: explain says which components it cannot tell
+and counts nothing. The parameter count and the KV-cache bytes per token come from
+model.param_counts and model.kv_cache_bytes_per_token, the formulas modern-gpt counts
+its own models with, fed the shapes read from the file; tests/test_explain.py checks
+them against the transformers model built from each config on the meta device.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .files import not_regular
 from .model import (
     COMPONENT_SUMMARY,
     COMPONENTS,
@@ -24,30 +31,146 @@ from .model import (
     param_counts,
 )
 
-FAMILIES = {
-    "llama": "Llama",
-    "mistral": "Mistral",
-    "qwen2": "Qwen2",
-    "qwen3": "Qwen3",
-    "olmo2": "OLMo-2",
-    "gemma": "Gemma",
-    "gpt2": "GPT-2",
-    "gpt_neox": "GPT-NeoX",
-}
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
-QK_NORM_FIELDS = ("qk_norm", "use_qk_norm", "qk_layernorm")  # other families' switches for QK-norm
-# The transformers class defaults that are not what the general rule (hidden / heads, K/V heads = heads) gives,
-# for a config.json that leaves the field out.
-FAMILY_DEFAULTS = {
-    "qwen3": {"head_dim": 128, "num_key_value_heads": 32},
-    "gemma": {"head_dim": 256, "num_key_value_heads": 16},
-    "qwen2": {"num_key_value_heads": 32},
-    "mistral": {"num_key_value_heads": 8},
-}
+QK_NORM_FIELDS = ("qk_norm", "use_qk_norm", "qk_layernorm")  # the switches for QK-norm that some families have
+# Fields that change what a class builds, where a family's class may or may not read them.
+OPTIONAL_STRUCTURE = (
+    "num_key_value_heads",
+    "head_dim",
+    "attention_bias",
+    "mlp_bias",
+    "use_bias",
+    "use_qkv_bias",
+    *QK_NORM_FIELDS,
+    "use_parallel_residual",
+)
+# Fields that only a mixture-of-experts model has: explain has no formula for expert MLPs.
+MOE_FIELDS = (
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+)
 BIASES = {"qkv_bias": "q, k, v", "o_bias": "o", "mlp_bias": "MLP", "norm_bias": "norms"}
 
 
+# Which of (q k v, o, MLP) carry a bias, from the fields the class reads.
+def _attention_bias(c: dict) -> tuple:
+    return (c.get("attention_bias", False),) * 2 + (False,)  # Qwen3, OLMo-2, Gemma, Apertus: q, k, v and o
+
+
+def _llama_bias(c: dict) -> tuple:
+    return (c.get("attention_bias", False),) * 2 + (c.get("mlp_bias", False),)
+
+
+def _no_bias(c: dict) -> tuple:
+    return (False, False, False)  # Mistral, Phi-3: whatever the file says
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one transformers model type builds, as far as its parameters and components go."""
+
+    name: str
+    cls: str  # the class AutoModelForCausalLM builds for it
+    tie: bool  # tie_word_embeddings when the file leaves it out
+    vocab: int  # vocab_size when the file leaves it out
+    hidden: int | None  # intermediate_size when the file leaves it out (GPT-2: 4 x n_embd)
+    biases: Callable[[dict], tuple[bool, bool, bool]]  # (q k v, o, MLP) from the config; norms: `layernorm`
+    reads: frozenset = frozenset({"num_key_value_heads", "head_dim"})  # optional fields of OPTIONAL_STRUCTURE it reads
+    kv_heads: int | None = None  # class default K/V heads when the file leaves it out; None: one per query head
+    head_dim: int | None = None  # class default head_dim; None: hidden_size / heads
+    layernorm: bool = False  # LayerNorm with a shift, not RMSNorm
+    gated: bool = True  # three MLP matrices (a gate), or two
+    norms: int = 2  # norms per block
+    qk_norm: str = ""  # "" none, "head" one head_dim gain each for q and k, "projection" over all heads (OLMo-2)
+    act_field: str = "hidden_act"
+    act: str = "silu"  # the class default activation
+    act_params: dict = field(default_factory=dict)  # activation -> learned parameters per layer
+    rope: bool = True
+    theta: float = 10000.0  # RoPE base when neither rope_parameters nor the legacy field gives one
+    theta_field: str = "rope_theta"  # the legacy field the config class reads the base from
+    partial_rotary: float = 1.0
+    default_rope: dict | None = None  # the class's rope_parameters when the file has none (Apertus: llama3 scaling)
+    note: str = ""  # what the family implies without a field
+
+
+LLAMA_READS = frozenset({"num_key_value_heads", "head_dim", "attention_bias", "mlp_bias"})
+ATTN_READS = frozenset({"num_key_value_heads", "head_dim", "attention_bias"})
+FOUR_NORMS = "four RMSNorms per block, before and after attention and before and after the MLP."
+# A table: one model type per entry; vocab and width are the class defaults for a file without them.
+# fmt: off
+FAMILIES = {
+    "llama": Family("Llama", "LlamaForCausalLM", False, 32000, 11008, _llama_bias, reads=LLAMA_READS),
+    "mistral": Family("Mistral", "MistralForCausalLM", False, 32000, 14336, _no_bias, kv_heads=8),
+    "qwen2": Family(
+        "Qwen2", "Qwen2ForCausalLM", False, 151936, 22016, lambda c: (True, False, False), kv_heads=32,
+        note="Qwen2 (no field): the q, k and v projections always carry a bias, the output projection none.",
+    ),
+    "qwen3": Family(
+        "Qwen3", "Qwen3ForCausalLM", False, 151936, 22016, _attention_bias, reads=ATTN_READS, kv_heads=32,
+        head_dim=128, qk_norm="head",
+    ),
+    "olmo2": Family(
+        "OLMo-2", "Olmo2ForCausalLM", False, 50304, 11008, _attention_bias, reads=ATTN_READS, qk_norm="projection",
+        note="OLMo-2 (no field): its two norms per block sit after attention and after the MLP (post-norm).",
+    ),
+    "gemma": Family(
+        "Gemma", "GemmaForCausalLM", True, 256000, 24576, _attention_bias, reads=ATTN_READS, kv_heads=16,
+        head_dim=256, act="gelu_pytorch_tanh",
+    ),
+    "gemma2": Family(
+        "Gemma-2", "Gemma2ForCausalLM", True, 256000, 9216, _attention_bias, reads=ATTN_READS, kv_heads=4,
+        head_dim=256, norms=4, act_field="hidden_activation", act="gelu_pytorch_tanh",
+        note="Gemma-2 (no field): " + FOUR_NORMS,
+    ),
+    "gemma3_text": Family(
+        "Gemma-3", "Gemma3ForCausalLM", True, 262208, 9216, _attention_bias, reads=ATTN_READS, kv_heads=4,
+        head_dim=256, norms=4, qk_norm="head", act_field="hidden_activation", act="gelu_pytorch_tanh",
+        theta=1_000_000.0, note="Gemma-3 (no field): " + FOUR_NORMS,
+    ),
+    "phi3": Family(
+        "Phi-3", "Phi3ForCausalLM", False, 32064, 8192, _no_bias,
+        note="Phi-3 (no field): q, k, v are one fused matrix and so are the MLP's gate and up (the same parameters).",
+    ),
+    "gpt_neox": Family(
+        "GPT-NeoX", "GPTNeoXForCausalLM", False, 50432, 24576, lambda c: (c.get("attention_bias", True),) * 2 + (True,),
+        reads=frozenset({"attention_bias", "use_parallel_residual"}), layernorm=True, gated=False, act="gelu",
+        theta_field="rotary_emb_base", partial_rotary=0.25,
+    ),
+    "gpt2": Family(
+        "GPT-2", "GPT2LMHeadModel", True, 50257, None, lambda c: (True, True, True), reads=frozenset(),
+        layernorm=True, gated=False, act_field="activation_function", act="gelu_new", rope=False,
+    ),
+    "starcoder2": Family(
+        "Starcoder2", "Starcoder2ForCausalLM", True, 49152, 12288, lambda c: (c.get("use_bias", True),) * 3,
+        reads=frozenset({"num_key_value_heads", "head_dim", "use_bias"}), kv_heads=2, layernorm=True, gated=False,
+        act="gelu_pytorch_tanh",
+    ),
+    "stablelm": Family(
+        "StableLM", "StableLmForCausalLM", False, 50304, 6912, lambda c: (c.get("use_qkv_bias", False), False, False),
+        reads=frozenset({"num_key_value_heads", "use_qkv_bias", "qk_layernorm", "use_parallel_residual"}),
+        kv_heads=32, layernorm=True, partial_rotary=0.25,
+    ),
+    "arcee": Family(
+        "Arcee", "ArceeForCausalLM", False, 32000, 18432, _llama_bias, reads=LLAMA_READS, gated=False, act="relu2",
+    ),
+    "apertus": Family(
+        "Apertus", "ApertusForCausalLM", False, 131072, 14336, _attention_bias, reads=ATTN_READS, gated=False,
+        act="xielu", act_params={"xielu": 2}, qk_norm="head", theta=12_000_000.0,
+        default_rope={"rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0},
+    ),
+}
+# fmt: on
+# Multimodal wrappers whose text model explain counts (the shapes under text_config), with what they tie by default.
+WRAPPERS = {"gemma3": ("Gemma-3 (multimodal)", "Gemma3ForConditionalGeneration", "gemma3_text", True)}
+
+
 def read_config(path: Path) -> dict:
+    what = not_regular(Path(path))  # checked before any open: reading a pipe waits for ever
+    if what:
+        raise UserError(f"{path} is {what}, not a file; give the path to a model's config.json.")
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -78,8 +201,21 @@ WHOLE = (
     "n_positions",
     "n_ctx",
 )
-NUMBER = ("rope_theta", "rotary_emb_base")
-SWITCH = ("attention_bias", "mlp_bias", "tie_word_embeddings", *QK_NORM_FIELDS)
+NUMBER = ("rope_theta", "rotary_emb_base", "rope_local_base_freq")
+SWITCH = (
+    "attention_bias",
+    "mlp_bias",
+    "use_bias",
+    "use_qkv_bias",
+    "tie_word_embeddings",
+    "add_cross_attention",
+    *QK_NORM_FIELDS,
+)
+ROPE_BLOCKS = ("rope_parameters", "rope_scaling")
+
+
+def _theta_problem(v) -> bool:
+    return not (isinstance(v, (int, float)) and not isinstance(v, bool) and 1 < v < math.inf)
 
 
 def check_fields(cfg: dict, source: str = "the config") -> None:
@@ -89,13 +225,31 @@ def check_fields(cfg: dict, source: str = "the config") -> None:
         if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
             raise UserError(f"{source}: {name} is {json.dumps(v)}, not a whole number of at least 1.")
     for name in NUMBER:
-        v = cfg.get(name)
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 1 < v < float("inf")):
+        v = cfg.get(name, 10000.0)
+        if _theta_problem(v):
             raise UserError(f"{source}: {name} is {json.dumps(v)}, not a number greater than 1 (RoPE's base).")
     for name in SWITCH:
         v = cfg.get(name)
         if v is not None and not isinstance(v, bool):
             raise UserError(f"{source}: {name} is {json.dumps(v)}, not true or false.")
+    for name in ROPE_BLOCKS:  # {"rope_theta": ..., "rope_type": ...}, or one such per layer type (Gemma-3)
+        v = cfg.get(name)
+        if v is None:
+            continue
+        if not isinstance(v, dict):
+            raise UserError(f"{source}: {name} is {json.dumps(v)}, not an object of RoPE settings.")
+        for key, inner in [(name, v)] + [(f"{name}.{k}", b) for k, b in v.items() if isinstance(b, dict)]:
+            if "rope_theta" in inner and _theta_problem(inner["rope_theta"]):
+                raise UserError(
+                    f"{source}: {key}.rope_theta is {json.dumps(inner['rope_theta'])}, "
+                    "not a number greater than 1 (RoPE's base)."
+                )
+    for name in ("text_config", "vision_config"):
+        v = cfg.get(name)
+        if v is not None and not isinstance(v, dict):
+            raise UserError(f"{source}: {name} is {json.dumps(v)}, not an object of fields.")
+        if name == "text_config" and v is not None:
+            check_fields(v, f"{source} (text_config)")
 
 
 def _get(cfg: dict, *names, default=None):
@@ -106,69 +260,181 @@ def _get(cfg: dict, *names, default=None):
     return default
 
 
+def _rope(cfg: dict, fam: Family) -> dict:
+    """RoPE's base, scaling and rotated share as the config class reads them (transformers 5.x).
+
+    rope_scaling (the older field) wins over rope_parameters, as in transformers; a base
+    inside the block wins over the legacy field (rope_theta, GPT-NeoX's rotary_emb_base).
+    Gemma-3 keeps one block per layer type: full attention and the sliding window.
+    """
+    block = cfg.get("rope_scaling") or cfg.get("rope_parameters") or fam.default_rope or {}
+    if fam is FAMILIES["gemma3_text"]:
+        params = cfg.get("rope_parameters") or {}
+        full = dict(params.get("full_attention") or {})
+        full.update(cfg.get("rope_scaling") or {})  # the old format: one block, for the full-attention layers
+        local = params.get("sliding_attention") or {}
+        base = full.get("rope_theta", cfg.get("rope_theta", fam.theta))
+        local_base = local.get("rope_theta", cfg.get("rope_local_base_freq", 10000.0))
+        block = full
+    else:
+        block = block.get("full_attention", block) if isinstance(block.get("full_attention"), dict) else block
+        base = block.get("rope_theta", cfg.get(fam.theta_field, fam.theta))
+        local_base = None
+    kind = block.get("rope_type", block.get("type", "default"))
+    legacy_partial = cfg.get("rotary_pct") if fam.theta_field == "rotary_emb_base" else cfg.get("partial_rotary_factor")
+    partial = block.get("partial_rotary_factor", legacy_partial if legacy_partial is not None else fam.partial_rotary)
+    return {
+        "rope_base": float(base),
+        "rope_local_base": local_base,
+        "rope_scaling": "" if kind == "default" else str(kind),
+        "rope_factor": block.get("factor"),
+        "rotary_share": partial,
+    }
+
+
+def _layers_of(cfg: dict, kind: str) -> tuple[dict, Family | None, str]:
+    """The config whose shapes are counted (text_config for a multimodal wrapper), its family and why not all."""
+    if kind in WRAPPERS and isinstance(cfg.get("text_config"), dict):
+        text = cfg["text_config"]
+        return text, FAMILIES.get(text.get("model_type", WRAPPERS[kind][2])), "vision"
+    if isinstance(cfg.get("text_config"), dict):  # a wrapper explain does not know: describe its text model only
+        text = cfg["text_config"]
+        return text, None, "wrapper"
+    return cfg, FAMILIES.get(kind), ""
+
+
 def shape(cfg: dict, source: str = "the config") -> dict:
-    """The architecture in one vocabulary, with each family's defaults for fields the file leaves out."""
+    """The architecture in one vocabulary, with each family's class defaults for fields the file leaves out.
+
+    For a model type explain does not know, what only the class could say is None (not guessed).
+    """
     check_fields(cfg, source)
     kind = cfg.get("model_type", "")
-    gpt2, neox = kind == "gpt2", kind == "gpt_neox"
-    dim = _get(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _get(cfg, "num_attention_heads", "n_head")
-    layers = _get(cfg, "num_hidden_layers", "n_layer")
+    text, fam, part = _layers_of(cfg, kind)
+    gpt2 = fam is FAMILIES["gpt2"]
+    names = (("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer"))
+    if fam is None:  # an unknown type: any of the names in use, for the description only
+        names = (("hidden_size", "n_embd", "d_model"), *names[1:])
+    elif not gpt2:  # GPT-2's class maps hidden_size to n_embd and so on; the others read only their own names
+        names = tuple(n[:1] for n in names)
+    dim, heads, layers = (_get(text, *n) for n in names)
+    where = " (under text_config)" if text is not cfg else ""
     if not all(isinstance(x, int) and x > 0 for x in (dim, heads, layers)):
         raise UserError(
-            f"{source} has no usable hidden size, head count and layer count (hidden_size/n_embd, num_attention_heads/n_head, num_hidden_layers/n_layer)."
+            f"{source} has no usable hidden size, head count and layer count{where} "
+            f"({', '.join('/'.join(n) for n in names)})."
         )
-    defaults = FAMILY_DEFAULTS.get(kind, {})
-    kv_heads = _get(cfg, "num_key_value_heads", default=defaults.get("num_key_value_heads", heads))
-    if cfg.get("num_key_value_heads") is not None and heads % kv_heads:  # (a class default is counted as it is)
+    reads = fam.reads if fam else frozenset(OPTIONAL_STRUCTURE)
+    given = {n: text.get(n) for n in OPTIONAL_STRUCTURE if text.get(n) is not None and n in reads}
+    if fam is None:
+        kv_heads = given.get("num_key_value_heads")
+    elif "num_key_value_heads" in reads:
+        kv_heads = given.get("num_key_value_heads", fam.kv_heads or heads)
+    else:
+        kv_heads = heads  # GPT-2 and GPT-NeoX: one K/V head per query head, whatever the file says
+    if "num_key_value_heads" in given and heads % kv_heads:  # (a class default is counted as it is)
         raise UserError(
-            f"{source}: num_key_value_heads {kv_heads} does not divide the {heads} attention heads; "
+            f"{source}: num_key_value_heads {kv_heads} does not divide the {heads} attention heads{where}; "
             "each K/V head must serve the same number of query heads."
         )
-    if "head_dim" not in defaults and cfg.get("head_dim") is None and dim % heads:
-        raise UserError(
-            f"{source}: the hidden size {dim} is not divisible by the {heads} attention heads, and no head_dim is given."
-        )
-    head_dim = _get(cfg, "head_dim", default=defaults.get("head_dim", dim // heads))
-    act = str(
-        _get(cfg, "hidden_act", "hidden_activation", "activation_function", default="gelu_new" if gpt2 else "silu")
-    )
-    gated = not (gpt2 or neox)  # Llama-style MLPs are gated (SwiGLU, or GeGLU in Gemma)
-    attention_bias = bool(_get(cfg, "attention_bias", default=False))
-    # QK-norm: Qwen3 has one head_dim-wide gain for q and one for k (per head, like modern-gpt's);
-    # OLMo-2 normalises the whole q and k projections; other families switch it on with a field.
-    if kind == "qwen3" or (kind != "olmo2" and any(cfg.get(f) is True for f in QK_NORM_FIELDS)):
-        qk_norm = "head"
+    head_dim = given.get("head_dim", fam.head_dim if fam else None)
+    if head_dim is None:
+        if dim % heads:
+            raise UserError(
+                f"{source}: the hidden size {dim} is not divisible by the {heads} attention heads{where}, "
+                "and no head_dim is given."
+            )
+        head_dim = dim // heads
+    if fam is None:
+        act = _get(text, "hidden_act", "hidden_activation", "activation_function")
+        mlp_bias = given.get("mlp_bias")
+        attention_bias = given.get("attention_bias")
+        biases = (attention_bias, attention_bias, mlp_bias, None)
+        qk = next((text[f] for f in QK_NORM_FIELDS if f in given), None)
+        qk_norm = None if qk is None else ("head" if qk else "")
+        rope = True if any(text.get(f) is not None for f in (*ROPE_BLOCKS, "rope_theta", "rotary_emb_base")) else None
+        rope_info = _rope(text, FAMILIES["llama"]) if rope else {}
+        hidden = _get(text, "intermediate_size", "n_inner")
+        gated = rmsnorm = None
     else:
-        qk_norm = "projection" if kind == "olmo2" else ""
+        act = str(text.get(fam.act_field) or fam.act)
+        if fam is FAMILIES["gemma"] and act == "gelu":  # GemmaConfig reads its legacy "gelu" as the tanh GELU
+            act = "gelu_pytorch_tanh"
+        biases = (*fam.biases(given), fam.layernorm)
+        qk_norm = fam.qk_norm
+        if fam is FAMILIES["stablelm"] and given.get("qk_layernorm"):
+            qk_norm = "each head"  # one LayerNorm per head, each with its own head_dim gain
+        rope, rmsnorm, gated = fam.rope, not fam.layernorm, fam.gated
+        rope_info = _rope(text, fam) if rope else {}
+        hidden = _get(text, "n_inner", default=4 * dim) if gpt2 else _get(text, "intermediate_size", default=fam.hidden)
+    norms = fam.norms if fam else None
+    if fam is FAMILIES["stablelm"] and given.get("use_parallel_residual"):
+        norms = 1  # attention and MLP read the same normalised input
+    tie_default = WRAPPERS[kind][3] if part == "vision" else (fam.tie if fam else None)
+    tie_source = cfg if part == "vision" else text  # the wrapper's own switch ties its output layer
+    tie = tie_source.get("tie_word_embeddings", tie_default)
+    dtype = str(_get(text, "torch_dtype", "dtype", default=_get(cfg, "torch_dtype", "dtype", default="bfloat16")))
     return {
-        "family": FAMILIES.get(kind, f"unknown model_type {kind!r}" if kind else "no model_type"),
-        "vocab": _get(cfg, "vocab_size", default=0),
+        "family": _family_name(kind, text, fam, part),
+        "known": fam is not None,
+        "part": part,  # "", "vision" (the text model of a wrapper explain knows) or "wrapper" (one it does not)
+        "vocab": _get(text, "vocab_size", default=fam.vocab if fam else 0),
         "dim": dim,
         "layers": layers,
         "heads": heads,
         "kv_heads": kv_heads,
         "head_dim": head_dim,
-        "hidden": _get(cfg, "intermediate_size", "n_inner", default=4 * dim),
-        "context": _get(cfg, "max_position_embeddings", "n_positions", "n_ctx", default=0),
-        "rope": not gpt2,
-        "rope_base": _get(cfg, "rope_theta", "rotary_emb_base", default=10000.0),
-        "rmsnorm": not (gpt2 or neox),
+        "hidden": hidden,
+        "context": _get(text, "n_positions", "max_position_embeddings", default=1024)
+        if gpt2
+        else _get(text, "max_position_embeddings", default=0),
+        "rope": rope,
+        **({"rope_base": 10000.0} | rope_info),
+        "rmsnorm": rmsnorm,
         "gated": gated,
-        "swiglu": gated and ("silu" in act or act == "swish"),
+        "swiglu": None if gated is None else bool(gated) and act in ("silu", "swish"),
         "act": act,
-        "qkv_bias": gpt2 or neox or kind == "qwen2" or attention_bias,  # Qwen2's q, k, v projections always have one
-        "o_bias": gpt2 or neox or attention_bias,
-        "mlp_bias": gpt2 or neox or bool(_get(cfg, "mlp_bias", default=False)),
-        "norm_bias": gpt2 or neox,
-        "qk_norm": qk_norm,  # "", "head" or "projection"
-        "tie": bool(_get(cfg, "tie_word_embeddings", default=kind in ("gpt2", "gemma"))),
-        "dtype": str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")),
+        "act_params": fam.act_params.get(act, 0) if fam else 0,
+        "qkv_bias": biases[0],
+        "o_bias": biases[1],
+        "mlp_bias": biases[2],
+        "norm_bias": biases[3],
+        "qk_norm": qk_norm,  # "", "head", "projection", "each head", or None (cannot tell)
+        "norms": norms,
+        "tie": tie,
+        "dtype": dtype,
+        "cross_attention": gpt2 and bool(text.get("add_cross_attention")),
+        "moe": [f for f in MOE_FIELDS if isinstance(text.get(f), int) and text.get(f) > 1],
     }
 
 
+def _family_name(kind: str, text: dict, fam: Family | None, part: str) -> str:
+    if part == "vision":
+        return WRAPPERS[kind][0]
+    if part == "wrapper":
+        inner = text.get("model_type")
+        return f"unknown model_type {kind!r}" + (f" (its text model: {inner!r})" if inner else "")
+    if fam is not None:
+        return fam.name
+    return f"unknown model_type {kind!r}" if kind else "no model_type"
+
+
+def not_counted(s: dict) -> str:
+    """Why explain gives no parameter count, or '' when it gives one (of the text model only, for a wrapper)."""
+    if not s["known"]:
+        why = (
+            f"a mixture-of-experts model ({', '.join(s['moe'])}), and explain has no formula for expert MLPs"
+            if s["moe"]
+            else "explain does not know what its transformers class builds (norms, biases, MLP, QK-norm)"
+        )
+        return f"{s['family']}: {why}"
+    if s["cross_attention"]:
+        return "add_cross_attention adds cross-attention layers that explain has no formula for"
+    return ""
+
+
 def shapes(s: dict) -> Shapes:
-    """The shapes as model.param_counts reads them."""
+    """The shapes as model.param_counts reads them (only for a counted model: see not_counted)."""
     hd = s["head_dim"]
     return Shapes(
         vocab_size=s["vocab"],
@@ -180,33 +446,48 @@ def shapes(s: dict) -> Shapes:
         hidden=s["hidden"],
         mlp_matrices=3 if s["gated"] else 2,
         position_rows=0 if s["rope"] else s["context"],
-        qk_norm_gains={"": 0, "head": 2 * hd, "projection": (s["heads"] + s["kv_heads"]) * hd}[s["qk_norm"]],
+        qk_norm_gains={"": 0, "head": 2 * hd}.get(s["qk_norm"], (s["heads"] + s["kv_heads"]) * hd),
         qkv_bias=s["qkv_bias"],
         o_bias=s["o_bias"],
         mlp_bias=s["mlp_bias"],
         norm_shift=s["norm_bias"],
         tied=s["tie"],
+        norms_per_layer=s["norms"],
+        act_params=s["act_params"],
     )
 
 
-def param_count(s: dict) -> int:
-    """Parameters from the shapes, with the formula modern-gpt counts its own models with."""
-    return param_counts(shapes(s))["total"]
+def param_count(s: dict) -> int | None:
+    """Parameters from the shapes, with the formula modern-gpt counts its own models with; None: see not_counted."""
+    return None if not_counted(s) else param_counts(shapes(s))["total"]
 
 
-def kv_cache_bytes(s: dict) -> int:
-    return kv_cache_bytes_per_token(shapes(s), DTYPE_BYTES.get(s["dtype"], 2))
+def kv_cache_bytes(s: dict) -> int | None:
+    """None for a model type explain does not know (its attention may cache something else)."""
+    if not s["known"]:
+        return None
+    only = {"layers": s["layers"], "kv_heads": s["kv_heads"], "head_dim": s["head_dim"]}  # what the cache depends on
+    return kv_cache_bytes_per_token(Shapes(**dict.fromkeys(Shapes.__dataclass_fields__, 0) | only), _bytes(s))
+
+
+def _bytes(s: dict) -> int:
+    return DTYPE_BYTES.get(s["dtype"], 2)  # an unknown dtype is said in a note
 
 
 # How each component shows in a config's shapes. Keyed by model.COMPONENTS; a component
 # without a detector is named as not detected (in "not_detected" and in a note), never guessed.
+# A detector answers None when the config cannot tell (a model type explain does not know).
+def _told(*values):
+    return None if any(v is None for v in values) else True
+
+
 DETECTORS = {
     "rmsnorm": lambda s: s["rmsnorm"],
     "rope": lambda s: s["rope"],
-    "swiglu": lambda s: s["gated"],
-    "no_bias": lambda s: not any(s[b] for b in BIASES),
-    "gqa": lambda s: s["kv_heads"] < s["heads"],
-    "qk_norm": lambda s: bool(s["qk_norm"]),
+    "swiglu": lambda s: s["swiglu"],
+    "no_bias": lambda s: _told(*(s[b] for b in BIASES)) and not any(s[b] for b in BIASES),
+    "gqa": lambda s: _told(s["kv_heads"]) and s["kv_heads"] < s["heads"],
+    "qk_norm": lambda s: _told(s["qk_norm"]) and bool(s["qk_norm"]),
 }
 
 
@@ -214,48 +495,152 @@ def components(s: dict) -> list[str]:
     return [c for c in COMPONENTS if c in DETECTORS and DETECTORS[c](s)]
 
 
+def cannot_tell(s: dict) -> list[str]:
+    """Components this config does not settle (its model type is unknown and no field says)."""
+    return [c for c in COMPONENTS if c in DETECTORS and DETECTORS[c](s) is None]
+
+
 def not_detected() -> list[str]:
     """The components explain cannot tell from a config.json (none today; a new one until it gets a detector)."""
     return [c for c in COMPONENTS if c not in DETECTORS]
 
 
-def biases(s: dict) -> dict[str, bool]:
-    """Which projections carry a bias: q, k, v; o; MLP; norms (LayerNorm's shift)."""
-    return {label: bool(s[key]) for key, label in BIASES.items()}
+def biases(s: dict) -> dict[str, bool | None]:
+    """Which projections carry a bias: q, k, v; o; MLP; norms (LayerNorm's shift). None: cannot tell."""
+    return {label: None if s[key] is None else bool(s[key]) for key, label in BIASES.items()}
+
+
+def closest(s: dict) -> list[str]:
+    """The components of modern-gpt's closest variant: a gated MLP of another activation (GeGLU) is --swiglu's shape."""
+    return [c for c in COMPONENTS if c in components(s) or (c == "swiglu" and s["gated"])]
+
+
+def _mlp_name(s: dict) -> str:
+    act = s["act"]
+    if s["swiglu"]:
+        return "SwiGLU"
+    if "gelu" in str(act):
+        return "GeGLU" if s["gated"] else f"a {act} MLP"
+    return f"a gated {act} MLP" if s["gated"] else f"a {act} MLP"
 
 
 def notes(s: dict, cfg: dict) -> list[str]:
     """What the family implies without a field, and where modern-gpt's closest variant cannot follow."""
-    kind = cfg.get("model_type", "")
     out = []
-    if kind == "qwen3":
+    fam = _layers_of(cfg, cfg.get("model_type", ""))[1]
+    text = _layers_of(cfg, cfg.get("model_type", ""))[0]
+    if not s["known"]:
+        told = ", ".join(components(s))
         out.append(
-            "Qwen3 (no field): q and k are RMS-normalised per head before RoPE, one head_dim-wide gain each "
-            f"({s['head_dim']}) per layer: qk_norm, as in modern-gpt."
+            f"{s['family']}: explain does not know this model type, so it does not guess what only its class says: "
+            f"it cannot tell {', '.join(cannot_tell(s)) or 'nothing more'}"
+            + (f" (told by fields: {told})" if told else "")
+            + ", and it counts no parameters and no KV cache."
         )
-    elif kind == "olmo2":
+    if s["part"] == "vision":
+        out.append(
+            "a multimodal model: the count is of its text model (text_config) and output layer; the vision tower "
+            "and the projector (vision_config) are not counted."
+        )
+    if fam is not None and fam.note:
+        out.append(fam.note)
+    if s["qk_norm"] == "head":
+        out.append(
+            f"{s['family']} (no field): q and k are RMS-normalised per head before RoPE, one head_dim-wide gain each "
+            f"({s['head_dim']}) per layer: qk_norm, as in modern-gpt."
+            if fam is not None and fam.qk_norm == "head"
+            else "QK-norm is switched on by a field; its gains are not counted (the model type is unknown)."
+        )
+    elif s["qk_norm"] == "projection":
         out.append(
             f"OLMo-2 (no field): q and k are RMS-normalised over the whole projection ({s['heads']} x {s['head_dim']} "
-            f"and {s['kv_heads']} x {s['head_dim']} gains per layer), not per head: qk_norm, wider than modern-gpt's; "
-            "and its two norms per block sit after attention and after the MLP (post-norm), not before."
+            f"and {s['kv_heads']} x {s['head_dim']} gains per layer), not per head: qk_norm, wider than modern-gpt's."
         )
-    elif s["qk_norm"]:
-        out.append("QK-norm gains are counted as one head_dim-wide gain each for q and k per layer (Qwen3's layout).")
-    if kind == "qwen2":
-        out.append("Qwen2 (no field): the q, k and v projections always carry a bias, the output projection none.")
+    elif s["qk_norm"] == "each head":
+        out.append(
+            f"qk_layernorm: each of the {s['heads']} query and {s['kv_heads']} key heads has a LayerNorm of its own "
+            "(no shift): qk_norm, with more gains than modern-gpt's one per q and k."
+        )
+    if s["gated"] and not s["swiglu"]:
+        out.append(
+            f"the MLP is {_mlp_name(s)}: gated like SwiGLU (three matrices) but with {s['act']} in place of SiLU, "
+            "so it is not counted as swiglu; the closest variant's flags give --swiglu (the same shapes)."
+        )
+    elif s["gated"] is False and s["rmsnorm"]:
+        out.append(
+            f"the MLP is {_mlp_name(s)}, two matrices and no gate; modern-gpt's classic MLP uses GELU "
+            "(the closest variant has the same shapes, another activation)."
+        )
+    if s["act_params"]:
+        out.append(f"{s['act']} has {s['act_params']} learned parameters per layer (counted).")
+    if s["known"] and s["rope"]:
+        if s["rope_scaling"]:
+            factor = f", factor {s['rope_factor']:g}" if isinstance(s["rope_factor"], (int, float)) else ""
+            out.append(
+                f"RoPE is rescaled ({s['rope_scaling']}{factor}) to stretch the context; modern-gpt has no RoPE "
+                f"scaling, so the closest variant uses the plain base {s['rope_base']:g}."
+            )
+        if s["rope_local_base"] is not None:
+            out.append(
+                f"RoPE's base is {s['rope_base']:g} in the full-attention layers and {s['rope_local_base']:g} in the "
+                "sliding-window layers; the closest variant uses the first."
+            )
+        if isinstance(s["rotary_share"], (int, float)) and s["rotary_share"] != 1:
+            out.append(
+                f"RoPE rotates {100 * s['rotary_share']:g}% of each head's channels; modern-gpt rotates them all."
+            )
+    window = text.get("sliding_window")
+    if s["known"] and isinstance(window, int) and window > 0 and text.get("use_sliding_window") is not False:
+        out.append(
+            f"sliding-window attention ({window:,} tokens) in some or all layers: the KV cache per token holds "
+            "for contexts up to the window; past it those layers keep only the last tokens."
+        )
+    if fam is not None:
+        gpt2 = fam is FAMILIES["gpt2"]
+        defaults = {"vocab_size": fam.vocab, "intermediate_size": fam.hidden, "n_positions": 1024 if gpt2 else None}
+        out += [
+            f"{name} is left out: {fam.cls}'s class default {value} is what transformers builds, and what is counted."
+            for name, value in defaults.items()
+            if value is not None and text.get(name) is None and not (gpt2 and text.get("max_position_embeddings"))
+        ]
+    if fam is not None and fam.kv_heads and "num_key_value_heads" not in text:
+        more = f", more than the {s['heads']} query heads" if s["kv_heads"] > s["heads"] else ""
+        out.append(
+            f"num_key_value_heads is left out: {fam.cls}'s class default is {s['kv_heads']}{more}; "
+            "that is what transformers builds, and what is counted."
+        )
     if s["head_dim"] != s["dim"] // s["heads"]:
         out.append(
             f"head_dim {s['head_dim']} is not hidden_size / heads = {s['dim'] // s['heads']}: modern-gpt's heads are "
             "always dim / heads wide, so the closest variant's parameter count differs."
         )
-    elif s["qk_norm"] == "projection":
-        out.append("modern-gpt's qk_norm has per-head gains, so the closest variant's parameter count differs.")
+    elif s["qk_norm"] in ("projection", "each head"):
+        out.append("modern-gpt's qk_norm has one gain per q and k, so the closest variant's parameter count differs.")
     some = [label for label, on in biases(s).items() if on]
     if some and len(some) < len(BIASES):
         out.append(
             f"biases on {', '.join(some)} only: modern-gpt has a bias everywhere or nowhere, "
             "so the closest variant's parameter count differs."
         )
+    if s["norms"] not in (2, None):
+        out.append(f"{s['norms']} norms per block, modern-gpt has 2: the closest variant's parameter count differs.")
+    if s["known"] and s["dtype"] not in DTYPE_BYTES:
+        out.append(f"dtype {s['dtype']!r} is not one explain knows the size of: the KV cache is given at 2 bytes.")
+    if fam is not None:
+        out += [
+            f"{name} is ignored: {fam.cls} does not read it, so it changes nothing here."
+            for name in OPTIONAL_STRUCTURE
+            if name in text and name not in fam.reads
+        ]
+        arch = cfg.get("architectures")
+        want = WRAPPERS[cfg["model_type"]][1] if s["part"] == "vision" else fam.cls
+        if isinstance(arch, list) and arch and arch != [want]:
+            out.append(
+                f"architectures names {', '.join(map(str, arch))}, but the count is of {want}, the class that "
+                "model_type gives AutoModelForCausalLM (another head has other parameters)."
+            )
+    if s["part"] == "wrapper":
+        out.append(f"{s['family']}: the fields shown are of text_config; the wrapper's own layers are not known.")
     for c in not_detected():
         out.append(
             f"{c} ({COMPONENT_SUMMARY.get(c, 'a component')}): explain cannot tell it from a config.json, "
@@ -266,8 +651,10 @@ def notes(s: dict, cfg: dict) -> list[str]:
 
 def flags_problem(s: dict) -> str:
     """Why `params` would refuse the closest variant's flags, or '' when it accepts them."""
-    if not s["vocab"]:
-        return "it gives no vocab_size, which --vocab-size needs"
+    if not s["known"]:
+        return f"explain does not know {s['family']}, so it cannot tell {', '.join(cannot_tell(s)) or 'its layers'}"
+    if s["cross_attention"]:
+        return "modern-gpt has no cross-attention"
     try:  # the model config the flags stand for, checked as `params` checks it
         ModelConfig(
             vocab_size=s["vocab"],
@@ -279,7 +666,7 @@ def flags_problem(s: dict) -> str:
             mlp_hidden=s["hidden"],
             rope_base=float(s["rope_base"]) if s["rope"] else 10000.0,
             tie_embeddings=s["tie"],
-        ).with_components(components(s))
+        ).with_components(closest(s))
     except ConfigError as e:
         return str(e).rstrip(".")
     return ""
@@ -287,7 +674,7 @@ def flags_problem(s: dict) -> str:
 
 def flags(s: dict) -> list[str]:
     """modern-gpt flags of the closest variant (the same shapes wherever modern-gpt's model can express them)."""
-    out = ["--" + c.replace("_", "-") for c in components(s)]
+    out = ["--" + c.replace("_", "-") for c in closest(s)]
     out += [
         "--vocab-size",
         str(s["vocab"]),
@@ -327,10 +714,11 @@ def _kv_sentence(v, s):
 
 
 def _act_sentence(v, s):
+    if s["gated"] is None:
+        return f"{v}: the MLP's activation (whether the MLP is gated, only the model's class says)."
     if s["gated"]:
-        kind = "SwiGLU" if s["swiglu"] else f"a gated unit with {v} (GeGLU-like)"
-        return f"{v} gates the MLP: {kind}, three matrices at width {s['hidden']}."
-    return f"{v}: the classic GELU MLP, two matrices at width {s['hidden']}."
+        return f"{v} gates the MLP: {_mlp_name(s)}, three matrices at width {s['hidden']}."
+    return f"{v}: {_mlp_name(s)} without a gate, two matrices at width {s['hidden']}."
 
 
 def _either(yes: str, no: str):
@@ -338,7 +726,40 @@ def _either(yes: str, no: str):
     return lambda v, s: yes if v else no
 
 
-# fmt: off  (a table: one field and its sentence per line)
+def _rope_block_sentence(v, s):
+    if not v:
+        return "no RoPE settings given: the class defaults."
+    if not s["known"]:
+        return f"RoPE settings: {json.dumps(v)}."
+    local = f" ({s['rope_local_base']:g} in the sliding-window layers)" if s["rope_local_base"] is not None else ""
+    kind = f", rescaled ({s['rope_scaling']})" if s["rope_scaling"] else ", no rescaling"
+    return f"RoPE's base frequency {s['rope_base']:g}{local}{kind}."
+
+
+def _head_dim_sentence(v, s):
+    if v != s["head_dim"]:
+        return f"ignored: this family's heads are hidden_size / heads = {s['head_dim']} wide."
+    return (
+        f"each head is {v} wide"
+        + ("" if v == s["dim"] // s["heads"] else f", not hidden_size / heads = {s['dim'] // s['heads']}")
+        + "."
+    )
+
+
+def _attention_bias_sentence(v, s):
+    if not s["known"]:
+        return "biases on the attention projections." if v else "no bias in the attention projections."
+    if s["family"] == "GPT-NeoX":
+        return "biases on the fused q, k, v and the o projections." if v else "no bias on q, k, v and o."
+    return "biases on the q, k, v and o projections." if v else "no bias in the attention projections."
+
+
+def _n_positions_sentence(v, s):
+    return f"{v} rows in the learned position table: the context wall, no position past it."
+
+
+# A table: one field and its sentence per line.
+# fmt: off
 FIELDS = {
     "model_type": (None, lambda v, s: f"the family: {s['family']}."),
     "architectures": (
@@ -353,14 +774,7 @@ FIELDS = {
     "num_attention_heads": (None, lambda v, s: f"{v} query heads of dimension {s['head_dim']}."),
     "n_head": (None, lambda v, s: f"{v} attention heads of dimension {s['head_dim']}."),
     "num_key_value_heads": ("gqa", _kv_sentence),
-    "head_dim": (
-        None,
-        lambda v, s: (
-            f"each head is {v} wide"
-            + ("" if v == s["dim"] // s["heads"] else f", not hidden_size / heads = {s['dim'] // s['heads']}")
-            + "."
-        ),
-    ),
+    "head_dim": (None, _head_dim_sentence),
     "intermediate_size": ("swiglu", lambda v, s: f"MLP hidden width {v} ({v / s['dim']:.2f} x the model width)."),
     "n_inner": (
         None,
@@ -368,10 +782,7 @@ FIELDS = {
     ),
     "hidden_act": ("swiglu", _act_sentence),
     "hidden_activation": ("swiglu", _act_sentence),
-    "activation_function": (
-        None,
-        lambda v, s: f"{v}: the MLP's activation (gelu_new is GELU's tanh approximation), no gate.",
-    ),
+    "activation_function": (None, _act_sentence),
     "max_position_embeddings": (
         "rope",
         lambda v, s: (
@@ -379,41 +790,40 @@ FIELDS = {
             + (" (RoPE: no table, a length it was trained or tuned to)." if s["rope"] else ".")
         ),
     ),
-    "n_positions": (
+    "original_max_position_embeddings": (
         "rope",
-        lambda v, s: f"{v} rows in the learned position table: the context wall, no position past it.",
+        lambda v, s: f"the context it was trained at before RoPE was rescaled: {v:,} tokens.",
     ),
+    "n_positions": ("rope", _n_positions_sentence),
     "n_ctx": (None, lambda v, s: f"context length {v} (an older name for n_positions)."),
     "rope_theta": (
         "rope",
-        lambda v, s: f"RoPE's base frequency {v:g}: a larger base rotates slower and reaches further.",
+        lambda v, s: (
+            f"RoPE's base frequency {v:g}: a larger base rotates slower and reaches further."
+            if not s["known"] or v == s["rope_base"]
+            else f"{v:g}, but rope_parameters or rope_scaling gives the base {s['rope_base']:g}, which wins."
+        ),
     ),
     "rotary_emb_base": ("rope", lambda v, s: f"RoPE's base frequency {v:g}."),
+    "rope_local_base_freq": ("rope", lambda v, s: f"RoPE's base frequency {v:g} in the sliding-window layers."),
     "rotary_pct": (
         "rope",
         lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels; the rest carry no position.",
     ),
     "partial_rotary_factor": ("rope", lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels."),
-    "rope_scaling": (
-        "rope",
-        lambda v, s: f"RoPE rescaled to stretch the context: {json.dumps(v)}." if v else "no RoPE rescaling.",
-    ),
+    "rope_scaling": ("rope", _rope_block_sentence),
+    "rope_parameters": ("rope", _rope_block_sentence),
     "rms_norm_eps": ("rmsnorm", lambda v, s: f"RMSNorm, with epsilon {v:g} added to the mean square."),
     "layer_norm_epsilon": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
     "layer_norm_eps": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
-    "attention_bias": (
-        "no_bias",
-        lambda v, s: (
-            "biases on the q, k, v and o projections."
-            if v
-            else (
-                "no bias on o (Qwen2's q, k and v always have one)."
-                if s["family"] == "Qwen2"
-                else "no bias in the attention projections."
-            )
-        ),
-    ),
+    "norm_epsilon": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
+    "attention_bias": ("no_bias", _attention_bias_sentence),
     "mlp_bias": ("no_bias", _either("biases in the MLP.", "no bias in the MLP.")),
+    "use_bias": (
+        "no_bias",
+        _either("biases in every projection.", "no bias in the projections (the norms keep theirs)."),
+    ),
+    "use_qkv_bias": ("no_bias", _either("biases on q, k and v.", "no bias on q, k and v.")),
     "qk_norm": (
         "qk_norm",
         _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
@@ -446,6 +856,10 @@ FIELDS = {
     ),
     "use_sliding_window": (None, _either("sliding-window attention is on.", "sliding-window attention is off.")),
     "max_window_layers": (None, lambda v, s: f"the sliding window applies from layer {v} on."),
+    "layer_types": (
+        None,
+        lambda v, s: ", ".join(f"{v.count(t)} {t.replace('_', ' ')}" for t in dict.fromkeys(v)) + " layers.",
+    ),
     "use_parallel_residual": (
         None,
         _either(
@@ -453,11 +867,31 @@ FIELDS = {
             "attention, then MLP, in sequence.",
         ),
     ),
+    "attn_logit_softcapping": (
+        None,
+        lambda v, s: f"attention scores are soft-capped at {v} (tanh)." if v else "no soft cap on attention scores.",
+    ),
+    "final_logit_softcapping": (
+        None,
+        lambda v, s: f"output logits are soft-capped at {v} (tanh)." if v else "no soft cap on the logits.",
+    ),
+    "query_pre_attn_scalar": (None, lambda v, s: f"attention scores are divided by sqrt({v}), not sqrt(head_dim)."),
+    "add_cross_attention": (
+        None,
+        _either("cross-attention layers to an encoder (not counted).", "no cross-attention."),
+    ),
+    "text_config": (None, lambda v, s: "the text model's fields: shown below with a text_config. prefix."),
+    "vision_config": (
+        None,
+        lambda v, s: f"the vision tower ({v.get('model_type', 'unknown type')}): not explained, not counted.",
+    ),
     "attention_dropout": (None, lambda v, s: f"dropout on attention weights: {v}."),
     "attn_pdrop": (None, lambda v, s: f"dropout on attention weights: {v}."),
     "resid_pdrop": (None, lambda v, s: f"dropout on residual outputs: {v}."),
     "embd_pdrop": (None, lambda v, s: f"dropout on embeddings: {v}."),
     "hidden_dropout": (None, lambda v, s: f"dropout on hidden states: {v}."),
+    "residual_dropout": (None, lambda v, s: f"dropout on residual outputs: {v}."),
+    "embedding_dropout": (None, lambda v, s: f"dropout on embeddings: {v}."),
     "initializer_range": (None, lambda v, s: f"weights initialised with standard deviation {v}."),
     "bos_token_id": (None, lambda v, s: f"the beginning-of-sequence token id: {v}."),
     "eos_token_id": (None, lambda v, s: f"the end-of-sequence token id: {v}."),
@@ -475,31 +909,46 @@ FIELDS = {
 # fmt: on
 
 
-def explain_config(cfg: dict, source: str = "the config") -> dict:
-    s = shape(cfg, source)
+def _field_rows(cfg: dict, s: dict, fam: Family | None, prefix: str = "") -> tuple[list[dict], list[str]]:
     fields, unknown = [], []
     for name, value in cfg.items():
         if name not in FIELDS:
-            unknown.append(name)
+            unknown.append(prefix + name)
             continue
         component, sentence = FIELDS[name]
+        if fam is not None and name in OPTIONAL_STRUCTURE and name not in fam.reads:
+            component, sentence = None, lambda v, s, c=fam.cls: f"ignored: {c} does not read it."
         try:
             meaning = sentence(value, s)
-        except (TypeError, ValueError, ZeroDivisionError, KeyError):
+        except (TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError):
             meaning = f"(the value {value!r} is not of the expected kind)"
-        fields.append({"field": name, "value": value, "component": component, "meaning": meaning})
+        fields.append({"field": prefix + name, "value": value, "component": component, "meaning": meaning})
+    return fields, unknown
+
+
+def explain_config(cfg: dict, source: str = "the config") -> dict:
+    s = shape(cfg, source)
+    text, fam, part = _layers_of(cfg, cfg.get("model_type", ""))
+    fields, unknown = _field_rows(cfg, s, fam if text is cfg else None)
+    if text is not cfg:
+        more, unknown_text = _field_rows(text, s, fam, "text_config.")
+        fields += more
+        unknown += unknown_text
+    problem = flags_problem(s)
     return {
         "family": s["family"],
         "fields": fields,
         "unknown": unknown,
         "components": components(s),
+        "cannot_tell": cannot_tell(s),
         "not_detected": not_detected(),
         "biases": biases(s),
         "notes": notes(s, cfg),
         "params": param_count(s),
+        "params_not_counted": not_counted(s) or ("the vision tower and projector" if part == "vision" else ""),
         "kv_cache_bytes_per_token": kv_cache_bytes(s),
-        "dtype": s["dtype"],
-        "flags": None if flags_problem(s) else flags(s),  # None: `params` would refuse them (flags_problem says why)
-        "flags_problem": flags_problem(s),
+        "dtype": s["dtype"] if s["dtype"] in DTYPE_BYTES else "bfloat16",
+        "flags": None if problem else flags(s),  # None: `params` would refuse them (flags_problem says why)
+        "flags_problem": problem,
         "shape": s,
     }

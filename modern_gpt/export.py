@@ -512,12 +512,13 @@ TRANSFORMERS_READS = (
     "tf_model.h5", "flax_model.msgpack", "model.ckpt.index",  # other weights, shards and their indexes
     "adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",  # a PEFT adapter, loaded on top
     "special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json",
-    "additional_chat_templates", "vocab.json", "merges.txt", "vocab.txt", "*.model", "*.tiktoken", "tekken.json",
+    "additional_chat_templates", "vocab.json", "merges.txt", "vocab.txt", "tekken.json", "*.tiktoken",
+    "tokenizer.model", "spiece.model", "spm.model", "sentencepiece.model", "sentencepiece.bpe.model", "tiktoken.model",
     "preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json",
     "audio_tokenizer_config.json",
 )  # fmt: skip
 # What transformers never reads, kept: a model card, git's files, the hub's download cache.
-KEPT = ("*.md", "LICENSE*", ".git*", ".cache")
+KEPT = ("*.md", "LICENSE*", ".git*", ".cache", ".DS_Store")
 
 
 def _stale_and_foreign(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -543,7 +544,9 @@ def clear_for_export(folder: Path) -> list[str]:
     refuse, before removing anything, a file it does not know. Returns the names removed."""
     stale, foreign = _stale_and_foreign(folder)
     if foreign:
-        names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in foreign[:5])
+        names = ", ".join(
+            (p.name if p.name.isprintable() else repr(p.name)) + ("/" if p.is_dir() else "") for p in foreign[:5]
+        )
         raise UserError(
             f"{folder} holds {names}{' and more' if len(foreign) > 5 else ''}, which modern-gpt export does not "
             f"write and transformers may read; move {'it' if len(foreign) == 1 else 'them'} away, or choose another --hf."

@@ -458,6 +458,8 @@ class Shapes:
     mlp_bias: bool
     norm_shift: bool  # LayerNorm's bias
     tied: bool
+    norms_per_layer: int = 2  # Gemma-2 and -3 norm before and after attention and MLP: 4; StableLM in parallel: 1
+    act_params: int = 0  # learned parameters of the MLP's activation per layer (Apertus's xIELU: 2)
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> Shapes:
@@ -494,14 +496,14 @@ def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
         "token_embedding": s.vocab_size * d,
         "position_table": s.position_rows * d,
         "attention": L * (d * (q + 2 * kv) + q * d),
-        "mlp": L * s.mlp_matrices * d * s.hidden,
-        "norms": (2 * L + 1) * d + L * s.qk_norm_gains,  # gains; RMSNorm has no shift
+        "mlp": L * (s.mlp_matrices * d * s.hidden + s.act_params),
+        "norms": (s.norms_per_layer * L + 1) * d + L * s.qk_norm_gains,  # gains; RMSNorm has no shift
         "biases": 0,
         "output_head": 0 if s.tied else s.vocab_size * d,
     }
     counts["biases"] = (
         L * ((q + 2 * kv) * s.qkv_bias + d * s.o_bias + ((s.mlp_matrices - 1) * s.hidden + d) * s.mlp_bias)
-        + (2 * L + 1) * d * s.norm_shift  # LayerNorm's shift
+        + (s.norms_per_layer * L + 1) * d * s.norm_shift  # LayerNorm's shift
     )
     counts["total"] = sum(counts.values())
     return counts

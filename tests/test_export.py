@@ -605,6 +605,20 @@ def test_export_refuses_a_folder_named_like_a_file_transformers_reads(tmp_path, 
     assert "holds generation_config.json/, which" in err
 
 
+def test_export_force_into_another_checkpoint_is_refused_and_leaves_it_whole(tmp_path, capsys, monkeypatch):
+    """Before, --force overwrote its config.json and model.safetensors: a checkpoint that no longer loaded."""
+    from modern_gpt.checkpoint import load_checkpoint
+
+    tok = tokenizer_of("char", tmp_path)
+    ckpt = checkpoint_of(build((), vocab_size=tok.vocab_size), tok, tmp_path / "ckpt")
+    other = checkpoint_of(build(("gqa",), vocab_size=tok.vocab_size), tok, tmp_path / "other")
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    err = cli_error(capsys, monkeypatch, "export", ckpt, "--hf", other, "--force")
+    assert "holds metrics.json, which modern-gpt export does not write" in err
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+    assert load_checkpoint(other)[0].config.gqa
+
+
 def test_generate_extrapolate_and_export_name_a_transformers_folder(tmp_path, capsys, monkeypatch):
     tok = tokenizer_of("char", tmp_path)
     export_hf(build(QWEN3, vocab_size=tok.vocab_size), tmp_path / "hf", tok)
