@@ -164,22 +164,38 @@ def explain_table(info: dict, source) -> Table:
     return table
 
 
+def _bias_sentence(biases: dict) -> str:
+    """'on q, k, v; none on o, MLP' with every projection named once; unknown ones said as such."""
+    groups = {
+        "on ": [n for n, on in biases.items() if on],
+        "none on ": [n for n, on in biases.items() if on is False],
+        "cannot tell for ": [n for n, on in biases.items() if on is None],
+    }
+    if not groups["on "] and not groups["cannot tell for "]:
+        return "none"
+    if groups["on "] and not groups["none on "] and not groups["cannot tell for "]:
+        return "on every projection and norm (" + ", ".join(groups["on "]) + ")"
+    return "; ".join(k + ", ".join(v) for k, v in groups.items() if v)
+
+
 def explain_lines(info: dict) -> list[str]:
     """What follows the table: unknown fields, components, biases, notes, the price and the closest variant."""
     lines = []
     if info["unknown"]:
         lines.append("unknown (not explained, not guessed): " + ", ".join(info["unknown"]))
-    lines.append(f"components: {', '.join(info['components']) or 'none (classic GPT-2)'}")
-    with_bias = [name for name, on in info["biases"].items() if on]
-    without = ", ".join(name for name, on in info["biases"].items() if not on)
+    found = ", ".join(info["components"]) or ("none (classic GPT-2)" if not info["cannot_tell"] else "none told")
     lines.append(
-        f"biases: {', '.join(with_bias) if with_bias else 'none'}" + (f"; none on {without}" if with_bias else "")
+        f"components: {found}" + (f"; cannot tell: {', '.join(info['cannot_tell'])}" if info["cannot_tell"] else "")
     )
+    lines.append(f"biases: {_bias_sentence(info['biases'])}")
     lines += [f"note: {note}" for note in info["notes"]]
-    lines.append(
-        f"parameters: {info['params']:,}; KV cache: {info['kv_cache_bytes_per_token']:,} bytes per token at "
-        f"{info['dtype']}"
-    )
+    if info["params"] is None:
+        lines.append(f"parameters: not counted ({info['params_not_counted']})")
+    else:
+        part = f" (not counted: {info['params_not_counted']})" if info["params_not_counted"] else ""
+        lines.append(f"parameters: {info['params']:,}{part}")
+    if info["kv_cache_bytes_per_token"] is not None:
+        lines.append(f"KV cache: {info['kv_cache_bytes_per_token']:,} bytes per token at {info['dtype']}")
     if info["flags"] is None:  # flags that `params` would refuse are not printed
         lines.append(f"closest modern-gpt variant: none that modern-gpt params accepts ({info['flags_problem']})")
     else:
