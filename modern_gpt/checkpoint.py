@@ -130,7 +130,7 @@ def _failed_run(folder: Path) -> str:
     if not isinstance(metrics, dict):
         return ""
     if metrics.get("diverged"):
-        return f"diverged (the loss became NaN or infinite) after {metrics.get('steps_done', '?')} steps"
+        return f"diverged (the loss or an update became NaN or infinite) after {metrics.get('steps_done', '?')} steps"
     if metrics.get("error"):
         return f"failed ({str(metrics['error']).rstrip('.')})"
     return ""

@@ -108,7 +108,7 @@ def train_table(result, components, corpus_name: str, seed: int) -> Table:
 
 
 def train_failed(result, out: Path) -> str:
-    why = "diverged (the loss became NaN or infinite)" if result.diverged else f"failed: {result.error}"
+    why = "diverged (the loss or an update became NaN or infinite)" if result.diverged else f"failed: {result.error}"
     return f"The run {why} after {result.steps_done} steps; no weights saved, metrics in {out}/metrics.json."
 
 

@@ -307,6 +307,11 @@ def is_oom(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
+def update_overflowed(e: RuntimeError) -> bool:
+    """torch's error for a step size or weight-decay factor beyond float32 (lr about 3.4e37 and up): the run diverged."""
+    return "without overflow" in str(e)
+
+
 def train_run(
     model_cfg: ModelConfig,
     corpus: Corpus,
@@ -381,7 +386,13 @@ def train_run(
             loss.backward()
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
+            try:
+                opt.step()
+            except RuntimeError as e:  # a finite lr whose update overflows float32 (lr / (1 - beta1) > 3.4e38)
+                if not update_overflowed(e):
+                    raise
+                diverged = True  # as a NaN loss would end it: the update is infinite
+                break
             opt.zero_grad()  # torch.optim.AdamW (CUDA) too: None grads by default
             steps_done = step
             evaluating = step % cfg.eval_every == 0 or step == cfg.steps

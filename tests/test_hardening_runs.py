@@ -88,3 +88,40 @@ def test_hand_edited_threads_are_named(run, run_ok, tmp_path):
         (tmp_path / "f" / "meta.json").write_text(json.dumps({**meta, "threads": bad}))
         code, _, err = run("ablate", "--resume", "f", "--jobs", "1")
         assert code == 2 and said in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------------------
+# A finite learning rate whose update overflows float32: a diverged run, never a traceback
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("lr", "weight_decay"), [(1e300, 0.1), (3.5e38, 0.0), (1e-3, 1e300)])
+def test_an_update_beyond_float32_is_a_diverged_run(corpus, lr, weight_decay):
+    from modern_gpt.model import ModelConfig
+    from modern_gpt.train import TrainConfig, train_run
+
+    cfg = TrainConfig(steps=3, eval_every=3, lr=lr, weight_decay=weight_decay, warmup_steps=0, device="cpu")
+    result, _ = train_run(ModelConfig(context=16, dim=16, heads=2, layers=1), corpus, cfg, seed=0)
+    assert result.diverged and result.error == "" and result.steps_done <= 1
+
+
+def test_train_at_an_overflowing_lr_says_it_diverged(run):
+    code, out, err = run("train", *tiny(3), "--lr", "1e300", "--warmup-steps", "0", "--out", "ckpt")
+    assert code == 0 and "Traceback" not in err, err
+    assert "diverged (the loss or an update became NaN or infinite) after 0 steps" in out
+    code, _, err = run("generate", "ckpt")
+    assert code == 2 and "holds a run that diverged" in err
+
+
+def test_an_overflowing_lr_is_recorded_fresh_and_on_resume(run_ok, tmp_path):
+    """--lrs with an absurd rate: its runs are diverged, the table chooses the other rate; a folder interrupted
+    before those runs resumes and records them too (every resume used to crash on the same run)."""
+    args = ["ablate", *tiny(3), "--plan", "custom", "--variants", "classic;rope", "--seeds", "2", "--no-placebo"]
+    args += ["--lrs", "1e-3,1e300", "--warmup-steps", "0", "--eval-tokens", "64", "--jobs", "1"]
+    out = run_ok(*args, "--out", "fresh")
+    runs = pd.read_csv(tmp_path / "fresh" / "runs.csv")
+    assert len(runs) == 8 and runs[runs.lr == 1e300].diverged.all() and not runs[runs.lr == 1e-3].diverged.any()
+    assert "At lr 1e+300, of 4 runs 4 diverged or failed" in out
+    _interrupt(tmp_path / "fresh", keep=1)  # the first run: lr 1e-3; every lr 1e300 run is still to do
+    run_ok("ablate", "--resume", "fresh", "--jobs", "1")
+    resumed = pd.read_csv(tmp_path / "fresh" / "runs.csv")
+    pd.testing.assert_frame_equal(resumed.drop(columns=TIMING), runs.drop(columns=TIMING))
+    assert ResultsDir(tmp_path / "fresh").read_meta()["status"] == "finished"
