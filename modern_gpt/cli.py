@@ -284,7 +284,9 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
         console.print(render.train_failed(result, out), markup=False)
         return
     save_checkpoint(out, model, settings, corpus.tokenizer, metrics)
-    console.print(render.train_table(result, model.config.components, corpus.name, seed))
+    console.print(
+        render.train_table(result, model.config.components, corpus.name, seed, render.train_windows(result, settings))
+    )
     if result.epochs > 1:
         console.print(render.memorised(result.epochs))
     console.print(f"checkpoint: {out}")
@@ -427,9 +429,15 @@ VARIANTS_HELP = (
     'With --plan custom: rows separated by ";", each classic, modern or components joined by "+", e.g. '
     '"classic;rmsnorm+rope;modern". Each row is compared with the row above.'
 )
-VARIANT_HELP = "The architecture to measure: classic, modern, or components joined by + \\[default: classic]."
+VARIANT_HELP = (
+    "The architecture to measure: classic, modern, or components joined by +; measure the noisiest one you plan "
+    "(rows that change the architecture can be several times noisier than two inits of classic) \\[default: classic]."
+)
 POWER_SEEDS_HELP = "Seeds to train it with, each also with the placebo init \\[default: 8]."
-SEEDS_HELP = "Run every variant with seeds 0..N-1 \\[default: 3], or auto: add seeds until every row is decided."
+SEEDS_HELP = (
+    "Run every variant with seeds 0..N-1 \\[default: 5], or auto: add seeds until every row is decided or cannot be "
+    "by --max-seeds."
+)
 AUTO_HELP = "With --seeds auto: the first look at the data \\[default: 3]."
 MAX_HELP = "With --seeds auto: stop at this many seeds even if rows are undecided \\[default: 10]."
 ALPHA_HELP = "The chance of any wrong better/worse in the whole table (family-wise error rate) \\[default: 0.05]."

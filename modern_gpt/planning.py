@@ -21,7 +21,7 @@ from .model import (
 from .results import MAX_SEED
 from .schema import short
 from .settings import Settings, from_dict
-from .stats import table_level
+from .stats import Boundary, boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
 POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
@@ -187,6 +187,7 @@ def expand_lrs(rows: list[Variant], lrs: list[float]) -> list[Variant]:
 
 
 AUTO = "auto"
+DEFAULT_SEEDS = 5  # 80% power at 3 seeds needs 8.0 paired sds in a 6-component table; at 5 seeds, 2.8
 MAX_SEEDS = 10_000  # --seeds N: more runs than anyone waits for is a typing mistake
 MAX_AUTO_SEEDS = 30  # --seeds auto: looks up to here keep the boundary's simulation to seconds and bounded memory
 
@@ -217,7 +218,7 @@ def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
                 f"got {seed_list_text!r}."
             )
         return out
-    n = 3 if seeds is None else seeds
+    n = DEFAULT_SEEDS if seeds is None else seeds
     if not 1 <= n <= MAX_SEEDS:
         raise UserError(f"--seeds must be between 1 and {MAX_SEEDS:,}, got {n}.")
     return list(range(n))
@@ -309,12 +310,16 @@ class Spec:
 
     @property
     def tested_rows(self) -> int:
-        """The table rows with a reference: the family whose false positives the verdicts control."""
-        return sum(v.reference is not None for v in self.table_variants)
+        """The component rows with a reference: the family whose false positives Holm controls (the placebo is
+        tested alone)."""
+        return sum(v.reference is not None and not v.placebo for v in self.table_variants)
 
-    def level(self) -> float:
-        """The level Holm-adjusted p-values are compared with: alpha, or the per-look level of --seeds auto."""
-        return table_level(self.alpha, self.tested_rows, self.min_seeds, len(self.seeds))
+    def boundary(self) -> Boundary | None:
+        """--seeds auto's thresholds (report.family_boundary computes the same from meta.json); None for a
+        fixed number of seeds."""
+        return (
+            boundary(self.alpha, max(1, self.tested_rows), self.min_seeds, len(self.seeds)) if self.sequential else None
+        )
 
 
 def spec_differences(stored: dict, requested: dict) -> list[str]:
@@ -402,7 +407,7 @@ def plan_spec(
         spec = Spec(
             settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low, lrs=rates
         )
-        spec.level()  # the boundary's simulation (a few seconds at most) runs before any folder is made
+        spec.boundary()  # the boundary's simulation (a second or two) runs before any folder is made
         return spec
     if min_seeds is not None or max_seeds is not None:
         raise UserError("--min-seeds and --max-seeds go with --seeds auto.")

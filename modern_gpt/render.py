@@ -23,6 +23,7 @@ from .planning import label
 from .report import seeds_planned
 from .results import SUMMARY_COLUMNS
 from .stats import INCONCLUSIVE, MAX_PAIRS
+from .train import curve_windows
 
 
 # ---------------------------------------------------------------------------
@@ -85,8 +86,8 @@ def params_sentence(info: dict) -> str:
 # ---------------------------------------------------------------------------
 # train
 # ---------------------------------------------------------------------------
-def train_table(result, components, corpus_name: str, seed: int) -> Table:
-    """One run's numbers (a train.RunResult)."""
+def train_table(result, components, corpus_name: str, seed: int, windows: dict | None = None) -> Table:
+    """One run's numbers (a train.RunResult); windows: {all, curve} validation windows (train_windows)."""
     table = Table(title=f"{label(components)} on {corpus_name}, seed {seed}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -96,7 +97,7 @@ def train_table(result, components, corpus_name: str, seed: int) -> Table:
         ("val loss (nats/token)", f"{result.val_loss:.4f}"),
         ("val bits/char", f"{result.val_bpc:.4f}"),
         ("val perplexity", f"{result.val_ppl:.2f}"),
-        ("best val loss (step)", f"{result.best_val_loss:.4f} ({result.best_step})"),
+        (best_label(windows, "step"), f"{result.best_val_loss:.4f} ({result.best_step})"),
         ("epochs of the training split", f"{result.epochs:.2f}"),
         ("tokens/s", f"{result.tokens_per_s:,.0f}"),
         ("wall seconds", f"{result.secs:.1f}"),
@@ -105,6 +106,12 @@ def train_table(result, components, corpus_name: str, seed: int) -> Table:
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def train_windows(result, settings) -> dict:
+    """A run's validation windows: of its final loss (all) and of its curve (where best val loss comes from)."""
+    every = result.val_tokens // settings.model.context
+    return {"all": every, "curve": curve_windows(settings.train, every)}
 
 
 def train_failed(result, out: Path) -> str:
@@ -263,7 +270,7 @@ def duel_table(d: dict) -> Table:
         ("params", lambda x: f"{x['params']:,}"),
         ("val loss (test half)" if d.get("test_half") else "val loss", lambda x: _num(x["val_loss"], ".4f")),
         (
-            "best val loss (mean step, all windows)" if d.get("test_half") else "best val loss (mean step)",
+            best_label(d.get("windows"), "mean step", d.get("test_half")),
             lambda x: f"{_num(x['best_val_loss'], '.4f')} ({_num(x['best_step'], '.0f')})",
         ),
         ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
@@ -272,6 +279,17 @@ def duel_table(d: dict) -> Table:
     for what, cell in rows:
         table.add_row(what, *(cell(x) for x in d["sides"].values()))
     return table
+
+
+def best_label(windows: dict | None, step: str, all_said: bool = False) -> str:
+    """The best val loss's row label: it comes from the curve, whose evaluations use --eval-batches batches of
+    the final loss's windows; the label says so when they are fewer than all of them."""
+    every, curve = (windows or {}).get("all"), (windows or {}).get("curve")
+    if every and curve == every:
+        return f"best val loss ({step}, all windows)" if all_said else f"best val loss ({step})"
+    if every and curve:
+        return f"best val loss ({step}; curve: {curve:,} of {every:,} windows)"
+    return f"best val loss ({step}; the curve's --eval-batches windows)"
 
 
 def duel_sentence(d: dict) -> str:
@@ -289,9 +307,15 @@ def power_table(info: dict) -> Table:
     )
     table.add_column("seeds", justify="right")
     table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
+    table.add_column("over the sd's 95% CI", justify="right")
     table.add_column(f"a row of a {info['table_rows']}-row table (Holm)", justify="right")
+    table.add_column("over the sd's 95% CI", justify="right")
     for r in info["mde"]:
-        table.add_row(str(r["seeds"]), _num(r["one_comparison"], ".4f"), _num(r["table_row"], ".4f"))
+        cells = [str(r["seeds"])]
+        for key in ("one_comparison", "table_row"):
+            x = r[key]
+            cells += [_num(x["mde"], ".4f"), f"{_num(x['low'], '.4f')}–{_num(x['high'], '.4f')}"]
+        table.add_row(*cells)
     return table
 
 
@@ -306,12 +330,16 @@ def power_sentences(info: dict) -> list[str]:
     return [
         f"{info['variant']}: val loss {_num(info['val_loss'], '.4f')} over {info['pairs']} seeds (spread "
         f"{_num(info['spread'], '.4f')}); paired sd between two weight inits on the same batches and evaluation "
-        f"tokens: {_num(info['paired_sd'], '.4f')} nats.",
+        f"tokens: {_num(info['paired_sd'], '.4f')} nats (95% CI {_num(info['sd_ci'][0], '.4f')}–"
+        f"{_num(info['sd_ci'][1], '.4f')} from {info['pairs']} pairs: the mde columns' ranges).",
         f"Placebo check: Δ {_num(p['delta_val'], '+.4f')} (95% CI [{_num(p['ci_low'], '+.4f')}, "
         f"{_num(p['ci_high'], '+.4f')}], p {_p(p['p'])}): {check}.",
         "Read: a component whose true effect is below a row's number is likely to come out inconclusive at that "
-        "many seeds. Rows whose architectures differ more can have a larger paired sd than two inits of one; "
-        "the table's own mde column measures it.",
+        "many seeds.",
+        "Warning: rows that change the architecture can be several times noisier than two inits of one (on "
+        "tinyshakespeare, SwiGLU on RoPE had a paired sd of 0.039 against 0.0083 for two inits); plan on the "
+        "noisiest row you will ablate by measuring it: modern-gpt power --variant with that architecture (e.g. "
+        "--variant rmsnorm+rope+swiglu), and read the ablation's own mde column.",
     ]
 
 

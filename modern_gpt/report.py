@@ -15,20 +15,29 @@ import pandas as pd
 from .errors import UserError
 from .model import COMPONENTS
 from .results import ResultsDir, failed, unstable
+from .schema import short
 from .stats import (
+    FIXED,
+    FUTILITY,
     INCONCLUSIVE,
+    POWER,
     SAME,
+    Boundary,
+    boundary,
     decide,
     holm,
+    honest_mde,
     mde,
     mean,
     paired,
     pairs_needed,
+    sd_bound,
+    sd_interval,
+    sequential,
     spread,
-    table_level,
     tost_p,
 )
-from .train import SPIKE
+from .train import SPIKE, TrainConfig, curve_windows
 
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
 MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was learnt by heart
@@ -36,17 +45,20 @@ MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split wa
 
 
 def tested_rows(meta: dict) -> int:
-    """The rows with a reference: the family whose false positives the verdicts control."""
-    return sum(v["reference"] is not None for v in meta["variants"])
+    """The component rows with a reference: the family whose false positives Holm controls. The placebo is a
+    diagnostic, tested alone at alpha, and asks nothing of the others' power."""
+    return sum(v["reference"] is not None and not v.get("placebo") for v in meta["variants"])
 
 
-def level(meta: dict) -> float:
-    """What Holm-adjusted p-values are compared with: the level meta.json records for --seeds auto, else the
-    one its settings give (alpha, or the boundary of an ablation stopped before it was written)."""
-    spec, seq = meta["spec"], meta.get("sequential")
-    if seq:
-        return seq["level"]
-    return table_level(spec.get("alpha", 0.05), tested_rows(meta), spec.get("min_seeds"), len(spec["seeds"]))
+def family_boundary(meta: dict, placebo: bool = False) -> Boundary:
+    """The thresholds a table is judged by, recomputed from its spec (never read from meta.json): alpha / r for
+    a fixed number of seeds, or the --seeds auto boundary; for the placebo, a family of one."""
+    spec = meta["spec"]
+    alpha, low = spec.get("alpha", 0.05), spec.get("min_seeds")
+    rows = 1 if placebo else max(1, tested_rows(meta))
+    if low is None:
+        return Boundary(alpha, (len(spec["seeds"]),), tuple((alpha / r,) for r in range(1, rows + 1)), FIXED)
+    return boundary(alpha, rows, low, len(spec["seeds"]))
 
 
 def seeds_planned(meta: dict) -> int:
@@ -113,13 +125,21 @@ def lr_view(meta: dict, runs: pd.DataFrame, at_lr: float | None = None) -> tuple
     view["row"] = view["row"].map(chosen)
     scale = view["val_loss_test"] / view["val_loss"]  # bits per character scale with the loss
     view["val_bpc"], view["val_loss"] = view["val_bpc"] * scale, view["val_loss_test"]
-    sweep = {"lrs": lrs, "at": at_lr, "runs": len(runs), "run_rows": len(meta["variants"]), "all": runs}
+    sweep = {"lrs": lrs, "at": at_lr, "runs": len(runs), "run_rows": len(meta["variants"]), "all": runs, "meta": meta}
     return {**meta, "variants": variants, "sweep": sweep}, view.reset_index(drop=True)
 
 
 def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
     """One dict per table row (the columns of summary.csv): means over seeds, the paired test of each row
-    against its reference, Holm across the rows, the verdict, and what an inconclusive row would need."""
+    against its reference, Holm across the component rows (the placebo alone), the verdict, and what an
+    inconclusive row would need. With --seeds auto the verdicts are those of the recorded looks, replayed."""
+    rows = _paired_rows(meta, runs)
+    _judge(meta, runs, rows)
+    return rows
+
+
+def _paired_rows(meta: dict, runs: pd.DataFrame) -> list[dict]:
+    """summarize's rows before any verdict: the means and each row's paired test against its reference."""
     variants, margin = meta["variants"], meta["spec"].get("margin")
     good = {i: {} for i in range(len(variants))}  # row -> {seed: run} for runs that finished well
     failures = {i: 0 for i in range(len(variants))}
@@ -167,53 +187,179 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
             st = paired(deltas)
             row.update(delta_val=st.delta, ci_low=st.ci_low, ci_high=st.ci_high, pairs=st.n, sd=st.sd, p=st.p_value)
             row["p_same"] = tost_p(deltas, margin) if margin else math.nan
+        row["placebo"] = bool(v.get("placebo"))
         rows.append(row)
-    tested = [row for row in rows if not math.isnan(row["reference"])]
-    at = level(meta)
-    per_row = at / max(1, len(tested))  # Holm's first step: the level a single row is sure to be tested at
-    for row in rows:
-        row.update(p_holm=math.nan, p_same_holm=math.nan, mde=math.nan, seeds_needed=math.nan)
-    for row, p, p_same in zip(tested, holm([r["p"] for r in tested]), holm([r["p_same"] for r in tested]), strict=True):
-        row.update(p_holm=p, p_same_holm=p_same)
-        row["verdict"] = decide(row["delta_val"], p, at, p_same)
-        row["mde"] = mde(row["sd"], row["pairs"], per_row)
-        if row["verdict"] == INCONCLUSIVE:
-            row["seeds_needed"] = pairs_needed(margin or abs(row["delta_val"]), row["sd"], per_row)
     return rows
 
 
-def decided_rows(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[int, int]:
-    """(rows decided, rows asked) using the first `seeds` seeds: a look of --seeds auto. The placebo is
-    tested with the others but asks no question, so --seeds auto does not wait for it (the boundary holds
-    the error rate whatever rule decides when to stop)."""
-    chosen = set(meta["spec"]["seeds"][:seeds])
-    meta, runs = lr_view(meta, runs[runs["seed"].isin(chosen)] if len(runs) else runs)
-    summary = summarize(meta, runs)
-    asked = [
-        row
-        for row, v in zip(summary, meta["variants"], strict=True)
-        if v["reference"] is not None and not v.get("placebo")
-    ]
-    return sum(row["verdict"] != INCONCLUSIVE for row in asked), len(asked)
+def _judge(meta: dict, runs: pd.DataFrame, rows: list[dict]) -> None:
+    """Verdicts, p_holm, mde and need for the rows of _paired_rows, in place."""
+    margin = meta["spec"].get("margin")
+    families = [[r for r in rows if not math.isnan(r["reference"]) and r["placebo"] == placebo] for placebo in (0, 1)]
+    for row in rows:
+        row.update(p_holm=math.nan, p_same_holm=math.nan, mde=math.nan, seeds_needed=math.nan)
+    looks = sequential_verdicts(meta, runs) if meta["spec"].get("min_seeds") is not None else None
+    for placebo, family in enumerate(families):
+        bound = family_boundary(meta, bool(placebo))
+        alpha = bound.alpha
+        # the level Holm's first step gives each row with a test at the last look: what mde and need promise
+        with_test = sum(not math.isnan(r["p"]) for r in family)
+        per_row = bound.level(with_test)
+        for row, p, p_same in zip(
+            family, holm([r["p"] for r in family]), holm([r["p_same"] for r in family]), strict=True
+        ):
+            row.update(p_holm=p, p_same_holm=p_same)
+            if looks is None:
+                row["verdict"] = decide(row["delta_val"], p, alpha, p_same)
+            else:
+                row["verdict"] = looks["verdicts"].get(row["row"], INCONCLUSIVE)
+            row["mde"] = honest_mde(row["sd"], row["pairs"], per_row)
+            row["seeds_needed"] = need(row, margin, per_row) if row["verdict"] == INCONCLUSIVE else math.nan
+
+
+def need(row: dict, margin: float | None, level: float) -> float:
+    """The pairs that give 80% power at --margin, or at the observed |delta| when it is at least one standard
+    error (|t| >= 1): below that the observed delta is mostly noise, and so would be any number from it. The
+    sd is its 80% upper confidence bound, as for mde."""
+    n, sd, delta = row["pairs"], row["sd"], row["delta_val"]
+    if n < 2 or not sd > 0:
+        return math.nan
+    if margin:
+        effect = margin
+    elif abs(delta) >= sd / math.sqrt(n):
+        effect = abs(delta)
+    else:
+        return math.nan
+    return pairs_needed(effect, sd * sd_bound(n), level, POWER)
+
+
+def sequential_verdicts(meta: dict, runs: pd.DataFrame, seeds: list[int] | None = None) -> dict:
+    """--seeds auto replayed from the runs: the looks at `seeds` pairs (by default those meta.json records),
+    each on the first seeds of the spec as the ablation saw them (with --lrs, each row at its best learning rate
+    on those seeds). Returns the verdicts that stand ({row: verdict}), the seeds at which each was reached, one
+    entry per look (seeds, decided, rows, futile) and the index of the look at which the rule stops."""
+    sweep = meta.get("sweep")
+    raw_meta, raw_runs, at = (sweep["meta"], sweep["all"], sweep["at"]) if sweep else (meta, runs, None)
+    seq = meta.get("sequential") or {}
+    seeds = [look["seeds"] for look in seq.get("looks", [])] if seeds is None else seeds
+    if not seeds:
+        return {"verdicts": {}, "decided_at": {}, "looks": [], "stop": -1}
+    per_look = []
+    for n in seeds:
+        chosen = set(raw_meta["spec"]["seeds"][:n])
+        view, mine = lr_view(raw_meta, raw_runs[raw_runs["seed"].isin(chosen)] if len(raw_runs) else raw_runs, at)
+        per_look.append(_paired_rows(view, mine))
+    margin = view["spec"].get("margin")
+    first = per_look[0]
+    components = [i for i, r in enumerate(first) if not math.isnan(r["reference"]) and not r["placebo"]]
+    placebos = [i for i, r in enumerate(first) if not math.isnan(r["reference"]) and r["placebo"]]
+
+    def judged(rows: list[int], bound: Boundary, stop_at=None):
+        columns = ("delta_val", "sd", "pairs", "p", "p_same")
+        arrays = [np.array([[look[i][c] for i in rows] for look in per_look], dtype=float) for c in columns]
+        return sequential(*arrays, bound, margin, stop_at)
+
+    out = {"verdicts": {}, "decided_at": {}, "looks": [], "stop": len(seeds) - 1}
+    if components:
+        comp = judged(components, family_boundary(view))
+        out["stop"] = int(comp.stop)
+        out["looks"] = [
+            {"seeds": n, "decided": int(comp.decided[k]), "rows": len(components), "futile": int(comp.futile[k])}
+            for k, n in enumerate(seeds)
+        ]
+    else:  # nothing asked: every look decides all of nothing
+        out["looks"] = [{"seeds": n, "decided": 0, "rows": 0, "futile": 0} for n in seeds]
+    for rows, looks in (
+        (components, comp if components else None),
+        (placebos, judged(placebos, family_boundary(view, placebo=True), out["stop"]) if placebos else None),
+    ):
+        for j, i in enumerate(rows):
+            out["verdicts"][first[i]["row"]] = str(looks.verdict[j])
+            if looks.look[j] >= 0:
+                out["decided_at"][first[i]["row"]] = seeds[int(looks.look[j])]
+    return out
+
+
+def take_look(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[dict, bool]:
+    """The look of --seeds auto after the round that completes `seeds` pairs, computed as the table computes
+    it (every earlier look replayed): its meta.json entry, and whether the ablation stops there."""
+    recorded = [look["seeds"] for look in meta["sequential"]["looks"]]
+    replay = sequential_verdicts(meta, runs, [*recorded, seeds])
+    return replay["looks"][-1], replay["stop"] <= len(recorded)
+
+
+def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
+    """A --seeds auto folder's boundary and looks, recomputed from its spec and runs: a meta.json that says
+    otherwise (edited by hand, or written by a version with another rule) is refused, naming the key."""
+    seq = meta.get("sequential")
+    if not seq:
+        return
+    view, _ = lr_view(meta, runs)
+    bound = family_boundary(view)
+    found = None
+    if seq.get("method") != bound.method:
+        found = f"sequential.method is {seq.get('method')!r}, but its spec gives {bound.method!r}"
+    elif not isinstance(seq.get("levels"), list) or not np.allclose(seq["levels"], bound.levels[-1], rtol=1e-9, atol=0):
+        found = (
+            f"sequential.levels {short(seq.get('levels'), 50)} are not the boundary its spec gives "
+            f"({short([float(f'{x:.3g}') for x in bound.levels[-1]], 50)})"
+        )
+    looks = seq["looks"]
+    for i, look in enumerate(looks if found is None else []):
+        if look["seeds"] != seq["min_seeds"] + i:
+            found = f"sequential.looks[{i}].seeds is {look['seeds']}, not {seq['min_seeds'] + i}"
+            break
+    if found is None and looks:
+        replay = sequential_verdicts(meta, runs)
+        for i, (stored, redone) in enumerate(zip(looks, replay["looks"], strict=True)):
+            wrong = [k for k in ("decided", "rows", "futile") if stored.get(k) != redone[k]]
+            if wrong:
+                found = f"sequential.looks[{i}].{wrong[0]} is {stored.get(wrong[0])!r}, but its runs give {redone[wrong[0]]}"
+                break
+        if found is None and replay["stop"] < len(looks) - 1:
+            found = f"sequential.looks go on to {looks[-1]['seeds']} seeds, but its runs stop the rule at {looks[replay['stop']]['seeds']}"
+    if found:
+        raise UserError(
+            f"{path}/meta.json does not match its spec and runs: {found}; it was edited, or written by another "
+            f"version of modern-gpt; modern-gpt ablate --resume {path} recomputes the looks."
+        )
 
 
 def verdict_rule(meta: dict) -> str:
     spec = meta["spec"]
-    alpha, margin, at, tested = spec.get("alpha", 0.05), spec.get("margin"), level(meta), tested_rows(meta)
-    how = (
-        f"better/worse when its Holm-adjusted p < {at:.3g}, which keeps the chance of any wrong better/worse in this "
-        f"table at or below {alpha:g} at whichever look --seeds auto stopped"
-        if spec.get("min_seeds") is not None
-        else f"better/worse when its Holm-adjusted p < {alpha:g}, so the chance of any wrong better/worse in this "
-        f"table is at most {alpha:g}"
+    alpha, margin, tested = spec.get("alpha", 0.05), spec.get("margin"), tested_rows(meta)
+    bound = family_boundary(meta)
+    at = bound.level(tested)
+    if bound.method == FIXED:
+        how = (
+            f"better/worse when its Holm-adjusted p < {alpha:g}, so the chance of any wrong better/worse among them "
+            f"is at most {alpha:g}"
+        )
+        first = f"level {at:.3g} ({alpha:g}/{max(1, tested)}), Holm's first step"
+    else:
+        looks = bound.looks
+        how = (
+            f"with --seeds auto, at each look Holm's step-down against an O'Brien-Fleming-shaped boundary: with all "
+            f"{tested} rows undecided, a row's p must be below {bound.level(tested, 0):.2g} at {looks[0]} seeds, "
+            f"rising to {at:.3g} at {looks[-1]} (less strict as rows are decided); a verdict stands once reached, so "
+            f"the chance of any wrong better/worse among them is at most {alpha:g} wherever the ablation stopped"
+        )
+        if bound.method == "bonferroni":
+            how += (
+                f" (at alpha {alpha:g} the boundary is too small to calibrate by simulation, so every look gets "
+                f"alpha / rows / {len(looks)} looks: Bonferroni over the looks, valid and stricter)"
+            )
+        first = f"the last look's level {at:.3g} with all {max(1, tested)} rows undecided, Holm's first step"
+    placebo = "; the placebo is a diagnostic, tested alone at " + (
+        f"{alpha:g}" if bound.method == FIXED else "the one-row boundary"
     )
     same = f"; same when an equivalence test (TOST, Holm-adjusted) shows |Δ| < {margin:g}" if margin else ""
-    need = f"--margin {margin:g}" if margin else "the observed |Δ|"
+    need = f"--margin {margin:g}" if margin else "the observed |Δ|, shown when it is at least one standard error"
     return (
-        f"verdict: a paired t-test of each row against its reference, Holm-corrected across the {tested} tested rows; "
-        f"{how}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest |Δ| these pairs detect "
-        f"with 80% power at the row's paired sd; need: the pairs that would give 80% power at {need}; both at "
-        f"level {at / max(1, tested):.3g} ({at:.3g}/{tested}), Holm's first step."
+        f"verdict: a paired t-test of each component row against its reference, Holm-corrected across the {tested} "
+        f"component rows; {how}{placebo}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest "
+        f"|Δ| these pairs detect with 80% power if the row's true sd is as large as the 80% upper confidence bound on "
+        f"its paired sd; need: the pairs that would give 80% power at {need}, at that sd; both at {first}."
     )
 
 
@@ -226,6 +372,9 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
             "One seed: every verdict is inconclusive, because a difference cannot be told from seed noise without "
             "several seeds; use --seeds 3 or more, or --seeds auto."
         )
+    few = few_seeds_note(meta, summary, seeds)
+    if few:
+        notes.append(few)
     base = summary[0]
     for row in summary[1:]:
         gap = (row["params"] - base["params"]) / base["params"]
@@ -255,27 +404,19 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
                 "it is what initialisation alone does on this data and budget"
                 + (" (within --margin, as it should be)" if row["verdict"] == SAME else "")
                 if row["verdict"] in (INCONCLUSIVE, SAME)
-                else f"initialisation alone came out {row['verdict']}, which a correct table does in at most "
-                f"{meta['spec'].get('alpha', 0.05):g} of ablations; read the other verdicts with that in mind"
+                else f"initialisation alone moved the val loss by {row['delta_val']:+.4f} nats and came out "
+                f"{row['verdict']} (tested alone, p {row['p']:.2g}), which happens in {meta['spec'].get('alpha', 0.05):g} "
+                "of correct ablations by chance; a component row whose |Δ| is not well beyond this may be "
+                "initialisation rather than the component, and if it recurs the runs are not reproducible"
             )
             notes.append(
-                f"Placebo: {row['variant']} is {first} with only its weight init changed; its Δ is "
-                f"{row['delta_val']:+.4f} (95% CI [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]): {said}."
+                f"Placebo: {row['variant']} is {first} with only its weight init changed, a diagnostic outside the "
+                f"rows' Holm family; its Δ is {row['delta_val']:+.4f} (95% CI [{row['ci_low']:+.4f}, "
+                f"{row['ci_high']:+.4f}]): {said}."
             )
     seq = meta.get("sequential")
     if seq and seq["looks"]:
-        last = seq["looks"][-1]
-        why = (
-            "every row decided"
-            if last["decided"] == last["rows"]
-            else f"{last['rows'] - last['decided']} of {last['rows']} rows still inconclusive at --max-seeds"
-            if seq.get("stopped")
-            else "not finished"
-        )
-        notes.append(
-            f"--seeds auto: {len(seq['looks'])} looks, from {seq['min_seeds']} to {last['seeds']} seeds "
-            f"(at most {seq['max_seeds']}); stopped: {why}."
-        )
+        notes.append(sequential_note(meta, runs, summary))
     ordered = runs.sort_values(["row", "seed"])
     for _, r in ordered[failed(ordered)].iterrows():
         what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
@@ -291,6 +432,49 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
         )
     notes.append(verdict_rule(meta))
     return notes
+
+
+FEW_SEEDS, FEW_SEEDS_ROWS = 5, 5  # below this many seeds, with at least this many tested rows: say what it costs
+
+
+def few_seeds_note(meta: dict, summary: list[dict], seeds: int) -> str | None:
+    """Below 5 seeds in a table of 5 or more component rows: the effect a row needs to be found, in paired sds
+    and in nats at the rows' observed sds, and what 5 seeds would need."""
+    tested = tested_rows(meta)
+    if not 2 <= seeds < FEW_SEEDS or tested < FEW_SEEDS_ROWS or meta["spec"].get("min_seeds") is not None:
+        return None
+    at = family_boundary(meta).level(tested)
+    need, at_five = mde(1.0, seeds, at), mde(1.0, FEW_SEEDS, at)
+    sds = [r["sd"] for r in summary if not math.isnan(r["reference"]) and not r["placebo"] and r["sd"] > 0]
+    nats = f" ({need * min(sds):.3f}-{need * max(sds):.3f} nats at these rows' paired sds)" if sds else ""
+    return (
+        f"Few seeds: with {seeds} seeds and {tested} tested rows, a row is found 80% of the time only when its true "
+        f"|Δ| is at least {need:.1f} paired sds{nats}; {FEW_SEEDS} seeds need {at_five:.1f} sds, 10 need "
+        f"{mde(1.0, 10, at):.1f}."
+    )
+
+
+def sequential_note(meta: dict, runs: pd.DataFrame, summary: list[dict]) -> str:
+    """--seeds auto: the looks, why the ablation stopped, and the seeds at which each row was decided."""
+    seq = meta["sequential"]
+    last = seq["looks"][-1]
+    undecided, futile = last["rows"] - last["decided"], last.get("futile", 0)
+    why = (
+        "not finished"
+        if not seq.get("stopped")
+        else "every row decided"
+        if undecided == 0
+        else f"{undecided} of {last['rows']} rows undecided at --max-seeds"
+        if last["seeds"] >= seq["max_seeds"] or futile < undecided
+        else f"the {undecided} undecided rows could not be decided by --max-seeds (conditional power below "
+        f"{FUTILITY:.0%}: a futility stop, which never raises the error rate)"
+    )
+    decided_at = sequential_verdicts(meta, runs)["decided_at"]
+    when = [f"{r['variant']} at {decided_at[r['row']]}" for r in summary if r["row"] in decided_at]
+    return (
+        f"--seeds auto: {len(seq['looks'])} looks, from {seq['min_seeds']} to {last['seeds']} seeds (at most "
+        f"{seq['max_seeds']}); stopped: {why}." + (f" Decided at (seeds): {', '.join(when)}." if when else "")
+    )
 
 
 def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
@@ -325,7 +509,9 @@ def load(folder, at_lr: float | None = None) -> tuple[dict, list[dict], list[str
     """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone;
     with --lrs each row at its best learning rate, or all at at_lr."""
     results = ResultsDir(folder)
-    meta, runs = lr_view(results.read_meta(), results.runs(), at_lr)
+    raw, all_runs = results.read_meta(), results.runs()
+    check_sequential(raw, all_runs, folder)
+    meta, runs = lr_view(raw, all_runs, at_lr)
     summary = summarize(meta, runs)
     duel_info = duel(meta, runs) if meta["spec"]["plan"] == "duel" else None
     return meta, summary, results.health_notes(meta) + footnotes(meta, runs, summary, str(folder)), duel_info
@@ -381,7 +567,19 @@ def duel(meta: dict, runs: pd.DataFrame) -> dict:
         "perplexity_change": math.exp(mean(deltas)) - 1 if deltas else math.nan,
         "best_step_sooner": sides["classic"]["best_step"] - sides["modern"]["best_step"],
         "test_half": bool(meta["spec"].get("lrs")),  # with --lrs, val loss is the test half's; best val loss is not
+        "windows": _duel_windows(meta, good),  # best val loss is on the curve's windows, val loss on all of them
     }
+
+
+def _duel_windows(meta: dict, good: pd.DataFrame) -> dict:
+    """The validation windows of the final loss (all) and of the curve (where best val loss comes from); None
+    when runs.csv does not say (no run trained, or an older file without val_tokens)."""
+    s = meta["spec"]["settings"]
+    tokens = good["val_tokens"].max() if "val_tokens" in good and len(good) else math.nan
+    if not math.isfinite(tokens):
+        return {"all": None, "curve": None}
+    every = int(tokens) // s["model"]["context"]
+    return {"all": every, "curve": curve_windows(TrainConfig(**s["train"]), every)}
 
 
 # ---------------------------------------------------------------------------
@@ -392,22 +590,29 @@ POWER_SEEDS = (3, 5, 10, 20)
 
 def power_info(meta: dict, summary: list[dict]) -> dict:
     """From a power folder's meta.json and summary (one architecture and its placebo): the paired sd of two
-    inits, the placebo's own test, and the smallest effect 3, 5, 10 and 20 seeds would detect with 80% power,
-    for one comparison and for a row of the default cumulative table (Holm's first step over its tested rows)."""
+    inits with its 95% confidence interval, the placebo's own test, and the smallest effect 3, 5, 10 and 20
+    seeds would detect with 80% power, for one comparison and for a row of the default cumulative table (Holm's
+    first step over its component rows), at the measured sd and over its interval: an sd from 8 pairs is known
+    only to within x0.66 to x2.04."""
     first, placebo = summary[0], summary[1]
     alpha, sd = meta["spec"].get("alpha", 0.05), placebo["sd"]
-    table_rows = len(COMPONENTS) + 1  # the cumulative plan's tested rows, with its placebo
+    low, high = sd_interval(sd, placebo["pairs"])
+    table_rows = len(COMPONENTS)  # the cumulative plan's component rows; its placebo is tested alone
+
+    def at(level: float, n: int) -> dict:
+        return {"mde": mde(sd, n, level), "low": mde(low, n, level), "high": mde(high, n, level)}
+
     return {
         "variant": first["variant"],
         "pairs": placebo["pairs"],
         "val_loss": first["val_loss"],
         "spread": first["spread"],
         "paired_sd": sd,
+        "sd_ci": [low, high],
         "placebo": {k: placebo[k] for k in ("delta_val", "ci_low", "ci_high", "p", "verdict")},
         "alpha": alpha,
         "table_rows": table_rows,
         "mde": [
-            {"seeds": n, "one_comparison": mde(sd, n, alpha), "table_row": mde(sd, n, alpha / table_rows)}
-            for n in POWER_SEEDS
+            {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)} for n in POWER_SEEDS
         ],
     }

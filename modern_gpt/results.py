@@ -129,8 +129,9 @@ META_SCHEMA = {  # written by ablate.start
     "sequential?": {  # --seeds auto: the boundary and every look
         "min_seeds": int,
         "max_seeds": int,
-        "level": float,
-        "looks": [{"seeds": int, "decided": int, "rows": int}],
+        "method?": str,  # optional here so that --resume can rewrite an older folder; report checks them
+        "levels?": [float],
+        "looks": [{"seeds": int, "decided": int, "rows": int, "futile?": int}],
         "stopped?": bool,
     },
 }
@@ -263,8 +264,8 @@ def statistics_problem(meta: dict) -> str | None:
         return f"spec.margin must be a positive number, got {margin!r}"
     if low is not None and not 2 <= low <= len(spec["seeds"]):
         return f"spec.min_seeds must be between 2 and the {len(spec['seeds'])} seeds, got {low!r}"
-    if seq is not None and (low is None or not 0 < seq["level"] < 1):
-        return "sequential does not match spec.min_seeds, or its level is not between 0 and 1"
+    if seq is not None and (low is None or seq["min_seeds"] != low):
+        return "sequential does not match spec.min_seeds"
     return None
 
 

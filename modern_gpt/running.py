@@ -351,20 +351,22 @@ class Ablation:
     def _start_looks(self) -> None:
         """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run,
         so that a report of a folder stopped in its first round judges by the boundary."""
-        if self.spec.sequential:
+        bound = self.spec.boundary()
+        if bound is not None:  # recorded for the reader; report recomputes it from the spec and compares
             self.meta["sequential"] = {
                 "min_seeds": self.spec.min_seeds,
                 "max_seeds": len(self.spec.seeds),
-                "level": self.spec.level(),
+                "method": bound.method,
+                "levels": list(bound.levels[-1]),
                 "looks": [],
                 "stopped": False,
             }
 
     def _run_rounds(self, display) -> None:
         """Every pending run: all seeds at once, or with --seeds auto a round of seeds at a time, testing every
-        row after each round and stopping once every row is decided or --max-seeds is reached. The looks are
+        row after each round and stopping once every row is decided or futile, or at --max-seeds. The looks are
         recomputed from the finished runs on --resume, so a resumed ablation stops where the first would have."""
-        from .report import decided_rows  # the verdicts, computed as the table computes them
+        from .report import take_look  # the verdicts, computed as the table computes them
 
         rows, seq = len(self.spec.variants), self.meta.get("sequential")
         n = self.spec.min_seeds if self.spec.sequential else len(self.spec.seeds)
@@ -374,9 +376,9 @@ class Ablation:
             self._run_jobs(jobs, display)
             if not self.spec.sequential:
                 return
-            decided, tested = decided_rows(self.meta, self.results.runs(), n)
-            seq["looks"].append({"seeds": n, "decided": decided, "rows": tested, "at": now()})
-            seq["stopped"] = decided == tested or n >= len(self.spec.seeds)
+            look, stop = take_look(self.meta, self.results.runs(), n)
+            seq["looks"].append({**look, "at": now()})
+            seq["stopped"] = stop or n >= len(self.spec.seeds)
             self.results.write_meta(self.meta)
             if seq["stopped"]:
                 return

@@ -307,6 +307,12 @@ def is_oom(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
+def curve_windows(cfg: TrainConfig, windows: int) -> int:
+    """The validation windows of an intermediate evaluation (the curve, and so best_val_loss): --eval-batches
+    batches of the final evaluation's `windows`, or all of them when they are fewer (data.subset)."""
+    return min(cfg.eval_batches * cfg.batch_size, windows)
+
+
 def update_overflowed(e: RuntimeError) -> bool:
     """torch's error for a step size or weight-decay factor beyond float32 (lr about 3.4e37 and up): the run diverged."""
     return "without overflow" in str(e)

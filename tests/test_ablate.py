@@ -17,7 +17,7 @@ from modern_gpt.errors import UserError
 from modern_gpt.model import COMPONENTS, ModelConfig, non_embedding_params, param_counts
 from modern_gpt.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, ResultsDir
 from modern_gpt.settings import resolve
-from modern_gpt.stats import look_level, mde
+from modern_gpt.stats import boundary, mde, sd_bound
 
 from .clihelp import cli_process
 
@@ -101,8 +101,9 @@ def test_seeds_auto_and_the_statistics_flags_are_checked():
     settings = resolve(None, True, {})
     spec = planning.plan_spec(settings, "cumulative", seeds="auto", max_seeds=6)
     assert spec.seeds == list(range(6)) and spec.min_seeds == 3 and spec.variants[1].placebo
-    assert spec.level() == look_level(0.05, len(COMPONENTS) + 1, 3, 6)
-    assert planning.plan_spec(settings, "cumulative", seeds="4", placebo=False).level() == 0.05
+    assert spec.tested_rows == len(COMPONENTS)  # the placebo is tested alone, outside Holm's family
+    assert spec.boundary() == boundary(0.05, len(COMPONENTS), 3, 6)
+    assert planning.plan_spec(settings, "cumulative", seeds="4", placebo=False).boundary() is None
     for kwargs, message in [
         ({"seeds": "auto", "min_seeds": 1}, "--min-seeds must be at least 2"),
         ({"seeds": "auto", "min_seeds": 5, "max_seeds": 4}, "--max-seeds .4. must be at least --min-seeds .5."),
@@ -116,7 +117,7 @@ def test_seeds_auto_and_the_statistics_flags_are_checked():
 
 
 def test_seed_lists():
-    assert planning.seed_list(None, None) == [0, 1, 2]
+    assert planning.seed_list(None, None) == [0, 1, 2, 3, 4]  # 5 by default: 3 sees only huge effects
     assert planning.seed_list(5, None) == [0, 1, 2, 3, 4]
     assert planning.seed_list(None, "3,7,11") == [3, 7, 11]
 
@@ -137,7 +138,7 @@ def test_match_params_brings_every_row_within_one_percent():
 # the summary, from known per-seed values
 # ---------------------------------------------------------------------------
 def _meta(vals: list[list[float]], seeds: list[int]) -> tuple[dict, pd.DataFrame]:
-    names = ["base", "a", "b", "c"][: len(vals)]
+    names = ["base", "a", "b", "c", "d", "e"][: len(vals)]
     variants = [
         {
             "name": n,
@@ -175,7 +176,7 @@ def _meta(vals: list[list[float]], seeds: list[int]) -> tuple[dict, pd.DataFrame
 
 
 def test_known_values_give_the_documented_verdicts_and_holm_p_values():
-    vals = [[2.00, 2.02, 2.01], [1.90, 1.91, 1.89], [2.10, 2.12, 2.11], [2.11, 2.10, 2.115]]
+    vals = [[2.00, 2.02, 2.01], [1.90, 1.91, 1.89], [2.10, 2.12, 2.11], [2.11, 2.115, 2.13]]
     meta, runs = _meta(vals, [0, 1, 2])
     summary = report.summarize(meta, runs)
     assert [r["verdict"] for r in summary] == ["", "better", "worse", "inconclusive"]
@@ -194,11 +195,14 @@ def test_known_values_give_the_documented_verdicts_and_holm_p_values():
     assert math.isnan(summary[0]["p_holm"])
     assert [r["p"] for r in summary[1:]] == pytest.approx(p, rel=1e-9)
     assert [r["p_holm"] for r in summary[1:]] == pytest.approx(adjusted, rel=1e-9)
-    # what the inconclusive row would need, checked with SciPy's noncentral t at Holm's first step (0.05 / 3)
+    # what the inconclusive row would need, checked with SciPy's noncentral t at Holm's first step (0.05 / 3),
+    # at the 80% upper confidence bound on its paired sd (chi-square, from SciPy)
     row = summary[3]
     deltas = [x - y for x, y in zip(vals[3], vals[2], strict=True)]
-    sd, level = np.std(deltas, ddof=1), 0.05 / 3
-    assert row["sd"] == pytest.approx(sd, rel=1e-12)
+    level = 0.05 / 3
+    assert row["sd"] == pytest.approx(np.std(deltas, ddof=1), rel=1e-12)
+    sd = np.std(deltas, ddof=1) * math.sqrt(2 / scipy_stats.chi2.ppf(0.2, 2))
+    assert abs(row["delta_val"]) >= row["sd"] / math.sqrt(3)  # |t| >= 1: need is shown
 
     def power(effect, n):
         crit, nc = scipy_stats.t.ppf(1 - level / 2, n - 1), effect * math.sqrt(n) / sd
@@ -208,6 +212,35 @@ def test_known_values_give_the_documented_verdicts_and_holm_p_values():
     need = int(row["seeds_needed"])
     assert power(abs(row["delta_val"]), need) >= 0.8 > power(abs(row["delta_val"]), need - 1)
     assert math.isnan(summary[1]["seeds_needed"])  # decided rows need nothing more
+
+
+def test_need_is_left_blank_below_one_standard_error_and_the_placebo_is_tested_alone():
+    """need from a |Δ| under one standard error would be post-hoc power on noise; the placebo row is not in the
+    components' Holm family (its p_holm is its own p) and its mde is at alpha, not alpha / rows."""
+    vals = [[2.00, 2.02, 2.01], [2.03, 2.00, 2.02], [1.90, 1.91, 1.89], [1.91, 1.90, 1.90]]
+    meta, runs = _meta(vals, [0, 1, 2])
+    meta["variants"][1].update(placebo=True, reference=0)
+    meta["variants"][2]["reference"] = 0
+    summary = report.summarize(meta, runs)
+    placebo, clear, noise = summary[1], summary[2], summary[3]
+    assert placebo["p_holm"] == placebo["p"] and placebo["mde"] == pytest.approx(
+        mde(placebo["sd"] * sd_bound(3), 3, 0.05)
+    )
+    assert clear["p_holm"] == pytest.approx(min(1.0, 2 * clear["p"]))  # Holm over the two components only
+    assert abs(noise["delta_val"]) < noise["sd"] / math.sqrt(3) and math.isnan(noise["seeds_needed"])
+    meta["spec"]["margin"] = 0.01  # at --margin, need is asked of every inconclusive row
+    assert not math.isnan(report.summarize(meta, runs)[3]["seeds_needed"])
+
+
+def test_few_seeds_in_a_big_table_are_footnoted_with_what_they_can_see():
+    meta, runs = _meta([[2.0, 2.1, 2.05]] * 4, [0, 1, 2])
+    summary = report.summarize(meta, runs)
+    assert not any(n.startswith("Few seeds") for n in report.footnotes(meta, runs, summary))  # 3 rows: quiet
+    vals = [[2.0 + 0.01 * i, 2.1 - 0.02 * i, 2.05 + 0.003 * i] for i in range(6)]
+    meta, runs = _meta(vals, [0, 1, 2])
+    summary = report.summarize(meta, runs)
+    note = next(n for n in report.footnotes(meta, runs, summary) if n.startswith("Few seeds"))
+    assert f"at least {mde(1.0, 3, 0.05 / 5):.1f} paired sds" in note and "5 seeds need" in note
 
 
 def test_a_margin_adds_same_and_the_equivalence_p_values():
@@ -412,12 +445,29 @@ def test_seeds_auto_stops_when_every_row_is_decided_and_resume_decides_alike(tmp
     summary = pd.read_csv(folder / "summary.csv")
     asked = summary[summary.reference.notna() & ~summary.variant.str.endswith("(placebo)")]
     decided = (asked.verdict != "inconclusive").sum()
-    assert decided == seq["looks"][-1]["decided"] and seq["looks"][-1]["rows"] == 1  # the placebo asks nothing
-    assert used == 4 or decided == 1  # it stopped early only because every row was decided
+    last = seq["looks"][-1]
+    assert decided == last["decided"] and last["rows"] == 1  # the placebo asks nothing
+    assert used == 4 or last["decided"] + last["futile"] == 1  # it stopped early only with every row decided or futile
+    assert seq["method"] == "obrien-fleming" and seq["levels"] == list(boundary(0.05, 1, 3, 4).levels[-1])
     before = {f.name: f.stat().st_mtime_ns for f in (folder / "runs").glob("*.json")}
     invoke("ablate", "--resume", folder)
     assert {f.name: f.stat().st_mtime_ns for f in (folder / "runs").glob("*.json")} == before
     assert ResultsDir(folder).read_meta()["sequential"]["looks"][-1] == {**seq["looks"][-1], "at": ANY}
+    # report recomputes the boundary and the looks; a meta.json that says otherwise is refused, naming the key
+    import json
+    import shutil
+
+    for key, edit in [
+        ("sequential.levels", lambda s: s.update(levels=[0.9] * len(s["levels"]))),
+        ("sequential.method", lambda s: s.update(method="pocock")),
+        ("sequential.looks[0].decided", lambda s: s["looks"][0].update(decided=s["looks"][0]["decided"] + 1)),
+    ]:
+        edited = shutil.copytree(folder, tmp_path / key)
+        doc = json.loads((edited / "meta.json").read_text())
+        edit(doc["sequential"])
+        (edited / "meta.json").write_text(json.dumps(doc))
+        result = runner.invoke(app, ["report", str(edited)])
+        assert isinstance(result.exception, UserError) and key in str(result.exception), result.output
 
 
 def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
@@ -436,8 +486,19 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
     assert doc["paired_sd"] == pytest.approx(sd, rel=1e-12) and doc["placebo"]["verdict"] == summary.verdict[1]
     assert "Placebo check" in invoke("report", tmp_path / "p")
     info = report.power_info(*report.load(tmp_path / "p")[:2])
-    assert info["mde"][1]["one_comparison"] == pytest.approx(mde(sd, 5, 0.05))
-    assert info["mde"][0]["table_row"] > info["mde"][0]["one_comparison"] > info["mde"][3]["one_comparison"]
+    assert info["mde"][1]["one_comparison"]["mde"] == pytest.approx(mde(sd, 5, 0.05))
+    assert info["mde"][0]["table_row"]["mde"] == pytest.approx(mde(sd, 3, 0.05 / len(COMPONENTS)))
+    assert (
+        info["mde"][0]["table_row"]["mde"]
+        > info["mde"][0]["one_comparison"]["mde"]
+        > info["mde"][3]["one_comparison"]["mde"]
+    )
+    low, high = info["sd_ci"]  # the sd's 95% interval from 4 pairs, and the mde over it
+    assert (low, high) == pytest.approx(
+        (sd * math.sqrt(3 / scipy_stats.chi2.ppf(0.975, 3)), sd * math.sqrt(3 / scipy_stats.chi2.ppf(0.025, 3)))
+    )
+    assert info["mde"][2]["one_comparison"]["high"] == pytest.approx(mde(high, 10, 0.05))
+    assert "several times noisier than two inits" in out and "--variant" in out
 
 
 @pytest.fixture(scope="module")
@@ -475,12 +536,16 @@ def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tiny_folder, 
         assert "meta.json" in str(result.exception) and message in str(result.exception)
 
 
-def test_a_sequential_folder_stopped_before_its_first_look_is_judged_at_the_boundary():
-    """--seeds auto killed during its first round: meta.json has no looks yet, and the table must still
-    compare with the sequential level, not with alpha."""
-    meta, runs = _meta([[2.0, 2.1, 2.05], [1.9, 2.02, 1.96]], [0, 1, 2])
+def test_a_sequential_folder_is_judged_by_its_looks_alone():
+    """--seeds auto killed during its first round: meta.json has no looks yet, so no verdict has been reached,
+    however clear the runs look; once a look is recorded, the verdict is the boundary's at that look."""
+    meta, runs = _meta([[2.0, 2.1, 2.05], [1.0, 1.1, 1.05]], [0, 1, 2])
     meta["spec"].update(min_seeds=3, seeds=list(range(10)), variants=meta["variants"])
-    assert report.level(meta) == look_level(0.05, 1, 3, 10) < 0.05
+    meta["sequential"] = {"min_seeds": 3, "max_seeds": 10, "looks": []}
+    assert report.summarize(meta, runs)[1]["verdict"] == "inconclusive"
+    assert report.family_boundary(meta) == boundary(0.05, 1, 3, 10)
+    meta["sequential"]["looks"] = [{"seeds": 3, "decided": 1, "rows": 1, "futile": 0}]
+    assert report.summarize(meta, runs)[1]["verdict"] == "better"  # every seed moved by exactly -1: p is 0
 
 
 def test_seeds_auto_and_power_refuse_what_they_cannot_do():

@@ -125,3 +125,34 @@ def test_an_overflowing_lr_is_recorded_fresh_and_on_resume(run_ok, tmp_path):
     resumed = pd.read_csv(tmp_path / "fresh" / "runs.csv")
     pd.testing.assert_frame_equal(resumed.drop(columns=TIMING), runs.drop(columns=TIMING))
     assert ResultsDir(tmp_path / "fresh").read_meta()["status"] == "finished"
+
+
+# ---------------------------------------------------------------------------
+# Item 8: best val loss comes from the curve's windows, and its label says how many
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("eval_tokens", "eval_batches", "batch_size"), [(8192, 4, 8), (256, 4, 8), (4096, 1, 3)])
+def test_curve_windows_counts_what_the_curve_evaluates(corpus, eval_tokens, eval_batches, batch_size):
+    from modern_gpt.data import eval_offsets, subset
+    from modern_gpt.train import TrainConfig, curve_windows
+
+    final = eval_offsets(len(corpus.val), 16, eval_tokens)
+    cfg = TrainConfig(eval_tokens=eval_tokens, eval_batches=eval_batches, batch_size=batch_size)
+    assert curve_windows(cfg, len(final)) == len(subset(final, eval_batches * batch_size))
+
+
+def _best_row(out: str) -> str:
+    return next(line for line in out.splitlines() if "best val loss" in line)
+
+
+def test_the_duel_labels_its_best_val_loss_truthfully(run_ok):
+    duel = ["duel", *tiny(4), "--seeds", "2", "--no-placebo", "--jobs", "1", "--lrs", "1e-3,3e-3"]
+    # 1 batch of 8 windows on the curve; the final loss on the 256 of --eval-tokens 4096 at context 16
+    row = _best_row(run_ok(*duel, "--eval-batches", "1", "--eval-tokens", "4096", "--out", "part"))
+    assert "curve: 8 of 256 windows" in row and "all windows" not in row
+    row = _best_row(run_ok(*duel, "--eval-tokens", "128", "--out", "whole"))  # 8 windows: the curve has them all
+    assert "best val loss (mean step, all windows)" in row
+
+
+def test_train_labels_its_best_val_loss_truthfully(run_ok):
+    out = run_ok("train", *tiny(4), "--eval-batches", "1", "--eval-tokens", "4096", "--out", "ckpt")
+    assert "best val loss (step; curve: 8 of 256 windows)" in _best_row(out)
