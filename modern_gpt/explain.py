@@ -252,6 +252,12 @@ def check_fields(cfg: dict, source: str = "the config") -> None:
             check_fields(v, f"{source} (text_config)")
 
 
+def _num(x) -> str:
+    """A number exactly, as short as it goes (RoPE's base 500000, not 5e+05; 999999.4420358813, not 1e+06)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
+
+
 def _get(cfg: dict, *names, default=None):
     """The first of several field names that is present (GPT-2 and Llama name the same thing differently)."""
     for n in names:
@@ -377,6 +383,7 @@ def shape(cfg: dict, source: str = "the config") -> dict:
     return {
         "family": _family_name(kind, text, fam, part),
         "known": fam is not None,
+        "kind": kind,
         "part": part,  # "", "vision" (the text model of a wrapper explain knows) or "wrapper" (one it does not)
         "vocab": _get(text, "vocab_size", default=fam.vocab if fam else 0),
         "dim": dim,
@@ -546,7 +553,7 @@ def notes(s: dict, cfg: dict) -> list[str]:
         out.append(fam.note)
     if s["qk_norm"] == "head":
         out.append(
-            f"{s['family']} (no field): q and k are RMS-normalised per head before RoPE, one head_dim-wide gain each "
+            f"{fam.name} (no field): q and k are RMS-normalised per head before RoPE, one head_dim-wide gain each "
             f"({s['head_dim']}) per layer: qk_norm, as in modern-gpt."
             if fam is not None and fam.qk_norm == "head"
             else "QK-norm is switched on by a field; its gains are not counted (the model type is unknown)."
@@ -564,7 +571,7 @@ def notes(s: dict, cfg: dict) -> list[str]:
     if s["gated"] and not s["swiglu"]:
         out.append(
             f"the MLP is {_mlp_name(s)}: gated like SwiGLU (three matrices) but with {s['act']} in place of SiLU, "
-            "so it is not counted as swiglu; the closest variant's flags give --swiglu (the same shapes)."
+            "so components leave swiglu out; the closest variant's flags give --swiglu (the same shapes)."
         )
     elif s["gated"] is False and s["rmsnorm"]:
         out.append(
@@ -575,14 +582,14 @@ def notes(s: dict, cfg: dict) -> list[str]:
         out.append(f"{s['act']} has {s['act_params']} learned parameters per layer (counted).")
     if s["known"] and s["rope"]:
         if s["rope_scaling"]:
-            factor = f", factor {s['rope_factor']:g}" if isinstance(s["rope_factor"], (int, float)) else ""
+            factor = f", factor {_num(s['rope_factor'])}" if isinstance(s["rope_factor"], (int, float)) else ""
             out.append(
                 f"RoPE is rescaled ({s['rope_scaling']}{factor}) to stretch the context; modern-gpt has no RoPE "
-                f"scaling, so the closest variant uses the plain base {s['rope_base']:g}."
+                f"scaling, so the closest variant uses the plain base {_num(s['rope_base'])}."
             )
         if s["rope_local_base"] is not None:
             out.append(
-                f"RoPE's base is {s['rope_base']:g} in the full-attention layers and {s['rope_local_base']:g} in the "
+                f"RoPE's base is {_num(s['rope_base'])} in the full-attention layers and {_num(s['rope_local_base'])} in the "
                 "sliding-window layers; the closest variant uses the first."
             )
         if isinstance(s["rotary_share"], (int, float)) and s["rotary_share"] != 1:
@@ -652,7 +659,8 @@ def notes(s: dict, cfg: dict) -> list[str]:
 def flags_problem(s: dict) -> str:
     """Why `params` would refuse the closest variant's flags, or '' when it accepts them."""
     if not s["known"]:
-        return f"explain does not know {s['family']}, so it cannot tell {', '.join(cannot_tell(s)) or 'its layers'}"
+        what = f"model_type {s['kind']!r}" if s["kind"] else "a config without a model_type"
+        return f"explain does not know {what}, so it cannot tell {', '.join(cannot_tell(s)) or 'its layers'}"
     if s["cross_attention"]:
         return "modern-gpt has no cross-attention"
     try:  # the model config the flags stand for, checked as `params` checks it
@@ -692,7 +700,7 @@ def flags(s: dict) -> list[str]:
     if s["gated"] or s["hidden"] != 4 * s["dim"]:  # modern-gpt's own width rules differ: give the width itself
         out += ["--mlp-hidden", str(s["hidden"])]
     if s["rope"]:
-        out += ["--rope-base", f"{float(s['rope_base']):g}"]
+        out += ["--rope-base", f"{_num(s['rope_base'])}"]
     if not s["tie"]:
         out.append("--no-tie-embeddings")
     return out
@@ -731,9 +739,9 @@ def _rope_block_sentence(v, s):
         return "no RoPE settings given: the class defaults."
     if not s["known"]:
         return f"RoPE settings: {json.dumps(v)}."
-    local = f" ({s['rope_local_base']:g} in the sliding-window layers)" if s["rope_local_base"] is not None else ""
+    local = f" ({_num(s['rope_local_base'])} in the sliding-window layers)" if s["rope_local_base"] is not None else ""
     kind = f", rescaled ({s['rope_scaling']})" if s["rope_scaling"] else ", no rescaling"
-    return f"RoPE's base frequency {s['rope_base']:g}{local}{kind}."
+    return f"RoPE's base frequency {_num(s['rope_base'])}{local}{kind}."
 
 
 def _head_dim_sentence(v, s):
@@ -799,13 +807,13 @@ FIELDS = {
     "rope_theta": (
         "rope",
         lambda v, s: (
-            f"RoPE's base frequency {v:g}: a larger base rotates slower and reaches further."
+            f"RoPE's base frequency {_num(v)}: a larger base rotates slower and reaches further."
             if not s["known"] or v == s["rope_base"]
-            else f"{v:g}, but rope_parameters or rope_scaling gives the base {s['rope_base']:g}, which wins."
+            else f"{_num(v)}, but rope_parameters or rope_scaling gives the base {_num(s['rope_base'])}, which wins."
         ),
     ),
-    "rotary_emb_base": ("rope", lambda v, s: f"RoPE's base frequency {v:g}."),
-    "rope_local_base_freq": ("rope", lambda v, s: f"RoPE's base frequency {v:g} in the sliding-window layers."),
+    "rotary_emb_base": ("rope", lambda v, s: f"RoPE's base frequency {_num(v)}."),
+    "rope_local_base_freq": ("rope", lambda v, s: f"RoPE's base frequency {_num(v)} in the sliding-window layers."),
     "rotary_pct": (
         "rope",
         lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels; the rest carry no position.",
@@ -922,6 +930,8 @@ def _field_rows(cfg: dict, s: dict, fam: Family | None, prefix: str = "") -> tup
             meaning = sentence(value, s)
         except (TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError):
             meaning = f"(the value {value!r} is not of the expected kind)"
+        if name in ("text_config", "vision_config") and isinstance(value, dict):  # its fields get rows of their own
+            value = f"{len(value)} fields"
         fields.append({"field": prefix + name, "value": value, "component": component, "meaning": meaning})
     return fields, unknown
 
