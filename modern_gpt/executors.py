@@ -326,8 +326,17 @@ class ProgressBuffer:
         return out
 
 
-def _ray_task(job, corpus, progress):
-    """One run as a Ray task, on the corpus from the object store; its record is the task's result."""
+def _ray_task(job, corpus, progress, gpus=0):
+    """One run as a Ray task, on the corpus from the object store; its record is the task's result. The device
+    is resolved here, on the worker: the driver may have no GPU, or no CUDA build of torch."""
+    if gpus:
+        import torch
+
+        if not torch.cuda.is_available():  # else --device auto would train on the CPU, a GPU reserved and idle
+            raise UserError(
+                f"a run on the Ray node {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} "
+                "there sees no CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
+            )
     send = None if progress is None else lambda *step: progress.put.remote(*step)
     return job(corpus, None if send is None else _throttled(send))
 
@@ -340,19 +349,210 @@ def import_ray():
     return ray
 
 
-def _check_reachable(address: str) -> None:
-    """A plain TCP connection to host:port first: ray.init waits minutes on an address where nothing listens."""
-    target = address.removeprefix("ray://")
-    host, sep, port = target.rpartition(":")
-    if not sep or not port.isdigit():
-        return  # "auto", "local" and other forms Ray resolves itself
+# ---------------------------------------------------------------------------
+# Connecting to a cluster. ray.init retries for minutes, or for ever, on an address where no cluster answers,
+# where another service does, or where the cluster refuses this machine; so each is found out first.
+# ---------------------------------------------------------------------------
+GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
+TOKEN_HELP = (
+    "run `ray get-auth-token` on the head node and give its output to this machine in RAY_AUTH_TOKEN, or in a file "
+    "named by RAY_AUTH_TOKEN_PATH (default ~/.ray/auth_token); every node that joins the cluster needs it too"
+)
+# An HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS is one) answers with SETTINGS.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+@dataclass(frozen=True)
+class Address:
+    text: str  # as given
+    source: str  # --ray-address or RAY_ADDRESS: where to correct it
+    host: str | None = None  # None: auto, which Ray resolves itself
+    port: int = GCS_PORT
+    client: bool = False  # ray://host:port, Ray Client's server: reached, but not a GCS to ask for a token
+
+    def __str__(self) -> str:
+        return f"{self.text} ({self.source})"
+
+    @property
+    def on_this_machine(self) -> bool:
+        """127.0.0.1, localhost, ::1, or auto (the cluster that `ray start` started on this machine)."""
+        import ipaddress
+
+        if self.host is None:
+            return self.text == "auto"
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host.lower() == "localhost"
+
+
+def parse_address(text: str, source: str) -> Address:
+    """host:port (or ray://host:port), checked before anything connects; auto is left to Ray."""
+    if text == "auto":
+        return Address(text, source)
+    if text.startswith("ray://"):
+        inner = parse_address(text.removeprefix("ray://"), source)
+        return replace(inner, text=text, client=True)
+    if "://" in text or "/" in text:
+        raise UserError(
+            f"{source} takes the cluster's host:port (what `ray start --head` prints, port {GCS_PORT} unless it was "
+            f"given --port), not a URL like {text}; the dashboard's http://...:8265 is another service."
+        )
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]"):
+        raise UserError(
+            f"{source} {text} has no port; give host:port (port {GCS_PORT} unless `ray start --head` was given --port)."
+        )
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(f"{source} {text}: the port must be a whole number from 1 to 65535, got {port!r}.")
+    return Address(text, source, host.strip("[]"), int(port))
+
+
+def _token_source() -> str | None:
+    """Where Ray reads the cluster's token from, in Ray's order: RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names,
+    ~/.ray/auth_token; None when there is none. A file that cannot be read is refused here: Ray aborts the process
+    on it (exit 134, no sentence)."""
+    from pathlib import Path
+
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return "RAY_AUTH_TOKEN"
+    named = os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip()
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+        path = Path(named).expanduser() if named else Path.home() / ".ray" / "auth_token"
+    except RuntimeError:  # no home folder to expand
+        return None
+    if not named and not os.path.lexists(path):
+        return None
+    try:
+        text = path.read_text() if path.is_file() else None  # a FIFO or a folder is never opened
+    except (OSError, UnicodeError):
+        text = None
+    if not text or not text.strip():
+        where = f"RAY_AUTH_TOKEN_PATH names {path}" if named else f"Ray's token file {path} exists"
+        raise UserError(f"{where}, but it is not a readable file that holds a token; {TOKEN_HELP}.")
+    return f"RAY_AUTH_TOKEN_PATH ({path})" if named else str(path)
+
+
+def use_token() -> str | None:
+    """Token authentication for this driver, before Ray is imported (it reads RAY_AUTH_MODE then). Ray 2.59+ turns
+    it on for a cluster that `ray start` makes where a token exists (a local ray.init writes ~/.ray/auth_token), but
+    a driver given an address sends no token unless RAY_AUTH_MODE=token. So the token is sent whenever this machine
+    has one (a cluster without authentication ignores it); a RAY_AUTH_MODE set by the user is obeyed. Returns
+    where the token comes from, or None."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.strip().lower() != "token":
+        return None  # disabled, or a mode of Ray's own (Kubernetes)
+    source = _token_source()
+    if source is None and mode is not None:
+        raise UserError(f"RAY_AUTH_MODE is token, but this machine has no Ray token; {TOKEN_HELP}.")
+    if source is not None and mode is None:
+        os.environ["RAY_AUTH_MODE"] = "token"
+        if "ray" in sys.modules:  # imported earlier by this process: it reads its configuration again
+            with contextlib.suppress(Exception):
+                from ray._raylet import AuthenticationTokenLoader, Config
+
+                Config.initialize("")
+                AuthenticationTokenLoader.instance().reset_cache()
+    return source
+
+
+def check_reachable(address: Address) -> None:
+    """A TCP connection to host:port, then a gRPC greeting: ray.init waits minutes where nothing listens, and
+    for ever where another service does (the dashboard's port, say)."""
+    if address.host is None:
+        return
+    try:
+        conn = socket.create_connection((address.host, address.port), timeout=5)
     except OSError as e:
         raise UserError(
-            f"cannot reach the Ray cluster at {address} ({e.strerror or e}); start one with `ray start --head`, "
-            "or give the address it printed with --ray-address (or RAY_ADDRESS)."
+            f"cannot reach the Ray cluster at {address}: {e.strerror or e}; start one there with "
+            "`ray start --head`, or give the host:port it printed."
         ) from None
+    head = b""
+    with conn, contextlib.suppress(OSError):
+        conn.settimeout(5)
+        conn.sendall(_H2_PREFACE)
+        while len(head) < 9 and (chunk := conn.recv(9 - len(head))):
+            head += chunk
+    if len(head) < 9 or head[3] != 4:  # no HTTP/2 SETTINGS frame: not a gRPC server, so not Ray's GCS
+        raise UserError(
+            f"{address} answers, but not as a Ray cluster; give the host:port that `ray start --head` printed "
+            f"(port {GCS_PORT} unless it was given --port), not the dashboard's or another service's."
+        )
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+    """File descriptor 2 to /dev/null: Ray's C++ client logs each refused attempt there, before our one sentence."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def check_admitted(ray, address: Address, token: str | None) -> None:
+    """One call of Ray's own GCS client: a cluster that refuses this machine's token, or its lack of one, says so
+    in a second, where ray.init retries for 20 s and then blames the connection."""
+    if address.host is None or address.client:
+        return
+    try:
+        from ray._raylet import GcsClient
+
+        refused = ray.exceptions.AuthenticationError
+    except (ImportError, AttributeError):
+        return  # a Ray without token authentication
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    try:
+        with _stderr_silenced():
+            GcsClient(address=f"{host}:{address.port}")
+    except refused:
+        if token is None:
+            raise UserError(
+                f"the Ray cluster at {address} asks for a token (token authentication), and this machine has none; "
+                f"{TOKEN_HELP}."
+            ) from None
+        raise UserError(
+            f"the Ray cluster at {address} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}."
+        ) from None
+    except Exception:
+        return  # anything else, ray.init says
+
+
+def _resolve_auto(ray, address: Address) -> Address:
+    """auto as the host:port it stands for, to be checked as any other; Ray's own lookup (its running cluster file,
+    then its GCS processes). Left to ray.init when that lookup is not there (another Ray version)."""
+    if address.text != "auto":
+        return address
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        found = canonicalize_bootstrap_address("auto")
+    except Exception:
+        return address
+    if not found:
+        raise UserError(
+            f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
+            "and none is running; start one, or give the host:port of another."
+        )
+    return replace(parse_address(found, address.source), text=f"auto, {found}")
+
+
+def connect_error(address: Address, e: BaseException) -> str:
+    """ray.init's error in one sentence, in modern-gpt's words (Ray's name its own --address flag)."""
+    line = _first_line(e)
+    if address.text == "auto" and "Could not find any running Ray instance" in line:
+        return (
+            f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
+            "and none is running; start one, or give the host:port of another."
+        )
+    line = line.replace("the `--address` flag", address.source).replace("`--address`", address.source)
+    return f"cannot connect to the Ray cluster at {address}: {line}."
 
 
 @contextlib.contextmanager
@@ -375,11 +575,18 @@ class Ray:
     name = "ray"
 
     def __init__(self, options: ExecutorOptions, threads: int):
-        self.address = options.address or os.environ.get("RAY_ADDRESS") or None
-        if self.address is None and "ray" not in sys.modules:
+        given = options.address if options.address is not None else os.environ.get("RAY_ADDRESS", "")
+        source = "--ray-address" if options.address is not None else "RAY_ADDRESS"
+        text = given.strip()
+        target = parse_address(text, source) if text and text != "local" else None  # local: as without one
+        self.address = None if target is None else text
+        if "ray" not in sys.modules and (target is None or target.on_this_machine):
             # A local Ray for this ablation listens on the loopback interface only (by default Ray takes the
-            # machine's network address); Ray reads this when it is imported, and its processes inherit it.
+            # machine's network address), and a driver given 127.0.0.1 connects there (Ray would put the
+            # machine's network address in its place, where a loopback-only cluster does not answer). Ray reads
+            # this when it is imported, and its processes inherit it.
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        token = None if target is None else use_token()
         self.ray = ray = import_ray()
         self.options, self.threads = options, threads
         self.cpus = options.cpus_per_run if options.cpus_per_run is not None else threads
@@ -398,13 +605,13 @@ class Ray:
                     except Exception as e:
                         raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
                 else:
-                    _check_reachable(self.address)
+                    resolved = _resolve_auto(ray, target)
+                    check_reachable(resolved)
+                    check_admitted(ray, resolved, token)
                     try:
-                        ray.init(address=self.address, log_to_driver=False, logging_level=logging.ERROR)
+                        ray.init(address=text, log_to_driver=False, logging_level=logging.ERROR)
                     except Exception as e:
-                        raise UserError(
-                            f"cannot connect to the Ray cluster at {self.address}: {_first_line(e)}."
-                        ) from None
+                        raise UserError(connect_error(target, e)) from None
         self._corpus = self._corpus_ref = self._progress = None
         try:
             self._check_resources()
@@ -417,8 +624,21 @@ class Ray:
 
     @property
     def workers(self) -> int:
-        """Runs the cluster holds at once, by CPUs (for the time estimate)."""
-        return max(1, sum(int(n["Resources"].get("CPU", 0) // max(self.cpus, 1e-9)) for n in self._nodes()))
+        """Runs the cluster holds at once, by CPUs and GPUs (for the time estimate)."""
+
+        def holds(n: dict) -> int:
+            by_cpu = n["Resources"].get("CPU", 0) // max(self.cpus, 1e-9)
+            return int(min(by_cpu, n["Resources"].get("GPU", 0) // self.gpus) if self.gpus else by_cpu)
+
+        return max(1, sum(holds(n) for n in self._nodes()))
+
+    def device_name(self) -> str:
+        """What meta.json's device_name says on Ray: the workers' devices, not this machine's."""
+        kinds = sorted(
+            {k.split(":", 1)[1] for n in self._nodes() for k in n["Resources"] if k.startswith("accelerator_type:")}
+        )
+        what = "GPUs" if self.gpus else "CPUs"
+        return f"the Ray workers' {what}" + (f" ({', '.join(kinds)})" if self.gpus and kinds else "")
 
     def _check_resources(self) -> None:
         """A run that no node can hold would wait for ever: refuse it now."""
@@ -428,11 +648,12 @@ class Ray:
             if n["Resources"].get("CPU", 0) >= self.cpus and n["Resources"].get("GPU", 0) >= self.gpus
         ]
         if not fits:
-            biggest = max((n["Resources"].get("CPU", 0) for n in self._nodes()), default=0)
+            cpus = max((n["Resources"].get("CPU", 0) for n in self._nodes()), default=0)
             gpus = max((n["Resources"].get("GPU", 0) for n in self._nodes()), default=0)
+            lower = "--cpus-per-run" if cpus < self.cpus else "--gpus-per-run (or leave it out to train on CPUs)"
             raise UserError(
-                f"no node of the Ray cluster has {self.cpus:g} CPUs and {self.gpus:g} GPUs for a run (the largest has "
-                f"{biggest:g} CPUs, {gpus:g} GPUs); lower --cpus-per-run or --gpus-per-run, or add such a node."
+                f"no node of the Ray cluster has {self.cpus:g} CPU and {self.gpus:g} GPU for a run (its nodes have at "
+                f"most {cpus:g} CPU and {gpus:g} GPU); lower {lower}, or add such a node."
             )
 
     def info(self) -> dict:
@@ -483,7 +704,11 @@ class Ray:
         order = {}
         for i, job in enumerate(jobs):
             name = f"modern-gpt row {job.row} seed {job.seed}"
-            order[task.options(**resources, retry_exceptions=False, name=name).remote(job, corpus_ref, progress)] = i
+            order[
+                task.options(**resources, retry_exceptions=False, name=name).remote(
+                    job, corpus_ref, progress, self.gpus
+                )
+            ] = i
         pending = list(order)
         try:
             while pending:

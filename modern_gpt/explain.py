@@ -52,6 +52,7 @@ MOE_FIELDS = (
     "moe_intermediate_size",
     "num_experts_per_tok",
 )
+ACT_FIELDS = ("hidden_act", "hidden_activation", "activation_function")
 BIASES = {"qkv_bias": "q, k, v", "o_bias": "o", "mlp_bias": "MLP", "norm_bias": "norms"}
 
 
@@ -244,6 +245,9 @@ def check_fields(cfg: dict, source: str = "the config") -> None:
                     f"{source}: {key}.rope_theta is {json.dumps(inner['rope_theta'])}, "
                     "not a number greater than 1 (RoPE's base)."
                 )
+    kind = cfg.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        raise UserError(f"{source}: model_type is {json.dumps(kind)}, not the name of a model type.")
     for name in ("text_config", "vision_config"):
         v = cfg.get(name)
         if v is not None and not isinstance(v, dict):
@@ -300,13 +304,12 @@ def _rope(cfg: dict, fam: Family) -> dict:
 
 def _layers_of(cfg: dict, kind: str) -> tuple[dict, Family | None, str]:
     """The config whose shapes are counted (text_config for a multimodal wrapper), its family and why not all."""
-    if kind in WRAPPERS and isinstance(cfg.get("text_config"), dict):
-        text = cfg["text_config"]
-        return text, FAMILIES.get(text.get("model_type", WRAPPERS[kind][2])), "vision"
-    if isinstance(cfg.get("text_config"), dict):  # a wrapper explain does not know: describe its text model only
-        text = cfg["text_config"]
-        return text, None, "wrapper"
-    return cfg, FAMILIES.get(kind), ""
+    text = cfg.get("text_config")
+    if kind in FAMILIES or not isinstance(text, dict):  # a text model's class reads no text_config
+        return cfg, FAMILIES.get(kind), ""
+    fam = FAMILIES.get(text.get("model_type", WRAPPERS[kind][2])) if kind in WRAPPERS else None
+    # a wrapper explain knows, around a text model it knows; otherwise its text model is described, not counted
+    return text, fam, "vision" if fam else "wrapper"
 
 
 def shape(cfg: dict, source: str = "the config") -> dict:
@@ -630,7 +633,8 @@ def notes(s: dict, cfg: dict) -> list[str]:
             "so the closest variant's parameter count differs."
         )
     if s["norms"] not in (2, None):
-        out.append(f"{s['norms']} norms per block, modern-gpt has 2: the closest variant's parameter count differs.")
+        many = "one norm" if s["norms"] == 1 else f"{s['norms']} norms"
+        out.append(f"{many} per block, modern-gpt has 2: the closest variant's parameter count differs.")
     if s["known"] and s["dtype"] not in DTYPE_BYTES:
         out.append(f"dtype {s['dtype']!r} is not one explain knows the size of: the KV cache is given at 2 bytes.")
     if fam is not None:
@@ -926,6 +930,8 @@ def _field_rows(cfg: dict, s: dict, fam: Family | None, prefix: str = "") -> tup
         component, sentence = FIELDS[name]
         if fam is not None and name in OPTIONAL_STRUCTURE and name not in fam.reads:
             component, sentence = None, lambda v, s, c=fam.cls: f"ignored: {c} does not read it."
+        elif fam is not None and name in ACT_FIELDS and name != fam.act_field:
+            component, sentence = None, lambda v, s, f=fam: f"ignored: {f.cls} reads {f.act_field}."
         try:
             meaning = sentence(value, s)
         except (TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError):

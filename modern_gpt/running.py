@@ -30,7 +30,8 @@ from .settings import Settings
 from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
 
 
-def environment(device: str) -> dict:
+def environment(device: str, device_name: str | None = None) -> dict:
+    """The versions and the device; device_name: on Ray, the workers' (this machine may have no GPU)."""
     versions = {}
     for pkg in ("torch", "numpy", "pandas", "tokenizers", "safetensors", "typer", "rich"):
         try:
@@ -43,7 +44,8 @@ def environment(device: str) -> dict:
         "platform": platform.platform(),
         "packages": versions,
         "device": device,
-        "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine(),
+        "device_name": device_name
+        or (torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()),
         "git_commit": _git_commit(),
     }
 
@@ -171,7 +173,8 @@ def start(
         raise UserError(f"--lrs chooses on half the evaluation windows and reports on the other half, but {where}.")
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
-        check_memory(cfg, spec.settings.train, device)
+        if options.name != "ray":  # on Ray each run checks its own node's memory (train_run), not this machine's
+            check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name
     results = ResultsDir(out or default_folder(spec.plan))
     results.check_new()
@@ -186,7 +189,7 @@ def start(
             "jobs": jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
             "executor": ablation.executor_info(),
-            **environment(device),
+            **environment(device, ablation.executor and ablation.executor.device_name()),
             "started": now(),
             "finished": None,
             "status": "running",

@@ -71,6 +71,84 @@ def test_an_unreachable_ray_address_is_one_sentence_and_creates_no_folder(tmp_pa
     assert "ray start --head" in str(result.exception) and not (tmp_path / "r").exists()
 
 
+def test_a_ray_address_of_the_wrong_form_is_named_in_modern_gpts_words():
+    """Checked before anything connects; the flag is --ray-address (Ray's messages name its own --address), and a
+    port out of range is not a refused connection."""
+    for text, message in [
+        (
+            "127.0.0.1:70000",
+            "--ray-address 127.0.0.1:70000: the port must be a whole number from 1 to 65535, got '70000'.",
+        ),
+        ("127.0.0.1:0", "--ray-address 127.0.0.1:0: the port must be a whole number from 1 to 65535, got '0'."),
+        ("head:port", "--ray-address head:port: the port must be a whole number from 1 to 65535, got 'port'."),
+        (
+            "127.0.0.1",
+            "--ray-address 127.0.0.1 has no port; give host:port (port 6379 unless `ray start --head` was given --port).",
+        ),
+        ("http://head:8265", "--ray-address takes the cluster's host:port (what `ray start --head` prints, port 6379"),
+    ]:
+        with pytest.raises(UserError) as e:
+            executors.parse_address(text, "--ray-address")
+        assert str(e.value).startswith(message) and "--address" not in str(e.value).replace("--ray-address", "")
+    assert executors.parse_address("[::1]:6379", "RAY_ADDRESS") == executors.Address("[::1]:6379", "RAY_ADDRESS", "::1")
+    assert executors.parse_address("localhost:1", "x").on_this_machine
+    assert not executors.parse_address("10.0.0.1:6379", "x").on_this_machine
+    client = executors.parse_address("ray://10.0.0.1:10001", "x")
+    assert client.client and (client.host, client.port) == ("10.0.0.1", 10001)
+
+
+def test_an_address_where_another_service_answers_is_one_sentence_not_a_wait():
+    """ray.init would wait for ever on the dashboard's port, or any server that is not Ray's (gRPC) GCS."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def answer_as_http() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(100)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        thread = threading.Thread(target=answer_as_http)
+        thread.start()
+        address = executors.parse_address(f"127.0.0.1:{server.getsockname()[1]}", "RAY_ADDRESS")
+        with pytest.raises(UserError, match=r"^127\.0\.0\.1:\d+ \(RAY_ADDRESS\) answers, but not as a Ray cluster; "):
+            executors.check_reachable(address)
+        thread.join(10)
+
+
+def test_a_token_that_cannot_be_read_is_one_sentence(tmp_path, monkeypatch):
+    """Ray aborts the process (exit 134) on a token file it cannot read, and reading a FIFO would never end."""
+    for variable in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert executors._token_source() is None  # no token: a cluster without authentication is joined as before
+    fifo, empty = tmp_path / "fifo", tmp_path / "empty"
+    os.mkfifo(fifo)
+    empty.write_text("\n")
+    for path in (fifo, empty, tmp_path / "none", tmp_path):
+        monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(path))
+        with pytest.raises(UserError, match=f"^RAY_AUTH_TOKEN_PATH names {path}, but it is not a readable file that"):
+            executors._token_source()
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH")
+    (tmp_path / ".ray").mkdir()
+    os.mkfifo(tmp_path / ".ray" / "auth_token")
+    with pytest.raises(UserError, match="^Ray's token file .* exists, but it is not a readable file"):
+        executors._token_source()
+    (tmp_path / ".ray" / "auth_token").unlink()
+    (tmp_path / ".ray" / "auth_token").write_text("abc")
+    assert executors._token_source() == str(tmp_path / ".ray" / "auth_token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "abc")
+    assert executors._token_source() == "RAY_AUTH_TOKEN"  # Ray's order: the variable first
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    (tmp_path / ".ray" / "auth_token").unlink()
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    with pytest.raises(
+        UserError, match=r"^RAY_AUTH_MODE is token, but this machine has no Ray token; run `ray get-auth"
+    ):
+        executors.use_token()
+
+
 # ---------------------------------------------------------------------------
 # the local pool
 # ---------------------------------------------------------------------------
@@ -192,3 +270,17 @@ def test_losing_a_node_mid_ablation_still_completes_it_with_equal_values(cluster
     pd.testing.assert_frame_equal(values(folder), reference)
     runs = pd.read_csv(folder / "runs.csv", keep_default_na=False)
     assert (runs.error == "").all() and len(runs) == 6
+
+
+@pytest.mark.slow
+def test_gpus_per_run_on_a_cluster_without_gpus_is_one_sentence_before_any_folder(cluster, tmp_path):
+    """The driver's torch has no CUDA here: planning must not touch it (the device is the workers'), and a cluster
+    with no GPU is refused at once, where the runs would wait for ever."""
+    args = ["ablate", *TINY, "--executor", "ray", "--ray-address", cluster.address, "--gpus-per-run", "1"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "r")])
+    assert isinstance(result.exception, UserError), result.exception
+    assert str(result.exception) == (
+        "no node of the Ray cluster has 1 CPU and 1 GPU for a run (its nodes have at most 1 CPU and 0 GPU); lower "
+        "--gpus-per-run (or leave it out to train on CPUs), or add such a node."
+    )
+    assert not (tmp_path / "r").exists()

@@ -413,8 +413,14 @@ def test_gemma_gelu_is_reported_as_geglu_not_swiglu():
         assert "swiglu" not in info["components"]
         assert any("the MLP is GeGLU" in n and "components leave swiglu out" in n for n in info["notes"])
         assert "--swiglu" in info["flags"]  # the closest variant: the same three matrices
-        act = next(f for f in info["fields"] if f["field"] in ("hidden_act", "hidden_activation"))
-        assert "GeGLU" in act["meaning"] and "SwiGLU" not in act["meaning"]
+        rows = [f for f in info["fields"] if f["field"] in ("hidden_act", "hidden_activation")]
+        act = [f for f in rows if not f["meaning"].startswith("ignored")]
+        assert len(act) == 1 and "GeGLU" in act[0]["meaning"] and "SwiGLU" not in act[0]["meaning"]
+    # Gemma-2 reads hidden_activation: its hidden_act is named as ignored, whatever it says
+    gemma2 = explain_config(SMALL | {"model_type": "gemma2", "hidden_act": "silu"})
+    assert "swiglu" not in gemma2["components"]
+    row = next(f for f in gemma2["fields"] if f["field"] == "hidden_act")
+    assert row["meaning"] == "ignored: Gemma2ForCausalLM reads hidden_activation."
     assert "swiglu" in explain_config(PUBLISHED["mistral-7b"][0])["components"]  # gated SiLU is SwiGLU
     arcee = explain_config(SMALL_CASES["arcee-plain"])  # two matrices, no gate
     assert "swiglu" not in arcee["components"] and "--swiglu" not in arcee["flags"]
@@ -608,6 +614,7 @@ def test_explain_reads_every_exported_model_back_to_its_components_and_count(com
             'rope_parameters.full_attention.rope_theta is "big"',
         ),
         ({"text_config": [1]}, "text_config is [1], not an object of fields"),
+        ({"model_type": ["llama"]}, 'model_type is ["llama"], not the name of a model type'),
         ({"text_config": {"head_dim": 0}}, "(text_config): head_dim is 0, not a whole number of at least 1"),
         ({"head_dim": -4}, "head_dim is -4, not a whole number of at least 1"),
         ({"vocab_size": -5}, "vocab_size is -5, not a whole number of at least 1"),
@@ -629,6 +636,16 @@ def test_a_field_explain_cannot_use_is_one_sentence_naming_the_field_and_file(
         code, out, err = run_main(capsys, monkeypatch, "explain", path, *extra)
         assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert f"{path}" in err and message in " ".join(err.split()), err
+
+
+def test_text_config_is_read_only_where_a_wrapper_has_one():
+    stray = SMALL | {"model_type": "llama", "text_config": {"model_type": "gemma3_text", "hidden_size": 8}}
+    plain = SMALL | {"model_type": "llama"}  # LlamaForCausalLM reads no text_config
+    assert explain_config(stray)["family"] == "Llama"
+    assert explain_config(stray)["params"] == explain_config(plain)["params"] == reference(plain)["params"]
+    unknown_inside = {"model_type": "gemma3", "text_config": SMALL | {"model_type": "mamba"}}
+    info = explain_config(unknown_inside)
+    assert info["params"] is None and "cannot tell" in " ".join(info["notes"])
 
 
 def test_a_multimodal_config_without_text_shapes_says_where_it_looked():
