@@ -512,6 +512,12 @@ def check_admitted(ray, address: Address, token: str | None) -> None:
         with _stderr_silenced():
             GcsClient(address=f"{host}:{address.port}")
     except refused:
+        mode = os.environ.get("RAY_AUTH_MODE", "token")
+        if mode.strip().lower() != "token":
+            raise UserError(
+                f"the Ray cluster at {address} asks for a token (token authentication), and RAY_AUTH_MODE={mode} here "
+                f"sends none; unset RAY_AUTH_MODE, or set it to token. To get the token, {TOKEN_HELP}."
+            ) from None
         if token is None:
             raise UserError(
                 f"the Ray cluster at {address} asks for a token (token authentication), and this machine has none; "

@@ -141,6 +141,11 @@ def test_a_missing_or_wrong_token_is_one_sentence_that_says_how_to_give_it(ray_s
         ({"RAY_AUTH_TOKEN": "0" * 64}, "the Ray cluster at {} (--ray-address) refused the token from RAY_AUTH_TOKEN,"),
         ({"RAY_AUTH_TOKEN_PATH": str(tmp_path / "wrong")}, "the Ray cluster at {} (--ray-address) refused the token"),
         ({"RAY_AUTH_MODE": "token", "HOME": str(empty)}, "RAY_AUTH_MODE is token, but this machine has no Ray token"),
+        (
+            {"RAY_AUTH_MODE": "disabled"},
+            "the Ray cluster at {} (--ray-address) asks for a token (token authentication), "
+            "and RAY_AUTH_MODE=disabled here sends none; unset RAY_AUTH_MODE, or set it to token.",
+        ),
         ({"RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")}, f"RAY_AUTH_TOKEN_PATH names {tmp_path / 'none'}, but"),
     ]:
         folder = tmp_path / "r"
