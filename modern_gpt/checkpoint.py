@@ -170,10 +170,15 @@ def _check_shapes(folder: Path, settings: Settings) -> None:
         raise UserError(f"{path} does not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
 
 
+MAX_TOKENS = 100_000  # --tokens: hours of sampling on a CPU already; a typing mistake above it, not a request
+
+
 def check_sampling(tokens: int, temperature: float, top_k: int | None) -> None:
-    """generate's settings, checked before a checkpoint is read: one sentence for the first that is wrong."""
-    if tokens < 0:
-        raise UserError(f"--tokens must not be negative, got {tokens}.")
+    """generate's settings, checked before a checkpoint is read: one sentence for the first that is wrong.
+    Every value that passes is well defined: temperature 0 is greedy, a tiny one tends to it, a huge one to
+    uniform sampling (model.generate), a top-k above the vocabulary keeps every token, 0 tokens print the prompt."""
+    if not 0 <= tokens <= MAX_TOKENS:
+        raise UserError(f"--tokens must be between 0 and {MAX_TOKENS:,}, got {tokens}.")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise UserError(f"--temperature must be a finite number of 0 or more, got {temperature}.")
     if top_k is not None and top_k < 1:

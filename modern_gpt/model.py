@@ -296,12 +296,20 @@ class GPT(nn.Module):
         out = idx
         cache = KVCache()
         logits, _ = self(idx, cache=cache)
-        for _ in range(new_tokens):
+        for i in range(new_tokens):
             next_logits = logits[:, -1, :].float()
+            if not torch.isfinite(next_logits).all():  # finite weights can still overflow: no token to choose
+                raise UserError(
+                    f"the model's logits are not finite (NaN or infinite) at generated token {i + 1}; its weights "
+                    "are too large to sample from: train the checkpoint again."
+                )
             if temperature <= 0:
                 nxt = next_logits.argmax(-1, keepdim=True)
             else:
-                next_logits = next_logits / temperature
+                # float64, from the largest logit down: a temperature near 0 (1e-300) or huge (1e308) gives the
+                # limit it tends to (greedy, uniform), never inf / inf = NaN probabilities
+                top = next_logits.amax(-1, keepdim=True)
+                next_logits = (next_logits.double() - top.double()) / temperature
                 if top_k is not None and top_k < next_logits.size(-1):
                     kth = torch.topk(next_logits, top_k).values[:, -1:]
                     next_logits = next_logits.masked_fill(next_logits < kth, float("-inf"))
