@@ -13,7 +13,9 @@ import io
 import json
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +68,9 @@ FIRST = (
     "failed",
 )
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
-_WHOLE = re.compile(r"[+-]?\d+")
+# The sizes the statistics compute with in float64: a square of a difference of two values stays a normal number
+# (a paired sd of 1e-200 squares to 0, and a sum of 1e200s overflows: a wrong p, or no table at all).
+SMALLEST, LARGEST = 1e-100, 1e100
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,9 @@ def _jsonl(path: Path, text: str) -> Source:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_once)
+        except _Twice as e:
+            raise UserError(f"{path}, line {n}: the key {e.args[0]!r} is given twice; give each column once.") from None
         except ValueError as e:
             raise UserError(f"{path}, line {n}: not JSON ({str(e).splitlines()[0]}).") from None
         if not isinstance(record, dict):
@@ -162,6 +168,19 @@ def _jsonl(path: Path, text: str) -> Source:
         columns.update(dict.fromkeys(record))
         records.append((f"line {n}", record))
     return Source(str(path), list(columns), records, "any line")
+
+
+class _Twice(Exception):
+    """A JSON object with a key twice: json.loads would keep the last value without a word."""
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict:
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Twice(k)
+        out[k] = v
+    return out
 
 
 def _parquet(path: Path) -> Source:
@@ -213,11 +232,22 @@ def _number(v) -> float:
         raise ValueError("is empty")
     if isinstance(v, bool | np.bool_):
         raise ValueError(f"is {v}, not a number")
-    if isinstance(v, int | float | np.integer | np.floating):
+    if isinstance(v, int | float | np.integer | np.floating | Decimal):  # Decimal: a Parquet decimal column
         return float(v)
     if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
         return float(v.strip())
     raise ValueError(f"{_shown(v)} is not a number")
+
+
+def _metric(v) -> float:
+    """A run's metric: a number of a size the statistics hold (NaN and infinity: the caller decides)."""
+    x = _number(v)
+    if math.isfinite(x) and x != 0 and not SMALLEST <= abs(x) <= LARGEST:
+        raise ValueError(
+            f"{_shown(v)} is {'too small' if abs(x) < SMALLEST else 'too large'} for the statistics in float64 (a "
+            f"nonzero value must be {SMALLEST:g} to {LARGEST:g} in size); rescale the column"
+        )
+    return x
 
 
 def _seed(v) -> int:
@@ -229,15 +259,29 @@ def _seed(v) -> int:
         return int(v)
     if isinstance(v, float | np.floating) and math.isfinite(v) and v == round(v):
         return int(v)
-    if isinstance(v, str) and _WHOLE.fullmatch(v.strip()):
-        return int(v.strip())
+    if isinstance(v, str | Decimal) and (whole := _whole(v)) is not None:
+        return whole
     raise ValueError(f"{_shown(v)} is not a whole number")
+
+
+def _whole(v: str | Decimal) -> int | None:
+    """A whole number as written, exactly ('7', '7.0', '-2', '1e3': pandas writes a seed column that had a gap as
+    floats); None for anything else ('0.5', 'nan', 'x')."""
+    try:
+        d = Decimal(v.strip()) if isinstance(v, str) else v
+    except InvalidOperation:
+        return None
+    if not d.is_finite() or d != d.to_integral_value() or abs(d.adjusted()) > 100:  # 1e1000000 is no seed
+        return None
+    return int(d)
 
 
 def _name(v) -> str:
     if _empty(v):
         raise ValueError("is empty")
     if isinstance(v, str):
+        if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in v):
+            raise ValueError(f"{_shown(v)} holds a line break or another control character; a name is one line")
         return v
     if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
         return str(v)
@@ -320,7 +364,7 @@ def runs_from(source: Source, s: JudgeSettings) -> tuple[dict, pd.DataFrame]:
         seed = cell(where, record, s.seed_col, _seed)
         diverged = DIVERGED in markers and cell(where, record, DIVERGED, _flag)
         error = cell(where, record, ERROR, _message) if ERROR in markers else ""
-        value = cell(where, record, s.metric, _number if not (diverged or error) else _number_or_empty)
+        value = cell(where, record, s.metric, _metric if not (diverged or error) else _number_or_empty)
         if not math.isfinite(value) and not (diverged or error):
             raise UserError(
                 f"{name}, {where}, column {s.metric}: {value} is not a finite number (a failed run is marked true in "
@@ -370,6 +414,7 @@ def _order(source: Source, s: JudgeSettings, found: list[str]) -> list[str]:
         raise UserError(
             f"{name}, column {col}: every row is variant {found[0]!r}; judge compares two or more variants."
         )
+    _no_look_alikes(source, s, found)
     if s.order is None:
         rows = found
     else:
@@ -392,6 +437,24 @@ def _order(source: Source, s: JudgeSettings, found: list[str]) -> list[str]:
         if n is not None and n not in rows:
             raise UserError(f"{flag} {n!r} is not a variant of {name} (column {col} has: {_listed(rows)}).")
     return rows
+
+
+def _look(name: str) -> str:
+    """What a name looks like on screen: Unicode's compatibility form, without invisible characters or the spaces
+    around it."""
+    return "".join(c for c in unicodedata.normalize("NFKC", name) if unicodedata.category(c) != "Cf").strip()
+
+
+def _no_look_alikes(source: Source, s: JudgeSettings, found: list[str]) -> None:
+    """Two variants that print alike would read as one row twice, and --reference or --order could pick either."""
+    seen: dict[str, str] = {}
+    for n in found:
+        other = seen.setdefault(_look(n), n)
+        if other != n:
+            raise UserError(
+                f"{source.name}, column {s.variant_col}: the variants {other!r} and {n!r} print alike (they differ "
+                "only in spaces around them, invisible characters or Unicode normalisation); give each its own name."
+            )
 
 
 def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: list[dict]) -> None:
@@ -502,11 +565,29 @@ def _honest(row: dict, flip: bool) -> dict:
 
 
 def _in_units(note: str, metric: str) -> str:
-    """report's footnotes speak of the val loss in nats; judge's of the metric, in its own units."""
+    """report's footnotes speak of the val loss in nats, and of ablate's flags; judge's of the metric, in its own
+    units, and of the file's seeds."""
+    note = note.replace("use --seeds 3 or more, or --seeds auto", "give every variant 3 or more seeds")
     if metric == "val_loss":
         return note
     return (
         note.replace("the val loss", metric).replace("val loss", metric).replace(" nats/token", "").replace(" nats", "")
+    )
+
+
+def _unmarked_placebo(meta: dict) -> str | None:
+    """A row named as modern-gpt names its placebo ('classic (placebo)' under 'classic') that --placebo does not
+    name: judged as a component, it is the row above the next one, which report compares with the first row."""
+    names = [v["name"] for v in meta["variants"]]
+    twin = f"{names[0]} (placebo)"
+    if twin not in names or any(v["placebo"] for v in meta["variants"]):
+        return None
+    at = names.index(twin)
+    under = [v["name"] for v in meta["variants"] if v["reference"] == at]
+    also = f", and {_listed(under)} {'is' if len(under) == 1 else 'are'} compared with it" if under else ""
+    return (
+        f"{twin!r} is judged as a component row, not as a placebo: it is in Holm's family{also}; for the table "
+        f"modern-gpt report gives from a results folder's runs.csv, add --placebo {twin!r}."
     )
 
 
@@ -519,6 +600,9 @@ def judge(meta: dict, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
     # the training footnotes (memorisation, parameter mismatch) have nothing to read: no train loss, no params
     quiet = [{**row, "val_loss": math.nan, "train_loss": math.nan} for row in summary]
     notes = [_in_units(n, metric) for n in report.footnotes(meta, runs, quiet, meta["spec"]["data_name"])]
+    unmarked = _unmarked_placebo(meta)
+    if unmarked:
+        notes.insert(0, unmarked)
     if flip:
         notes.insert(
             0,
@@ -571,7 +655,17 @@ def verdict(
     `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
     input raises modern_gpt.errors.UserError with one sentence naming the row and the column.
     """
-    s = JudgeSettings(variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo, alpha, margin)
+    if not isinstance(higher_is_better, bool | np.bool_):  # "no" would be truthy: the table turned upside down
+        raise UserError(f"higher_is_better must be True or False, not {_shown(higher_is_better)}.")
+    for key, x in (("alpha", alpha), ("margin", margin)):
+        if (x is not None or key == "alpha") and (
+            isinstance(x, bool | np.bool_) or not isinstance(x, int | float | np.integer | np.floating)
+        ):
+            raise UserError(f"{key} must be a number, not {_shown(x)}.")
+    reference, placebo = (None if x is None else names([x])[0] for x in (reference, placebo))
+    s = JudgeSettings(
+        variant_col, seed_col, metric, bool(higher_is_better), names(order), reference, placebo, alpha, margin
+    )
     check_settings(s)
     meta, runs = runs_from(from_frame(df), s)
     rows, notes = judge(meta, runs)

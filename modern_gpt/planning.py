@@ -417,8 +417,16 @@ def plan_spec(
     return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin, lrs=rates)
 
 
+MIN_ALPHA = 1e-10  # a row's level, alpha over rows and looks, keeps its t quantile to about 1e-5
+
+
 def check_statistics(alpha: float, margin: float | None) -> None:
     if not 0 < alpha < 1:
         raise UserError(f"--alpha must be between 0 and 1, got {alpha}.")
+    if alpha < MIN_ALPHA:  # a row's level alpha/rows/looks near 1e-16 is 1 - q == 0 for the t quantile
+        raise UserError(
+            f"--alpha {alpha:g} is below {MIN_ALPHA:g}, where the t quantiles lose their precision; give {MIN_ALPHA:g} "
+            "or more."
+        )
     if margin is not None and not (0 < margin < float("inf")):
         raise UserError(f"--margin must be a positive number of nats, got {margin}.")

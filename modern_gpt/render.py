@@ -504,7 +504,11 @@ def judge_markdown(meta: dict, rows: list[dict], notes: list[str]) -> str:
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
-    lines += ["| " + " | ".join(_judge_cells(row, _judge_decimals(rows))) + " |" for row in rows]
+    # a name's "|" would end its cell: escaped, as Markdown tables allow
+    lines += [
+        "| " + " | ".join(c.replace("|", "\\|") for c in _judge_cells(row, _judge_decimals(rows))) + " |"
+        for row in rows
+    ]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
 
 
