@@ -12,7 +12,7 @@ from safetensors.torch import load_model, save_model
 
 from .data import tokenizer_from_json
 from .errors import UserError
-from .files import atomic_path, write_json
+from .files import atomic_path, not_regular, write_json
 from .model import GPT
 from .settings import Settings, from_dict, saved_settings_problem
 
@@ -50,6 +50,10 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
             f"transformers (pipeline('text-generation', model={str(folder)!r}) or AutoModelForCausalLM.from_pretrained), "
             "or give the modern-gpt checkpoint it was exported from."
         )
+    for name in FILES:  # before any open: reading a pipe waits for ever, a device never ends
+        what = not_regular(folder / name)
+        if what:
+            raise UserError(f"{folder}/{name} is {what}, not a file; give a folder written by modern-gpt train.")
     missing = [f for f in FILES[:3] if not (folder / f).is_file()]
     failed = _failed_run(folder)
     if "model.safetensors" in missing and failed:

@@ -266,7 +266,7 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
     from . import render
     from .checkpoint import save_checkpoint
-    from .data import load_corpus
+    from .data import load_corpus, lossy_note
     from .files import check_free
     from .planning import label
     from .progress import run_progress
@@ -289,6 +289,8 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
     )
     if result.epochs > 1:
         console.print(render.memorised(result.epochs))
+    if not corpus.lossless:
+        console.print(f"note: {lossy_note(settings.data.tokenizer, corpus.val_lost, corpus.val_chars)}", markup=False)
     console.print(f"checkpoint: {out}")
 
 

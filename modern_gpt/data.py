@@ -7,13 +7,16 @@ the same batches for a seed and every run is measured on the same tokens.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import secrets
 import shutil
-from dataclasses import asdict, dataclass
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -21,10 +24,23 @@ import numpy as np
 import torch
 
 from .errors import ConfigError, UserError, setting
+from .files import not_regular, write_json
 
 TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
-SUFFIXES = (".txt", ".jsonl", ".parquet")  # the files a --data folder is read from
-CACHE_FORMAT = 2  # bump when the cached files change meaning (2: ids of gapped pretrained vocabularies no longer wrap)
+# The kind of each file a --data folder is read from, by its suffix in any case (data.JSONL is JSON lines).
+FORMATS = {
+    ".txt": "text",
+    ".jsonl": "json lines",
+    ".ndjson": "json lines",
+    ".json": "json lines",
+    ".parquet": "parquet",
+}
+SUFFIXES = tuple(FORMATS)
+FILE_KINDS = ".txt, .jsonl (.ndjson, .json) or .parquet"  # as the messages name them
+# Bump when the cached files change meaning (2: ids of gapped pretrained vocabularies no longer wrap). It is part
+# of every results folder's data_key too, so a bump makes every earlier folder refuse --resume: a change that
+# concerns a few entries keys those alone (see cache_key), and a count added later is computed on load.
+CACHE_FORMAT = 2
 SMOKE = "smoke"  # the name of the built-in corpus
 
 
@@ -32,12 +48,24 @@ class DataError(UserError):
     """The corpus cannot be read or is unusable."""
 
 
+class EncodeError(DataError):
+    """A tokenizer that raised on a text: an unknown word and no unknown token, say."""
+
+    def __init__(self, who: str, what: str, why: str):
+        self.why = why
+        super().__init__(
+            f"{who} cannot encode {what} ({why}); give a tokenizer that covers every character, "
+            "such as a byte-level BPE or one with an unknown token."
+        )
+
+
 @dataclass
 class DataConfig:
     # Each help is the one source of the flag's help and the README's settings table (see settings.py).
     path: str = setting(
         "",
-        "a .txt, .jsonl or .parquet file, or a folder of them read in sorted order (unset: the built-in smoke corpus)",
+        "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order "
+        "(unset: the built-in smoke corpus)",
     )
     tokenizer: str = setting(
         "char",
@@ -77,34 +105,71 @@ class DataConfig:
 # ---------------------------------------------------------------------------
 # Reading text
 # ---------------------------------------------------------------------------
+def file_format(name: str) -> str:
+    """How a corpus file is read: 'text', 'json lines' or 'parquet', from its suffix in any case; a file given
+    alone with another suffix (or none) is text."""
+    return FORMATS.get(Path(name).suffix.lower(), "text")
+
+
 def corpus_files(path: str) -> list[Path]:
-    """The files a --data path stands for: the file itself, or a folder's .txt, .jsonl and .parquet files in sorted order."""
+    """The files a --data path stands for: the file itself, or a folder's corpus files (FORMATS) in sorted order."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise DataError(f"data path {path} does not exist; give a .txt, .jsonl or .parquet file, or a folder of them.")
+        raise DataError(f"data path {path} does not exist; give a {FILE_KINDS} file, or a folder of them.")
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file())  # is_file: regular files only
+        files, skipped = folder_files(p)
         if not files:
+            also = f" (it holds {_listed(skipped)})" if skipped else ""
             raise DataError(
-                f"folder {path} holds no .txt, .jsonl or .parquet files; put the corpus in files with those endings."
+                f"folder {path} holds no {FILE_KINDS} files{also}; put the corpus in files with those endings."
             )
+        if skipped:  # said, not silent: a file the user meant to train on may have another ending
+            print(f"modern-gpt: note: {path}: skipped {_listed(skipped)}.", file=sys.stderr, flush=True)
         return files
-    if not p.is_file():  # a FIFO, a device such as /dev/zero, a socket: it could block or never end
+    what = not_regular(p)
+    if what:  # a FIFO, a device such as /dev/zero, a socket: it could block or never end
         raise DataError(
-            f"data path {path} is not a regular file (a pipe, a device or a socket); "
-            "give a .txt, .jsonl or .parquet file, or a folder of them."
+            f"data path {path} is not a regular file but {what}; give a {FILE_KINDS} file, or a folder of them."
         )
     return [p]
+
+
+def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
+    """A folder's corpus files (regular files with a suffix of FORMATS, in any case, in subfolders too) in sorted
+    order, and what it skips, each with the reason, relative to the folder."""
+    files, skipped = [], []
+    for f in sorted(folder.rglob("*")):
+        if f.is_dir():
+            continue
+        name = str(f.relative_to(folder))
+        what = not_regular(f)
+        if f.suffix.lower() not in FORMATS:
+            skipped.append(f"{name} (not {FILE_KINDS})")
+        elif what:  # a pipe is never opened: it could block for ever
+            skipped.append(f"{name} ({what})")
+        else:
+            files.append(f)
+    return files, skipped
+
+
+def _listed(items: list[str], most: int = 5) -> str:
+    more = f" and {len(items) - most} more" if len(items) > most else ""
+    return f"{len(items)} file{'s' * (len(items) != 1)}: " + ", ".join(items[:most]) + more
 
 
 def decode_text(raw: bytes, name: str) -> str:
     """UTF-8 bytes to text: a byte-order mark dropped, CR and CRLF read as LF."""
     utf16 = _utf16(raw)
-    if utf16:
+    if utf16:  # converted in its place, under its own suffix: a .jsonl file must stay JSON lines
+        p = Path(name)
+        tmp = p.with_name(f"{p.stem}-utf8{p.suffix}")
         raise DataError(
-            f"{name} is {utf16} text, not UTF-8; convert it first, e.g. iconv -f {utf16} -t UTF-8 {name} > corpus.txt."
+            f"{name} is {utf16} text, not UTF-8; convert it in its place first, e.g. "
+            f"iconv -f {utf16} -t UTF-8 {name} > {tmp} && mv {tmp} {name}."
         )
     nul = raw.find(b"\x00")
+    if nul >= 0 and raw[:4] == b"PAR1":
+        raise DataError(f"{name} is a parquet file; give it the .parquet suffix, or convert it to text.")
     if nul >= 0:
         raise DataError(f"{name} looks binary (a NUL byte at byte offset {nul}); give a UTF-8 text file.")
     try:
@@ -147,13 +212,14 @@ def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
 
 
 def file_text(name: str, raw: bytes, text_field: str = "text") -> str:
-    """One file's text: a .txt file as it is; the text_field of every object of a .jsonl file, or of every
-    row of a .parquet file, one document after another, each ending in a line end."""
-    suffix = Path(name).suffix
-    if suffix == ".parquet":
+    """One file's text: a .txt file (or one of another suffix) as it is; the text_field of every object of a
+    .jsonl (.ndjson, .json) file, or of every row of a .parquet file, one document after another, each ending
+    in a line end."""
+    form = file_format(name)
+    if form == "parquet":
         return _join_documents(_parquet_documents(name, raw, text_field))
     text = decode_text(raw, name)
-    if suffix == ".jsonl":
+    if form == "json lines":
         return _join_documents(_jsonl_documents(name, text, text_field))
     return text
 
@@ -164,15 +230,22 @@ def _join_documents(docs) -> str:
 
 
 def _jsonl_documents(name: str, text: str, field: str):
+    seen = False  # a record read before: a later bad line is a bad line, not a file of another format
     for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue  # blank lines (a trailing one included) hold no record
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(
-                f"{name} line {n} is not JSON ({e.msg} at column {e.colno}); each line of a .jsonl file is one JSON object."
-            ) from None
+            why = f"{name} line {n} is not JSON ({e.msg} at column {e.colno})"
+            if line.lstrip()[:1] in ("[", "{") and not seen:  # one JSON document (an array, a pretty-printed object)
+                p = Path(name)
+                lines = p.with_name(f"{p.stem}-lines.jsonl")  # never the file itself: > would empty it first
+                raise DataError(
+                    f"{why}; a {p.suffix} file is read as JSON lines, one object a line, and this looks like one "
+                    f"JSON document: write one object a line first (an array: jq -c '.[]' {name} > {lines})."
+                ) from None
+            raise DataError(f"{why}; each line of a JSON lines file is one JSON object.") from None
         except RecursionError:
             raise DataError(
                 f"{name} line {n} nests JSON too deeply to read; each line must be one flat JSON object."
@@ -192,37 +265,42 @@ def _jsonl_documents(name: str, text: str, field: str):
         value = record[field]
         if not isinstance(value, str):
             raise DataError(f"{name} line {n}: the field {field!r} is not a string but {json.dumps(value)[:40]}.")
+        seen = True
         yield _checked(value, f"{name} line {n}", f"the field {field!r}")
 
 
 def _parquet_documents(name: str, raw: bytes, field: str):
-    import io
-
-    import pandas as pd
-
     try:
-        column = pd.read_parquet(io.BytesIO(raw), columns=[field])[field]
+        import pyarrow as pa
+        import pyarrow.parquet as pq
     except ImportError as e:
-        raise DataError(f"reading {name} needs a parquet engine ({e}); pip install pyarrow.") from None
-    except Exception as e:  # pyarrow's errors (a missing column, a damaged file) share no base class
-        try:
-            import pyarrow.parquet as pq
-
-            columns = pq.read_schema(io.BytesIO(raw)).names
-        except Exception:
-            raise DataError(f"{name} is not a readable parquet file ({str(e).splitlines()[0]}).") from None
-        if field not in columns:
-            has = ", ".join(map(repr, columns[:5])) or "none"
-            raise DataError(
-                f"{name} has no column {field!r} (its columns: {has}); choose it with --text-field."
-            ) from None
-        raise DataError(f"{name}: cannot read the column {field!r} ({str(e).splitlines()[0]}).") from None
-    for n, value in enumerate(column.tolist(), start=1):
+        raise DataError(f"reading {name} needs pyarrow ({e}); pip install pyarrow.") from None
+    # Arrow's own buffer, one thread, nothing read ahead: a damaged file then fails with no Arrow thread left
+    # behind. pandas.read_parquet on a Python file object read ahead on Arrow's I/O threads, which call back into
+    # Python; after a read that failed part-way, one could still be alive at interpreter exit, and the process
+    # aborted ("terminate called without an active exception", exit 134) instead of exiting 2.
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False)
+        columns = parquet.schema_arrow.names
+    except Exception as e:  # pyarrow's errors (a damaged footer, not parquet at all) share no base class
+        raise DataError(f"{name} is not a readable parquet file ({_first_line(e)}).") from None
+    if field not in columns:
+        has = ", ".join(map(repr, columns[:5])) or "none"
+        raise DataError(f"{name} has no column {field!r} (its columns: {has}); choose it with --text-field.")
+    try:
+        column = parquet.read(columns=[field], use_threads=False).column(field).to_pylist()
+    except Exception as e:  # a damaged page, a column of another type
+        raise DataError(f"{name}: cannot read the column {field!r} ({_first_line(e)}).") from None
+    for n, value in enumerate(column, start=1):
         if not isinstance(value, str):
-            shown = "null" if value is None or value != value else repr(value)  # pandas reads a null as None or NaN
+            shown = "null" if value is None or value != value else repr(value)  # a null, or a float NaN
             shown = shown if len(shown) <= 80 else shown[:77] + "..."  # a row of bytes can be megabytes
             raise DataError(f"{name} row {n} (counting from 1): the column {field!r} holds {shown}, not a string.")
         yield _checked(value, f"{name} row {n} (counting from 1)", f"the column {field!r}")
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
 
 
 def _checked(value: str, where: str, what: str) -> str:
@@ -318,6 +396,11 @@ class BPETokenizer:
     kind = "bpe"
 
     def __init__(self, tok):
+        # A tokenizer.json may ask to truncate or pad what it encodes (for a model's fixed input): applied to a
+        # corpus, truncation keeps the first tokens of each chunk and padding fills it with pad tokens, so that
+        # bits/char would be measured on another text. The corpus is encoded whole, so both are off.
+        tok.no_truncation()
+        tok.no_padding()
         self.tok = tok
         self.vocab_size = tok.get_vocab_size()
 
@@ -335,8 +418,16 @@ class BPETokenizer:
         return cls(tok)
 
     def encode(self, text: str) -> np.ndarray:
-        ids = [i for enc in self.tok.encode_batch(list(_chunks(text))) for i in enc.ids]
-        return np.array(ids, dtype=np.int64)
+        return self._encode(text, add_special_tokens=True)
+
+    def _encode(self, text: str, add_special_tokens: bool) -> np.ndarray:
+        try:
+            encodings = self.tok.encode_batch(list(_chunks(text)), add_special_tokens=add_special_tokens)
+        except BaseException as e:  # the library raises plain Exceptions, and a Rust panic as a BaseException
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise EncodeError("the tokenizer", "the text", _first_line(e)) from None
+        return np.array([i for enc in encodings for i in enc.ids], dtype=np.int64)
 
     def decode(self, ids) -> str:
         return self.tok.decode([int(i) for i in ids])
@@ -346,14 +437,9 @@ class BPETokenizer:
 
 
 def read_tokenizer_file(path: Path) -> bytes:
-    if not path.is_file():
-        what = (
-            "is a folder, not a file"
-            if path.is_dir()
-            else "is not a regular file (a pipe, a device or a socket)"
-            if path.exists()
-            else "does not exist"
-        )
+    what = not_regular(path)  # before any open: a pipe would block the read for ever
+    if what or not path.exists():
+        what = f"is not a regular file but {what}" if what else "does not exist"
         raise DataError(f"tokenizer file {path} {what}; give the path of a Hugging Face tokenizer.json.")
     try:
         return path.read_bytes()
@@ -400,8 +486,7 @@ class PretrainedTokenizer(BPETokenizer):
             ) from None
 
     def encode(self, text: str) -> np.ndarray:
-        encodings = self.tok.encode_batch(list(_chunks(text)), add_special_tokens=False)
-        return np.array([i for enc in encodings for i in enc.ids], dtype=np.int64)
+        return self._encode(text, add_special_tokens=False)
 
 
 def _chunks(text: str, size: int = 1 << 16):
@@ -412,6 +497,38 @@ def _chunks(text: str, size: int = 1 << 16):
         end = len(text) if end < 0 else end + 1
         yield text[start:end]
         start = end
+
+
+def lost_chars(tokenizer, text: str) -> int:
+    """How many characters of text the tokenizer does not give back: 0 when decode(encode(text)) == text.
+
+    Bits per character count the characters of the text; a tokenizer that drops or merges some (an unknown
+    token, a normaliser that lowercases) predicts fewer of them, and its bits/char compare with no other
+    tokenizer's. Compared chunk by chunk, as the text is encoded; a chunk that comes back different counts its
+    characters missing or added, whichever is more.
+    """
+    if tokenizer.kind == "char":  # id 0: a character the training split never showed
+        return int((tokenizer.encode(text) == 0).sum())
+    if tokenizer.kind == "byte":  # UTF-8 bytes of valid text
+        return 0
+    lost = 0
+    for chunk in _chunks(text):
+        # special tokens kept: a "<|endoftext|>" in the text is one token that stands for those 13 characters
+        back = tokenizer.tok.decode(tokenizer.encode(chunk).tolist(), skip_special_tokens=False)
+        if back != chunk:
+            a, b = Counter(chunk), Counter(back)
+            lost += max(sum((a - b).values()), sum((b - a).values()), 1)
+    return min(lost, len(text))
+
+
+def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
+    """The one sentence for a tokenizer that does not give back the validation text (train's note, report's
+    footnote)."""
+    share = f" in {lost:,} of its {chars:,} characters, {100 * lost / chars:.1f}%" if lost and chars else ""
+    return (
+        f"Lossy tokenizer: --tokenizer {tokenizer} does not give back the validation text (decode(encode(text)) "
+        f"differs{share}): its bits/char count only what it keeps, and compare with no other tokenizer's."
+    )
 
 
 def train_tokenizer(kind: str, text: str, vocab_size: int):
@@ -449,10 +566,23 @@ class Corpus:
     train: np.ndarray  # token ids of the training split (possibly a memory map)
     val: np.ndarray  # token ids of the validation split: the text after the training split
     val_chars: int
+    val_lost: int = 0  # characters of the validation text the tokenizer does not give back (lost_chars)
+    # sha256 of the data files' contents and of the tokenizer file's (None for char, byte, bpe): what --resume
+    # names when the key no longer matches
+    hashes: dict = field(default_factory=dict)
 
     @property
     def val_tokens_per_char(self) -> float:
         return len(self.val) / self.val_chars
+
+    @property
+    def lossless(self) -> bool:
+        """Whether the tokenizer gives back the validation text exactly: only then do bits/char compare."""
+        return self.val_lost == 0
+
+    def facts(self) -> dict:
+        """What a results folder keeps of its corpus (meta.json's "corpus")."""
+        return {"val_chars": self.val_chars, "val_lost_chars": self.val_lost, **self.hashes}
 
 
 def bits_per_char(loss: float, tokens_per_char: float) -> float:
@@ -472,14 +602,52 @@ def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> str:
     if cfg.tokenizer == "bpe":
         settings["vocab_size"] = cfg.vocab_size
     if cfg.tokenizer_file is not None:  # the file's contents, not its name: an edited file is a new entry
-        settings["tokenizer"] = "file " + hashlib.sha256(read_tokenizer_file(cfg.tokenizer_file)).hexdigest()
-    if any(Path(name).suffix in (".jsonl", ".parquet") for name, _ in parts):
+        raw = read_tokenizer_file(cfg.tokenizer_file)
+        settings["tokenizer"] = "file " + hashlib.sha256(raw).hexdigest()
+        if _truncates_or_pads(raw):  # encoded whole since, unlike the entries such a file made before
+            settings["whole"] = True
+    if any(file_format(name) != "text" for name, _ in parts):
         settings["text_field"] = cfg.text_field
     h.update(json.dumps(settings, sort_keys=True).encode())
+    _contents(h, parts)
+    return h.hexdigest()[:32]
+
+
+def _contents(h, parts: list[tuple[str, bytes]]):
     for _, raw in parts:  # contents only, so that a moved or renamed file still hits the cache
         h.update(len(raw).to_bytes(8, "little"))
         h.update(raw)
-    return h.hexdigest()[:32]
+    return h
+
+
+def data_hashes(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> dict:
+    """The data files' and the tokenizer file's contents, hashed apart: which of them changed."""
+    file = cfg.tokenizer_file
+    return {
+        "text_sha256": _contents(hashlib.sha256(), parts).hexdigest(),
+        "tokenizer_sha256": None if file is None else hashlib.sha256(read_tokenizer_file(file)).hexdigest(),
+    }
+
+
+def changed(cfg: DataConfig, was: dict | None, now: dict) -> str:
+    """What changed, for a sentence: the data, the tokenizer file, or (an older folder, which kept no hashes)
+    either."""
+    data = f"the data ({cfg.path or SMOKE})"
+    if cfg.tokenizer_file is None:
+        return data
+    tok = f"the tokenizer file {cfg.tokenizer}"
+    if not was or "text_sha256" not in was:
+        return f"{data} or {tok}"
+    what = [w for w, k in ((data, "text_sha256"), (tok, "tokenizer_sha256")) if was.get(k) != now.get(k)]
+    return " and ".join(what) or f"{data} or {tok}"
+
+
+def _truncates_or_pads(raw: bytes) -> bool:
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False  # not JSON: reading it as a tokenizer says so
+    return isinstance(doc, dict) and bool(doc.get("truncation") or doc.get("padding"))
 
 
 def load_corpus(cfg: DataConfig) -> Corpus:
@@ -489,15 +657,26 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     key = cache_key(cfg, parts)
     folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
     entry = folder / key
+    hashes = data_hashes(cfg, parts)
     for attempt in range(2):
         if not (entry / "meta.json").exists():
             _build_cache_entry(cfg, parts, entry)
         try:
+            if any(not_regular(entry / f) for f in ("meta.json", "tokens.npy", "tokenizer.json")):
+                raise OSError("not a regular file")  # a pipe put in the cache would block the read for ever
             meta = json.loads((entry / "meta.json").read_text())
             tokens = np.load(entry / "tokens.npy", mmap_mode="r")
             tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
             n = meta["train_tokens"]
-            return Corpus(name, key, tokenizer, tokens[:n], tokens[n:], meta["val_chars"])
+            if "val_lost_chars" not in meta:  # an entry written before the count was kept
+                meta["val_lost_chars"] = lost_chars(
+                    tokenizer, split_text(join_text(parts, cfg.text_field), cfg.val_fraction)[1]
+                )
+                with contextlib.suppress(UserError):  # a cache that cannot be written counts again next time
+                    write_json(entry / "meta.json", meta)
+            return Corpus(
+                name, key, tokenizer, tokens[:n], tokens[n:], meta["val_chars"], meta["val_lost_chars"], hashes
+            )
         except (OSError, ValueError, KeyError, DataError):
             if attempt:
                 raise DataError(f"the token cache entry {entry} is damaged; delete it and run again.") from None
@@ -507,13 +686,23 @@ def load_corpus(cfg: DataConfig) -> Corpus:
 def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: Path) -> None:
     train_text, val_text = split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
     tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
-    train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
+    try:
+        train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
+        lost = lost_chars(tokenizer, val_text)
+    except EncodeError as e:  # named: the tokenizer and the corpus
+        raise EncodeError(f"--tokenizer {cfg.tokenizer}", cfg.path or "the smoke corpus", e.why) from None
     top = max([tokenizer.vocab_size - 1] + [int(ids.max()) for ids in (train_ids, val_ids) if len(ids)])
     if top >= tokenizer.vocab_size:  # no tokenizer should, but an id past the embedding must not reach training
         raise DataError(f"the tokenizer gave the id {top}, outside its vocabulary of {tokenizer.vocab_size} ids.")
     dtype = np.uint16 if top < 1 << 16 else np.uint32  # from the largest id, so that no id wraps round
     # train_chars is read by nothing now; it stays so that earlier versions sharing the cache can read the entry
-    meta = {"train_tokens": len(train_ids), "train_chars": len(train_text), "val_chars": len(val_text), **asdict(cfg)}
+    meta = {
+        "train_tokens": len(train_ids),
+        "train_chars": len(train_text),
+        "val_chars": len(val_text),
+        "val_lost_chars": lost,
+        **asdict(cfg),
+    }
     tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

@@ -421,6 +421,12 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
     for _, r in ordered[failed(ordered)].iterrows():
         what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
         notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
+    if "lossless" in runs and (runs["lossless"].astype(str).str.lower() == "false").any():
+        from .data import lossy_note  # the sentence train prints too
+
+        kept = meta.get("corpus") or {}
+        tokenizer = meta["spec"]["settings"].get("data", {}).get("tokenizer", "char")  # judge's meta has no data
+        notes.append(lossy_note(tokenizer, kept.get("val_lost_chars"), kept.get("val_chars")))
     sweep = meta.get("sweep")
     if sweep:
         notes += sweep_notes(sweep, summary)

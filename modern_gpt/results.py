@@ -51,6 +51,7 @@ RUN_COLUMNS = [
     "best_val_loss",
     "best_step",
     "val_bpc",
+    "lossless",
     "val_ppl",
     "steps_done",
     "tokens_seen",
@@ -159,6 +160,7 @@ RUN_SCHEMA = {  # written by ablate.execute: train.RunResult and the run's ident
     "val_loss_tune?": NUMBER,
     "val_loss_test?": NUMBER,
     "spikes?": int,
+    "lossless?": bool,
 }
 # runs.csv: the columns the table, the footnotes and the plot read, and which must be numbers
 RUNS_CSV_NUMBERS = (
@@ -485,6 +487,9 @@ class ResultsDir:
         if not self.is_results():
             if self.path.is_dir() and self.half_created():
                 raise self.half_created_error()
+            what = not_regular(self.path / "meta.json") if self.path.is_dir() else None
+            if what:  # never opened: a pipe would block the read
+                raise UserError(f"{self.path}/meta.json is {what}, not a file; start a new ablation.")
             raise UserError(
                 f"{self.path} is not a results folder (no meta.json and runs/ in it); give a folder written by modern-gpt ablate."
             )

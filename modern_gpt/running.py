@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .data import Corpus, DataConfig, check_length, eval_offsets, load_corpus
+from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_corpus
 from .errors import UserError
 from .executors import AUTO, ExecutorOptions, InProcess, LocalPool, Ray, check_jobs, workers
 from .model import ModelConfig, param_counts
@@ -127,6 +127,7 @@ def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> di
         val_loss_tune=nan,
         val_loss_test=nan,
         val_bpc=nan,
+        lossless=corpus.lossless,
         val_ppl=nan,
         best_val_loss=nan,
         best_step=0,
@@ -186,6 +187,7 @@ def start(
             "command": command,
             "spec": spec.to_dict(),
             "variants": variant_info(spec, corpus.tokenizer.vocab_size),
+            "corpus": corpus.facts(),  # what --resume names when the data or the tokenizer file changed
             "jobs": jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
             "executor": ablation.executor_info(),
@@ -225,8 +227,9 @@ def resume(folder: Path, requested: Spec | None, jobs: int | str, options: Execu
                 f"or with --resume {folder} alone, which reuses them."
             )
     if corpus.key != spec.data_key:
+        what = changed(spec.settings.data, meta.get("corpus"), corpus.hashes)
         raise UserError(
-            f"the data of {folder} ({spec.data_name}) has changed since the ablation started; start a new one."
+            f"{folder}: {what} changed since the ablation started; put back the original, or start a new one."
         )
     _device(spec, options)
     meta["resumed"] = [*meta.get("resumed", []), now()]

@@ -108,7 +108,7 @@ class RunResult:
     # variant's best one is chosen on the tuning half and reported on the test half, so the choice flatters no one
     val_loss_tune: float
     val_loss_test: float
-    val_bpc: float  # bits per character: comparable across tokenizers
+    val_bpc: float  # bits per character: comparable across tokenizers, when lossless
     val_ppl: float
     best_val_loss: float
     best_step: int
@@ -120,6 +120,7 @@ class RunResult:
     threads: int
     device: str
     diverged: bool = False
+    lossless: bool = True  # the tokenizer gives back the validation text exactly (data.lost_chars)
     spikes: int = 0  # after warm-up, times the training loss rose more than SPIKE nats above its running minimum
     error: str = ""  # a fault that ended the run (out of memory, say)
     curve: list[dict] = field(default_factory=list)  # {step, train_loss, val_loss} per evaluation
@@ -169,18 +170,31 @@ def check_memory(model_cfg: ModelConfig, cfg: TrainConfig, device: str) -> None:
     if total is None:
         return
     gb = 1 << 30
-    weights = 16 * param_counts(model_cfg)["total"]
+    counts = param_counts(model_cfg)
+    weights = 16 * counts["total"]
     tokens = cfg.batch_size * model_cfg.context
     step = 4 * tokens * (3 * model_cfg.vocab_size + 16 * model_cfg.dim * model_cfg.layers)
+    vocab = f"the tokenizer's {model_cfg.vocab_size:,}-token vocabulary"
     if weights > total:
+        in_vocab = counts["token_embedding"] + counts["output_head"]
+        fix = (  # a pretrained tokenizer's vocabulary, not the width, can be what does not fit
+            f"{in_vocab:,} of them embed {vocab}; use a tokenizer with a smaller vocabulary, or a smaller --dim"
+            if in_vocab > counts["total"] / 2
+            else "use a smaller --dim, --layers or --context"
+        )
         raise UserError(
-            f"the model ({param_counts(model_cfg)['total']:,} parameters) needs about {weights / gb:,.0f} GB to train, "
-            f"more than the {total / gb:,.0f} GB of memory here; use a smaller --dim, --layers or --context."
+            f"the model ({counts['total']:,} parameters) needs about {weights / gb:,.0f} GB to train, "
+            f"more than the {total / gb:,.0f} GB of memory here; {fix}."
         )
     if weights + step > total:
+        fix = (
+            f"the logits over {vocab} take most of it; use a smaller --batch-size or a tokenizer with a smaller vocabulary"
+            if 3 * model_cfg.vocab_size > 16 * model_cfg.dim * model_cfg.layers
+            else "use a smaller --batch-size"
+        )
         raise UserError(
             f"--batch-size {cfg.batch_size} with --context {model_cfg.context} needs about {(weights + step) / gb:,.0f} GB "
-            f"for one training step, more than the {total / gb:,.0f} GB of memory here; use a smaller --batch-size."
+            f"for one training step, more than the {total / gb:,.0f} GB of memory here; {fix}."
         )
 
 
@@ -474,6 +488,7 @@ def train_run(
         threads=threads,
         device=device,
         diverged=diverged,
+        lossless=corpus.lossless,
         spikes=spikes.count,
         error=error,
         curve=curve,

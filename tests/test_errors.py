@@ -60,7 +60,9 @@ def test_non_utf8_file(run, tmp_path):
 def test_folder_without_txt_files(run, tmp_path):
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "notes.md").write_text("no")
-    assert_user_error(run("train", *TINY, "--data", tmp_path / "corpus"), "holds no .txt, .jsonl or .parquet files")
+    assert_user_error(
+        run("train", *TINY, "--data", tmp_path / "corpus"), "holds no .txt, .jsonl (.ndjson, .json) or .parquet files"
+    )
 
 
 def test_corpus_too_short_for_the_context(run, tmp_path):
@@ -170,7 +172,7 @@ def test_debug_shows_the_traceback():
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert (
         plain.stderr
-        == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a .txt, .jsonl or .parquet file, or a folder of them.\n"
+        == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a .txt, .jsonl (.ndjson, .json) or .parquet file, or a folder of them.\n"
     )
     debug = cli("--debug", "train", "--data", "/nonexistent/corpus.txt")
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataError" in debug.stderr
@@ -758,7 +760,9 @@ def test_data_messages_and_the_token_cache(run, tmp_path, monkeypatch):
     os.mkfifo(fifo)
     for path in (fifo, "/dev/zero"):
         assert_user_error(run("train", *TINY, "--tokenizer", path), f"{path} is not a regular file")
-    assert_user_error(run("train", *TINY, "--data", tmp_path / "nope"), "give a .txt, .jsonl or .parquet file")
+    assert_user_error(
+        run("train", *TINY, "--data", tmp_path / "nope"), "give a .txt, .jsonl (.ndjson, .json) or .parquet file"
+    )
     pd.DataFrame({"text": [b"\x01" * 5000]}).to_parquet(tmp_path / "b.parquet")
     code, out, err = run("train", *TINY, "--data", tmp_path / "b.parquet")
     assert_user_error((code, out, err), "row 1", "not a string", "...")

@@ -1,0 +1,330 @@
+"""Issue 21, the data side: file types by suffix in any case, what a folder skips, pretrained tokenizers that
+truncate, pad, cannot encode or lose characters, a parquet error's exit code, and every path the CLI reads
+checked before it is opened (a pipe must never block a command)."""
+
+import json
+import os
+import random
+
+import pandas as pd
+import pytest
+
+from modern_gpt.data import (
+    DataConfig,
+    DataError,
+    join_text,
+    load_corpus,
+    lost_chars,
+    read_raw,
+    train_tokenizer,
+)
+
+from .clihelp import cli, tiny
+
+TINY = tiny(steps=2, eval_every=2)
+DOCS = ["First document.\nIt has two lines.", "Second: héllo wörld", "Third.\n"]
+JOINED = "First document.\nIt has two lines.\nSecond: héllo wörld\nThird.\n"
+
+
+def jsonl(records) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def corpus_text(path, **kw) -> str:
+    cfg = DataConfig(path=str(path), **kw)
+    return join_text(read_raw(cfg)[1], cfg.text_field)
+
+
+def assert_one_sentence(result, *parts):
+    code, out, err = result
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, (code, out, err)
+    for part in parts:
+        assert part in err, err
+
+
+# ---------------------------------------------------------------------------
+# File types: the suffix in any case; .json and .ndjson are JSON lines
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["data.JSONL", "data.json", "data.ndjson", "data.Json", "data.NDJSON"])
+def test_json_lines_suffixes_in_any_case_read_the_text_field(tmp_path, name):
+    (tmp_path / name).write_text(jsonl({"text": d, "n": i} for i, d in enumerate(DOCS)), encoding="utf-8")
+    assert corpus_text(tmp_path / name) == JOINED  # never the raw JSON syntax
+
+
+def test_parquet_and_txt_suffixes_in_any_case(tmp_path):
+    pd.DataFrame({"text": DOCS}).to_parquet(tmp_path / "data.PARQUET")
+    assert corpus_text(tmp_path / "data.PARQUET") == JOINED  # not "looks binary"
+    (tmp_path / "plain.TXT").write_text('{"text": "stays as it is"}', encoding="utf-8")
+    assert corpus_text(tmp_path / "plain.TXT") == '{"text": "stays as it is"}'
+
+
+def test_a_folder_reads_every_suffix_in_any_case_and_names_what_it_skips(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.JSONL").write_text(jsonl([{"text": "from a.JSONL"}]), encoding="utf-8")
+    pd.DataFrame({"text": ["from b.PARQUET"]}).to_parquet(folder / "b.PARQUET")
+    (folder / "c.ndjson").write_text(jsonl([{"text": "from c.ndjson"}]), encoding="utf-8")
+    (folder / "sub" / "d.Txt").write_text("from d.Txt\n", encoding="utf-8")
+    (folder / "notes.md").write_text("not read", encoding="utf-8")
+    os.mkfifo(folder / "pipe.txt")  # never opened: it would block
+    assert corpus_text(folder) == "from a.JSONL\nfrom b.PARQUET\nfrom c.ndjson\nfrom d.Txt\n"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "skipped 2 files: " in err, err
+    assert "notes.md (not .txt, .jsonl (.ndjson, .json) or .parquet)" in err and "pipe.txt (a pipe (FIFO))" in err
+
+
+def test_a_folder_of_nothing_readable_names_what_it_holds(tmp_path):
+    (tmp_path / "notes.md").write_text("x", encoding="utf-8")
+    with pytest.raises(DataError, match=r"holds no .* files \(it holds 1 file: notes.md \(not "):
+        corpus_text(tmp_path)
+
+
+def test_a_folder_reading_everything_says_nothing(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("only text", encoding="utf-8")
+    assert corpus_text(tmp_path) == "only text"
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "name,doc",
+    [("data.json", [{"text": "a"}, {"text": "b"}]), ("data.jsonl", {"text": "a", "more": [1, 2]})],
+    ids=["array", "pretty-object"],
+)
+def test_one_json_document_is_refused_with_a_conversion_that_keeps_the_file(tmp_path, name, doc):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        corpus_text(path)
+    message = str(e.value)
+    assert "line 1 is not JSON" in message and "looks like one JSON document" in message
+    assert f"jq -c '.[]' {path} > {tmp_path / 'data-lines.jsonl'}" in message  # never > the file itself
+
+
+def test_a_bad_line_after_good_ones_is_a_bad_line(tmp_path):
+    path = tmp_path / "data.json"
+    path.write_text('{"text": "a"}\n{"text": \n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 2 is not JSON .*; each line of a JSON lines file is one JSON object"):
+        corpus_text(path)
+
+
+def test_utf16_advice_keeps_the_files_format(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(jsonl([{"text": "hello"}]).encode("utf-16"))
+    with pytest.raises(DataError) as e:
+        corpus_text(path)
+    fixed = tmp_path / "data-utf8.jsonl"
+    assert f"iconv -f UTF-16LE -t UTF-8 {path} > {fixed} && mv {fixed} {path}" in str(e.value)
+    assert "corpus.txt" not in str(e.value)
+
+
+def test_a_parquet_file_without_its_suffix_is_named(tmp_path):
+    pd.DataFrame({"text": DOCS}).to_parquet(tmp_path / "data")
+    with pytest.raises(DataError, match="data is a parquet file; give it the .parquet suffix"):
+        corpus_text(tmp_path / "data")
+
+
+# ---------------------------------------------------------------------------
+# A parquet error always exits 2
+# ---------------------------------------------------------------------------
+def damaged_parquet(path):
+    """Many snappy-compressed row groups, bytes flipped in the data pages (the footer intact): the read fails
+    part-way through, which made pandas.read_parquet leave Arrow I/O threads behind."""
+    rng = random.Random(1)
+    table = pd.DataFrame({"text": [f"row {i} " + "x" * rng.randint(1, 500) for i in range(20_000)]})
+    table.to_parquet(path, row_group_size=1000, compression="snappy")
+    raw = bytearray(path.read_bytes())
+    for _ in range(50):
+        raw[rng.randint(100, len(raw) // 2)] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.slow
+def test_a_damaged_parquet_file_always_exits_2(tmp_path):
+    # Before the fix, 18 of 25 such runs aborted (2 of 6 in another try) with exit 134 ("terminate called without an active exception").
+    path = damaged_parquet(tmp_path / "damaged.parquet")
+    for _ in range(8):
+        result = cli("train", *TINY, "--data", path, timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"modern-gpt: error: {path}: cannot read the column 'text' (Corrupt snappy compressed data.)."
+        ]
+
+
+# ---------------------------------------------------------------------------
+# Pretrained tokenizers: truncation and padding off, one that cannot encode, one that loses characters
+# ---------------------------------------------------------------------------
+def smoke_text() -> str:
+    return read_raw(DataConfig())[1][0][1].decode()
+
+
+def byte_level(path=None, text=None, normalizer=None, special=()):
+    """A byte-level BPE tokenizer.json, as GPT-2's: it encodes any text and gives it back."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=alphabet, special_tokens=list(special), show_progress=False
+    )
+    tok.train_from_iterator([text or smoke_text()], trainer=trainer)
+    if path is not None:
+        tok.save(str(path))
+    return tok
+
+
+def letters_only(path=None):
+    """A tokenizer of lower-case letters, line ends and spaces, with no unknown token and no byte fallback: the
+    tokenizers library drops every other character without a word."""
+    from tokenizers import Tokenizer, decoders, models
+
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz \n")}, merges=[]))
+    tok.decoder = decoders.Fuse()
+    if path is not None:
+        tok.save(str(path))
+    return tok
+
+
+def test_truncation_and_padding_in_a_tokenizer_file_are_turned_off(tmp_path, cache_dir):
+    plain = byte_level(tmp_path / "plain.json")
+    rewriting = byte_level()
+    rewriting.enable_truncation(max_length=16)
+    rewriting.enable_padding(length=1024, pad_id=0, pad_token="!")
+    rewriting.save(str(tmp_path / "rewriting.json"))
+    assert json.loads((tmp_path / "rewriting.json").read_text())["truncation"]["max_length"] == 16
+    whole = load_corpus(DataConfig(tokenizer=str(tmp_path / "plain.json"), cache_dir=cache_dir))
+    corpus = load_corpus(DataConfig(tokenizer=str(tmp_path / "rewriting.json"), cache_dir=cache_dir))
+    assert corpus.key != whole.key and corpus.lossless
+    assert corpus.train.tolist() == whole.train.tolist() and corpus.val.tolist() == whole.val.tolist()
+    assert corpus.tokenizer.decode(corpus.train) + corpus.tokenizer.decode(corpus.val) == smoke_text()
+    assert len(corpus.val) == len(plain.encode(smoke_text()[-corpus.val_chars :]).ids)  # not 16, and no padding
+
+
+def test_a_tokenizer_that_cannot_encode_the_corpus_is_one_sentence(run, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"the": 0, "and": 1}))  # no unknown token: any other word is an error
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "words.json"))
+    assert_one_sentence(
+        run("train", *TINY, "--tokenizer", "words.json"),
+        f"--tokenizer {tmp_path / 'words.json'} cannot encode the smoke corpus (WordLevel error: Missing [UNK] token",
+        "give a tokenizer that covers every character",
+    )
+
+
+def test_lost_characters_are_counted_for_every_kind_of_tokenizer():
+    from tokenizers import normalizers
+
+    from modern_gpt.data import PretrainedTokenizer
+
+    assert lost_chars(PretrainedTokenizer(letters_only()), "hello world\n") == 0
+    assert lost_chars(PretrainedTokenizer(letters_only()), "Hello, World!\n") == 4  # H , W ! dropped
+    lowercased = PretrainedTokenizer(byte_level(normalizer=normalizers.Lowercase()))
+    assert lost_chars(lowercased, "ABC abc") == 3  # A, B, C come back as a, b, c
+    eot = PretrainedTokenizer(byte_level(special=["<|endoftext|>"]))
+    assert lost_chars(eot, "one<|endoftext|>two") == 0  # a special token stands for its own characters
+    char = train_tokenizer("char", "abc", 0)
+    assert lost_chars(char, "abd!") == 2  # d and ! were never seen: id 0
+    for kind in ("byte", "bpe"):
+        assert lost_chars(train_tokenizer(kind, smoke_text()[:20_000], 300), smoke_text()[-5000:]) == 0
+
+
+def test_a_lossy_tokenizer_is_named_by_train_with_its_share(run, tmp_path):
+    letters_only(tmp_path / "letters.json")
+    code, out, err = run("train", *TINY, "--tokenizer", "letters.json", "--out", "ckpt")
+    assert code == 0, err
+    val = smoke_text()[int(len(smoke_text()) * 0.9) :]
+    lost = sum(c not in "abcdefghijklmnopqrstuvwxyz \n" for c in val)
+    assert 0 < lost < len(val)
+    note = (
+        f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back the validation text (decode(encode(text)) "
+        f"differs in {lost:,} of its {len(val):,} characters, {100 * lost / len(val):.1f}%)"
+    )
+    assert note in " ".join(out.split()), out
+    assert json.loads((tmp_path / "ckpt" / "metrics.json").read_text())["lossless"] is False
+    byte_level(tmp_path / "bytes.json")  # the negative control: lossless, no note
+    code, out, err = run("train", *TINY, "--tokenizer", "bytes.json", "--out", "ckpt2")
+    assert code == 0 and "Lossy" not in out, (out, err)
+    assert json.loads((tmp_path / "ckpt2" / "metrics.json").read_text())["lossless"] is True
+
+
+ABLATE = ["ablate", *TINY, "--seeds", "2", "--plan", "custom", "--variants", "classic", "--jobs", "1"]
+
+
+def test_runs_csv_has_a_lossless_column_and_report_a_footnote_for_a_lossy_tokenizer(run, tmp_path):
+    letters_only(tmp_path / "letters.json")
+    for tokenizer, folder in (("letters.json", "lossy"), ("char", "lossless")):
+        code, out, err = run(*ABLATE, "--tokenizer", tokenizer, "--out", folder)
+        assert code == 0, err
+        runs = pd.read_csv(tmp_path / folder / "runs.csv")
+        assert runs["lossless"].tolist() == [folder == "lossless"] * len(runs) and len(runs) == 4
+        code, out, err = run("report", folder)
+        assert code == 0, err
+        lossy = f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back" in " ".join(out.split())
+        assert lossy == (folder == "lossy"), out
+
+
+def test_an_old_cache_entry_gets_its_lost_count_on_load(tmp_path, cache_dir):
+    letters_only(tmp_path / "letters.json")
+    cfg = DataConfig(tokenizer=str(tmp_path / "letters.json"), cache_dir=cache_dir)
+    first = load_corpus(cfg)
+    meta_path = tmp_path / "cache" / first.key / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["val_lost_chars"]  # as an earlier version wrote it
+    meta_path.write_text(json.dumps(meta))
+    again = load_corpus(cfg)
+    assert again.val_lost == first.val_lost > 0 and not again.lossless
+    assert json.loads(meta_path.read_text())["val_lost_chars"] == first.val_lost
+
+
+def test_resume_names_the_tokenizer_file_or_the_data_that_changed(run, tmp_path):
+    (tmp_path / "corpus.txt").write_text(smoke_text()[:60_000], encoding="utf-8")
+    byte_level(tmp_path / "tok.json")
+    original = (tmp_path / "tok.json").read_bytes()
+    code, out, err = run(*ABLATE, "--data", "corpus.txt", "--tokenizer", "tok.json", "--out", "res")
+    assert code == 0, err
+    byte_level(tmp_path / "tok.json", text=smoke_text()[:30_000])  # edited: another vocabulary
+    code, out, err = run("ablate", "--resume", "res")
+    assert_one_sentence(
+        (code, out, err), f"res: the tokenizer file {tmp_path / 'tok.json'} changed since the ablation started"
+    )
+    assert "the data" not in err
+    (tmp_path / "tok.json").write_bytes(original)
+    (tmp_path / "corpus.txt").write_text(smoke_text()[:50_000], encoding="utf-8")
+    code, out, err = run("ablate", "--resume", "res")
+    assert_one_sentence(
+        (code, out, err), f"res: the data ({tmp_path / 'corpus.txt'}) changed since the ablation started"
+    )
+    assert "tokenizer" not in err
+    meta = json.loads((tmp_path / "res" / "meta.json").read_text())
+    del meta["corpus"]  # a folder from before the hashes were kept
+    (tmp_path / "res" / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run("ablate", "--resume", "res")
+    assert_one_sentence(
+        (code, out, err),
+        f"res: the data ({tmp_path / 'corpus.txt'}) or the tokenizer file {tmp_path / 'tok.json'} changed",
+    )
+
+
+def test_a_huge_vocabulary_is_named_not_the_width(monkeypatch):
+    from modern_gpt import train
+    from modern_gpt.errors import UserError
+    from modern_gpt.model import ModelConfig
+    from modern_gpt.train import TrainConfig
+
+    monkeypatch.setattr(train, "memory_bytes", lambda device: 1 << 30)  # a machine of 1 GiB
+    small = dict(dim=64, heads=2, layers=2, context=16)
+    with pytest.raises(UserError) as e:
+        train.check_memory(ModelConfig(**small, vocab_size=4_000_000), TrainConfig(batch_size=1), "cpu")
+    assert "embed the tokenizer's 4,000,000-token vocabulary; use a tokenizer with a smaller vocabulary" in str(e.value)
+    with pytest.raises(UserError) as e:
+        train.check_memory(ModelConfig(**small, vocab_size=200_000), TrainConfig(batch_size=512), "cpu")
+    assert "the logits over the tokenizer's 200,000-token vocabulary take most of it" in str(e.value)
+    wide = dict(dim=8192, heads=64, layers=4, context=16)  # the negative control: the width is what does not fit
+    with pytest.raises(UserError, match=r"use a smaller --dim, --layers or --context\.$"):
+        train.check_memory(ModelConfig(**wide, vocab_size=256), TrainConfig(batch_size=1), "cpu")
