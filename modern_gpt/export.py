@@ -442,11 +442,20 @@ def hf_tokenizer(tokenizer):
 def special_tokens(tokenizer) -> dict[str, tuple[str, int]]:
     """{'bos': (token, id), 'eos': (token, id)} as a pretrained tokenizer.json defines them: the special tokens its
     post-processor puts before (bos) and after (eos) the text, in a TemplateProcessing (Llama's '<s> $A') or a
-    RobertaProcessing (cls, sep). A role the file does not define is absent: no name is guessed."""
+    RobertaProcessing or BertProcessing (cls, sep). A role the file does not define is absent: no name is guessed.
+
+    A role counts only when its id is one of the file's special added tokens, and is named by that token: a template
+    may call id 1 '[BOS]' where the vocabulary says '<s>' (transformers would add '[BOS]' as a new id, outside the
+    embedding), or put a plain token before the text (naming it bos would make it special, and split text anew)."""
     tok = getattr(tokenizer, "tok", None)
     if tok is None:
         return {}
+    special = {i: t.content for i, t in tok.get_added_tokens_decoder().items() if t.special}
     found: dict[str, tuple[str, int]] = {}
+
+    def add(role: str, i) -> None:
+        if isinstance(i, int) and not isinstance(i, bool) and i in special:
+            found.setdefault(role, (special[i], i))
 
     def visit(proc) -> None:
         if not isinstance(proc, dict):
@@ -454,11 +463,11 @@ def special_tokens(tokenizer) -> dict[str, tuple[str, int]]:
         if proc.get("type") == "Sequence":
             for p in proc.get("processors") or []:
                 visit(p)
-        elif proc.get("type") == "RobertaProcessing":
+        elif proc.get("type") in ("RobertaProcessing", "BertProcessing"):
             for role, key in (("bos", "cls"), ("eos", "sep")):
                 pair = proc.get(key)
-                if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], int):
-                    found.setdefault(role, (str(pair[0]), pair[1]))
+                if isinstance(pair, list) and len(pair) == 2:
+                    add(role, pair[1])
         elif proc.get("type") == "TemplateProcessing":
             ids = {k: v.get("ids") for k, v in (proc.get("special_tokens") or {}).items() if isinstance(v, dict)}
             pieces = [p for p in proc.get("single") or [] if isinstance(p, dict)]
@@ -468,7 +477,7 @@ def special_tokens(tokenizer) -> dict[str, tuple[str, int]]:
             for role, side in (("bos", pieces[:text_at]), ("eos", pieces[text_at + 1 :][::-1])):
                 token = next((p["SpecialToken"].get("id") for p in side if "SpecialToken" in p), None)
                 if isinstance(ids.get(token), list) and len(ids[token]) == 1:  # one id: a token, not a phrase
-                    found.setdefault(role, (token, ids[token][0]))
+                    add(role, ids[token][0])
 
     visit(json.loads(tok.to_str()).get("post_processor"))
     return found

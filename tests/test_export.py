@@ -388,6 +388,49 @@ def test_a_pretrained_tokenizers_bos_and_eos_go_into_the_config(template, bos, e
     assert (generation.bos_token_id, generation.eos_token_id) == (expected["bos_token_id"], expected["eos_token_id"])
 
 
+@pytest.mark.parametrize(
+    "processor,bos,eos",
+    [
+        (("BertProcessing", ("[SEP]", 4), ("[CLS]", 3)), "[CLS]", "[SEP]"),  # cls and sep, as RobertaProcessing's
+        # the template calls id 1 '[BOS]', the vocabulary '<s>': '[BOS]' in tokenizer_config.json was a new id 288
+        (("TemplateProcessing", "[BOS] $A", [("[BOS]", 1)]), "<s>", None),
+        # a plain token before the text: named bos, it would become special and split 'a' out of every word
+        (("TemplateProcessing", "a $A", [("a", 64)]), None, None),
+    ],
+    ids=["bert", "template-name-is-not-the-token", "plain-token"],
+)
+def test_bos_and_eos_are_the_files_special_tokens_by_their_own_names(processor, bos, eos, tmp_path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    from modern_gpt.data import PretrainedTokenizer
+
+    text = "ROMEO: a short text, written again and again. " * 20
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<pad>", "<s>", "</s>", "[CLS]", "[SEP]"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([text], trainer=trainer)
+    kind, *args = processor
+    if kind == "BertProcessing":
+        tok.post_processor = processors.BertProcessing(*args)
+    else:
+        tok.post_processor = processors.TemplateProcessing(single=args[0], special_tokens=args[1])
+    ours = PretrainedTokenizer(tok)
+    export_hf(build(QWEN3, vocab_size=ours.vocab_size), tmp_path / "hf", ours)
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ids = {"bos": special.index(bos) if bos else None, "eos": special.index(eos) if eos else None}
+    assert (config["bos_token_id"], config["eos_token_id"]) == (ids["bos"], ids["eos"])
+    assert (hf_tok.bos_token, hf_tok.eos_token) == (bos, eos)
+    assert (hf_tok.bos_token_id, hf_tok.eos_token_id) == (ids["bos"], ids["eos"])
+    assert len(hf_tok) == ours.vocab_size  # no token added past the model's embedding
+    sample = "ROMEO: a short text, again"
+    assert hf_tok(sample)["input_ids"] == ours.encode(sample).tolist()
+
+
 def test_a_char_tokenizer_whose_text_has_u_fffd_decodes_id_0_the_same(tmp_path):
     from modern_gpt.data import CharTokenizer
 
