@@ -328,3 +328,54 @@ def test_a_huge_vocabulary_is_named_not_the_width(monkeypatch):
     wide = dict(dim=8192, heads=64, layers=4, context=16)  # the negative control: the width is what does not fit
     with pytest.raises(UserError, match=r"use a smaller --dim, --layers or --context\.$"):
         train.check_memory(ModelConfig(**wide, vocab_size=256), TrainConfig(batch_size=1), "cpu")
+
+
+# ---------------------------------------------------------------------------
+# Every path the CLI reads is checked before it is opened: a pipe (FIFO) would block the read for ever
+# ---------------------------------------------------------------------------
+def fifo_in_place_of(path):
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.timeout(120)  # a regression would wait on a pipe: fail it instead of hanging the suite
+def test_a_pipe_in_place_of_any_file_the_cli_reads_is_named_never_opened(run, tmp_path):
+    import shutil
+
+    from modern_gpt.checkpoint import FILES
+
+    assert run("train", *TINY, "--out", "ckpt")[0] == 0
+    for name in FILES:
+        folder = f"ckpt-{name.split('.')[0]}"
+        shutil.copytree(tmp_path / "ckpt", tmp_path / folder)
+        fifo_in_place_of(tmp_path / folder / name)
+        for command in (["generate", folder, "--tokens", "2"], ["export", folder, "--hf", "hf"]):
+            assert_one_sentence(run(*command), f"{folder}/{name} is a pipe (FIFO), not a file")
+    fifo_in_place_of(tmp_path / "config.json")
+    assert_one_sentence(run("explain", "config.json"), "config.json is a pipe (FIFO), not a file")
+    fifo_in_place_of(tmp_path / "c.toml")
+    assert_one_sentence(run("train", *TINY[1:], "--config", "c.toml"), "config c.toml is not a regular file")
+    fifo_in_place_of(tmp_path / "tok.json")
+    assert_one_sentence(run("train", *TINY, "--tokenizer", "tok.json"), "is not a regular file but a pipe (FIFO)")
+    fifo_in_place_of(tmp_path / "corpus.txt")
+    assert_one_sentence(run("train", *TINY, "--data", "corpus.txt"), "is not a regular file but a pipe (FIFO)")
+
+    assert run(*ABLATE, "--out", "res")[0] == 0
+    for i, (name, command) in enumerate(
+        [("runs.csv", "report {}"), ("curves.csv", "report {} --plot"), ("meta.json", "report {}")]
+        + [("meta.json", "ablate --resume {}")]
+    ):
+        shutil.copytree(tmp_path / "res", tmp_path / f"res{i}")
+        fifo_in_place_of(tmp_path / f"res{i}" / name)
+        assert_one_sentence(run(*command.format(f"res{i}").split()), f"res{i}/{name} is a pipe (FIFO), not a file")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["meta.json", "tokens.npy", "tokenizer.json"])
+def test_a_pipe_in_the_token_cache_is_rebuilt_never_opened(tmp_path, cache_dir, name):
+    cfg = DataConfig(cache_dir=cache_dir)
+    first = load_corpus(cfg)
+    fifo_in_place_of(tmp_path / "cache" / first.key / name)
+    again = load_corpus(cfg)
+    assert again.train.tolist() == first.train.tolist() and (tmp_path / "cache" / first.key / name).is_file()
