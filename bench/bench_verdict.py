@@ -1,15 +1,19 @@
-"""The verdict's error rates on real runs: the placebo's false-positive rate and the minimum detectable
-effect at 3, 5 and 10 seeds, with the evaluation windows drawn per seed (before) and with the one fixed
-evaluation set (after).
+"""The verdict's error rates on real runs: a null pool of one small model trained with several weight-init
+streams on the same batches and evaluation tokens, then the table's family-wise false-positive rate (with an
+interval), its power at injected shifts, and --seeds auto's error rate, power and seeds used.
 
-    python bench/bench_verdict.py --data ../shared/data/tinyshakespeare.txt --seeds 60
+    python bench/bench_verdict.py --data ../shared/data/tinyshakespeare.txt --seeds 60 --inits 7
 
-For each seed it trains the first row and its placebo (the same architecture, batches and evaluation
-tokens, another weight init) with the project's own train_run, and measures every model twice: on the
-fixed evaluation set that every run now uses, and on windows drawn from the seed as the harness did
-before (eval_batches x batch_size windows per seed). Then, for tables of 3, 5 and 10 seeds taken from
-the seeds trained (random subsets, fixed RNG), it counts how often the paired t-test at 0.05 calls the
-placebo an effect (it should be about 5%), and computes the mde from the paired sd.
+For each seed it trains the same architecture once per init stream (init 0 is the run's own stream, the others
+are further independent streams) with the project's own train_run, so every difference between two inits of
+one seed is pure initialisation noise: a real null. A table is then the cumulative plan's shape: inits - 1
+component rows, each init compared with the one above, Holm-corrected together (the placebo is outside the
+family now, so it is left out here). Tables of 3, 5 and 10 seeds are drawn from the pool (random subsets,
+fixed RNG); their family-wise false-positive rate is a U-statistic of the pool, whose interval comes from the
+delete-one jackknife over seeds (the tables overlap, so a binomial interval would be far too narrow). Power:
+the same tables with one row's differences shifted by a known amount. --seeds auto: tables of 10 seeds in
+random order, looks at 3..10, the rule of stats.sequential. The first two inits are also measured on windows
+drawn from the seed, as the harness did before the one fixed evaluation set (the README's 'before' row).
 """
 
 from __future__ import annotations
@@ -22,12 +26,36 @@ import time
 
 import numpy as np
 
+from modern_gpt import train as train_module
 from modern_gpt.data import DataConfig, load_corpus, random_offsets
 from modern_gpt.model import ModelConfig
-from modern_gpt.stats import mde, t_sf2
+from modern_gpt.stats import (
+    BETTER,
+    INCONCLUSIVE,
+    WORSE,
+    boundary,
+    decide,
+    holm,
+    mde,
+    sequential,
+    t_sf2,
+)
 from modern_gpt.train import TrainConfig, evaluate, train_run
 
 SIZES = (3, 5, 10)  # seeds per table
+SHIFTS = (1.0, 2.0, 3.0)  # injected into one row, in paired sds of the pool
+TABLES = 4000  # random tables per figure (per jackknife replicate too)
+_stream_seed = train_module.stream_seed
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """train.stream_seed, with more weight-init streams: init0 is 'init', initK a further independent stream."""
+    if stream.startswith("init") and stream != "init":
+        k = int(stream[4:])
+        return (
+            _stream_seed(seed, "init") if k == 0 else int(np.random.SeedSequence([seed, 100 + k]).generate_state(1)[0])
+        )
+    return _stream_seed(seed, stream)
 
 
 def seed_windows(n_tokens: int, context: int, count: int, seed: int) -> np.ndarray:
@@ -36,21 +64,59 @@ def seed_windows(n_tokens: int, context: int, count: int, seed: int) -> np.ndarr
     return random_offsets(n_tokens, context, count, rng)
 
 
-def false_positive_rate(deltas: np.ndarray, n: int, tables: int, rng: np.random.Generator) -> float:
-    """The share of random n-seed subsets in which the paired t-test at 0.05 calls the placebo an effect."""
-    picks = np.argsort(rng.random((tables, len(deltas))), axis=1)[:, :n]  # n distinct seeds per table
-    d = deltas[picks]
-    t = d.mean(1) / (d.std(1, ddof=1) / math.sqrt(n))
-    return float(np.mean(t_sf2(t, n - 1) < 0.05))
+def fixed_rule(d: np.ndarray) -> np.ndarray:
+    """Verdicts of the fixed rule (Holm at 0.05) on (tables, rows, seeds) paired differences."""
+    n = d.shape[-1]
+    m, sd = d.mean(-1), d.std(-1, ddof=1)
+    return decide(m, holm(t_sf2(m / (sd / math.sqrt(n)), n - 1)), 0.05)
+
+
+def tables_of(deltas: np.ndarray, n: int, tables: int, rng: np.random.Generator) -> np.ndarray:
+    """(tables, rows, n) differences: n distinct seeds of the pool per table, in random order."""
+    picks = np.argsort(rng.random((tables, deltas.shape[0])), axis=1)[:, :n]
+    return np.swapaxes(deltas[picks], 1, 2)
+
+
+def fwer(deltas: np.ndarray, n: int, rng: np.random.Generator) -> float:
+    return float(np.mean(np.any(fixed_rule(tables_of(deltas, n, TABLES, rng)) != INCONCLUSIVE, axis=1)))
+
+
+def jackknife(deltas: np.ndarray, n: int, seed: int) -> tuple[float, float, float]:
+    """The rate over the pool and its 95% interval from the delete-one jackknife over seeds."""
+    full = fwer(deltas, n, np.random.default_rng(seed))
+    reps = np.array([fwer(np.delete(deltas, i, axis=0), n, np.random.default_rng(seed)) for i in range(len(deltas))])
+    k = len(deltas)
+    se = math.sqrt((k - 1) / k * np.sum((reps - reps.mean()) ** 2))
+    return full, max(0.0, full - 1.96 * se), full + 1.96 * se
+
+
+def seeds_auto(deltas: np.ndarray, shift: float, rng: np.random.Generator) -> tuple[float, float, float]:
+    """--seeds auto on tables of 10 pool seeds (looks at 3..10): (FWER of the unshifted rows, power of the
+    shifted row 0, mean seeds used)."""
+    d = tables_of(deltas, 10, TABLES, rng)
+    d[:, 0, :] -= shift
+    n = np.arange(3, 11)
+    m = np.cumsum(d, axis=-1)[..., n - 1] / n
+    sd = np.sqrt(np.maximum(np.cumsum(d * d, axis=-1)[..., n - 1] - n * m * m, 0.0) / (n - 1))
+    p = t_sf2(m / (sd / np.sqrt(n)), n - 1)
+    swap = [np.swapaxes(x, -1, -2) for x in (m, sd, np.broadcast_to(n, m.shape).astype(float), p, np.nan * p)]
+    bound = boundary(0.05, d.shape[1], 3, 10)
+    looks = sequential(*swap, bound)
+    v = looks.verdict
+    rows = slice(1, None) if shift else slice(None)
+    wrong = np.mean(np.any((v[:, rows] == BETTER) | (v[:, rows] == WORSE), axis=1))
+    return float(wrong), float(np.mean(v[:, 0] == BETTER)), float(np.array(bound.looks)[looks.stop].mean())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="", help="corpus (default: the built-in smoke corpus)")
     ap.add_argument("--seeds", type=int, default=60)
+    ap.add_argument("--inits", type=int, default=7, help="weight-init streams per seed: inits - 1 table rows")
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--out", default="", help="also write the figures as JSON here")
+    ap.add_argument("--out", default="", help="also write the figures and the pool as JSON here")
     args = ap.parse_args()
+    train_module.stream_seed = stream_seed  # train_run looks it up at call time
 
     corpus = load_corpus(DataConfig(path=args.data))
     model = ModelConfig(context=32, dim=64, heads=4, layers=2, tie_embeddings=False)
@@ -67,54 +133,63 @@ def main() -> None:
     )
     old_count = train.eval_batches * train.batch_size
     t0 = time.perf_counter()
-    after = np.zeros((args.seeds, 2))
+    pool = np.zeros((args.seeds, args.inits))
     before = np.zeros((args.seeds, 2))
     for seed in range(args.seeds):
         offsets = seed_windows(len(corpus.val), model.context, old_count, seed)
-        for col, init in enumerate(("init", "placebo")):
-            result, net = train_run(model, corpus, train, seed, init=init)
-            after[seed, col] = result.val_loss
-            before[seed, col] = evaluate(net, corpus.val, offsets, model.context, "cpu")
-        print(
-            f"seed {seed}: fixed {after[seed, 0]:.4f} {after[seed, 1]:.4f}   per-seed windows "
-            f"{before[seed, 0]:.4f} {before[seed, 1]:.4f}",
-            flush=True,
-        )
+        for k in range(args.inits):
+            result, net = train_run(model, corpus, train, seed, init=f"init{k}")
+            pool[seed, k] = result.val_loss
+            if k < 2:
+                before[seed, k] = evaluate(net, corpus.val, offsets, model.context, "cpu")
+        print(f"seed {seed}: " + " ".join(f"{x:.4f}" for x in pool[seed]), flush=True)
     secs = time.perf_counter() - t0
 
-    rng = np.random.default_rng(0)
-    rows = {}
-    for name, vals in (("before: windows per seed", before), ("after: one fixed set", after)):
-        deltas = vals[:, 1] - vals[:, 0]
-        sd = float(np.std(deltas, ddof=1))
-        rows[name] = {
-            "val_sd": float(np.std(vals[:, 0], ddof=1)),
-            "paired_sd": sd,
-            "fp": {n: false_positive_rate(deltas, n, 20_000, rng) if n < args.seeds else math.nan for n in SIZES},
-            "mde": {n: mde(sd, n, 0.05) for n in SIZES},
-        }
+    deltas = np.diff(pool, axis=1)  # init k - init k-1: the cumulative plan's rows, all null
+    sd = float(np.std(deltas, ddof=1))
     print()
     print(
-        f"{args.seeds} seeds x 2 runs, {args.steps} steps of 8x32 tokens, dim 64, 2 layers, "
-        f"val {result.val_tokens:,} tokens (fixed) or {old_count * model.context:,} (per seed); {secs:.0f} s"
+        f"{args.seeds} seeds x {args.inits} inits, {args.steps} steps of 8x32 tokens, dim 64, 2 layers, "
+        f"val {result.val_tokens:,} tokens; {secs:.0f} s on {platform.processor() or platform.machine()}"
     )
     print(
-        f"{'':26} {'val sd':>7} {'paired sd':>9} {'FP@3':>6} {'FP@5':>6} {'FP@10':>6} "
-        f"{'mde@3':>7} {'mde@5':>7} {'mde@10':>7}"
+        f"paired sd of two inits: {sd:.4f} nats (per row: " + ", ".join(f"{x:.4f}" for x in deltas.std(0, ddof=1)) + ")"
     )
-    for name, r in rows.items():
+    doc = {"seeds": args.seeds, "inits": args.inits, "steps": args.steps, "secs": secs, "paired_sd": sd}
+    print(f"\nfixed rule, {args.inits - 1} null rows Holm-corrected at 0.05 ({TABLES} random tables per figure):")
+    print(f"{'seeds':>5} {'FWER':>6}  {'95% CI (jackknife)':>18}  " + "  ".join(f"power@{s:g}sd" for s in SHIFTS))
+    doc["fixed"] = {}
+    for n in SIZES:
+        if n > args.seeds // 2:
+            continue
+        rate, low, high = jackknife(deltas, n, n)
+        rng = np.random.default_rng(1000 + n)
+        found = []
+        for s in SHIFTS:
+            d = tables_of(deltas, n, TABLES, rng)
+            d[:, 0, :] -= s * sd
+            found.append(float(np.mean(fixed_rule(d)[:, 0] == BETTER)))
         print(
-            f"{name:26} {r['val_sd']:7.4f} {r['paired_sd']:9.4f} "
-            + " ".join(f"{100 * r['fp'][n]:5.1f}%" for n in SIZES)
-            + " "
-            + " ".join(f"{r['mde'][n]:7.4f}" for n in SIZES)
+            f"{n:5d} {100 * rate:5.1f}%  [{100 * low:5.1f}%, {100 * high:5.1f}%]    "
+            + "  ".join(f"{x:9.3f}" for x in found)
         )
-    print(
-        "FP: share of random 3-, 5- and 10-seed subsets in which a paired t-test at 0.05 calls the placebo an "
-        "effect (about 5% when calibrated); mde: smallest |delta| detected with 80% power by one comparison."
-    )
+        doc["fixed"][n] = {"fwer": rate, "ci": [low, high], "power": dict(zip(SHIFTS, found, strict=True))}
+    if args.seeds >= 10:
+        print("\n--seeds auto, looks at 3..10 seeds (tables of 10 pool seeds in random order):")
+        print(f"{'shift':>8} {'FWER':>6} {'power':>6} {'mean seeds':>10}")
+        doc["auto"] = {}
+        for s in (0.0, *SHIFTS):
+            wrong, found, used = seeds_auto(deltas, s * sd, np.random.default_rng(7))
+            print(f"{s:6.1f}sd {100 * wrong:5.1f}% {found if s else math.nan:6.3f} {used:10.2f}")
+            doc["auto"][s] = {"fwer": wrong, "power": found if s else None, "seeds": used}
+    for name, vals in (("before: windows per seed", before), ("after: one fixed set", pool[:, :2])):
+        d = vals[:, 1] - vals[:, 0]
+        print(
+            f"{name:26} val sd {np.std(vals[:, 0], ddof=1):.4f}, paired sd {np.std(d, ddof=1):.4f}, "
+            f"mde@5 {mde(float(np.std(d, ddof=1)), 5, 0.05):.4f}"
+        )
     if args.out:
-        doc = {"machine": platform.processor() or platform.machine(), "seeds": args.seeds, "secs": secs, **rows}
+        doc.update(machine=platform.processor() or platform.machine(), pool=pool.tolist())
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
 
