@@ -299,14 +299,18 @@ def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
     found = None
     if seq.get("method") != bound.method:
         found = f"sequential.method is {seq.get('method')!r}, but its spec gives {bound.method!r}"
-    elif not isinstance(seq.get("levels"), list) or not np.allclose(seq["levels"], bound.levels[-1], rtol=1e-9, atol=0):
+    elif (
+        not isinstance(seq.get("levels"), list)
+        or len(seq["levels"]) != len(bound.looks)
+        or not np.allclose(seq["levels"], bound.levels[-1], rtol=1e-9, atol=0)
+    ):
         found = (
             f"sequential.levels {short(seq.get('levels'), 50)} are not the boundary its spec gives "
             f"({short([float(f'{x:.3g}') for x in bound.levels[-1]], 50)})"
         )
     looks = seq["looks"]
     for i, look in enumerate(looks if found is None else []):
-        if look["seeds"] != seq["min_seeds"] + i:
+        if look["seeds"] != seq["min_seeds"] + i or look["seeds"] > bound.looks[-1]:
             found = f"sequential.looks[{i}].seeds is {look['seeds']}, not {seq['min_seeds'] + i}"
             break
     if found is None and looks:

@@ -460,9 +460,11 @@ def test_seeds_auto_stops_when_every_row_is_decided_and_resume_decides_alike(tmp
     for key, edit in [
         ("sequential.levels", lambda s: s.update(levels=[0.9] * len(s["levels"]))),
         ("sequential.method", lambda s: s.update(method="pocock")),
+        ("sequential.levels", lambda s: s.update(levels=s["levels"][:1])),  # another number of looks
+        ("].seeds is 99, not", lambda s: s["looks"][-1].update(seeds=99)),
         ("sequential.looks[0].decided", lambda s: s["looks"][0].update(decided=s["looks"][0]["decided"] + 1)),
     ]:
-        edited = shutil.copytree(folder, tmp_path / key)
+        edited = shutil.copytree(folder, tmp_path / f"edited{len(list(tmp_path.iterdir()))}")
         doc = json.loads((edited / "meta.json").read_text())
         edit(doc["sequential"])
         (edited / "meta.json").write_text(json.dumps(doc))
