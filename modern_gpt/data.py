@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import ConfigError, UserError, setting
+from .config import TOKENIZERS, DataConfig  # noqa: F401 (DataConfig re-exported: data.DataConfig still works)
+from .errors import UserError
 from .files import not_regular, write_json
 
-TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
 # The kind of each file a --data folder is read from, by its suffix in any case (data.JSONL is JSON lines).
 FORMATS = {
     ".txt": "text",
@@ -57,49 +57,6 @@ class EncodeError(DataError):
             f"{who} cannot encode {what} ({why}); give a tokenizer that covers every character, "
             "such as a byte-level BPE or one with an unknown token."
         )
-
-
-@dataclass
-class DataConfig:
-    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
-    path: str = setting(
-        "",
-        "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order "
-        "(unset: the built-in smoke corpus)",
-    )
-    tokenizer: str = setting(
-        "char",
-        "char | byte | bpe (trained locally on the training split) | PATH/tokenizer.json (a pretrained Hugging Face "
-        "tokenizer file)",
-    )
-    text_field: str = setting("text", "the field of each .jsonl object, and the .parquet column, that holds the text")
-    vocab_size: int = setting(1024, "vocabulary size the bpe tokenizer learns")
-    val_fraction: float = setting(0.1, "the last fraction of the text held out for validation")
-    cache_dir: str = setting("", "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)")
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    @property
-    def tokenizer_file(self) -> Path | None:
-        """The pretrained tokenizer.json that --tokenizer names, or None for char, byte and bpe."""
-        return None if self.tokenizer in TOKENIZERS else Path(self.tokenizer).expanduser()
-
-    def validate(self) -> None:
-        # A tokenizer file is read when a corpus is tokenized (load_corpus), not here: a checkpoint whose
-        # settings name one stays loadable after the file is gone, since it holds the tokenizer itself.
-        file = self.tokenizer_file
-        if file is not None and not (file.exists() or "/" in self.tokenizer or self.tokenizer.endswith(".json")):
-            raise ConfigError(
-                f"unknown tokenizer {self.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}, "
-                "or give the path of a Hugging Face tokenizer.json."
-            )
-        if not self.text_field:
-            raise ConfigError("text_field must not be empty; give the .jsonl field (or .parquet column) of the text.")
-        if not 0.0 < self.val_fraction < 1.0:
-            raise ConfigError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
-        if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
-            raise ConfigError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
 
 
 # ---------------------------------------------------------------------------
@@ -147,9 +104,34 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
             skipped.append(f"{name} (not {FILE_KINDS})")
         elif what:  # a pipe is never opened: it could block for ever
             skipped.append(f"{name} ({what})")
+        elif f.suffix.lower() == ".json" and _one_document(f):  # dataset_info.json beside a dataset's files
+            skipped.append(f"{name} (one JSON document, not JSON lines)")
         else:
             files.append(f)
     return files, skipped
+
+
+def _one_document(path: Path) -> bool:
+    """Whether a .json file in a folder holds one JSON document (its first line is not a whole JSON object),
+    such as the metadata a dataset folder keeps beside its data, rather than JSON lines. Given alone as --data,
+    such a file is refused in one sentence instead (file_text)."""
+    try:
+        with open(path, "rb") as f:
+            for line in iter(lambda: f.readline(1 << 20), b""):
+                if line.strip():
+                    if len(line) >= 1 << 20 and not line.endswith(b"\n"):  # longer than is worth a look
+                        return line.lstrip()[:1] == b"["
+                    return not _is_object(line)
+    except OSError:
+        return False  # read with the others: the error names the file
+    return False  # empty: read, and named as empty if it is all there is
+
+
+def _is_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _listed(items: list[str], most: int = 5) -> str:
@@ -524,7 +506,10 @@ def lost_chars(tokenizer, text: str) -> int:
 def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
     """The one sentence for a tokenizer that does not give back the validation text (train's note, report's
     footnote)."""
-    share = f" in {lost:,} of its {chars:,} characters, {100 * lost / chars:.1f}%" if lost and chars else ""
+    share = ""
+    if lost and chars:  # a share too small for one decimal keeps two significant digits (0.0033%, not 0.0%)
+        pct = 100 * lost / chars
+        share = f" in {lost:,} of its {chars:,} characters, " + (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
     return (
         f"Lossy tokenizer: --tokenizer {tokenizer} does not give back the validation text (decode(encode(text)) "
         f"differs{share}): its bits/char count only what it keeps, and compare with no other tokenizer's."

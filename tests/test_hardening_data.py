@@ -73,6 +73,14 @@ def test_a_folder_reads_every_suffix_in_any_case_and_names_what_it_skips(tmp_pat
     assert "notes.md (not .txt, .jsonl (.ndjson, .json) or .parquet)" in err and "pipe.txt (a pipe (FIFO))" in err
 
 
+def test_a_folder_reads_json_lines_and_skips_a_json_document_by_name(tmp_path, capsys):
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"features": {"text": "string"}}, indent=2))
+    (tmp_path / "one.json").write_text('{"text": "one record, no line end"}', encoding="utf-8")
+    (tmp_path / "train.json").write_text(jsonl([{"text": "from train.json"}]), encoding="utf-8")
+    assert corpus_text(tmp_path) == "one record, no line end\nfrom train.json\n"
+    assert "skipped 1 file: dataset_info.json (one JSON document, not JSON lines)" in capsys.readouterr().err
+
+
 def test_a_folder_of_nothing_readable_names_what_it_holds(tmp_path):
     (tmp_path / "notes.md").write_text("x", encoding="utf-8")
     with pytest.raises(DataError, match=r"holds no .* files \(it holds 1 file: notes.md \(not "):
