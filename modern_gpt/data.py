@@ -96,9 +96,12 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
     order, and what it skips, each with the reason, relative to the folder."""
     files, skipped = [], []
     for f in sorted(folder.rglob("*")):
-        if f.is_dir():
-            continue
         name = str(f.relative_to(folder))
+        name = name if name.isprintable() else ascii(name)  # a line end in a name must not break the note
+        if f.is_dir():
+            if f.is_symlink():  # rglob does not follow it (a link can make a loop): say so
+                skipped.append(f"{name} (a symbolic link to a folder, not followed)")
+            continue
         what = not_regular(f)
         if f.suffix.lower() not in FORMATS:
             skipped.append(f"{name} (not {FILE_KINDS})")

@@ -81,6 +81,19 @@ def test_a_folder_reads_json_lines_and_skips_a_json_document_by_name(tmp_path, c
     assert "skipped 1 file: dataset_info.json (one JSON document, not JSON lines)" in capsys.readouterr().err
 
 
+def test_a_linked_folder_and_an_odd_name_are_named_on_one_line(tmp_path, capsys):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a.txt").write_text("not read", encoding="utf-8")
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "b.txt").write_text("read", encoding="utf-8")
+    (tmp_path / "corpus" / "linked").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "corpus" / "odd\nname.md").write_text("x", encoding="utf-8")
+    assert corpus_text(tmp_path / "corpus") == "read"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "linked (a symbolic link to a folder, not followed)" in err
+    assert "'odd\\nname.md' (not " in err, err
+
+
 def test_a_folder_of_nothing_readable_names_what_it_holds(tmp_path):
     (tmp_path / "notes.md").write_text("x", encoding="utf-8")
     with pytest.raises(DataError, match=r"holds no .* files \(it holds 1 file: notes.md \(not "):
