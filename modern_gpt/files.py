@@ -94,7 +94,10 @@ def check_free(folder: Path, flag: str, force: bool, source: Path | None = None)
     """A folder to write a checkpoint or an export into: missing or empty, or holding files and --force given.
     Never `source` (the checkpoint an export reads), nor a folder in or above it: --force would replace its files."""
     if source is not None:
-        a, b = folder.resolve(), Path(source).resolve()
+        try:
+            a, b = folder.resolve(), Path(source).resolve()
+        except (RuntimeError, OSError) as e:  # Python 3.11 raises RuntimeError for a symbolic link loop
+            raise UserError(f"{flag} {folder} cannot be followed ({e}); choose another {flag}.") from None
         if a == b or b in a.parents or a in b.parents:
             raise UserError(
                 f"{flag} {folder} is the checkpoint's folder {source}, or in or above it; choose another {flag}."

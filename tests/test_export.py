@@ -674,3 +674,12 @@ def test_generate_extrapolate_and_export_name_a_transformers_folder(tmp_path, ca
             err = cli_error(capsys, monkeypatch, *args)
             assert f"{folder} is a Hugging Face transformers folder ({arch}), not a modern-gpt checkpoint" in err
             assert "AutoModelForCausalLM.from_pretrained" in err and "damaged" not in err
+
+
+def test_export_into_a_symbolic_link_loop_is_one_sentence(tmp_path, capsys, monkeypatch):
+    """--hf a link to itself raised RuntimeError ('Symlink loop') from Path.resolve: a traceback."""
+    tok = tokenizer_of("char", tmp_path)
+    ckpt = checkpoint_of(build((), vocab_size=tok.vocab_size), tok, tmp_path / "ckpt")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    err = cli_error(capsys, monkeypatch, "export", ckpt, "--hf", tmp_path / "loop", "--force")
+    assert f"--hf {tmp_path / 'loop'} cannot be followed" in err
