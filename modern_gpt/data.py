@@ -717,6 +717,12 @@ def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: P
 def check_length(corpus: Corpus, context: int) -> None:
     need = context + 1
     for split, ids, fix in (("training", corpus.train, "smaller"), ("validation", corpus.val, "larger")):
+        if len(ids) < need and corpus.val_lost > corpus.val_chars / 2:  # the text is there; the tokens are not
+            raise DataError(
+                f"the tokenizer gives the corpus's {split} split only {len(ids)} tokens, too few for context "
+                f"{context}: it drops {corpus.val_lost:,} of the {corpus.val_chars:,} validation characters "
+                "(it has no token for them); give a tokenizer that covers the corpus."
+            )
         if len(ids) < need:
             raise DataError(
                 f"the corpus is too short for context {context}: its {split} split has {len(ids)} tokens "

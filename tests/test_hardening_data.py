@@ -400,3 +400,16 @@ def test_a_pipe_in_the_token_cache_is_rebuilt_never_opened(tmp_path, cache_dir, 
     fifo_in_place_of(tmp_path / "cache" / first.key / name)
     again = load_corpus(cfg)
     assert again.train.tolist() == first.train.tolist() and (tmp_path / "cache" / first.key / name).is_file()
+
+
+def test_a_tokenizer_that_drops_nearly_everything_is_named_not_the_corpus_length(run, tmp_path):
+    from tokenizers import Tokenizer, decoders, models
+
+    tok = Tokenizer(models.BPE(vocab={"q": 0}, merges=[]))  # one token: every other character is dropped
+    tok.decoder = decoders.Fuse()
+    tok.save(str(tmp_path / "q.json"))
+    assert_one_sentence(
+        run("train", *TINY, "--tokenizer", "q.json"),
+        "the tokenizer gives the corpus's validation split only",
+        "(it has no token for them); give a tokenizer that covers the corpus",
+    )
