@@ -285,7 +285,7 @@ def take_look(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[dict, bool]:
     it (every earlier look replayed): its meta.json entry, and whether the ablation stops there."""
     recorded = [look["seeds"] for look in meta["sequential"]["looks"]]
     replay = sequential_verdicts(meta, runs, [*recorded, seeds])
-    return replay["looks"][-1], replay["stop"] <= len(recorded)
+    return replay["looks"][-1], 0 <= replay["stop"] <= len(recorded)
 
 
 def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
@@ -320,7 +320,7 @@ def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
             if wrong:
                 found = f"sequential.looks[{i}].{wrong[0]} is {stored.get(wrong[0])!r}, but its runs give {redone[wrong[0]]}"
                 break
-        if found is None and replay["stop"] < len(looks) - 1:
+        if found is None and 0 <= replay["stop"] < len(looks) - 1:
             found = f"sequential.looks go on to {looks[-1]['seeds']} seeds, but its runs stop the rule at {looks[replay['stop']]['seeds']}"
     if found:
         raise UserError(

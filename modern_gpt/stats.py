@@ -495,7 +495,7 @@ class Looks:
     look: np.ndarray  # (..., rows): the look (index) at which it was decided; -1 for none
     decided: np.ndarray  # (..., looks): rows with a verdict after each look
     futile: np.ndarray  # (..., looks): rows undecided and not worth waiting for at each look
-    stop: np.ndarray  # (...): the look (index) at which the rule stops
+    stop: np.ndarray  # (...): the look (index) at which the rule stops; -1 if not within the looks given
 
 
 def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_at=None) -> Looks:
@@ -504,7 +504,8 @@ def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_a
     boundary; a row's first crossing is its verdict and stands (better/worse before same at the same look).
     The rule stops at the first look where every row is decided or futile (its conditional power at the last
     look below FUTILITY; a row without a test is futile), or at the last look, or at stop_at if given; what
-    crosses after the stop is not a verdict."""
+    crosses after the stop is not a verdict. Given fewer looks than the boundary's (an ablation still running),
+    the rule may not have stopped yet: stop is then -1 and every look given counts."""
     delta, sd, pairs, p, p_same = (np.asarray(v, dtype=float) for v in (delta, sd, pairs, p, p_same))
     shape, looks = delta.shape, delta.shape[-2]
     rows_done = np.zeros(shape[:-2] + shape[-1:], dtype=bool)
@@ -536,7 +537,7 @@ def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_a
         if stop_at is None:
             done = np.all(~open_ | hopeless, axis=-1) | (k >= last)
             stop = np.where((stop < 0) & done, k, stop)
-    stop = np.where(stop < 0, looks - 1, stop)
-    code = np.where(look <= stop[..., None], code, 0)
+    counted = np.where(stop < 0, looks - 1, stop)
+    code = np.where(look <= counted[..., None], code, 0)
     look = np.where(code != 0, look, -1)
     return Looks(CODES[code], look, decided, futile, stop)

@@ -320,6 +320,9 @@ def test_a_verdict_stands_once_a_row_crosses():
     assert out.verdict[0] == BETTER and out.look[0] == 2 and int(out.stop) == 2
     kept = sequential(delta, sd, pairs, p, np.full((looks, 1), np.nan), bound, stop_at=looks - 1)
     assert kept.verdict[0] == BETTER and list(kept.decided) == [0, 0] + [1] * (looks - 2)
+    # an ablation still running (two looks of eight so far, nothing decided, not futile) has not stopped
+    running = sequential(delta[:2], sd[:2], pairs[:2], p[:2], np.full((2, 1), np.nan), bound)
+    assert int(running.stop) == -1 and running.verdict[0] == INCONCLUSIVE and list(running.futile) == [0, 0]
 
 
 def test_one_look_of_the_step_down_is_holm():
