@@ -19,7 +19,7 @@ from rich.console import Console
 
 from . import __version__
 from .errors import UserError
-from .model import COMPONENT_SUMMARY, COMPONENTS
+from .components import COMPONENT_SUMMARY, COMPONENTS
 from .settings import PANELS, SECTIONS, cli_settings, resolve
 
 app = typer.Typer(
@@ -380,12 +380,10 @@ def _run_ablation(
     display, write and print the report. Each command passes its flags by their names (**locals()), so that the
     list of shared flags is written once, in the Annotated aliases above; choices: the rest of plan_spec's."""
     from . import render, report
-    from .executors import ExecutorOptions
+    from .executors import ExecutorOptions, check_jobs
     from .planning import plan_spec
     from .progress import AblationDisplay
     from .results import ResultsDir, command_of
-    from .running import resume as resume_ablation
-    from .running import start
 
     if resume is not None:
         if out is not None and Path(out).resolve() != Path(resume).resolve():
@@ -397,9 +395,13 @@ def _run_ablation(
         choices["variants"] = variant
     explicit = bool(settings.given or plan or any(v not in (None, False) for v in choices.values()))
     options = ExecutorOptions(executor, ray_address, cpus_per_run, gpus_per_run, max_retries).check()
+    check_jobs(jobs)
     requested = plan_spec(settings, plan or default_plan, **choices) if resume is None or explicit else None
     lrs = requested.lrs if requested is not None else ResultsDir(resume).read_meta()["spec"].get("lrs")
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
+    from .running import resume as resume_ablation  # torch loads here, after every check of the flags
+    from .running import start
+
     if resume:
         ablation = resume_ablation(resume, requested, jobs, options)
     else:

@@ -19,17 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from .components import COMPONENT_SUMMARY, COMPONENTS
+from .config import ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
+from .errors import ConfigError, UserError
 from .files import not_regular
-from .model import (
-    COMPONENT_SUMMARY,
-    COMPONENTS,
-    ConfigError,
-    ModelConfig,
-    Shapes,
-    kv_cache_bytes_per_token,
-    param_counts,
-)
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 QK_NORM_FIELDS = ("qk_norm", "use_qk_norm", "qk_layernorm")  # the switches for QK-norm that some families have

@@ -24,9 +24,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from .components import COMPONENT_SUMMARY, COMPONENTS
+from .config import ModelConfig
 from .errors import UserError
 from .files import atomic_path, write_json, write_text
-from .model import COMPONENT_SUMMARY, COMPONENTS, GPT, ModelConfig
+from .model import GPT
 from .planning import label
 
 CLASSIC, MODERN, EITHER = "classic", "modern", "either"

@@ -6,45 +6,31 @@ models. With every flag off this is GPT-2. With rmsnorm, rope, swiglu and
 no_bias on it is a Llama (gqa too: Llama 3, Mistral). qk_norm is not Llama's:
 Qwen3 has it (per head, as here), OLMo-2 over the whole q and k projections.
 
-After the story: ModelConfig (the settings and their checks) and the price of
-each piece (param_counts, kv_cache_bytes_per_token), which needs no built model.
+The settings (ModelConfig and its checks) and the price of each piece
+(param_counts, kv_cache_bytes_per_token), which needs no built model, live in
+config.py, and the list of components in components.py: both torch-free, so that
+the command line's help and errors start without torch. model.ModelConfig and the
+other old names still work.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .errors import ConfigError, UserError, setting
-
-# The modern components, in the order the cumulative ablation stacks them. This is the
-# one place the list lives: the CLI switches, the settings, the plans, explain, export
-# and the tests all derive from it (tests/test_components.py checks that each does).
-# A new component needs a line here, one in COMPONENT_SUMMARY, a ModelConfig field and
-# its piece in the story below.
-COMPONENTS = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")
-
-
-def component_problem(names) -> str | None:
-    """The one check of component names given by a user or read from a file: the first name that is not one of
-    model.COMPONENTS, as 'unknown component 'x'; the components are ...', or None when every name is one."""
-    unknown = next((n for n in names if n not in COMPONENTS), None)
-    return None if unknown is None else f"unknown component {unknown!r}; the components are {', '.join(COMPONENTS)}"
-
-
-# classic piece -> modern piece, one line each, for help texts and tables.
-COMPONENT_SUMMARY = {
-    "rmsnorm": "LayerNorm -> RMSNorm",
-    "rope": "learned position table -> rotary position embedding (RoPE)",
-    "swiglu": "GELU MLP at 4*dim -> SwiGLU at 2/3*4*dim",
-    "no_bias": "a bias in every Linear and norm -> no biases",
-    "gqa": "one K/V head per query head -> kv_heads shared K/V heads",
-    "qk_norm": "plain q.k -> RMS-normalised q and k per head",
-}
+from .components import COMPONENT_SUMMARY, COMPONENTS, component_problem  # noqa: F401 (re-exported)
+from .config import (  # noqa: F401 (re-exported: model.ModelConfig, model.param_counts, ... still work)
+    PIECES,
+    ModelConfig,
+    Shapes,
+    kv_cache_bytes_per_token,
+    non_embedding_params,
+    param_counts,
+)
+from .errors import ConfigError, UserError  # noqa: F401 (ConfigError re-exported)
 
 
 # ---------------------------------------------------------------------------
@@ -333,196 +319,3 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.ones_(module.weight)
         if getattr(module, "bias", None) is not None:
             nn.init.zeros_(module.bias)
-
-
-# ---------------------------------------------------------------------------
-# The settings: one field per component (False is GPT-2's piece, True the
-# modern one), the shape, and the checks that every shape must pass.
-# ---------------------------------------------------------------------------
-@dataclass
-class ModelConfig:
-    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
-    vocab_size: int = setting(256, "vocabulary size (training sets it from the tokenizer: only params has this flag)")
-    context: int = setting(128, "tokens per window: the context length the model trains on")
-    dim: int = setting(128, "width of the residual stream (GPT-2's n_embd)")
-    heads: int = setting(4, "query heads per attention layer")
-    layers: int = setting(4, "transformer blocks")
-    dropout: float = setting(0.0, "dropout probability on embeddings, attention and residual outputs")
-    # The components (see COMPONENTS); their help is their COMPONENT_SUMMARY line.
-    rmsnorm: bool = False
-    rope: bool = False
-    swiglu: bool = False
-    no_bias: bool = False
-    gqa: bool = False
-    qk_norm: bool = False
-    kv_heads: int | None = setting(None, "key/value heads when --gqa is on (unset: heads // 2)")
-    rope_base: float = setting(10000.0, "RoPE's base frequency (theta)")
-    multiple_of: int = setting(8, "SwiGLU's hidden width is rounded up to a multiple of this")
-    mlp_hidden: int | None = setting(None, "explicit MLP hidden width, overriding 4*dim and the SwiGLU rule")
-    tie_embeddings: bool = setting(True, "share the token embedding with the output layer")
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        for name in ("vocab_size", "context", "dim", "heads", "layers", "multiple_of"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
-        if self.mlp_hidden is not None and self.mlp_hidden < 1:
-            raise ConfigError(f"mlp_hidden must be at least 1, got {self.mlp_hidden}.")
-        if not 1 < self.rope_base < math.inf:
-            raise ConfigError(f"rope_base must be a finite number greater than 1, got {self.rope_base}.")
-        if self.dim % self.heads:
-            raise ConfigError(
-                f"dim {self.dim} is not divisible by {self.heads} heads: every head needs an equal share of dim."
-            )
-        if self.gqa:
-            if self.n_kv_heads < 1:
-                raise ConfigError(
-                    f"kv_heads must be at least 1, got {self.n_kv_heads}"
-                    + (f" (the default is heads // 2 = {self.heads} // 2)." if self.kv_heads is None else ".")
-                )
-            if self.heads % self.n_kv_heads:
-                raise ConfigError(
-                    f"{self.heads} heads with {self.n_kv_heads} KV heads: {self.heads} is not divisible by {self.n_kv_heads}."
-                )
-        if self.rope and self.head_dim % 2:
-            raise ConfigError(
-                f"rope needs an even head dimension, but dim {self.dim} / {self.heads} heads = {self.head_dim}."
-            )
-
-    @property
-    def bias(self) -> bool:
-        """Whether every Linear layer (but the output head) and LayerNorm has a bias; no_bias removes them all."""
-        return not self.no_bias
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.heads
-
-    @property
-    def n_kv_heads(self) -> int:
-        if not self.gqa:
-            return self.heads
-        return self.heads // 2 if self.kv_heads is None else self.kv_heads
-
-    @property
-    def hidden(self) -> int:
-        """The MLP's hidden width."""
-        if self.mlp_hidden is not None:
-            return self.mlp_hidden
-        if not self.swiglu:
-            return 4 * self.dim
-        # SwiGLU has three matrices instead of two, so 2/3 of the width keeps the cost equal.
-        hidden = int(2 * 4 * self.dim / 3)
-        return self.multiple_of * math.ceil(hidden / self.multiple_of)
-
-    @property
-    def components(self) -> tuple[str, ...]:
-        return tuple(c for c in COMPONENTS if getattr(self, c))
-
-    def with_components(self, components) -> ModelConfig:
-        """The same settings with exactly these components switched on."""
-        why = component_problem(components)
-        if why:
-            raise ConfigError(f"{why}.")
-        return replace(self, **{c: c in components for c in COMPONENTS})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-# ---------------------------------------------------------------------------
-# The price of each piece: parameters and KV-cache bytes, by arithmetic alone.
-# These are the only formulas: explain feeds them the shapes of a config.json.
-# ---------------------------------------------------------------------------
-# The pieces a parameter count is split into (see param_counts).
-PIECES = ("token_embedding", "position_table", "attention", "mlp", "norms", "biases", "output_head")
-
-
-@dataclass(frozen=True)
-class Shapes:
-    """Everything a parameter count depends on: the one description that param_counts reads.
-
-    modern-gpt's own models fill it from a ModelConfig (Shapes.of); `explain` fills it
-    from a Hugging Face config.json, which can have biases on some projections only, a
-    head_dim that is not dim / heads, or QK-norm gains over the whole projection (OLMo-2).
-    """
-
-    vocab_size: int
-    dim: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    hidden: int  # the MLP's hidden width
-    mlp_matrices: int  # 2 (classic) or 3 (gated: SwiGLU, GeGLU)
-    position_rows: int  # rows of a learned position table; 0 with RoPE
-    qk_norm_gains: int  # QK-norm gains per layer: 0, 2 * head_dim (per head), or (heads + kv_heads) * head_dim (OLMo-2)
-    qkv_bias: bool
-    o_bias: bool
-    mlp_bias: bool
-    norm_shift: bool  # LayerNorm's bias
-    tied: bool
-    norms_per_layer: int = 2  # Gemma-2 and -3 norm before and after attention and MLP: 4; StableLM in parallel: 1
-    act_params: int = 0  # learned parameters of the MLP's activation per layer (Apertus's xIELU: 2)
-
-    @classmethod
-    def of(cls, cfg: ModelConfig) -> Shapes:
-        return cls(
-            vocab_size=cfg.vocab_size,
-            dim=cfg.dim,
-            layers=cfg.layers,
-            heads=cfg.heads,
-            kv_heads=cfg.n_kv_heads,
-            head_dim=cfg.head_dim,
-            hidden=cfg.hidden,
-            mlp_matrices=3 if cfg.swiglu else 2,
-            position_rows=0 if cfg.rope else cfg.context,
-            qk_norm_gains=2 * cfg.head_dim if cfg.qk_norm else 0,
-            qkv_bias=cfg.bias,
-            o_bias=cfg.bias,
-            mlp_bias=cfg.bias,
-            norm_shift=cfg.bias and not cfg.rmsnorm,
-            tied=cfg.tie_embeddings,
-        )
-
-
-def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
-    """Parameters per piece (see PIECES) and their total, from the settings alone.
-
-    Arithmetic rather than a built model, so that it costs nothing for any size
-    (a config.json of a 70B model included); tests/test_model.py checks it against
-    counting the parameters of a real GPT for every variant.
-    """
-    s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
-    d, L = s.dim, s.layers
-    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim  # widths of the query and of the key (or value) projection
-    counts = {
-        "token_embedding": s.vocab_size * d,
-        "position_table": s.position_rows * d,
-        "attention": L * (d * (q + 2 * kv) + q * d),
-        "mlp": L * (s.mlp_matrices * d * s.hidden + s.act_params),
-        "norms": (s.norms_per_layer * L + 1) * d + L * s.qk_norm_gains,  # gains; RMSNorm has no shift
-        "biases": 0,
-        "output_head": 0 if s.tied else s.vocab_size * d,
-    }
-    counts["biases"] = (
-        L * ((q + 2 * kv) * s.qkv_bias + d * s.o_bias + ((s.mlp_matrices - 1) * s.hidden + d) * s.mlp_bias)
-        + (s.norms_per_layer * L + 1) * d * s.norm_shift  # LayerNorm's shift
-    )
-    counts["total"] = sum(counts.values())
-    return counts
-
-
-def non_embedding_params(counts: dict[str, int]) -> int:
-    """The parameters of the transformer body: what --match-params equalises."""
-    return counts["total"] - counts["token_embedding"] - counts["position_table"] - counts["output_head"]
-
-
-def kv_cache_bytes_per_token(cfg: ModelConfig | Shapes, bytes_per_value: int = 2) -> int:
-    """Bytes a KV cache holds per token when serving (keys and values, every layer), at bf16 by default."""
-    s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
-    return 2 * s.layers * s.kv_heads * s.head_dim * bytes_per_value

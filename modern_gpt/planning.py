@@ -10,15 +10,8 @@ import math
 from dataclasses import dataclass, replace
 
 from .errors import UserError
-from .model import (
-    COMPONENTS,
-    ModelConfig,
-    component_problem,
-    kv_cache_bytes_per_token,
-    non_embedding_params,
-    param_counts,
-)
-from .results import MAX_SEED
+from .components import COMPONENTS, component_problem
+from .config import ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
 from .schema import short
 from .settings import Settings, from_dict
 from .stats import Boundary, boundary
@@ -208,6 +201,8 @@ def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
     if seeds is not None and seed_list_text is not None:
         raise UserError("--seeds and --seed-list both choose the seeds; give one of them.")
     if seed_list_text is not None:  # an empty list is a mistake, not the default
+        from .results import MAX_SEED  # here: results loads pandas, which params and argument errors never need
+
         try:
             out = [int(s) for s in seed_list_text.split(",") if s.strip()]
         except ValueError:

@@ -14,16 +14,15 @@ import shlex
 from dataclasses import asdict
 from pathlib import Path
 
-import pandas as pd
 from rich import box
 from rich.table import Table
 
-from .model import PIECES, ModelConfig, kv_cache_bytes_per_token, param_counts
+from .config import PIECES, ModelConfig, kv_cache_bytes_per_token, param_counts
 from .planning import label
-from .report import seeds_planned
-from .results import SUMMARY_COLUMNS
 from .stats import INCONCLUSIVE, MAX_PAIRS
-from .train import curve_windows
+
+# pandas, report, results and train (torch) are imported inside the functions that need them: `params`
+# renders its table here, and must start without them.
 
 
 # ---------------------------------------------------------------------------
@@ -110,6 +109,8 @@ def train_table(result, components, corpus_name: str, seed: int, windows: dict |
 
 def train_windows(result, settings) -> dict:
     """A run's validation windows: of its final loss (all) and of its curve (where best val loss comes from)."""
+    from .train import curve_windows
+
     every = result.val_tokens // settings.model.context
     return {"all": every, "curve": curve_windows(settings.train, every)}
 
@@ -241,6 +242,8 @@ def results_line(folder: Path, lrs) -> str:
 
 def title(meta: dict) -> str:
     """The table's title: the plan, the data, the seeds and the budget."""
+    from .report import seeds_planned
+
     spec, s = meta["spec"], meta["spec"]["settings"]
     seeds = seeds_planned(meta)
     t = s["train"]
@@ -414,6 +417,10 @@ def markdown(meta: dict, summary: list[dict], notes: list[str], duel_info: dict 
 
 
 def csv_text(summary: list[dict]) -> str:
+    import pandas as pd
+
+    from .results import SUMMARY_COLUMNS
+
     buf = io.StringIO()
     pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(buf, index=False)
     return buf.getvalue()
@@ -513,6 +520,8 @@ def judge_markdown(meta: dict, rows: list[dict], notes: list[str]) -> str:
 
 
 def judge_csv(rows: list[dict]) -> str:
+    import pandas as pd
+
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     return buf.getvalue()

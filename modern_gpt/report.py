@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from .components import COMPONENTS
+from .config import TrainConfig
 from .errors import UserError
-from .model import COMPONENTS
 from .results import ResultsDir, failed, unstable
 from .schema import short
 from .stats import (
@@ -37,7 +38,6 @@ from .stats import (
     spread,
     tost_p,
 )
-from .train import SPIKE, TrainConfig, curve_windows
 
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
 MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was learnt by heart
@@ -490,6 +490,8 @@ def sequential_note(meta: dict, runs: pd.DataFrame, summary: list[dict]) -> str:
 def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
     """What a table over several learning rates must say: how each row's learning rate was chosen, what
     stable counts, and the runs that diverged at the learning rates not shown."""
+    from .train import SPIKE  # here, not at the top: train loads torch, which --at-lr's check never needs
+
     lrs = ", ".join(f"{x:g}" for x in sweep["lrs"])
     if sweep["at"] is None:
         how = (
@@ -588,6 +590,8 @@ def _duel_windows(meta: dict, good: pd.DataFrame) -> dict:
     tokens = good["val_tokens"].max() if "val_tokens" in good and len(good) else math.nan
     if not math.isfinite(tokens):
         return {"all": None, "curve": None}
+    from .train import curve_windows  # here: train loads torch
+
     every = int(tokens) // s["model"]["context"]
     return {"all": every, "curve": curve_windows(TrainConfig(**s["train"]), every)}
 

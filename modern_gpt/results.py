@@ -29,9 +29,9 @@ except ImportError:  # Windows
 import numpy as np
 import pandas as pd
 
+from .components import component_problem
 from .errors import UserError
 from .files import atomic_path, kind, not_regular, write_json
-from .model import component_problem
 from .schema import problem
 from .settings import ALL, from_dict, saved_settings_problem
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
-from .data import DataConfig
+from .components import COMPONENT_SUMMARY, COMPONENTS
+from .config import DataConfig, ModelConfig, TrainConfig
 from .errors import UserError
-from .model import COMPONENT_SUMMARY, COMPONENTS, ModelConfig
-from .train import TrainConfig
 
 SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 

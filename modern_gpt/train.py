@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
+from .config import DEVICES, ModelConfig, TrainConfig, param_counts  # noqa: F401 (TrainConfig re-exported)
 from .data import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
-from .errors import ConfigError, UserError, setting
-from .model import GPT, ModelConfig, param_counts
+from .errors import UserError
+from .model import GPT
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
 # "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
 STREAMS = ("init", "batches", "dropout", "placebo")
 EVAL_CHUNK = 64  # windows per forward pass when evaluating
@@ -50,51 +50,6 @@ class Spikes:
             self.count += 1
         self.up = high and after
         self.low = min(self.low, loss)
-
-
-@dataclass
-class TrainConfig:
-    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
-    steps: int = setting(500, "optimizer steps per run")
-    batch_size: int = setting(16, "windows per step")
-    lr: float = setting(1e-3, "peak learning rate")
-    min_lr_ratio: float = setting(0.1, "the cosine schedule ends at this fraction of the peak")
-    warmup_steps: int = setting(50, "linear warmup steps")
-    weight_decay: float = setting(0.1, "AdamW weight decay, on matrices only")  # not on biases, norms or gains
-    beta1: float = setting(0.9, "AdamW beta1")
-    beta2: float = setting(0.95, "AdamW beta2")
-    grad_clip: float = setting(1.0, "clip the gradient norm at this value (0: no clipping)")
-    eval_every: int = setting(100, "evaluate every N steps (and at the end)")
-    eval_batches: int = setting(8, "intermediate evaluations use this many batches of the fixed windows")
-    eval_tokens: int = setting(
-        262_144,
-        "the final loss is measured on the whole split, or on this many tokens of fixed, evenly spaced windows",
-    )
-    device: str = setting("auto", "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)")
-    compile: bool = setting(False, "torch.compile the model")  # faster on GPUs after a warm-up
-    threads: int = setting(0, "torch threads per run (0: the cores, divided among --jobs)")
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "eval_batches", "eval_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if not self.lr > 0 or not math.isfinite(self.lr):
-            raise ConfigError(f"lr must be a positive number, got {self.lr}.")
-        for name in ("warmup_steps", "threads"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}.")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"min_lr_ratio must be between 0 and 1, got {self.min_lr_ratio}.")
-        for name in ("weight_decay", "grad_clip"):
-            if not 0 <= getattr(self, name) < math.inf:
-                raise ConfigError(f"{name} must be a finite number of 0 or more, got {getattr(self, name)}.")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise ConfigError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
-        if self.device not in DEVICES:
-            raise ConfigError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
 
 
 @dataclass

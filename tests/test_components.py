@@ -1,9 +1,11 @@
-"""model.COMPONENTS is the one list: every consumer covers exactly it, and a new component needs model.py only.
+"""components.COMPONENTS is the one list: every consumer covers exactly it, and a new component needs
+components.py, config.py and model.py only.
 
 Each check runs twice: on the shipped list, and on a prototype seventh component, "parallel_block"
 (attention and the MLP read the same input and are added together, as in GPT-J and PaLM). The
-prototype is what a branch adding it would change in model.py: the name in COMPONENTS, its line
-in COMPONENT_SUMMARY, a ModelConfig field and its piece in the block. The rest of modern_gpt is
+prototype is what a branch adding it would change: the name in COMPONENTS and its line in
+COMPONENT_SUMMARY (components.py), a ModelConfig field (config.py) and its piece in the block
+(model.py). The rest of modern_gpt is
 then imported anew, as a fresh process would import it, so every list built at import time (the
 CLI switches, the settings, the plans' defaults, export's table) is built from the longer list.
 Each consumer must then handle the new component or refuse it by name; none may assume a count.
@@ -25,11 +27,14 @@ import typer
 from typer.testing import CliRunner
 
 import modern_gpt
+import modern_gpt.components as components_module
+import modern_gpt.config as config
 import modern_gpt.model as model
 from modern_gpt.errors import UserError
 
 NEW = "parallel_block"
-KEPT = ("modern_gpt", "modern_gpt.model", "modern_gpt.errors")  # what the new component's branch edits, and errors
+# what the new component's branch edits, and errors
+KEPT = ("modern_gpt", "modern_gpt.components", "modern_gpt.config", "modern_gpt.model", "modern_gpt.errors")
 CONSUMERS = ("explain", "export", "planning", "settings", "cli")
 NUMBER_WORDS = {5: "five", 6: "six", 7: "seven", 8: "eight"}
 
@@ -52,7 +57,7 @@ def _modern_gpt_modules() -> dict[str, types.ModuleType]:
 
 
 def _import_anew() -> dict[str, types.ModuleType]:
-    """The consumers imported again (with everything they import but model and errors), as at startup."""
+    """The consumers imported again (with everything they import but KEPT), as at startup."""
     for name in _modern_gpt_modules():
         del sys.modules[name]
     return {name: importlib.import_module(f"modern_gpt.{name}") for name in CONSUMERS}
@@ -71,11 +76,16 @@ def _restore(saved: dict[str, types.ModuleType]) -> None:
 
 @pytest.fixture
 def seventh(monkeypatch):
-    """The consumers imported anew after model.py gained the prototype component."""
-    config = dataclasses.make_dataclass("ModelConfig", [(NEW, bool, False)], bases=(model.ModelConfig,))
-    monkeypatch.setattr(model, "COMPONENTS", (*model.COMPONENTS, NEW))
-    monkeypatch.setitem(model.COMPONENT_SUMMARY, NEW, "attention, then the MLP -> attention and the MLP in parallel")
-    monkeypatch.setattr(model, "ModelConfig", config)
+    """The consumers imported anew after components.py, config.py and model.py gained the prototype component."""
+    new_config = dataclasses.make_dataclass("ModelConfig", [(NEW, bool, False)], bases=(config.ModelConfig,))
+    longer = (*components_module.COMPONENTS, NEW)
+    for module in (components_module, config, model):  # each kept module's own name for the one list
+        monkeypatch.setattr(module, "COMPONENTS", longer)
+    monkeypatch.setitem(
+        components_module.COMPONENT_SUMMARY, NEW, "attention, then the MLP -> attention and the MLP in parallel"
+    )
+    for module in (config, model):
+        monkeypatch.setattr(module, "ModelConfig", new_config)
     monkeypatch.setattr(model, "Block", ParallelBlock)
     saved = _modern_gpt_modules()
     try:

@@ -1,0 +1,309 @@
+"""The settings dataclasses (ModelConfig, TrainConfig, DataConfig) and a model's price by arithmetic alone.
+
+Each field carries its default and its help (errors.setting), the one source of its flag, its TOML key and
+the README's settings table (settings.py), and each config checks its values when it is made. param_counts
+and kv_cache_bytes_per_token read a ModelConfig (or explain's Shapes of a config.json) without building a
+model. Torch-free on purpose: `modern-gpt --help`, an argument error and `params` never wait for torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from .components import COMPONENTS, component_problem
+from .errors import ConfigError, setting
+
+
+# ---------------------------------------------------------------------------
+# The model: one field per component (False is GPT-2's piece, True the modern
+# one, built in model.py), the shape, and the checks that every shape must pass.
+# ---------------------------------------------------------------------------
+@dataclass
+class ModelConfig:
+    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    vocab_size: int = setting(256, "vocabulary size (training sets it from the tokenizer: only params has this flag)")
+    context: int = setting(128, "tokens per window: the context length the model trains on")
+    dim: int = setting(128, "width of the residual stream (GPT-2's n_embd)")
+    heads: int = setting(4, "query heads per attention layer")
+    layers: int = setting(4, "transformer blocks")
+    dropout: float = setting(0.0, "dropout probability on embeddings, attention and residual outputs")
+    # The components (see COMPONENTS); their help is their COMPONENT_SUMMARY line.
+    rmsnorm: bool = False
+    rope: bool = False
+    swiglu: bool = False
+    no_bias: bool = False
+    gqa: bool = False
+    qk_norm: bool = False
+    kv_heads: int | None = setting(None, "key/value heads when --gqa is on (unset: heads // 2)")
+    rope_base: float = setting(10000.0, "RoPE's base frequency (theta)")
+    multiple_of: int = setting(8, "SwiGLU's hidden width is rounded up to a multiple of this")
+    mlp_hidden: int | None = setting(None, "explicit MLP hidden width, overriding 4*dim and the SwiGLU rule")
+    tie_embeddings: bool = setting(True, "share the token embedding with the output layer")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "context", "dim", "heads", "layers", "multiple_of"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
+        if self.mlp_hidden is not None and self.mlp_hidden < 1:
+            raise ConfigError(f"mlp_hidden must be at least 1, got {self.mlp_hidden}.")
+        if not 1 < self.rope_base < math.inf:
+            raise ConfigError(f"rope_base must be a finite number greater than 1, got {self.rope_base}.")
+        if self.dim % self.heads:
+            raise ConfigError(
+                f"dim {self.dim} is not divisible by {self.heads} heads: every head needs an equal share of dim."
+            )
+        if self.gqa:
+            if self.n_kv_heads < 1:
+                raise ConfigError(
+                    f"kv_heads must be at least 1, got {self.n_kv_heads}"
+                    + (f" (the default is heads // 2 = {self.heads} // 2)." if self.kv_heads is None else ".")
+                )
+            if self.heads % self.n_kv_heads:
+                raise ConfigError(
+                    f"{self.heads} heads with {self.n_kv_heads} KV heads: {self.heads} is not divisible by {self.n_kv_heads}."
+                )
+        if self.rope and self.head_dim % 2:
+            raise ConfigError(
+                f"rope needs an even head dimension, but dim {self.dim} / {self.heads} heads = {self.head_dim}."
+            )
+
+    @property
+    def bias(self) -> bool:
+        """Whether every Linear layer (but the output head) and LayerNorm has a bias; no_bias removes them all."""
+        return not self.no_bias
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        if not self.gqa:
+            return self.heads
+        return self.heads // 2 if self.kv_heads is None else self.kv_heads
+
+    @property
+    def hidden(self) -> int:
+        """The MLP's hidden width."""
+        if self.mlp_hidden is not None:
+            return self.mlp_hidden
+        if not self.swiglu:
+            return 4 * self.dim
+        # SwiGLU has three matrices instead of two, so 2/3 of the width keeps the cost equal.
+        hidden = int(2 * 4 * self.dim / 3)
+        return self.multiple_of * math.ceil(hidden / self.multiple_of)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return tuple(c for c in COMPONENTS if getattr(self, c))
+
+    def with_components(self, components) -> ModelConfig:
+        """The same settings with exactly these components switched on."""
+        why = component_problem(components)
+        if why:
+            raise ConfigError(f"{why}.")
+        return replace(self, **{c: c in components for c in COMPONENTS})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# The price of each piece: parameters and KV-cache bytes, by arithmetic alone.
+# These are the only formulas: explain feeds them the shapes of a config.json.
+# ---------------------------------------------------------------------------
+# The pieces a parameter count is split into (see param_counts).
+PIECES = ("token_embedding", "position_table", "attention", "mlp", "norms", "biases", "output_head")
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Everything a parameter count depends on: the one description that param_counts reads.
+
+    modern-gpt's own models fill it from a ModelConfig (Shapes.of); `explain` fills it
+    from a Hugging Face config.json, which can have biases on some projections only, a
+    head_dim that is not dim / heads, or QK-norm gains over the whole projection (OLMo-2).
+    """
+
+    vocab_size: int
+    dim: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    hidden: int  # the MLP's hidden width
+    mlp_matrices: int  # 2 (classic) or 3 (gated: SwiGLU, GeGLU)
+    position_rows: int  # rows of a learned position table; 0 with RoPE
+    qk_norm_gains: int  # QK-norm gains per layer: 0, 2 * head_dim (per head), or (heads + kv_heads) * head_dim (OLMo-2)
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    norm_shift: bool  # LayerNorm's bias
+    tied: bool
+    norms_per_layer: int = 2  # Gemma-2 and -3 norm before and after attention and MLP: 4; StableLM in parallel: 1
+    act_params: int = 0  # learned parameters of the MLP's activation per layer (Apertus's xIELU: 2)
+
+    @classmethod
+    def of(cls, cfg: ModelConfig) -> Shapes:
+        return cls(
+            vocab_size=cfg.vocab_size,
+            dim=cfg.dim,
+            layers=cfg.layers,
+            heads=cfg.heads,
+            kv_heads=cfg.n_kv_heads,
+            head_dim=cfg.head_dim,
+            hidden=cfg.hidden,
+            mlp_matrices=3 if cfg.swiglu else 2,
+            position_rows=0 if cfg.rope else cfg.context,
+            qk_norm_gains=2 * cfg.head_dim if cfg.qk_norm else 0,
+            qkv_bias=cfg.bias,
+            o_bias=cfg.bias,
+            mlp_bias=cfg.bias,
+            norm_shift=cfg.bias and not cfg.rmsnorm,
+            tied=cfg.tie_embeddings,
+        )
+
+
+def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
+    """Parameters per piece (see PIECES) and their total, from the settings alone.
+
+    Arithmetic rather than a built model, so that it costs nothing for any size
+    (a config.json of a 70B model included); tests/test_model.py checks it against
+    counting the parameters of a real GPT for every variant.
+    """
+    s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
+    d, L = s.dim, s.layers
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim  # widths of the query and of the key (or value) projection
+    counts = {
+        "token_embedding": s.vocab_size * d,
+        "position_table": s.position_rows * d,
+        "attention": L * (d * (q + 2 * kv) + q * d),
+        "mlp": L * (s.mlp_matrices * d * s.hidden + s.act_params),
+        "norms": (s.norms_per_layer * L + 1) * d + L * s.qk_norm_gains,  # gains; RMSNorm has no shift
+        "biases": 0,
+        "output_head": 0 if s.tied else s.vocab_size * d,
+    }
+    counts["biases"] = (
+        L * ((q + 2 * kv) * s.qkv_bias + d * s.o_bias + ((s.mlp_matrices - 1) * s.hidden + d) * s.mlp_bias)
+        + (s.norms_per_layer * L + 1) * d * s.norm_shift  # LayerNorm's shift
+    )
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def non_embedding_params(counts: dict[str, int]) -> int:
+    """The parameters of the transformer body: what --match-params equalises."""
+    return counts["total"] - counts["token_embedding"] - counts["position_table"] - counts["output_head"]
+
+
+def kv_cache_bytes_per_token(cfg: ModelConfig | Shapes, bytes_per_value: int = 2) -> int:
+    """Bytes a KV cache holds per token when serving (keys and values, every layer), at bf16 by default."""
+    s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
+    return 2 * s.layers * s.kv_heads * s.head_dim * bytes_per_value
+
+
+# ---------------------------------------------------------------------------
+# Training: the optimizer, its schedule, the evaluations and where a run trains.
+# ---------------------------------------------------------------------------
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+@dataclass
+class TrainConfig:
+    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    steps: int = setting(500, "optimizer steps per run")
+    batch_size: int = setting(16, "windows per step")
+    lr: float = setting(1e-3, "peak learning rate")
+    min_lr_ratio: float = setting(0.1, "the cosine schedule ends at this fraction of the peak")
+    warmup_steps: int = setting(50, "linear warmup steps")
+    weight_decay: float = setting(0.1, "AdamW weight decay, on matrices only")  # not on biases, norms or gains
+    beta1: float = setting(0.9, "AdamW beta1")
+    beta2: float = setting(0.95, "AdamW beta2")
+    grad_clip: float = setting(1.0, "clip the gradient norm at this value (0: no clipping)")
+    eval_every: int = setting(100, "evaluate every N steps (and at the end)")
+    eval_batches: int = setting(8, "intermediate evaluations use this many batches of the fixed windows")
+    eval_tokens: int = setting(
+        262_144,
+        "the final loss is measured on the whole split, or on this many tokens of fixed, evenly spaced windows",
+    )
+    device: str = setting("auto", "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)")
+    compile: bool = setting(False, "torch.compile the model")  # faster on GPUs after a warm-up
+    threads: int = setting(0, "torch threads per run (0: the cores, divided among --jobs)")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "eval_batches", "eval_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if not self.lr > 0 or not math.isfinite(self.lr):
+            raise ConfigError(f"lr must be a positive number, got {self.lr}.")
+        for name in ("warmup_steps", "threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}.")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"min_lr_ratio must be between 0 and 1, got {self.min_lr_ratio}.")
+        for name in ("weight_decay", "grad_clip"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ConfigError(f"{name} must be a finite number of 0 or more, got {getattr(self, name)}.")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise ConfigError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
+        if self.device not in DEVICES:
+            raise ConfigError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
+
+
+# ---------------------------------------------------------------------------
+# Data: the corpus, its tokenizer and the validation split.
+# ---------------------------------------------------------------------------
+TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
+
+
+@dataclass
+class DataConfig:
+    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    path: str = setting(
+        "",
+        "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order "
+        "(unset: the built-in smoke corpus)",
+    )
+    tokenizer: str = setting(
+        "char",
+        "char | byte | bpe (trained locally on the training split) | PATH/tokenizer.json (a pretrained Hugging Face "
+        "tokenizer file)",
+    )
+    text_field: str = setting("text", "the field of each .jsonl object, and the .parquet column, that holds the text")
+    vocab_size: int = setting(1024, "vocabulary size the bpe tokenizer learns")
+    val_fraction: float = setting(0.1, "the last fraction of the text held out for validation")
+    cache_dir: str = setting("", "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def tokenizer_file(self) -> Path | None:
+        """The pretrained tokenizer.json that --tokenizer names, or None for char, byte and bpe."""
+        return None if self.tokenizer in TOKENIZERS else Path(self.tokenizer).expanduser()
+
+    def validate(self) -> None:
+        # A tokenizer file is read when a corpus is tokenized (load_corpus), not here: a checkpoint whose
+        # settings name one stays loadable after the file is gone, since it holds the tokenizer itself.
+        file = self.tokenizer_file
+        if file is not None and not (file.exists() or "/" in self.tokenizer or self.tokenizer.endswith(".json")):
+            raise ConfigError(
+                f"unknown tokenizer {self.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}, "
+                "or give the path of a Hugging Face tokenizer.json."
+            )
+        if not self.text_field:
+            raise ConfigError("text_field must not be empty; give the .jsonl field (or .parquet column) of the text.")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ConfigError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
+        if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
+            raise ConfigError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
