@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 
 from . import __version__
-from .errors import UserError
 from .components import COMPONENT_SUMMARY, COMPONENTS
+from .errors import UserError
 from .settings import PANELS, SECTIONS, cli_settings, resolve
 
 app = typer.Typer(

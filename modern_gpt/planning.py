@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .errors import UserError
 from .components import COMPONENTS, component_problem
 from .config import ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
+from .errors import UserError
 from .schema import short
 from .settings import Settings, from_dict
 from .stats import Boundary, boundary
