@@ -67,7 +67,8 @@ FIRST = (
     "seeds",
     "failed",
 )
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+# ASCII digits, no '_': what a CSV writer writes ('1_000' and '٣' are numbers to Python, not to a reader)
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE | re.ASCII)
 # The sizes the statistics compute with in float64: a square of a difference of two values stays a normal number
 # (a paired sd of 1e-200 squares to 0, and a sum of 1e200s overflows: a wrong p, or no table at all).
 SMALLEST, LARGEST = 1e-100, 1e100
@@ -267,6 +268,8 @@ def _seed(v) -> int:
 def _whole(v: str | Decimal) -> int | None:
     """A whole number as written, exactly ('7', '7.0', '-2', '1e3': pandas writes a seed column that had a gap as
     floats); None for anything else ('0.5', 'nan', 'x')."""
+    if isinstance(v, str) and not _NUMBER.fullmatch(v.strip()):
+        return None
     try:
         d = Decimal(v.strip()) if isinstance(v, str) else v
     except InvalidOperation:

@@ -235,6 +235,9 @@ BAD_CSV = [
     ("nan", GOOD.replace("1.9", "NaN"), [], "line 4, column val_loss: nan is not a finite number"),
     ("empty cell", GOOD.replace("1.9", ""), [], "line 4, column val_loss: is empty"),
     ("seed", GOOD.replace("b,0,", "b,0.5,"), [], "line 4, column seed: '0.5' is not a whole number"),
+    # Python reads these as numbers; a CSV writer does not write them
+    ("seed digits", GOOD.replace("b,0,", "b,1_0,"), [], "line 4, column seed: '1_0' is not a whole number"),
+    ("value digits", GOOD.replace("1.9", "\u0663"), [], "line 4, column val_loss: '\u0663' is not a number"),
     ("one variant", "variant,seed,val_loss\na,0,2.0\na,1,2.1\n", [], "column variant: every row is variant 'a'"),
     ("no metric", GOOD, ["--metric", "acc"], "line 1 (the header): no metric column 'acc'"),
     ("no variant", GOOD, ["--variant-col", "model"], "line 1 (the header): no variant column 'model'"),
