@@ -717,7 +717,7 @@ def extrapolate(
 
     from . import render
     from .checkpoint import load_checkpoint
-    from .data import validation_text
+    from .data import lossy_note, lost_chars, validation_text
     from .extrapolate import extrapolate as run
     from .extrapolate import parse_contexts
     from .train import resolve_device
@@ -725,11 +725,18 @@ def extrapolate(
     lengths = parse_contexts(contexts)
     model, settings, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
     data_cfg = replace(settings.data, path=str(data)) if data else settings.data
-    results = run(model, tokenizer, validation_text(data_cfg), lengths, windows)
+    text = validation_text(data_cfg)
+    results = run(model, tokenizer, text, lengths, windows)
+    lost = lost_chars(tokenizer, text)  # a char tokenizer on other --data meets characters it never saw
+    note = f"note: {lossy_note(settings.data.tokenizer, lost, len(text))}" if lost else ""
     if fmt == "json":
         print(render.to_json(render.extrapolate_info(checkpoint, model.config, results)))
+        if note:
+            print(note, file=sys.stderr)  # stdout stays one JSON document
         return
     console.print(render.extrapolate_table(checkpoint, model.config, results))
+    if note:
+        console.print(note, markup=False)
 
 
 @app.command()

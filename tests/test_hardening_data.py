@@ -413,3 +413,14 @@ def test_a_tokenizer_that_drops_nearly_everything_is_named_not_the_corpus_length
         "the tokenizer gives the corpus's validation split only 29 tokens, too few for context 64: it drops",
         "(it has no token for them); give a tokenizer that covers the corpus",
     )
+
+
+def test_extrapolate_names_characters_the_checkpoints_tokenizer_never_saw(run, tmp_path):
+    assert run("train", *TINY, "--out", "ckpt")[0] == 0
+    code, out, err = run("extrapolate", "ckpt", "--contexts", "16")
+    assert code == 0 and "Lossy" not in out + err, (out, err)  # its own data: every character seen
+    (tmp_path / "other.txt").write_text(smoke_text()[:20_000] + "жжж\n" * 1000, encoding="utf-8")
+    code, out, err = run("extrapolate", "ckpt", "--contexts", "16", "--data", "other.txt")
+    assert code == 0, err
+    assert "Lossy tokenizer: --tokenizer char does not give back the validation text" in " ".join(out.split())
+    assert "differs in 1,800 of its 2,400 characters, 75.0%" in " ".join(out.split())  # the last 600 lines of жжж
