@@ -164,6 +164,8 @@ def _jsonl(path: Path, text: str) -> Source:
             raise UserError(f"{path}, line {n}: the key {e.args[0]!r} is given twice; give each column once.") from None
         except ValueError as e:
             raise UserError(f"{path}, line {n}: not JSON ({str(e).splitlines()[0]}).") from None
+        except RecursionError:  # json.loads recurses once per [ or {
+            raise UserError(f"{path}, line {n}: JSON nested too deeply to read; a run is one flat object.") from None
         if not isinstance(record, dict):
             raise UserError(f"{path}, line {n}: a JSON {type(record).__name__}, where each line must be an object.")
         columns.update(dict.fromkeys(record))

@@ -319,6 +319,7 @@ def test_bad_files_are_one_sentence(tmp_path, run):
     (tmp_path / "text.jsonl").write_text('{"variant": "a", "seed": 0, "val_loss": 2}\n{"variant": "b", "seed": 0}\n')
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really parquet")
     (tmp_path / "twice.jsonl").write_text('{"variant": "b", "seed": 0, "val_loss": 2, "variant": "a"}\n')
+    (tmp_path / "deep.jsonl").write_text('{"variant": "a", "seed": 0, "val_loss": ' + "[" * 10**5 + "]" * 10**5 + "}\n")
     (tmp_path / "latin1.csv").write_bytes(GOOD.replace("b,1", "\xe9,1").encode("latin-1"))
     cases = {
         "pipe.csv": "is a pipe (FIFO), not a file",
@@ -330,6 +331,7 @@ def test_bad_files_are_one_sentence(tmp_path, run):
         "text.jsonl": "line 2, column val_loss: is missing",
         "bad.parquet": "cannot be read as Parquet",
         "twice.jsonl": "line 1: the key 'variant' is given twice",  # json.loads kept the last one silently
+        "deep.jsonl": "line 1: JSON nested too deeply to read",  # a RecursionError traceback
         "latin1.csv": "line 5: not UTF-8 text",
     }
     for name, message in cases.items():
