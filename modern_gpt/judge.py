@@ -193,6 +193,8 @@ def _parquet(path: Path) -> Source:
         frame = pd.read_parquet(path)
     except (OSError, ValueError, pyarrow.ArrowException) as e:
         raise UserError(f"{path} cannot be read as Parquet ({(str(e).splitlines() or ['unknown'])[0]}).") from None
+    if any(n is not None for n in frame.index.names):  # pandas wrote df.set_index("variant"): a column in the file
+        frame = frame.reset_index(allow_duplicates=True)
     return from_frame(frame, str(path), first=1)
 
 
