@@ -104,7 +104,11 @@ def check_free(folder: Path, flag: str, force: bool, source: Path | None = None)
             )
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder} exists and is not a folder; choose another {flag}.")
-    if folder.is_dir() and any(folder.iterdir()) and not force:
+    try:
+        holds = folder.is_dir() and any(folder.iterdir())
+    except OSError as e:  # a folder another user owns, mode 700
+        raise UserError(f"cannot read the folder {folder}: {e.strerror or e}; choose another {flag}.") from None
+    if holds and not force:
         raise UserError(
             f"{folder} already exists and holds files; choose another {flag}, or add --force to replace them."
         )

@@ -683,3 +683,24 @@ def test_export_into_a_symbolic_link_loop_is_one_sentence(tmp_path, capsys, monk
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     err = cli_error(capsys, monkeypatch, "export", ckpt, "--hf", tmp_path / "loop", "--force")
     assert f"--hf {tmp_path / 'loop'} cannot be followed" in err
+
+
+def test_export_into_a_folder_it_cannot_read_is_one_sentence(tmp_path, capsys, monkeypatch):
+    """Another user's folder (mode 700): listing it raised PermissionError, a traceback (root reads any folder,
+    so the refusal is simulated)."""
+    import pathlib
+
+    tok = tokenizer_of("char", tmp_path)
+    ckpt = checkpoint_of(build((), vocab_size=tok.vocab_size), tok, tmp_path / "ckpt")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = pathlib.Path.iterdir
+
+    def iterdir(self):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(pathlib.Path, "iterdir", iterdir)
+    err = cli_error(capsys, monkeypatch, "export", ckpt, "--hf", locked, "--force")
+    assert f"cannot read the folder {locked}: Permission denied; choose another --hf." in err
