@@ -241,7 +241,9 @@ Force = Annotated[bool, typer.Option("--force", help=FORCE_HELP)]
 def params(settings, fmt: TableOrJson = "table") -> None:
     """The price of each piece: parameters per piece (embedding, positions, attention, MLP, norms, biases)."""
     from . import render
+    from .planning import check_read
 
+    check_read(settings, [settings.model.components])
     info = render.params_info(settings.model)
     if fmt == "json":
         print(render.to_json(info))
@@ -268,10 +270,11 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
     from .checkpoint import save_checkpoint
     from .data import load_corpus, lossy_note
     from .files import check_free
-    from .planning import label
+    from .planning import check_read, label
     from .progress import run_progress
     from .train import train_run
 
+    check_read(settings, [settings.model.components])
     out = Path(out) if out else _default_out("checkpoints", label(settings.model.components))
     check_free(out, "--out", force)
     corpus = load_corpus(settings.data)
@@ -381,7 +384,7 @@ def _run_ablation(
     list of shared flags is written once, in the Annotated aliases above; choices: the rest of plan_spec's."""
     from . import render, report
     from .executors import ExecutorOptions, check_jobs
-    from .planning import plan_spec
+    from .planning import check_resume, plan_spec
     from .progress import AblationDisplay
     from .results import ResultsDir, command_of
 
@@ -393,17 +396,22 @@ def _run_ablation(
     choices.update(seed_list_text=seed_list, match=match_params)
     if variant is not None:  # power's one architecture
         choices["variants"] = variant
-    explicit = bool(settings.given or plan or any(v not in (None, False) for v in choices.values()))
+    # --no-placebo is a choice given; another flag's False (--match-params left out) is not
+    explicit = bool(
+        settings.given or plan or any(v is not None and (v is not False or k == "placebo") for k, v in choices.items())
+    )
     options = ExecutorOptions(executor, ray_address, cpus_per_run, gpus_per_run, max_retries).check()
     check_jobs(jobs)
-    requested = plan_spec(settings, plan or default_plan, **choices) if resume is None or explicit else None
+    if resume is not None and explicit:  # only what was given is compared, never a default nobody typed
+        check_resume(resume, ResultsDir(resume).read_meta()["spec"], settings, {**choices, "plan": plan})
+    requested = plan_spec(settings, plan or default_plan, **choices) if resume is None else None
     lrs = requested.lrs if requested is not None else ResultsDir(resume).read_meta()["spec"].get("lrs")
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     from .running import resume as resume_ablation  # torch loads here, after every check of the flags
     from .running import start
 
     if resume:
-        ablation = resume_ablation(resume, requested, jobs, options)
+        ablation = resume_ablation(resume, jobs, options)
     else:
         ablation = start(requested, out, jobs, _command_line(), options)
     folder, spec = ablation.results.path, ablation.spec

@@ -13,7 +13,7 @@ from .components import COMPONENTS, component_problem
 from .config import ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
 from .errors import UserError
 from .schema import short
-from .settings import Settings, from_dict
+from .settings import ALL, Settings, from_dict
 from .stats import Boundary, boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
@@ -317,21 +317,6 @@ class Spec:
         )
 
 
-def spec_differences(stored: dict, requested: dict) -> list[str]:
-    """The settings in which two specs differ, as 'key: stored -> requested'."""
-    out = []
-
-    def walk(a, b, prefix):
-        if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted(set(a) | set(b)):
-                walk(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
-        elif a != b:  # each side cut short: a plan's whole list of rows is no help in a sentence
-            out.append(f"{prefix}: {short(a, 60)} -> {short(b, 60)}")
-
-    walk(stored, requested, "")
-    return out
-
-
 def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
     """Per row: the facts that do not need a run (params, MLP width, KV-cache bytes)."""
     base = replace(spec.settings.model, vocab_size=vocab_size)
@@ -367,6 +352,10 @@ def plan_spec(
 ) -> Spec:
     """The specification of a new ablation from the command line's choices (None: the default)."""
     rates = parse_lrs(lrs, lr_sweep)
+    if rates is not None and "train.lr" in settings.typed:  # else one of them would be silently dropped
+        raise UserError(
+            f"--lr and {'--lrs' if lrs is not None else '--lr-sweep'} both set the learning rate; give one of them."
+        )
     if rates is not None and plan == "power":
         raise UserError("power measures seed noise at one learning rate; give --lr, not --lrs.")
     if rates is not None and len(rates) == 1:  # one learning rate is a plain ablation at it
@@ -379,6 +368,7 @@ def plan_spec(
     if plan == "custom" and components is not None:
         raise UserError("--components does not go with --plan custom, whose rows --variants names; leave one out.")
     rows = make_plan(plan, parse_components(components), variants)
+    check_read(settings, [v.components for v in rows], plan=True)
     if match:
         rows = match_params(rows, settings.model)
     if placebo:
@@ -413,6 +403,105 @@ def plan_spec(
 
 
 MIN_ALPHA = 1e-10  # a row's level, alpha over rows and looks, keeps its t quantile to about 1e-5
+
+
+# Settings that one component alone reads: given while no model has it, they would change nothing, silently.
+READ_BY = {"model.kv_heads": "gqa", "model.rope_base": "rope", "model.multiple_of": "swiglu"}
+
+
+def check_read(settings: Settings, models: list[tuple[str, ...]], plan: bool = False) -> None:
+    """Refuse a setting given (by a flag or the config file) that none of these models (the components of
+    each; plan: a plan's rows) reads: --kv-heads without gqa, --rope-base without rope, --multiple-of without
+    swiglu or with --mlp-hidden, which overrides it. Silently ignored, it would look like a choice that was made."""
+    have = {c for components in models for c in components}
+    for key, component in READ_BY.items():
+        if key not in settings.given:
+            continue
+        given = ALL[key].flags[0] if key in settings.typed else f"{key.split('.')[1]} (in the config file)"
+        if component not in have:
+            why = (
+                f"and no row of this plan has it; add a row with {component}"
+                if plan
+                else "which is off; add --" + component.replace("_", "-")
+            )
+            raise UserError(f"{given} is read by {component} alone, {why}, or leave out {given.split()[0]}.")
+        if key == "model.multiple_of" and settings.model.mlp_hidden is not None:
+            raise UserError(f"{given} rounds SwiGLU's width, which --mlp-hidden sets outright; give one of them.")
+
+
+def resume_differences(stored: dict, settings: Settings, choices: dict) -> list[str]:
+    """What the flags given with --resume ask for that the folder's spec does not hold, as 'what: stored ->
+    given'. Only what was given is compared: a default that nobody typed is no difference. choices: the plan's
+    choices that were given (plan_spec's names; None and False are not given)."""
+    out = []
+
+    def differ(what: str, a, b) -> None:
+        if a != b:
+            out.append(f"{what}: {short(a, 60)} -> {short(b, 60)}")
+
+    now = settings.to_dict()
+    for key in settings.given:
+        section, name = key.split(".")
+        differ(f"settings.{key}", stored["settings"][section].get(name), now[section][name])
+    lrs = stored.get("lrs")
+    k = len(lrs) if lrs else 1
+    rows = [v for v in stored["variants"][::k] if not v.get("placebo")]  # the table's rows, without the placebo
+    plan = choices.get("plan") or stored["plan"]
+    differ("plan", stored["plan"], plan)
+    if any(choices.get(c) is not None for c in ("plan", "components", "variants")):
+        asked = make_plan(plan, parse_components(choices.get("components")), choices.get("variants"))
+        differ("rows", [v["name"] for v in rows], [v.name for v in asked])
+    if choices.get("placebo") is not None:
+        differ("placebo", any(v.get("placebo") for v in stored["variants"]), choices["placebo"])
+    if choices.get("match"):
+        differ("match_params", stored["match_params"], True)
+    rates = parse_lrs(choices.get("lrs"), choices.get("lr_sweep"))
+    if rates is not None and len(rates) == 1:
+        differ("settings.train.lr", stored["settings"]["train"]["lr"], rates[0])
+        rates = None
+    if choices.get("lrs") is not None or choices.get("lr_sweep") is not None:
+        differ("lrs", lrs, rates)
+    for name in ("alpha", "margin"):
+        if choices.get(name) is not None:
+            differ(name, stored.get(name, 0.05 if name == "alpha" else None), choices[name])
+    return out
+
+
+def seeds_problem(stored: dict, choices: dict) -> str | None:
+    """Why the seeds given with --resume are not the folder's: they are fixed when a folder starts, and
+    --resume cannot add any (its runs are paired seed by seed); None when none are given or they agree."""
+    seeds, text = parse_seeds(choices.get("seeds")), choices.get("seed_list_text")
+    low, high = choices.get("min_seeds"), choices.get("max_seeds")
+    if seeds is None and text is None and low is None and high is None:
+        return None
+    have, auto = stored["seeds"], stored.get("min_seeds")
+    if seeds == AUTO or low is not None or high is not None:
+        asked = ("auto", low if low is not None else 3, high if high is not None else 10)
+        differs = auto is None or asked != ("auto", auto, len(have))
+    else:
+        asked = seed_list(seeds, text)
+        differs = auto is not None or asked != have
+    if not differs:
+        return None
+    held = f"--seeds auto from {auto} to {len(have)}" if auto is not None else f"seeds {short(have, 60)}"
+    return (
+        f"--resume cannot change or add seeds: the folder was made with {held}, fixed when it started; resume "
+        "it without seed flags, or start a new folder with the seeds you want"
+    )
+
+
+def check_resume(folder, stored: dict, settings: Settings, choices: dict) -> None:
+    """Flags given with --resume must agree with the folder (stored: its meta.json spec); one sentence naming
+    what differs among what was given, or saying that seeds cannot be added."""
+    why = seeds_problem(stored, choices)
+    if why:
+        raise UserError(f"{folder}: {why}.")
+    diffs = resume_differences(stored, settings, choices)
+    if diffs:
+        raise UserError(
+            f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
+            f"or with --resume {folder} alone, which reuses them."
+        )
 
 
 def check_statistics(alpha: float, margin: float | None) -> None:

@@ -8,6 +8,7 @@ reads curves.csv), so `modern-gpt report DIR` shows exactly what `modern-gpt abl
 from __future__ import annotations
 
 import math
+import shlex
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from .components import COMPONENTS
 from .config import TrainConfig
 from .errors import UserError
-from .results import ResultsDir, failed, unstable
+from .results import ResultsDir, command_of, failed, unstable
 from .schema import short
 from .stats import (
     FIXED,
@@ -329,9 +330,26 @@ def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
         )
 
 
+def no_tested_rows(meta: dict) -> str:
+    """The verdict footnote of a table with no component row compared with a reference (one row; or one row and
+    its placebo, as in a power folder)."""
+    alpha = meta["spec"].get("alpha", 0.05)
+    at = f"at {alpha:g}" if meta["spec"].get("min_seeds") is None else "against --seeds auto's one-row boundary"
+    also = (
+        f"; the placebo row (the first row again with another weight init) is a diagnostic, tested alone {at}"
+        if any(v.get("placebo") for v in meta["variants"])
+        else ""
+    )
+    return (
+        f"verdict: no component row is compared with a reference, so the table gives no verdict on a component{also}."
+    )
+
+
 def verdict_rule(meta: dict) -> str:
     spec = meta["spec"]
     alpha, margin, tested = spec.get("alpha", 0.05), spec.get("margin"), tested_rows(meta)
+    if not tested:  # no component row: a rule over zero rows (0.05/0) would describe nothing
+        return no_tested_rows(meta)
     bound = family_boundary(meta)
     at = bound.level(tested)
     if bound.method == FIXED:
@@ -436,9 +454,10 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
         notes += sweep_notes(sweep, summary)
     done, expected = (sweep["runs"], sweep["run_rows"] * seeds) if sweep else (len(runs), len(summary) * seeds)
     if done < expected:
-        where = f" {folder}" if folder else " DIR"
+        where = shlex.quote(folder) if folder else "DIR"  # the command that resumes this kind of folder
         notes.append(
-            f"{expected - done} of {expected} runs have not finished; finish them with: modern-gpt ablate --resume{where}"
+            f"{expected - done} of {expected} runs have not finished; finish them with: modern-gpt "
+            f"{command_of(meta['spec']['plan'])} --resume {where}"
         )
     notes.append(verdict_rule(meta))
     return notes

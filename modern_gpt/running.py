@@ -24,7 +24,7 @@ from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_
 from .errors import UserError
 from .executors import AUTO, ExecutorOptions, InProcess, LocalPool, Ray, check_jobs, workers
 from .model import ModelConfig, param_counts
-from .planning import Spec, Variant, spec_differences, variant_config, variant_info
+from .planning import Spec, Variant, variant_config, variant_info
 from .results import ResultsDir, settings_hash
 from .settings import Settings
 from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
@@ -203,10 +203,10 @@ def start(
     return ablation
 
 
-def resume(folder: Path, requested: Spec | None, jobs: int | str, options: ExecutorOptions | None = None) -> Ablation:
-    """An interrupted ablation, with its own settings; `requested` (when flags were given) must match them.
-    Any executor finishes a folder that any executor started: the executor decides where runs train, not
-    their numbers."""
+def resume(folder: Path, jobs: int | str, options: ExecutorOptions | None = None) -> Ablation:
+    """An interrupted ablation, with its own settings (the flags given with --resume are checked against them
+    first: planning.check_resume). Any executor finishes a folder that any executor started: the executor
+    decides where runs train, not their numbers."""
     jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
     results = ResultsDir(folder)
     meta = results.read_meta()
@@ -218,14 +218,6 @@ def resume(folder: Path, requested: Spec | None, jobs: int | str, options: Execu
         )
     spec = Spec.from_dict(meta["spec"])
     corpus = load_corpus(spec.settings.data)
-    if requested is not None:
-        requested.data_key, requested.data_name = corpus.key, corpus.name
-        diffs = spec_differences(meta["spec"], requested.to_dict())
-        if diffs:
-            raise UserError(
-                f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
-                f"or with --resume {folder} alone, which reuses them."
-            )
     if corpus.key != spec.data_key:
         what = changed(spec.settings.data, meta.get("corpus"), corpus.hashes)
         raise UserError(

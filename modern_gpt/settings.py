@@ -177,6 +177,7 @@ class Settings:
     train: TrainConfig
     data: DataConfig
     given: tuple[str, ...] = ()  # the keys a config file or a flag set (not saved)
+    typed: tuple[str, ...] = ()  # of those, the keys a flag set
 
     def to_dict(self) -> dict:
         return {"model": self.model.to_dict(), "train": vars(self.train).copy(), "data": vars(self.data).copy()}
@@ -202,7 +203,7 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
         data = replace(data, path=str(Path(data.path).expanduser().resolve()))
     if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too
         data = replace(data, tokenizer=str(data.tokenizer_file.resolve()))
-    return Settings(model, train, data, tuple(values))
+    return Settings(model, train, data, tuple(values), tuple(k for k, v in overrides.items() if v is not None))
 
 
 def saved_settings_problem(d) -> str | None:

@@ -125,4 +125,5 @@ def test_resolved_settings_keep_what_was_given(tmp_path):
     resolved = settings.resolve(None, True, {"train.steps": 3, "data.path": str(tmp_path / "corpus.txt")})
     assert resolved.train.steps == 3 and Path(resolved.data.path).is_absolute()
     assert "train.steps" in resolved.given and "model.dim" in resolved.given  # smoke.toml sets dim
-    assert [f.name for f in dataclasses.fields(resolved)] == ["model", "train", "data", "given"]
+    assert set(resolved.typed) == {"train.steps", "data.path"}  # the flags alone, not smoke.toml's keys
+    assert [f.name for f in dataclasses.fields(resolved)] == ["model", "train", "data", "given", "typed"]
