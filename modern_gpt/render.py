@@ -323,7 +323,14 @@ def power_table(info: dict) -> Table:
 
 
 def power_sentences(info: dict) -> list[str]:
-    p = info["placebo"]
+    p, seeds, planned = info["placebo"], info["seeds"], info["planned"]
+    of = f" of the {planned} planned" if seeds < planned else ""
+    if not info["mde"]:  # too few pairs: no sd, and no placebo check, worth a number
+        return [
+            f"{info['variant']}: {seeds}{of} seeds trained, and {info['pairs']} pairs with the placebo init: too few "
+            f"to measure a paired sd (at least {info['min_pairs']} pairs, 8 advised), so no mde and no placebo check "
+            "are given; the notes below say which runs are missing, diverged or left out."
+        ]
     check = (
         "inconclusive, as it should be: initialisation alone is not called an effect"
         if p["verdict"] == INCONCLUSIVE
@@ -331,7 +338,7 @@ def power_sentences(info: dict) -> list[str]:
         "measurements by chance; if it recurs, the runs are not reproducible"
     )
     return [
-        f"{info['variant']}: val loss {_num(info['val_loss'], '.4f')} over {info['pairs']} seeds (spread "
+        f"{info['variant']}: val loss {_num(info['val_loss'], '.4f')} over {seeds}{of} seeds (spread "
         f"{_num(info['spread'], '.4f')}); paired sd between two weight inits on the same batches and evaluation "
         f"tokens: {_num(info['paired_sd'], '.4f')} nats (95% CI {_num(info['sd_ci'][0], '.4f')}–"
         f"{_num(info['sd_ci'][1], '.4f')} from {info['pairs']} pairs: the mde columns' ranges).",
@@ -453,31 +460,37 @@ def _judge_headers(metric: str) -> list[str]:
     ]
 
 
-def _judge_decimals(rows: list[dict]) -> int:
-    """Decimals that show the smallest paired sd (else spread) to two digits: the metric can be of any scale;
-    at least report's 4 below 1, 2 above."""
+def _judge_decimals(rows: list[dict]) -> str:
+    """The format that shows the smallest paired sd (else spread) to two digits: the metric can be of any scale;
+    at least report's 4 decimals below 1, 2 above; below 1e-7, powers of ten (eight decimals printed an error
+    rate of 3e-9 as 0.00000000), with the digits that show that sd beside the largest number."""
     scales = [r[k] for k in ("sd", "spread") for r in rows if isinstance(r[k], float) and 0 < r[k] < math.inf]
     scale = min(scales) if scales else 1.0
-    return min(8, max(4, 1 - math.floor(math.log10(scale)))) if scale < 1 else 2
+    if scale >= 1e-7:
+        return f".{max(4, 1 - math.floor(math.log10(scale))) if scale < 1 else 2}f"
+    keys = ("mean", "delta", "ci_low", "ci_high", "mde", "spread")
+    values = [abs(r[k]) for k in keys for r in rows if isinstance(r[k], float) and 0 < abs(r[k]) < math.inf]
+    top = max(values, default=scale)
+    return f".{max(1, min(16, math.floor(math.log10(top)) - math.floor(math.log10(scale)) + 1))}e"
 
 
-def _judge_cells(row: dict, d: int) -> list[str]:
-    mean = _num(row["mean"], f".{d}f")
+def _judge_cells(row: dict, d: str) -> list[str]:
+    mean = _num(row["mean"], d)
     if row["failed"]:
         mean = "failed" if not row["seeds"] else f"{mean} ({row['failed']} failed)"
-    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.{d}f}, {row['ci_high']:+.{d}f}]"
+    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+{d}}, {row['ci_high']:+{d}}]"
     need = row["seeds_needed"]
     return [
         row["variant"] + (" (placebo)" if row["placebo"] and "placebo" not in row["variant"] else ""),
         row["reference"] or "",
         mean,
-        _num(row["delta"], f"+.{d}f"),
-        _num(row["spread"], f".{d}f"),
+        _num(row["delta"], f"+{d}"),
+        _num(row["spread"], d),
         ci,
         _p(row["p"]),
         _p(row["p_holm"]),
         row["verdict"],
-        _num(row["mde"], f".{d}f"),
+        _num(row["mde"], d),
         f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
         str(row["pairs"]) if row["reference"] else "",
     ]

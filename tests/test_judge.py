@@ -523,3 +523,21 @@ def test_a_parquet_files_named_index_is_a_column(tmp_path, run_ok):
     frame.set_index(["variant", "seed"]).to_parquet(tmp_path / "indexed.parquet")
     docs = [json.loads(run_ok("judge", tmp_path / f, "--format", "json")) for f in ("plain.parquet", "indexed.parquet")]
     assert docs[0]["rows"] == docs[1]["rows"] and len(docs[1]["rows"]) == 3
+
+
+def test_a_metric_of_tiny_scale_is_printed_in_powers_of_ten(tmp_path, run_ok):
+    """An error rate near 3e-9 printed as 0.00000000 and a Δ of -0.00000000 'better'; every number now shows
+    its paired sd's two digits."""
+    (tmp_path / "r.csv").write_text(
+        "variant,seed,err\na,0,3.1e-9\na,1,3.3e-9\na,2,3.2e-9\nb,0,2.1e-9\nb,1,2.2e-9\nb,2,2.25e-9\n"
+    )
+    row = json.loads(run_ok("judge", tmp_path / "r.csv", "--metric", "err", "--format", "json"))["rows"][1]
+    md = run_ok("judge", tmp_path / "r.csv", "--metric", "err", "--format", "markdown")
+    cells = next(x for x in md.splitlines() if x.startswith("| b |")).split(" | ")
+    mean, delta, ci = float(cells[2]), float(cells[3]), cells[5]
+    assert mean == pytest.approx(row["mean"], abs=row["sd"] / 10) and delta == pytest.approx(
+        row["delta"], abs=row["sd"] / 10
+    )
+    low, high = (float(x) for x in ci.strip("[]").split(", "))
+    assert (low, high) == pytest.approx((row["ci_low"], row["ci_high"]), abs=row["sd"] / 10)
+    assert "0.0000" not in md
