@@ -329,9 +329,10 @@ def _command_line() -> str:
 def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
     from . import render, report
 
-    meta, summary, notes, duel_info = report.load(folder, at_lr)
-    if meta["spec"]["plan"] == "power" and fmt in TABLE_OR_JSON:  # what `modern-gpt power` printed
-        _print_power(report.power_info(meta, summary), fmt)
+    power = fmt in TABLE_OR_JSON and report.ResultsDir(folder).read_meta()["spec"]["plan"] == "power"
+    meta, summary, notes, duel_info = report.load(folder, at_lr, verdicts=not power)
+    if power:  # what `modern-gpt power` printed, with the notes every folder gets
+        _print_power(report.power_info(meta, summary), notes, fmt)
         return
     if fmt == "table":
         console.print(render.rich_table(meta, summary))
@@ -348,15 +349,18 @@ def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
         print(render.json_text(meta, summary, notes, duel_info))
 
 
-def _print_power(info: dict, fmt: str) -> None:
+def _print_power(info: dict, notes: list[str], fmt: str) -> None:
     from . import render
 
     if fmt == "json":
-        print(render.to_json(info))
+        print(render.to_json({**info, "footnotes": notes}))
         return
-    console.print(render.power_table(info))
+    if info["mde"]:
+        console.print(render.power_table(info))
     for line in render.power_sentences(info):
         console.print(line, highlight=False, markup=False)
+    for note in notes:
+        console.print(f"- {note}", highlight=False, markup=False)
 
 
 def _run_ablation(

@@ -18,6 +18,7 @@ from .stats import Boundary, boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
 POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
+POWER_MIN_SEEDS = 3  # the fewest pairs whose paired sd power reports an mde from
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
 
@@ -397,8 +398,11 @@ def plan_spec(
     if min_seeds is not None or max_seeds is not None:
         raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
     chosen = seed_list(seeds, seed_list_text)
-    if plan == "power" and len(chosen) < 3:
-        raise UserError(f"power needs at least 3 seeds to measure a paired sd (8 advised), got {len(chosen)}.")
+    if plan == "power" and len(chosen) < POWER_MIN_SEEDS:
+        raise UserError(
+            f"power needs at least {POWER_MIN_SEEDS} seeds to measure a paired sd ({POWER_SEEDS} advised), got "
+            f"{len(chosen)}."
+        )
     return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin, lrs=rates)
 
 

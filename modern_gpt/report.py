@@ -385,7 +385,9 @@ def verdict_rule(meta: dict) -> str:
     )
 
 
-def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str = "") -> list[str]:
+def footnotes(
+    meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str = "", verdicts: bool = True
+) -> list[str]:
     """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs."""
     notes = []
     seeds = seeds_planned(meta)
@@ -420,7 +422,7 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
         if reasons:
             notes.append(f"Memorisation risk: {row['variant']}: {'; '.join(reasons)}. Use more text or fewer steps.")
     for row, v in zip(summary, meta["variants"], strict=True):
-        if v.get("placebo") and row["pairs"] >= 2:
+        if v.get("placebo") and row["pairs"] >= 2 and verdicts:  # power's own sentences say it without a table
             first = summary[0]["variant"]
             said = (
                 "it is what initialisation alone does on this data and budget"
@@ -459,7 +461,8 @@ def footnotes(meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str =
             f"{expected - done} of {expected} runs have not finished; finish them with: modern-gpt "
             f"{command_of(meta['spec']['plan'])} --resume {where}"
         )
-    notes.append(verdict_rule(meta))
+    if verdicts:
+        notes.append(verdict_rule(meta))
     return notes
 
 
@@ -536,16 +539,18 @@ def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
     return notes
 
 
-def load(folder, at_lr: float | None = None) -> tuple[dict, list[dict], list[str], dict | None]:
+def load(folder, at_lr: float | None = None, verdicts: bool = True) -> tuple[dict, list[dict], list[str], dict | None]:
     """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone;
-    with --lrs each row at its best learning rate, or all at at_lr."""
+    with --lrs each row at its best learning rate, or all at at_lr. verdicts=False: the footnotes of a folder
+    shown without its verdict table (power's): every health note and warning, but not the verdict rule."""
     results = ResultsDir(folder)
     raw, all_runs = results.read_meta(), results.runs()
     check_sequential(raw, all_runs, folder)
     meta, runs = lr_view(raw, all_runs, at_lr)
     summary = summarize(meta, runs)
     duel_info = duel(meta, runs) if meta["spec"]["plan"] == "duel" else None
-    return meta, summary, results.health_notes(meta) + footnotes(meta, runs, summary, str(folder)), duel_info
+    notes = results.health_notes(meta) + footnotes(meta, runs, summary, str(folder), verdicts)
+    return meta, summary, notes, duel_info
 
 
 def write(folder, draw: bool = True) -> None:
@@ -635,8 +640,14 @@ def power_info(meta: dict, summary: list[dict]) -> dict:
     def at(level: float, n: int) -> dict:
         return {"mde": mde(sd, n, level), "low": mde(low, n, level), "high": mde(high, n, level)}
 
+    from .planning import POWER_MIN_SEEDS
+
+    enough = placebo["pairs"] >= POWER_MIN_SEEDS  # fewer pairs (interrupted, diverged) give no sd worth an mde
     return {
         "variant": first["variant"],
+        "seeds": first["seeds"],  # the architecture's runs that trained (the placebo's are counted in pairs)
+        "planned": len(meta["spec"]["seeds"]),
+        "min_pairs": POWER_MIN_SEEDS,
         "pairs": placebo["pairs"],
         "val_loss": first["val_loss"],
         "spread": first["spread"],
@@ -647,5 +658,7 @@ def power_info(meta: dict, summary: list[dict]) -> dict:
         "table_rows": table_rows,
         "mde": [
             {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)} for n in POWER_SEEDS
-        ],
+        ]
+        if enough
+        else [],
     }

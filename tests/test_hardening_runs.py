@@ -328,3 +328,50 @@ def test_a_table_with_no_tested_row_says_so(run_ok, placebo):
     assert "across the 0" not in out and "/0)" not in out
     assert "verdict: no component row is compared with a reference, so the table gives no verdict" in out
     assert ("the placebo row" in out) == (placebo == "--placebo")
+
+
+# ---------------------------------------------------------------------------
+# Item 4: a power folder's report shows what every folder's does: unfinished, diverged and left-out runs
+# ---------------------------------------------------------------------------
+POWER = ["power", *tiny(3), "--jobs", "1"]
+
+
+def test_an_interrupted_power_folder_gives_no_mde_from_too_few_pairs(run_ok, tmp_path):
+    run_ok(*POWER, "--seeds", "4", "--out", "p")
+    _interrupt(tmp_path / "p", keep=3)  # seed 0's pair and seed 1's first run: one pair
+    out = " ".join(run_ok("report", "p").split())
+    assert "classic: 2 of the 4 planned seeds trained, and 1 pair with the placebo init: too few" in out
+    assert "mde:" not in out and "as it should be" not in out and "Placebo check" not in out
+    assert "5 of 8 runs have not finished; finish them with: modern-gpt power --resume p" in out
+    doc = json.loads(run_ok("report", "p", "--format", "json"))
+    assert doc["mde"] == [] and doc["pairs"] == 1 and doc["seeds"] == 2 and doc["planned"] == 4
+    assert any("modern-gpt power --resume p" in n for n in doc["footnotes"])
+
+
+def test_a_power_folder_counts_the_architectures_seeds_and_names_what_is_missing(run_ok, tmp_path):
+    run_ok(*POWER, "--seeds", "5", "--out", "p")
+    _interrupt(tmp_path / "p", keep=8)  # four whole pairs
+    placebo = tmp_path / "p" / "runs" / "row01-seed3.json"  # one placebo run diverged: 4 seeds, 3 pairs
+    record = json.loads(placebo.read_text())
+    record.update(diverged=True, val_loss=float("nan"))
+    placebo.write_text(json.dumps(record))
+    (tmp_path / "p" / "runs" / "row00-seed9.json").write_text("{}")  # a file that is no run of this folder
+    out = " ".join(run_ok("report", "p").split())  # the console wraps long lines
+    assert "classic: val loss" in out and "over 4 of the 5 planned seeds" in out and "from 3 pairs" in out
+    notes = "\n".join(json.loads(run_ok("report", "p", "--format", "json"))["footnotes"])
+    for said in (
+        "classic (placebo), seed 3: diverged",
+        "runs/row00-seed9.json (row is missing) is left out of the table",
+        "2 of 10 runs have not finished; finish them with: modern-gpt power --resume p",
+    ):
+        assert said in notes and said in out, said
+    assert "verdict:" not in notes and "Placebo: " not in notes  # the verdict table's notes: power has its own
+
+
+def test_a_power_folder_whose_runs_all_diverged_says_so(run_ok):
+    out = run_ok(*POWER, "--seeds", "3", "--lr", "1e300", "--warmup-steps", "0", "--out", "p")
+    report = " ".join(run_ok("report", "p").split())
+    assert " ".join(out.split()).startswith(report)  # what power printed, then the results line
+    assert "classic: 0 of the 3 planned seeds trained, and 0 pairs with the placebo init: too few" in report
+    assert "as it should be" not in report and "mde:" not in report
+    assert report.count("diverged (loss NaN or infinite) after 0 steps") == 6
