@@ -327,7 +327,8 @@ def power_sentences(info: dict) -> list[str]:
     of = f" of the {planned} planned" if seeds < planned else ""
     if not info["mde"]:  # too few pairs: no sd, and no placebo check, worth a number
         return [
-            f"{info['variant']}: {seeds}{of} seeds trained, and {info['pairs']} pairs with the placebo init: too few "
+            f"{info['variant']}: {seeds}{of} seeds trained, and {info['pairs']} pair{'s' if info['pairs'] != 1 else ''} "
+            "with the placebo init: too few "
             f"to measure a paired sd (at least {info['min_pairs']} pairs, 8 advised), so no mde and no placebo check "
             "are given; the notes below say which runs are missing, diverged or left out."
         ]
