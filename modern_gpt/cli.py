@@ -301,7 +301,7 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
 def generate(
     checkpoint: Checkpoint,
     prompt: Annotated[str, typer.Option(help="Text to continue.")] = "",
-    tokens: Annotated[int, typer.Option(help="Tokens to sample.")] = 200,
+    tokens: Annotated[int, typer.Option(help="Tokens to sample (0 to 100,000).")] = 200,
     temperature: Annotated[float, typer.Option(help="Sampling temperature; 0 is greedy.")] = 0.8,
     top_k: Annotated[int | None, typer.Option(help="Sample from the k most likely tokens only.")] = 40,
     seed: Seed = 0,
