@@ -326,7 +326,7 @@ def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
     if found:
         raise UserError(
             f"{path}/meta.json does not match its spec and runs: {found}; it was edited, or written by another "
-            f"version of modern-gpt; modern-gpt ablate --resume {path} recomputes the looks."
+            f"version of modern-gpt; modern-gpt {command_of(meta['spec']['plan'])} --resume {path} recomputes the looks."
         )
 
 

@@ -234,7 +234,7 @@ def check_meta(meta, path: Path) -> None:
     if found:
         raise UserError(
             f"{path} is not a modern-gpt results file or is damaged: {found}; "
-            "give a folder written by modern-gpt ablate, or start a new ablation."
+            "give a folder written by modern-gpt ablate, duel or power, or start a new ablation."
         )
 
 
@@ -491,7 +491,8 @@ class ResultsDir:
             if what:  # never opened: a pipe would block the read
                 raise UserError(f"{self.path}/meta.json is {what}, not a file; start a new ablation.")
             raise UserError(
-                f"{self.path} is not a results folder (no meta.json and runs/ in it); give a folder written by modern-gpt ablate."
+                f"{self.path} is not a results folder (no meta.json and runs/ in it); give a folder written by modern-gpt "
+                "ablate, duel or power."
             )
         path = self.path / "meta.json"
         try:

@@ -160,6 +160,7 @@ def start(
     """A new ablation: the corpus checked, the executor ready (a Ray cluster connected), the results folder
     created with its meta.json."""
     jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
+    check_jobs_go_with(jobs, options)
     device = _device(spec, options)
     corpus = load_corpus(spec.settings.data)
     check_length(corpus, spec.settings.model.context)
@@ -208,6 +209,7 @@ def resume(folder: Path, jobs: int | str, options: ExecutorOptions | None = None
     first: planning.check_resume). Any executor finishes a folder that any executor started: the executor
     decides where runs train, not their numbers."""
     jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
+    check_jobs_go_with(jobs, options)
     results = ResultsDir(folder)
     meta = results.read_meta()
     owner = results.owner()
@@ -232,6 +234,15 @@ def resume(folder: Path, jobs: int | str, options: ExecutorOptions | None = None
     ablation.open_executor()
     meta["executor"] = ablation.executor_info()
     return ablation
+
+
+def check_jobs_go_with(jobs: int | str, options: ExecutorOptions) -> None:
+    """A number of --jobs means local processes: on Ray it would be silently ignored, so it is refused."""
+    if options.name == "ray" and jobs != AUTO:
+        raise UserError(
+            f"--jobs {jobs} goes with --executor local; on Ray every run is a task, and --cpus-per-run and "
+            "--gpus-per-run decide how many train at once."
+        )
 
 
 def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:

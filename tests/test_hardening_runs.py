@@ -375,3 +375,27 @@ def test_a_power_folder_whose_runs_all_diverged_says_so(run_ok):
     assert "classic: 0 of the 3 planned seeds trained, and 0 pairs with the placebo init: too few" in report
     assert "as it should be" not in report and "mde:" not in report
     assert report.count("diverged (loss NaN or infinite) after 0 steps") == 6
+
+
+def test_the_looks_advice_names_the_folders_own_command(run, run_ok, tmp_path):
+    run_ok("duel", *tiny(2), "--seeds", "auto", "--max-seeds", "3", "--jobs", "1", "--out", "d")
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    meta["sequential"]["looks"][0]["decided"] = 9
+    (tmp_path / "d" / "meta.json").write_text(json.dumps(meta))
+    assert "modern-gpt duel --resume d recomputes the looks" in _error(run, "report", "d")
+    run_ok("duel", "--resume", "d", "--jobs", "1")  # and it does
+    run_ok("report", "d")
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_jobs_with_ray_is_refused_not_ignored(run, run_ok, resume):
+    if resume:
+        run_ok("ablate", *tiny(1), *CLASSIC_ROPE, "--jobs", "1", "--out", "f")
+    args = ["--resume", "f"] if resume else [*tiny(1), *CLASSIC_ROPE]
+    err = _error(run, "ablate", *args, "--executor", "ray", "--jobs", "2")
+    assert "--jobs 2 goes with --executor local; on Ray every run is a task" in err
+
+
+def test_a_folder_that_is_no_results_folder_names_every_command(run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert "give a folder written by modern-gpt ablate, duel or power" in _error(run, "report", "empty")
