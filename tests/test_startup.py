@@ -1,0 +1,156 @@
+"""Start-up: help, argument errors and `params` never import torch (or pandas), and print what they printed when
+torch was imported up front.
+
+Each case runs in a fresh process through the real entry point (main(), as the console script calls it), which
+then names the heavy modules it imported. The same cases run once more in a process that first imports torch,
+pandas and the modules that need them, as the command line did before it deferred them: every case's exit
+code, stdout and stderr must be the same there, so deferring an import changed no output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from modern_gpt.cli import app
+
+pytestmark = pytest.mark.slow
+
+HEAVY = ("torch", "pandas", "matplotlib", "tokenizers", "safetensors", "pyarrow", "ray")
+# What the command line imported before any command ran, before it deferred them.
+EAGER = (
+    "torch",
+    "pandas",
+    "modern_gpt.model",
+    "modern_gpt.train",
+    "modern_gpt.data",
+    "modern_gpt.report",
+    "modern_gpt.running",
+)
+
+# Runs each case of argv lists (JSON on stdin) through modern_gpt.cli.main, in this one process, each in a
+# fresh process when run once per case. Prints a JSON list: per case its exit code, stdout, stderr and the
+# heavy modules imported by then.
+RUNNER = """
+import contextlib, importlib, io, json, sys
+cases, heavy, eager = json.load(sys.stdin)
+for name in eager:
+    importlib.import_module(name)
+from modern_gpt import cli
+out = []
+for argv in cases:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    sys.argv = ["modern-gpt", *argv]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code
+    loaded = sorted(m for m in heavy if m in sys.modules)
+    out.append({"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue(), "heavy": loaded})
+sys.__stdout__.write(json.dumps(out))
+"""
+
+
+def run_cases(cases: list[list[str]], eager: tuple[str, ...] = ()) -> list[dict]:
+    env = {**os.environ, "COLUMNS": "120"}  # one width for help and tables, terminal or not
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps([cases, HEAVY, eager]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("startup")
+    texts = {
+        "syntax": "[model\ndim = 3\n",  # not TOML
+        "type": '[model]\ndim = "wide"\n',
+        "key": "[model]\nparallel_block = true\n",  # an unknown component is an unknown key
+        "value": "[train]\nsteps = 0\n",
+    }
+    for name, text in texts.items():
+        (d / f"{name}.toml").write_text(text)
+    return {name: str(d / f"{name}.toml") for name in texts}
+
+
+def commands() -> list[str]:
+    return sorted(typer.main.get_command(app).commands)
+
+
+def strict_cases(files: dict[str, str]) -> list[tuple[list[str], int]]:
+    """(argv, exit code) of the cases that import none of HEAVY: help, the version, argument errors (a bad flag,
+    a bad value, a bad TOML file, an unknown component) and every format of params."""
+    helps = [["--help"], ["--version"], *([c, "--help"] for c in commands())]
+    errors = [
+        ["--bogus"],
+        ["bogus"],
+        ["train", "--bogus"],
+        ["train", "--dim", "0"],
+        ["train", "--steps", "many"],
+        ["train", "--heads", "3"],
+        ["train", "--device", "tpu"],
+        ["train", "--tokenizer", "sentencepiece"],
+        ["train", "--smoke", "--config", "mini"],
+        ["train", "--config", "no-such-config"],
+        ["generate", "checkpoint", "--seed", "-1"],
+        ["report", "results", "--format", "xml"],
+        ["params", "--format", "xml"],
+        ["params", "--rope", "--dim", "12", "--heads", "4"],
+        *(["params", "--config", path] for path in files.values()),
+    ]
+    params = [
+        ["params"],
+        ["params", "--format", "json"],
+        ["params", "--modern", "--format", "table"],
+        ["params", "--gqa", "--kv-heads", "1", "--config", "shakespeare", "--format", "json"],
+    ]
+    return [(a, 0) for a in helps] + [(a, 2) for a in errors] + [(a, 0) for a in params]
+
+
+# The ablation commands' own flags are checked by planning, which reads results.py (pandas): no torch, though.
+PLAN_ERRORS = [
+    ["ablate", "--components", "rmsnorm,parallel_block"],
+    ["ablate", "--plan", "custom", "--variants", "classic;nope"],
+    ["ablate", "--seeds", "0"],
+    ["ablate", "--jobs", "many"],
+    ["duel", "--alpha", "2"],
+    ["power", "--variant", "rope+nope"],
+]
+
+
+def test_help_argument_errors_and_params_import_no_torch_and_print_what_they_printed(files):
+    strict = strict_cases(files)
+    cases = [argv for argv, _ in strict] + PLAN_ERRORS
+    codes = [code for _, code in strict] + [2] * len(PLAN_ERRORS)
+    lazy = [run_cases([argv])[0] for argv in cases]  # a fresh process each: what that case alone imports
+    eager = run_cases(cases, EAGER)
+    for argv, code, got in zip(cases, codes, lazy, strict=True):
+        allowed = {"numpy", "pandas", "pyarrow", "safetensors"} if argv in PLAN_ERRORS else set()
+        assert set(got["heavy"]) <= allowed, (argv, got["heavy"])
+        assert got["code"] == code, (argv, got)
+        if code == 2:  # one sentence, no traceback
+            assert got["stderr"].startswith("modern-gpt: error: ") and got["stderr"].count("\n") == 1, (argv, got)
+        else:
+            assert got["stdout"] and not got["stderr"], (argv, got)
+    for argv, got, was in zip(cases, lazy, eager, strict=True):
+        assert [got["code"], got["stdout"], got["stderr"]] == [was["code"], was["stdout"], was["stderr"]], argv
+    # the eager process had them all loaded: else the comparison above compared nothing
+    assert all({"torch", "pandas"} <= set(was["heavy"]) for was in eager)
+    # the cases test what they name: a component the model does not have, params' numbers
+    unknown = lazy[cases.index(["params", "--config", files["key"]])]["stderr"]
+    assert "parallel_block" in unknown, unknown
+    assert "parallel_block" in lazy[cases.index(PLAN_ERRORS[0])]["stderr"]
+    assert json.loads(lazy[cases.index(["params", "--format", "json"])]["stdout"])["total"] > 0
