@@ -1,4 +1,4 @@
-"""Read a Hugging Face style config.json in terms of model.COMPONENTS.
+"""Read a Hugging Face style config.json in terms of components.COMPONENTS.
 
 Every field it knows gets one sentence; fields it does not know are listed as
 unknown, never guessed. Each model type explain knows is one row of FAMILIES: what
@@ -6,7 +6,7 @@ its transformers class builds (norms per block, gated MLP or not, which bias fie
 it reads, its QK-norm, its class defaults for the fields a file leaves out). A model
 type without a row is not guessed at: explain says which components it cannot tell
 and counts nothing. The parameter count and the KV-cache bytes per token come from
-model.param_counts and model.kv_cache_bytes_per_token, the formulas modern-gpt counts
+config.param_counts and config.kv_cache_bytes_per_token, the formulas modern-gpt counts
 its own models with, fed the shapes read from the file; tests/test_explain.py checks
 them against the transformers model built from each config on the meta device.
 """
@@ -437,7 +437,7 @@ def not_counted(s: dict) -> str:
 
 
 def shapes(s: dict) -> Shapes:
-    """The shapes as model.param_counts reads them (only for a counted model: see not_counted)."""
+    """The shapes as config.param_counts reads them (only for a counted model: see not_counted)."""
     hd = s["head_dim"]
     return Shapes(
         vocab_size=s["vocab"],
@@ -477,7 +477,7 @@ def _bytes(s: dict) -> int:
     return DTYPE_BYTES.get(s["dtype"], 2)  # an unknown dtype is said in a note
 
 
-# How each component shows in a config's shapes. Keyed by model.COMPONENTS; a component
+# How each component shows in a config's shapes. Keyed by components.COMPONENTS; a component
 # without a detector is named as not detected (in "not_detected" and in a note), never guessed.
 # A detector answers None when the config cannot tell (a model type explain does not know).
 def _told(*values):

@@ -3,7 +3,7 @@ model.safetensors, plus tokenizer.json and tokenizer_config.json for its tokeniz
 
 Export is by construction. TARGETS says, for each transformers class, which state of
 each component it holds (the classic piece, the modern one, or either) and how each
-tensor maps; TABLE, derived from it and model.COMPONENTS, names for every combination
+tensor maps; TABLE, derived from it and components.COMPONENTS, names for every combination
 of components the one class that holds it exactly. A combination that no class holds
 is refused with a sentence naming the pieces that have no counterpart. A component
 that TARGETS does not mention (a new one) is held by no class when it is on, so it is
@@ -330,7 +330,7 @@ def _table() -> dict[frozenset[str], Target]:
     return table
 
 
-# Every exportable combination of model.COMPONENTS -> the class that holds it exactly.
+# Every exportable combination of components.COMPONENTS -> the class that holds it exactly.
 TABLE = _table()
 
 

@@ -1,7 +1,7 @@
 """Settings: the dataclass defaults, then a TOML file, then command-line flags, each overriding the one before.
 
-The three settings dataclasses (ModelConfig, TrainConfig, DataConfig) are the one
-source of truth: each field carries its default and its help (errors.setting), and
+The three settings dataclasses (ModelConfig, TrainConfig, DataConfig, in config.py) are the
+one source of truth: each field carries its default and its help (errors.setting), and
 each config checks its values when it is made. This module maps TOML sections, CLI
 flags and the README's settings table (markdown_table) onto their fields.
 """
