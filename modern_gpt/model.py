@@ -2,15 +2,18 @@
 
 Read it top to bottom as the story of 2019 against today: each section puts a
 classic GPT-2 piece next to the modern piece that replaces it in today's open
-models. With every flag off this is GPT-2. With rmsnorm, rope, swiglu and
-no_bias on it is a Llama (gqa too: Llama 3, Mistral). qk_norm is not Llama's:
+models (biases, normalisation, positions, the feed-forward, attention), then the
+block and the model, the same in both. With every flag off this is GPT-2. With
+rmsnorm, rope, swiglu and no_bias on it is a Llama (gqa too: Llama 3, Mistral). qk_norm is not Llama's:
 Qwen3 has it (per head, as here), OLMo-2 over the whole q and k projections.
 
 The settings (ModelConfig and its checks) and the price of each piece
 (param_counts, kv_cache_bytes_per_token), which needs no built model, live in
-config.py, and the list of components in components.py: both torch-free, so that
-the command line's help and errors start without torch. model.ModelConfig and the
-other old names still work.
+config.py, and the list of components and the check of their names
+(component_problem) in components.py: both torch-free, so that the command line's
+help and errors start without torch. The inference plumbing (the KV cache, the
+mask of tokens that follow cached ones, sampling) is in inference.py.
+model.ModelConfig, model.KVCache and the other old names still work.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import inference
 from .components import COMPONENT_SUMMARY, COMPONENTS, component_problem  # noqa: F401 (re-exported)
 from .config import (  # noqa: F401 (re-exported: model.ModelConfig, model.param_counts, ... still work)
     PIECES,
@@ -31,6 +35,19 @@ from .config import (  # noqa: F401 (re-exported: model.ModelConfig, model.param
     param_counts,
 )
 from .errors import ConfigError, UserError  # noqa: F401 (ConfigError re-exported)
+from .inference import KVCache, cached_attention_mask
+
+
+# ---------------------------------------------------------------------------
+# Biases.  2019: every Linear layer adds a learned bias vector to its output,
+# and every LayerNorm adds a learned shift.  Today (no_bias): none of them, as
+# in Llama, Mistral and Qwen3.  A bias is dim numbers beside a dim x dim matrix,
+# so it buys little capacity, and PaLM reported that large models trained more
+# stably without them.  What is left is matrices and gains.  The output layer
+# never had a bias, in GPT-2 either.
+# ---------------------------------------------------------------------------
+def linear(cfg: ModelConfig, fan_in: int, fan_out: int) -> nn.Linear:
+    return nn.Linear(fan_in, fan_out, bias=cfg.bias)  # cfg.bias is False with no_bias
 
 
 # ---------------------------------------------------------------------------
@@ -108,8 +125,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.fc = nn.Linear(cfg.dim, cfg.hidden, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=cfg.bias)
+        self.fc = linear(cfg, cfg.dim, cfg.hidden)
+        self.proj = linear(cfg, cfg.hidden, cfg.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # GPT-2's tanh approximation
@@ -118,9 +135,9 @@ class MLP(nn.Module):
 class SwiGLU(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.gate = nn.Linear(cfg.dim, cfg.hidden, bias=cfg.bias)
-        self.up = nn.Linear(cfg.dim, cfg.hidden, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.hidden, cfg.dim, bias=cfg.bias)
+        self.gate = linear(cfg, cfg.dim, cfg.hidden)
+        self.up = linear(cfg, cfg.dim, cfg.hidden)
+        self.proj = linear(cfg, cfg.hidden, cfg.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.silu(self.gate(x)) * self.up(x))
@@ -140,12 +157,14 @@ class Attention(nn.Module):
         super().__init__()
         self.layer, self.heads, self.kv_heads, self.head_dim = layer, cfg.heads, cfg.n_kv_heads, cfg.head_dim
         self.dropout = cfg.dropout
-        self.qkv = nn.Linear(cfg.dim, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=cfg.bias)
+        self.qkv = linear(cfg, cfg.dim, (self.heads + 2 * self.kv_heads) * self.head_dim)
         self.q_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
-        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=cfg.bias)
+        self.proj = linear(cfg, cfg.dim, cfg.dim)
 
-    def forward(self, x: torch.Tensor, rope: tuple | None, cache: KVCache | None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None
+    ) -> torch.Tensor:
         B, T, C = x.shape
         H, Hkv, hd = self.heads, self.kv_heads, self.head_dim
         q, k, v = self.qkv(x).split([H * hd, Hkv * hd, Hkv * hd], dim=-1)
@@ -153,10 +172,10 @@ class Attention(nn.Module):
         k = k.view(B, T, Hkv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
         v = v.view(B, T, Hkv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
         q, k = self.q_norm(q), self.k_norm(k)  # QK-norm, before the rotation (as Qwen3); Identity when off
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cos_sin is not None:  # RoPE on
+            q, k = apply_rope(q, *cos_sin), apply_rope(k, *cos_sin)
         if cache is not None:
-            k, v = cache.update(self.layer, k, v)  # (B, Hkv, L, hd): the cached tokens, then these T
+            k, v = cache.update(self.layer, k, v)  # (B, Hkv, L, hd): the cached tokens, then these T (inference.py)
         y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, hd)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
@@ -167,11 +186,10 @@ _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
     """Causal attention of q (B, H, T, hd) over k, v (B, Hkv, L, hd), where the last T of the L keys are q's own tokens."""
     T, L = q.size(-2), k.size(-2)
-    mask, is_causal = None, False
-    if T == L:
-        is_causal = True
-    elif T > 1:  # a chunk after cached tokens: query t sees every cached key and its own chunk up to t
-        mask = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)  # (T, L)
+    if T == L:  # training, or the first pass of generation: the usual causal triangle
+        mask, is_causal = None, True
+    else:  # new tokens after cached ones (inference.py)
+        mask, is_causal = cached_attention_mask(T, L, q.device), False
     extra = {}
     if k.size(1) != q.size(1):
         if _SDPA_HAS_GQA:
@@ -180,22 +198,6 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_
             group = q.size(1) // k.size(1)
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, L, hd)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **extra)
-
-
-class KVCache:
-    """The keys and values of every layer for the tokens seen so far, so that generation computes each token once."""
-
-    def __init__(self) -> None:
-        self.keys: dict[int, torch.Tensor] = {}  # layer -> (B, Hkv, L, hd)
-        self.values: dict[int, torch.Tensor] = {}
-        self.length = 0  # tokens stored; advanced by GPT.forward after the last layer
-
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if layer in self.keys:
-            k = torch.cat([self.keys[layer], k], dim=2)
-            v = torch.cat([self.values[layer], v], dim=2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
 
 
 # ---------------------------------------------------------------------------
@@ -214,8 +216,10 @@ class Block(nn.Module):
         self.mlp = SwiGLU(cfg) if cfg.swiglu else MLP(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, rope: tuple | None, cache: KVCache | None) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), rope, cache))
+    def forward(
+        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None
+    ) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), cos_sin, cache))
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
@@ -250,10 +254,10 @@ class GPT(nn.Module):
         x = self.tok_emb(idx)  # (B, T, dim)
         if self.pos_emb is not None:
             x = x + self.pos_emb(start, T)
-        rope = self.rotary(start, T) if self.rotary is not None else None
+        cos_sin = self.rotary(start, T) if self.rotary is not None else None  # RoPE's angles, shared by every layer
         x = self.drop(x)
         for block in self.blocks:
-            x = block(x, rope, cache)
+            x = block(x, cos_sin, cache)
         logits = self.lm_head(self.norm_f(x))
         if cache is not None:
             cache.length += T
@@ -262,52 +266,8 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
 
-    @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Sample new_tokens after idx (B, T) with a KV cache; temperature 0 is greedy.
-
-        When the window reaches the training context the cache is rebuilt from the
-        last half-context of tokens, so that learned-position models never hit
-        their wall and RoPE models stay within the lengths they were trained on.
-        """
-        context = self.config.context
-        idx = idx[:, -context:]
-        out = idx
-        cache = KVCache()
-        logits, _ = self(idx, cache=cache)
-        for i in range(new_tokens):
-            next_logits = logits[:, -1, :].float()
-            if not torch.isfinite(next_logits).all():  # finite weights can still overflow: no token to choose
-                raise UserError(
-                    f"the model's logits are not finite (NaN or infinite) at generated token {i + 1}; its weights "
-                    "are too large to sample from: train the checkpoint again."
-                )
-            if temperature <= 0:
-                nxt = next_logits.argmax(-1, keepdim=True)
-            else:
-                # float64, from the largest logit down: a temperature near 0 (1e-300) or huge (1e308) gives the
-                # limit it tends to (greedy, uniform), never inf / inf = NaN probabilities
-                top = next_logits.amax(-1, keepdim=True)
-                next_logits = (next_logits.double() - top.double()) / temperature
-                if top_k is not None and top_k < next_logits.size(-1):
-                    kth = torch.topk(next_logits, top_k).values[:, -1:]
-                    next_logits = next_logits.masked_fill(next_logits < kth, float("-inf"))
-                probs = F.softmax(next_logits, dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=generator)
-            out = torch.cat([out, nxt], dim=1)
-            if cache.length >= context:
-                cache = KVCache()
-                logits, _ = self(out[:, -(context // 2 or 1) :], cache=cache)
-            else:
-                logits, _ = self(nxt, cache=cache)
-        return out
+    # model.generate(idx, new_tokens, temperature, top_k, generator): sampling with a KV cache, in inference.py
+    generate = inference.generate
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -60,7 +60,7 @@ def test_gpt2_and_llama_style_parameter_counts_are_exact():
     base = ModelConfig(vocab_size=1024, context=128, dim=128, heads=4, layers=4, multiple_of=1)
     assert param_counts(base)["total"] == 940_800
     assert param_counts(base.with_components(["rmsnorm", "rope", "swiglu"]))["total"] == 923_432
-    # the count of a real model equals the count of the meta-device model
+    # and a model built in full holds exactly that many parameters
     model = GPT(base)
     assert sum(p.numel() for p in model.parameters()) == 940_800
 
@@ -241,6 +241,31 @@ def test_learned_positions_hit_a_wall_and_rope_does_not():
     classic(long[:, :16], cache=cache)
     with pytest.raises(ContextWall, match="position 16 is past"):
         classic(long[:, 16:17], cache=cache)
+
+
+def _greedy_without_cache(model, idx, new_tokens):
+    """Greedy decoding by full forward passes over the window generate's cache holds: it grows a token at a time
+    and, once it has reached the context, starts again from the last half-context of tokens."""
+    context = model.config.context
+    out = window = idx[:, -context:]
+    for _ in range(new_tokens):
+        nxt = model(window)[0][:, -1].argmax(-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        window = out[:, -(context // 2) :] if window.size(1) >= context else torch.cat([window, nxt], dim=1)
+    return out
+
+
+@pytest.mark.parametrize("components", [(), COMPONENTS], ids=["classic", "modern"])
+def test_generation_past_the_context_rebuilds_the_cache_from_the_last_half_context(components):
+    torch.manual_seed(0)
+    model = GPT(tiny(components)).eval()
+    with torch.no_grad():  # larger weights than at initialisation, so that the next token depends on the window
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+    prompt = torch.randint(0, 50, (2, 20))  # longer than the context: only its last 16 tokens are read
+    out = model.generate(prompt, 40, temperature=0)
+    assert out.shape == (2, 56)
+    assert torch.equal(out, _greedy_without_cache(model, prompt, 40))
 
 
 def test_generation_is_reproducible_with_a_generator():
