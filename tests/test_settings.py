@@ -3,6 +3,7 @@ and every config checks its values when it is made."""
 
 import dataclasses
 import inspect
+import json
 import re
 import typing
 from pathlib import Path
@@ -38,11 +39,32 @@ def test_the_readme_table_is_the_generated_one():
     )
 
 
+def _cells(row: str) -> list[str]:
+    """A markdown table row's cells, with the table's escapes undone."""
+    return [c.strip().replace("\\|", "|").replace("\\*", "*") for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def _declared_flags(option) -> set[str]:
+    """Every flag a typer.Option declares: --dim and --n-embd, --compile and --no-compile."""
+    return {flag for decl in (option.default, *option.param_decls) for flag in decl.split("/")}
+
+
 def test_the_table_has_one_row_per_setting():
+    """Each row read back, in field order, against the dataclass field and the flags the commands declare."""
     rows = settings.markdown_table().splitlines()[2:]
-    assert [re.match(r"\| `\[(\w+)\]` `(\w+)`", r).groups() for r in rows] == [
-        (s.section, s.name) for s in settings.ALL.values()
-    ]
+    fields = [(section, f) for section, cls in settings.SECTIONS.items() for f in dataclasses.fields(cls)]
+    assert len(rows) == len(fields)
+    options = _flag_options(cli.train) | {"model_vocab_size": _flag_options(cli.params)["model_vocab_size"]}
+    for row, (section, f) in zip(rows, fields, strict=True):
+        key, flags, default, what = _cells(row)
+        assert key == f"`[{section}]` `{f.name}`", row
+        assert (default == "unset") == (f.default in (None, "")), row
+        if default != "unset":
+            read_back = json.loads(default.strip("`"))  # true, "char", 128, 0.001
+            assert read_back == f.default and type(read_back) is type(f.default), row
+        assert what == (f.metadata.get("help") or COMPONENT_SUMMARY[f.name]), row
+        option = options[f.name if f.name in COMPONENTS else f"{section}_{f.name}"]
+        assert set(re.findall(r"`([^`]+)`", flags)) == _declared_flags(option), row
 
 
 def _flag_options(command) -> dict[str, typing.Any]:
@@ -113,8 +135,16 @@ def test_replace_checks_too(config, change, message):
         dataclasses.replace(config, **change)
 
 
-def test_one_error_type_for_the_three_configs():
-    assert issubclass(ConfigError, UserError) and issubclass(ConfigError, ValueError)
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ModelConfig(layers=0), lambda: TrainConfig(steps=0), lambda: DataConfig(val_fraction=2.0)],
+    ids=["model", "train", "data"],
+)
+def test_one_error_type_for_the_three_configs(make):
+    with pytest.raises(ValueError) as caught:  # what code that predates ConfigError catches
+        make()
+    assert type(caught.value) is ConfigError  # the same type from each config, not a subclass of its own
+    assert isinstance(caught.value, UserError)  # which main() prints as one sentence
     from modern_gpt import model
 
     assert model.ConfigError is ConfigError  # the name model.py's users import
