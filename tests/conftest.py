@@ -45,3 +45,29 @@ def corpus(tmp_path_factory):
     from modern_gpt.data import DataConfig, load_corpus
 
     return load_corpus(DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache"))))
+
+
+@pytest.fixture(scope="session")
+def made(tmp_path_factory):
+    """One tiny results folder and one checkpoint, made in process once; each test works on a copy:
+    made("r" or "ckpt", to) -> the copy's path."""
+    import shutil
+    import signal
+    import sys
+    from pathlib import Path
+
+    from modern_gpt.cli import main
+
+    from .errhelp import ABLATE, TINY
+
+    base = tmp_path_factory.mktemp("made")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    with pytest.MonkeyPatch.context() as mp:
+        for args in ([*ABLATE, "--out", base / "r"], ["train", *TINY, "--out", base / "ckpt"]):
+            mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
+            with pytest.raises(SystemExit) as e:
+                main()
+            assert not e.value.code
+    for s, h in handlers.items():
+        signal.signal(s, h)
+    return lambda name, to: Path(shutil.copytree(base / name, to, symlinks=True))

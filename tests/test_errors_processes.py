@@ -1,0 +1,195 @@
+"""Other processes: a signal stops a command quietly and an ablation promptly, saying how to resume; a results
+folder's lock has one owner, live or dead; a worker killed from outside has its run started again."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from modern_gpt.results import ResultsDir
+
+from .clihelp import CLASSIC_ROPE, cli, cli_process, wait_for_runs
+from .errhelp import ABLATE, assert_user_error, make_results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "SIGINT to the group, --jobs 2"])
+def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_path, how):
+    folder = tmp_path / "r"
+    jobs = ["--jobs", "2"] if "jobs" in how else []
+    short = ["--steps", "30", "--eval-every", "30"]  # runs of a third of the smoke's: the resume below is quick
+    proc = cli_process("ablate", "--smoke", "--seeds", "3", *short, "--out", folder, *jobs, start_new_session=True)
+    wait_for_runs(folder, 3, proc)
+    sent = time.time()
+    if "group" in how:
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    else:
+        proc.send_signal(getattr(signal, how))
+    out, err = proc.communicate(timeout=30)
+    assert time.time() - sent < 10, "did not stop promptly"
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert f"Resume with: modern-gpt ablate --resume {folder}" in err
+    kept = len(list((folder / "runs").glob("*.json")))
+    meta = json.loads((folder / "meta.json").read_text())
+    total = len(meta["variants"]) * 3
+    assert kept >= 3 and f"{kept} of {total} runs finished and kept" in err
+    assert meta["status"] == "interrupted"
+    assert not (folder / ".lock").exists()
+    if "group" not in how:
+        return
+    resumed = cli("ablate", "--resume", folder, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(pd.read_csv(folder / "runs.csv")) == total
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_start_up_is_quiet():
+    # From 0.3 s: earlier, the signal can land in Python's own start-up (site, the editable install's import
+    # hooks; about 50 ms here), before any code of modern-gpt runs, where no program can catch it.
+    for delay in (0.3, 0.8):
+        proc = cli_process("params")
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, 130), (proc.returncode, err)
+        if proc.returncode == 130:
+            assert err.strip() == "modern-gpt: interrupted"
+
+
+@pytest.mark.slow
+def test_a_live_writer_locks_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    folder = tmp_path / "r"
+    proc = cli_process("ablate", "--smoke", "--seeds", "3", "--out", folder)
+    try:
+        wait_for_runs(folder, 1, proc)
+        second = cli("ablate", "--resume", folder)
+        assert second.returncode == 2
+        assert f"is being written by another modern-gpt process (pid {proc.pid})" in second.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (folder / ".lock").read_text() == str(proc.pid)  # SIGKILL left the lock behind
+    results = ResultsDir(folder)
+    results.lock()  # the owner is dead: taken over
+    assert (folder / ".lock").read_text() == str(os.getpid())
+    results.unlock()
+    assert not (folder / ".lock").exists()
+
+
+@pytest.mark.slow
+def test_the_report_tells_a_dead_or_live_writer(run, tmp_path):
+    folder = tmp_path / "r"
+    meta = make_results(run, folder)
+    meta["status"] = "running"  # what a SIGKILLed ablation leaves
+    (folder / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run("report", folder)
+    assert code == 0 and "stopped before the end (it holds no lock)" in out
+    holder = cli_process_python(
+        f"from modern_gpt.results import ResultsDir; r = ResultsDir({str(folder)!r}); r.lock(); print('locked', flush=True); input()"
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        code, out, err = run("report", folder)
+        assert code == 0 and f"Still running (pid {holder.pid})" in out
+        assert_user_error(run(*ABLATE, "--out", folder), f"pid {holder.pid}")
+        assert_user_error(run("ablate", "--resume", folder), f"pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def cli_process_python(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def test_odd_lock_files(run, tmp_path):
+    folder = tmp_path / "r"
+    make_results(run, folder)
+    (folder / ".lock").write_text("99999999999999999999")  # an impossible pid, left by no live process
+    assert run("ablate", "--resume", folder)[0] == 0
+    (folder / ".lock").mkdir()
+    assert_user_error(run("ablate", "--resume", folder), ".lock is a folder")  # refused before any progress line
+
+
+def _contend(folder: str, barrier, outcomes) -> None:
+    """Take the folder's lock at the instant the barrier opens; while holding it, no other holder may exist."""
+    from modern_gpt.errors import UserError
+
+    results = ResultsDir(folder)
+    barrier.wait()
+    try:
+        results.lock()
+    except UserError:
+        outcomes.put("refused")
+        return
+    try:  # a second holder's O_EXCL would fail while the first holds the token
+        fd = os.open(os.path.join(folder, "token"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        outcomes.put("overlap")
+        return
+    time.sleep(0.05)
+    os.close(fd)
+    os.unlink(os.path.join(folder, "token"))
+    results.unlock()
+    outcomes.put("held")
+
+
+@pytest.mark.slow
+def test_the_lock_has_one_owner_when_processes_contend_at_the_same_instant(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")  # the children use no torch: forking is safe, and starts them at once
+    for trial in range(10):
+        folder = tmp_path / f"t{trial}"
+        folder.mkdir()
+        barrier, outcomes = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_contend, args=(str(folder), barrier, outcomes)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        results = sorted(outcomes.get(timeout=10) for _ in procs)
+        assert "overlap" not in results and results.count("held") >= 1, results
+        assert all(p.exitcode == 0 for p in procs)
+        assert not (folder / ".lock").exists()  # every holder unlocked
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_worker_killed_from_outside_has_its_run_started_again_and_the_ablation_ends(tmp_path):
+    """kill -9 of one pool process: its run is started again (--max-retries), the ablation ends, and every run is
+    recorded exactly once."""
+    folder = tmp_path / "r"
+    proc = cli_process("ablate", "--smoke", *CLASSIC_ROPE, "--eval-tokens", "1024", "--jobs", "2", "--out", folder)
+    wait_for_runs(folder, 1, proc)
+    workers = [c for c in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{c}/cmdline").read_text()]
+    assert workers
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and err.count("] ") == 6  # one line per run: none lost, none twice
+    meta = json.loads((folder / "meta.json").read_text())
+    runs = pd.read_csv(folder / "runs.csv", keep_default_na=False)
+    assert meta["status"] == "finished" and len(runs) == 6 and not runs.duplicated(["row", "seed"]).any()
+    assert (runs.error == "").all()  # the killed run finished when it was started again
+    assert len(list((folder / "runs").glob("*.json"))) == 6 and not (folder / ".lock").exists()
