@@ -287,6 +287,242 @@ def update_overflowed(e: RuntimeError) -> bool:
     return "without overflow" in str(e)
 
 
+class LossReader:
+    """The training loss, from the device to the host. Off CUDA it is read, and checked, every step, before the
+    update. On CUDA the losses stay on the GPU and are read together every `every` steps and at every evaluation
+    (SYNC_EVERY). Spikes are counted over every step's loss, as they are read.
+
+    A loss that is not finite ends the run as diverged; steps_done is then the steps before it. Read every step,
+    it stops the run before its update; read every N steps, up to N - 1 more steps run first, so a diverged
+    run's model may hold non-finite weights (it is never evaluated)."""
+
+    def __init__(self, every: int, device: str, warmup: int):
+        if every < 1:
+            raise ValueError(f"sync_every must be at least 1, got {every}")
+        self.every, self.pending, self.last = every, 0, math.nan  # pending: losses held, not yet read
+        self.losses = torch.empty(every, device=device) if every > 1 else None
+        self.spikes = Spikes(warmup)
+
+    def keep(self, step: int, loss: torch.Tensor) -> bool:
+        """Hold this step's loss, or read it now when read every step: False when it is read and not finite."""
+        if self.losses is not None:
+            self.losses[self.pending] = loss.detach()
+            self.pending += 1
+            return True
+        self.last = loss.item()
+        if not math.isfinite(self.last):
+            return False
+        self.spikes.add(step, self.last)
+        return True
+
+    def due(self, step: int, evaluating: bool) -> bool:
+        """Whether the losses held are read after this step."""
+        return self.losses is None or evaluating or step % self.every == 0
+
+    def read(self, step: int) -> int | None:
+        """Read the losses held up to this step: None when all are finite, else the steps before the first that
+        is not (the run's steps_done). On CUDA the host waits here for the GPU, once per `every` steps."""
+        if self.losses is None:
+            return None
+        values = self.losses[: self.pending].tolist()
+        first, self.pending = step - len(values) + 1, 0
+        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        if bad is not None:
+            return first - 1 + bad
+        for i, v in enumerate(values):
+            self.spikes.add(first + i, v)
+        self.last = values[-1]
+        return None
+
+
+class TrainClock:
+    """Seconds spent in training steps, for tokens_per_s: from a step's start to the next loss read (on CUDA the
+    steps queued before a read finish during it), evaluations left out."""
+
+    def __init__(self):
+        self.secs, self.since = 0.0, None
+
+    def start(self) -> None:
+        if self.since is None:
+            self.since = time.perf_counter()
+
+    def stop(self) -> None:
+        self.secs += time.perf_counter() - self.since
+        self.since = None
+
+
+@dataclass(frozen=True)
+class EvalWindows:
+    """Where a run is measured. The final evaluation: the same windows for every run (train_final, val_final).
+    The intermediate ones, for the curve: a fixed, smaller subset of them (train, val)."""
+
+    train_final: np.ndarray
+    val_final: np.ndarray
+    train: np.ndarray
+    val: np.ndarray
+
+    @classmethod
+    def of(cls, corpus: Corpus, context: int, cfg: TrainConfig) -> EvalWindows:
+        val_final = eval_offsets(len(corpus.val), context, cfg.eval_tokens)
+        train_final = eval_offsets(len(corpus.train), context, cfg.eval_tokens)
+        count = cfg.eval_batches * cfg.batch_size
+        return cls(train_final, val_final, subset(train_final, count), subset(val_final, count))
+
+
+@dataclass(frozen=True)
+class FinalLosses:
+    """A run's losses at the end, on the full fixed sets; all NaN for a run that diverged or failed."""
+
+    train_loss: float = math.nan
+    val_loss: float = math.nan
+    val_loss_tune: float = math.nan  # the two halves of val_loss's windows (RunResult)
+    val_loss_test: float = math.nan
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.train_loss) and math.isfinite(self.val_loss)
+
+
+def set_lr(opt: AdamW | torch.optim.AdamW, lr: float) -> None:
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def update(model: GPT, opt: AdamW | torch.optim.AdamW, loss: torch.Tensor, grad_clip: float) -> bool:
+    """Backward and one optimizer step; False when the update overflows float32, which ends the run as diverged."""
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    try:
+        opt.step()
+    except RuntimeError as e:  # a finite lr whose update overflows float32 (lr / (1 - beta1) > 3.4e38)
+        if not update_overflowed(e):
+            raise
+        return False  # as a NaN loss would end it: the update is infinite
+    opt.zero_grad()  # torch.optim.AdamW (CUDA) too: None grads by default
+    return True
+
+
+def curve_point(model: GPT, corpus: Corpus, windows: EvalWindows, context: int, step: int, device: str) -> dict:
+    """An intermediate evaluation, on the smaller fixed subsets."""
+    train_loss = evaluate(model, corpus.train, windows.train, context, device)
+    val_loss = evaluate(model, corpus.val, windows.val, context, device)
+    return {"step": step, "train_loss": train_loss, "val_loss": val_loss}
+
+
+def final_losses(
+    model: GPT, corpus: Corpus, windows: EvalWindows, context: int, last: dict, device: str
+) -> FinalLosses:
+    """The losses on the full fixed sets (the train loss is the last curve point's when that was all of them);
+    all NaN when one is not finite. val_loss is the two halves' mean: alternate windows, each evenly spread over
+    the split."""
+    if len(windows.train_final) > len(windows.train):
+        train_loss = evaluate(model, corpus.train, windows.train_final, context, device)
+    else:
+        train_loss = last["train_loss"]
+    tune, test = windows.val_final[0::2], windows.val_final[1::2]
+    tune_loss = evaluate(model, corpus.val, tune, context, device)
+    test_loss = evaluate(model, corpus.val, test, context, device) if len(test) else math.nan
+    test_sum = test_loss * len(test) if len(test) else 0.0
+    final = FinalLosses(train_loss, (tune_loss * len(tune) + test_sum) / len(windows.val_final), tune_loss, test_loss)
+    return final if final.finite else FinalLosses()
+
+
+def oom_error(e: BaseException, step: int, device: str) -> str:
+    """The record's error for a run that ran out of memory; frees what CUDA's allocator holds for the next run."""
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return f"out of memory at step {step}: {(str(e).splitlines() or [type(e).__name__])[0]}"
+
+
+def finite(point: dict) -> bool:
+    """Both losses of a curve point are finite."""
+    return math.isfinite(point["train_loss"]) and math.isfinite(point["val_loss"])
+
+
+@dataclass
+class Outcome:
+    """What a run's loop leaves: the steps it took, its curve, and its final losses or its error."""
+
+    steps_done: int = 0
+    curve: list[dict] = field(default_factory=list)
+    final: FinalLosses = field(default_factory=FinalLosses)
+    error: str = ""  # an out-of-memory error that ended the run
+    spikes: int = 0
+    train_secs: float = 0.0  # TrainClock
+
+    @property
+    def diverged(self) -> bool:
+        """Neither failed nor ended with finite losses: a loss, an update or an evaluation was not finite."""
+        return not (self.error or self.final.finite)
+
+
+def check_run(model_cfg: ModelConfig, corpus: Corpus, cfg: TrainConfig) -> tuple[ModelConfig, str]:
+    """The settings checked against the corpus and the device: the model (its vocabulary, the tokenizer's) and
+    the device to train on."""
+    cfg.validate()
+    model_cfg = replace(model_cfg, vocab_size=corpus.tokenizer.vocab_size)
+    check_length(corpus, model_cfg.context)
+    device = resolve_device(cfg.device)
+    check_memory(model_cfg, cfg, device)
+    return model_cfg, device
+
+
+def build(
+    model_cfg: ModelConfig, cfg: TrainConfig, seed: int, init: str, device: str
+) -> tuple[GPT, torch.nn.Module, AdamW | torch.optim.AdamW]:
+    """The model from its weight-init stream, the module each step calls (compiled or not), and the optimizer."""
+    torch.manual_seed(stream_seed(seed, init))
+    model = GPT(model_cfg).to(device)
+    torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
+    step_fn = torch.compile(model) if cfg.compile else model
+    return model, step_fn, make_optimizer(model, cfg, device)
+
+
+def run_result(
+    model_cfg: ModelConfig,
+    corpus: Corpus,
+    cfg: TrainConfig,
+    windows: EvalWindows,
+    out: Outcome,
+    *,
+    seed: int,
+    threads: int,
+    device: str,
+    secs: float,
+) -> RunResult:
+    """The run's record."""
+    tokens = out.steps_done * cfg.batch_size * model_cfg.context
+    points = [c for c in out.curve if math.isfinite(c["val_loss"])]
+    best = min(points, key=lambda c: c["val_loss"]) if points else {"val_loss": math.nan, "step": 0}
+    val = out.final.val_loss
+    return RunResult(
+        params=param_counts(model_cfg)["total"],
+        train_loss=out.final.train_loss,
+        val_loss=val,
+        val_tokens=len(windows.val_final) * model_cfg.context,
+        val_loss_tune=out.final.val_loss_tune,
+        val_loss_test=out.final.val_loss_test,
+        val_bpc=bits_per_char(val, corpus.val_tokens_per_char),
+        val_ppl=math.exp(val) if math.isfinite(val) and val < 700 else math.nan,
+        best_val_loss=best["val_loss"],
+        best_step=best["step"],
+        steps_done=out.steps_done,
+        tokens_seen=tokens,
+        epochs=tokens / len(corpus.train),
+        tokens_per_s=tokens / out.train_secs if out.train_secs > 0 else 0.0,
+        diverged=out.diverged,
+        lossless=corpus.lossless,
+        spikes=out.spikes,
+        error=out.error,
+        curve=out.curve,
+        seed=seed,
+        threads=threads,
+        device=device,
+        secs=secs,
+    )
+
+
 def train_run(
     model_cfg: ModelConfig,
     corpus: Corpus,
@@ -297,155 +533,52 @@ def train_run(
     init: str = "init",
     sync_every: int | None = None,
 ) -> tuple[RunResult, GPT]:
-    """Train one model and evaluate it. progress(step, loss) is called after every step whose loss is read:
-    every step off CUDA, every sync_every steps and at evaluations on CUDA.
-    init names the weight-init stream: "init", or "placebo" for the placebo row.
-    sync_every: steps between host reads of the loss; None is sync_interval(device) (SYNC_EVERY on CUDA, 1
-    elsewhere). Any value gives the same losses; it changes only when a diverged run is noticed.
-
-    A loss that becomes NaN or infinite ends the run as diverged (steps_done: the steps before that loss), and
-    an out-of-memory error ends it with its message; neither raises. Read every step, the loss stops the run
-    before its update; read every N steps, up to N - 1 more steps run before the run stops, so a diverged run's
-    model may hold non-finite weights (it is never evaluated).
-    """
-    cfg.validate()
-    model_cfg = replace(model_cfg, vocab_size=corpus.tokenizer.vocab_size)
-    check_length(corpus, model_cfg.context)
-    device = resolve_device(cfg.device)
-    check_memory(model_cfg, cfg, device)
+    """Train one model and evaluate it. progress(step, loss) is called after every step whose loss is read.
+    init names the weight-init stream: "init", or "placebo" for the placebo row. sync_every: steps between
+    host reads of the loss (LossReader); None is sync_interval(device). Any value gives the same losses.
+    A loss, update or evaluation that is not finite ends the run as diverged, and an out-of-memory error
+    ends it with its message; neither raises."""
+    model_cfg, device = check_run(model_cfg, corpus, cfg)
     threads = threads or cfg.threads or default_threads()
     torch.set_num_threads(threads)  # pinned per run: CPU results depend on it
     t0 = time.perf_counter()
-
-    torch.manual_seed(stream_seed(seed, init))
-    model = GPT(model_cfg).to(device)
-    torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
-    step_fn = torch.compile(model) if cfg.compile else model
-    opt = make_optimizer(model, cfg, device)
-    every = sync_every or sync_interval(device)
-    if every < 1:
-        raise ValueError(f"sync_every must be at least 1, got {every}")
-    losses = torch.empty(every, device=device) if every > 1 else None  # the losses not yet read, on the device
+    model, step_fn, opt = build(model_cfg, cfg, seed, init, device)
+    reader = LossReader(sync_every or sync_interval(device), device, cfg.warmup_steps)
     context = model_cfg.context
     batches = BatchStream(corpus.train, context, cfg.batch_size, stream_seed(seed, "batches"))
-    # The final evaluation: the same tokens for every run. Intermediate ones: a fixed, smaller subset of them.
-    val_final = eval_offsets(len(corpus.val), context, cfg.eval_tokens)
-    train_final = eval_offsets(len(corpus.train), context, cfg.eval_tokens)
-    val_windows = subset(val_final, cfg.eval_batches * cfg.batch_size)
-    train_windows = subset(train_final, cfg.eval_batches * cfg.batch_size)
+    windows = EvalWindows.of(corpus, context, cfg)
 
-    curve: list[dict] = []
-    nan = float("nan")
-    final = {"train_loss": nan, "val_loss": nan, "val_loss_tune": nan, "val_loss_test": nan}
-    spikes = Spikes(cfg.warmup_steps)
-    diverged, error, step, steps_done = False, "", 0, 0
-    train_secs, ts, pending = 0.0, None, 0  # ts: when the steps not yet timed began; pending: losses not yet read
+    out, clock, step = Outcome(), TrainClock(), 0
     try:
         for step in range(1, cfg.steps + 1):
-            if ts is None:
-                ts = time.perf_counter()
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step - 1, cfg)
+            clock.start()
+            set_lr(opt, lr_at(step - 1, cfg))
             x, y = batches.next()
             with _autocast(device):
                 _, loss = step_fn(to_device(x, device), to_device(y, device))
-            if losses is None:
-                loss_value = loss.item()
-                if not math.isfinite(loss_value):
-                    diverged = True
-                    break
-                spikes.add(step, loss_value)
-            else:
-                losses[pending] = loss.detach()
-                pending += 1
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            try:
-                opt.step()
-            except RuntimeError as e:  # a finite lr whose update overflows float32 (lr / (1 - beta1) > 3.4e38)
-                if not update_overflowed(e):
-                    raise
-                diverged = True  # as a NaN loss would end it: the update is infinite
+            if not (reader.keep(step, loss) and update(model, opt, loss, cfg.grad_clip)):
                 break
-            opt.zero_grad()  # torch.optim.AdamW (CUDA) too: None grads by default
-            steps_done = step
+            out.steps_done = step
             evaluating = step % cfg.eval_every == 0 or step == cfg.steps
-            if losses is not None:
-                if not (evaluating or step % every == 0):
-                    continue
-                read = losses[:pending].tolist()  # the host waits here for the GPU: once per `every` steps
-                train_secs += time.perf_counter() - ts
-                ts = None
-                bad = next((i for i, v in enumerate(read) if not math.isfinite(v)), None)
-                if bad is not None:
-                    steps_done = step - pending + bad  # the steps before the first non-finite loss
-                    diverged = True
-                    break
-                for i, v in enumerate(read):
-                    spikes.add(step - pending + 1 + i, v)
-                loss_value, pending = read[-1], 0
-            else:
-                train_secs += time.perf_counter() - ts
-                ts = None
+            if not reader.due(step, evaluating):
+                continue
+            first_bad = reader.read(step)
+            clock.stop()
+            if first_bad is not None:
+                out.steps_done = first_bad  # the steps before the first loss that is not finite
+                break
             if progress is not None:
-                progress(step, loss_value)
+                progress(step, reader.last)
             if evaluating:
-                tl = evaluate(model, corpus.train, train_windows, context, device)
-                vl = evaluate(model, corpus.val, val_windows, context, device)
-                curve.append({"step": step, "train_loss": tl, "val_loss": vl})
-                if not (math.isfinite(tl) and math.isfinite(vl)):
-                    diverged = True
+                out.curve.append(curve_point(model, corpus, windows, context, step, device))
+                if not finite(out.curve[-1]):
                     break
-        if not diverged:  # the final losses, on the full fixed sets (the last curve point when that is all of them)
-            last = curve[-1]
-            final["train_loss"] = (
-                evaluate(model, corpus.train, train_final, context, device)
-                if len(train_final) > len(train_windows)
-                else last["train_loss"]
-            )
-            # the two halves, alternate windows, each evenly spread over the split; val_loss is all of them
-            tune, test = val_final[0::2], val_final[1::2]
-            final["val_loss_tune"] = evaluate(model, corpus.val, tune, context, device)
-            final["val_loss_test"] = evaluate(model, corpus.val, test, context, device) if len(test) else nan
-            test_sum = final["val_loss_test"] * len(test) if len(test) else 0.0
-            final["val_loss"] = (final["val_loss_tune"] * len(tune) + test_sum) / len(val_final)
-            diverged = not (math.isfinite(final["train_loss"]) and math.isfinite(final["val_loss"]))
+        else:  # no break: every loss was finite
+            out.final = final_losses(model, corpus, windows, context, out.curve[-1], device)
     except (RuntimeError, MemoryError) as e:
         if not is_oom(e):
             raise
-        error = f"out of memory at step {step}: {(str(e).splitlines() or [type(e).__name__])[0]}"
-        if device == "cuda":
-            torch.cuda.empty_cache()
-
-    tokens = steps_done * cfg.batch_size * context
-    last = final if not (diverged or error) else dict.fromkeys(final, nan)
-    finite = [c for c in curve if math.isfinite(c["val_loss"])]
-    best = min(finite, key=lambda c: c["val_loss"]) if finite else {"val_loss": nan, "step": 0}
-    val = last["val_loss"]
-    result = RunResult(
-        seed=seed,
-        params=param_counts(model_cfg)["total"],
-        train_loss=last["train_loss"],
-        val_loss=val,
-        val_tokens=len(val_final) * context,
-        val_loss_tune=last["val_loss_tune"],
-        val_loss_test=last["val_loss_test"],
-        val_bpc=bits_per_char(val, corpus.val_tokens_per_char),
-        val_ppl=math.exp(val) if math.isfinite(val) and val < 700 else nan,
-        best_val_loss=best["val_loss"],
-        best_step=best["step"],
-        steps_done=steps_done,
-        tokens_seen=tokens,
-        epochs=tokens / len(corpus.train),
-        tokens_per_s=tokens / train_secs if train_secs > 0 else 0.0,
-        secs=time.perf_counter() - t0,
-        threads=threads,
-        device=device,
-        diverged=diverged,
-        lossless=corpus.lossless,
-        spikes=spikes.count,
-        error=error,
-        curve=curve,
-    )
-    return result, model
+        out.error = oom_error(e, step, device)
+    out.spikes, out.train_secs = reader.spikes.count, clock.secs
+    secs = time.perf_counter() - t0
+    return run_result(model_cfg, corpus, cfg, windows, out, seed=seed, threads=threads, device=device, secs=secs), model
