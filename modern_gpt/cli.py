@@ -78,7 +78,7 @@ def main() -> None:
             signal.signal(getattr(signal, name), _terminate)
     try:
         try:
-            code = app(prog_name="modern-gpt", standalone_mode=False)
+            code = _invoke()
         except NoArgsIsHelpError as e:
             print(e.ctx.get_help() if e.ctx is not None else str(e))
             code = 0
@@ -99,6 +99,18 @@ def main() -> None:
         print("modern-gpt: interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _invoke():
+    """The app run as app(standalone_mode=False) runs it, except that Ctrl-C reaches main() as the
+    KeyboardInterrupt it is: typer turns one into a bare exit code 130, with no word on stderr. Start-up
+    matters here: torch and pandas load inside the commands that need them, after __main__'s handler is gone."""
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context("modern-gpt", sys.argv[1:]) as ctx:
+            return command.invoke(ctx)
+    except typer.Exit as e:  # --help, --version, and a command's own exit code
+        return e.exit_code
 
 
 # ---------------------------------------------------------------------------
