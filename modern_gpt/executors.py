@@ -240,17 +240,12 @@ class LocalPool:
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ctx = mp.get_context("spawn")
         todo = collections.deque(jobs)
-        deaths: collections.Counter = collections.Counter()
+        deaths: collections.Counter = collections.Counter()  # per run: the workers that died running it
         live: list[_Worker] = []  # started and not told to stop
         stopping: list[_Worker] = []
         try:
             while todo or live:
-                for w in live:  # idle workers take the next runs; new ones start while fewer than asked run
-                    if w.job is None and todo:
-                        _give(w, todo.popleft())
-                while todo and len(live) < self.workers:
-                    live.append(self._start(ctx, corpus))
-                    _give(live[-1], todo.popleft())
+                self._fill(ctx, corpus, todo, live)
                 handles = {h: w for w in live for h in (w.conn, w.process.sentinel)}
                 for handle in wait_ready(list(handles), timeout=1.0):
                     w = handles[handle]
@@ -260,20 +255,8 @@ class LocalPool:
                     if error is not None:  # an exception raised by the run itself: the ablation ends, as in-process
                         raise error[0] from RemoteTraceback(error[1])
                     if not alive:
-                        live.remove(w)  # it died: its run goes back to the queue, or is recorded as failed
-                        w.process.join()
-                        if w.job is not None:
-                            key = (w.job.row, w.job.seed)
-                            deaths[key] += 1
-                            if deaths[key] <= self.max_retries:
-                                todo.appendleft(w.job)
-                            else:
-                                why = f"the worker process running it died ({_how_it_died(w.process)})"
-                                on_record(
-                                    w.job.failed(
-                                        corpus, f"{why}, {deaths[key]} times (--max-retries {self.max_retries})"
-                                    )
-                                )
+                        live.remove(w)
+                        self._bury(w, corpus, todo, deaths, on_record)
                     elif w.job is None and not todo:
                         live.remove(w)  # nothing left for it: it ends now, and frees its memory
                         stopping.append(w)
@@ -289,6 +272,29 @@ class LocalPool:
             w.process.join(10)
             if w.process.is_alive():
                 w.process.terminate()
+
+    def _fill(self, ctx, corpus, todo: collections.deque, live: list[_Worker]) -> None:
+        """Idle workers take the next runs; new ones start while fewer than asked run."""
+        for w in live:
+            if w.job is None and todo:
+                _give(w, todo.popleft())
+        while todo and len(live) < self.workers:
+            live.append(self._start(ctx, corpus))
+            _give(live[-1], todo.popleft())
+
+    def _bury(self, w: _Worker, corpus, todo: collections.deque, deaths: collections.Counter, on_record) -> None:
+        """A worker that died: the run it held goes back to the queue, or, once it has killed more than
+        max_retries workers, is recorded as failed."""
+        w.process.join()
+        if w.job is None:
+            return
+        key = (w.job.row, w.job.seed)
+        deaths[key] += 1
+        if deaths[key] <= self.max_retries:
+            todo.appendleft(w.job)
+            return
+        why = f"the worker process running it died ({_how_it_died(w.process)})"
+        on_record(w.job.failed(corpus, f"{why}, {deaths[key]} times (--max-retries {self.max_retries})"))
 
     def _read(self, w: _Worker, on_step, on_record) -> tuple[bool, tuple | None]:
         """Every message the worker has sent: (alive, None), or (alive, (exception, traceback text)) when its
