@@ -214,6 +214,21 @@ def _theta_problem(v) -> bool:
 
 def check_fields(cfg: dict, source: str = "the config") -> None:
     """Every field explain computes with holds a usable value; else one sentence naming the field and the file."""
+    _check_scalars(cfg, source)
+    _check_rope_blocks(cfg, source)
+    kind = cfg.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        raise UserError(f"{source}: model_type is {json.dumps(kind)}, not the name of a model type.")
+    for name in ("text_config", "vision_config"):
+        v = cfg.get(name)
+        if v is not None and not isinstance(v, dict):
+            raise UserError(f"{source}: {name} is {json.dumps(v)}, not an object of fields.")
+        if name == "text_config" and v is not None:
+            check_fields(v, f"{source} (text_config)")
+
+
+def _check_scalars(cfg: dict, source: str) -> None:
+    """The whole numbers, RoPE's base and the switches."""
     for name in WHOLE:
         v = cfg.get(name)
         if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
@@ -226,7 +241,11 @@ def check_fields(cfg: dict, source: str = "the config") -> None:
         v = cfg.get(name)
         if v is not None and not isinstance(v, bool):
             raise UserError(f"{source}: {name} is {json.dumps(v)}, not true or false.")
-    for name in ROPE_BLOCKS:  # {"rope_theta": ..., "rope_type": ...}, or one such per layer type (Gemma-3)
+
+
+def _check_rope_blocks(cfg: dict, source: str) -> None:
+    """{"rope_theta": ..., "rope_type": ...}, or one such per layer type (Gemma-3)."""
+    for name in ROPE_BLOCKS:
         v = cfg.get(name)
         if v is None:
             continue
@@ -238,15 +257,6 @@ def check_fields(cfg: dict, source: str = "the config") -> None:
                     f"{source}: {key}.rope_theta is {json.dumps(inner['rope_theta'])}, "
                     "not a number greater than 1 (RoPE's base)."
                 )
-    kind = cfg.get("model_type")
-    if kind is not None and not isinstance(kind, str):
-        raise UserError(f"{source}: model_type is {json.dumps(kind)}, not the name of a model type.")
-    for name in ("text_config", "vision_config"):
-        v = cfg.get(name)
-        if v is not None and not isinstance(v, dict):
-            raise UserError(f"{source}: {name} is {json.dumps(v)}, not an object of fields.")
-        if name == "text_config" and v is not None:
-            check_fields(v, f"{source} (text_config)")
 
 
 def _num(x) -> str:
@@ -314,68 +324,17 @@ def shape(cfg: dict, source: str = "the config") -> dict:
     kind = cfg.get("model_type", "")
     text, fam, part = _layers_of(cfg, kind)
     gpt2 = fam is FAMILIES["gpt2"]
-    names = (("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer"))
-    if fam is None:  # an unknown type: any of the names in use, for the description only
-        names = (("hidden_size", "n_embd", "d_model"), *names[1:])
-    elif not gpt2:  # GPT-2's class maps hidden_size to n_embd and so on; the others read only their own names
-        names = tuple(n[:1] for n in names)
-    dim, heads, layers = (_get(text, *n) for n in names)
     where = " (under text_config)" if text is not cfg else ""
-    if not all(isinstance(x, int) and x > 0 for x in (dim, heads, layers)):
-        raise UserError(
-            f"{source} has no usable hidden size, head count and layer count{where} "
-            f"({', '.join('/'.join(n) for n in names)})."
-        )
+    dim, heads, layers = _sizes(text, fam, source, where)
     reads = fam.reads if fam else frozenset(OPTIONAL_STRUCTURE)
     given = {n: text.get(n) for n in OPTIONAL_STRUCTURE if text.get(n) is not None and n in reads}
-    if fam is None:
-        kv_heads = given.get("num_key_value_heads")
-    elif "num_key_value_heads" in reads:
-        kv_heads = given.get("num_key_value_heads", fam.kv_heads or heads)
-    else:
-        kv_heads = heads  # GPT-2 and GPT-NeoX: one K/V head per query head, whatever the file says
-    if "num_key_value_heads" in given and heads % kv_heads:  # (a class default is counted as it is)
-        raise UserError(
-            f"{source}: num_key_value_heads {kv_heads} does not divide the {heads} attention heads{where}; "
-            "each K/V head must serve the same number of query heads."
-        )
-    head_dim = given.get("head_dim", fam.head_dim if fam else None)
-    if head_dim is None:
-        if dim % heads:
-            raise UserError(
-                f"{source}: the hidden size {dim} is not divisible by the {heads} attention heads{where}, "
-                "and no head_dim is given."
-            )
-        head_dim = dim // heads
-    if fam is None:
-        act = _get(text, "hidden_act", "hidden_activation", "activation_function")
-        mlp_bias = given.get("mlp_bias")
-        attention_bias = given.get("attention_bias")
-        biases = (attention_bias, attention_bias, mlp_bias, None)
-        qk = next((text[f] for f in QK_NORM_FIELDS if f in given), None)
-        qk_norm = None if qk is None else ("head" if qk else "")
-        rope = True if any(text.get(f) is not None for f in (*ROPE_BLOCKS, "rope_theta", "rotary_emb_base")) else None
-        rope_info = _rope(text, FAMILIES["llama"]) if rope else {}
-        hidden = _get(text, "intermediate_size", "n_inner")
-        gated = rmsnorm = None
-    else:
-        act = str(text.get(fam.act_field) or fam.act)
-        if fam is FAMILIES["gemma"] and act == "gelu":  # GemmaConfig reads its legacy "gelu" as the tanh GELU
-            act = "gelu_pytorch_tanh"
-        biases = (*fam.biases(given), fam.layernorm)
-        qk_norm = fam.qk_norm
-        if fam is FAMILIES["stablelm"] and given.get("qk_layernorm"):
-            qk_norm = "each head"  # one LayerNorm per head, each with its own head_dim gain
-        rope, rmsnorm, gated = fam.rope, not fam.layernorm, fam.gated
-        rope_info = _rope(text, fam) if rope else {}
-        hidden = _get(text, "n_inner", default=4 * dim) if gpt2 else _get(text, "intermediate_size", default=fam.hidden)
+    kv_heads = _kv_heads(given, fam, heads, source, where)
+    head_dim = _head_dim(given, fam, dim, heads, source, where)
+    b = _unknown_blocks(text, given) if fam is None else _known_blocks(text, given, fam, dim)
     norms = fam.norms if fam else None
     if fam is FAMILIES["stablelm"] and given.get("use_parallel_residual"):
         norms = 1  # attention and MLP read the same normalised input
-    tie_default = WRAPPERS[kind][3] if part == "vision" else (fam.tie if fam else None)
-    tie_source = cfg if part == "vision" else text  # the wrapper's own switch ties its output layer
-    tie = tie_source.get("tie_word_embeddings", tie_default)
-    dtype = str(_get(text, "torch_dtype", "dtype", default=_get(cfg, "torch_dtype", "dtype", default="bfloat16")))
+    act, gated = b["act"], b["gated"]
     return {
         "family": _family_name(kind, text, fam, part),
         "known": fam is not None,
@@ -387,28 +346,121 @@ def shape(cfg: dict, source: str = "the config") -> dict:
         "heads": heads,
         "kv_heads": kv_heads,
         "head_dim": head_dim,
-        "hidden": hidden,
+        "hidden": b["hidden"],
         "context": _get(text, "n_positions", "max_position_embeddings", default=1024)
         if gpt2
         else _get(text, "max_position_embeddings", default=0),
-        "rope": rope,
-        **({"rope_base": 10000.0} | rope_info),
-        "rmsnorm": rmsnorm,
+        "rope": b["rope"],
+        **({"rope_base": 10000.0} | b["rope_info"]),
+        "rmsnorm": b["rmsnorm"],
         "gated": gated,
         "swiglu": None if gated is None else bool(gated) and act in ("silu", "swish"),
         "act": act,
         "act_params": fam.act_params.get(act, 0) if fam else 0,
-        "qkv_bias": biases[0],
-        "o_bias": biases[1],
-        "mlp_bias": biases[2],
-        "norm_bias": biases[3],
-        "qk_norm": qk_norm,  # "", "head", "projection", "each head", or None (cannot tell)
+        "qkv_bias": b["biases"][0],
+        "o_bias": b["biases"][1],
+        "mlp_bias": b["biases"][2],
+        "norm_bias": b["biases"][3],
+        "qk_norm": b["qk_norm"],  # "", "head", "projection", "each head", or None (cannot tell)
         "norms": norms,
-        "tie": tie,
-        "dtype": dtype,
+        "tie": _tie(cfg, text, fam, part, kind),
+        "dtype": str(_get(text, "torch_dtype", "dtype", default=_get(cfg, "torch_dtype", "dtype", default="bfloat16"))),
         "cross_attention": gpt2 and bool(text.get("add_cross_attention")),
         "moe": [f for f in MOE_FIELDS if isinstance(text.get(f), int) and text.get(f) > 1],
     }
+
+
+def _sizes(text: dict, fam: Family | None, source: str, where: str) -> tuple[int, int, int]:
+    """The hidden size, head count and layer count, under the names the family's class reads."""
+    names = (("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer"))
+    if fam is None:  # an unknown type: any of the names in use, for the description only
+        names = (("hidden_size", "n_embd", "d_model"), *names[1:])
+    elif (
+        fam is not FAMILIES["gpt2"]
+    ):  # GPT-2's class maps hidden_size to n_embd and so on; the others read only their own names
+        names = tuple(n[:1] for n in names)
+    dim, heads, layers = (_get(text, *n) for n in names)
+    if not all(isinstance(x, int) and x > 0 for x in (dim, heads, layers)):
+        raise UserError(
+            f"{source} has no usable hidden size, head count and layer count{where} "
+            f"({', '.join('/'.join(n) for n in names)})."
+        )
+    return dim, heads, layers
+
+
+def _kv_heads(given: dict, fam: Family | None, heads: int, source: str, where: str) -> int | None:
+    if fam is None:
+        kv_heads = given.get("num_key_value_heads")
+    elif "num_key_value_heads" in fam.reads:
+        kv_heads = given.get("num_key_value_heads", fam.kv_heads or heads)
+    else:
+        kv_heads = heads  # GPT-2 and GPT-NeoX: one K/V head per query head, whatever the file says
+    if "num_key_value_heads" in given and heads % kv_heads:  # (a class default is counted as it is)
+        raise UserError(
+            f"{source}: num_key_value_heads {kv_heads} does not divide the {heads} attention heads{where}; "
+            "each K/V head must serve the same number of query heads."
+        )
+    return kv_heads
+
+
+def _head_dim(given: dict, fam: Family | None, dim: int, heads: int, source: str, where: str) -> int:
+    head_dim = given.get("head_dim", fam.head_dim if fam else None)
+    if head_dim is not None:
+        return head_dim
+    if dim % heads:
+        raise UserError(
+            f"{source}: the hidden size {dim} is not divisible by the {heads} attention heads{where}, "
+            "and no head_dim is given."
+        )
+    return dim // heads
+
+
+def _unknown_blocks(text: dict, given: dict) -> dict:
+    """A model type explain does not know: what its fields say, None for what only its class could."""
+    attention_bias = given.get("attention_bias")
+    qk = next((text[f] for f in QK_NORM_FIELDS if f in given), None)
+    rope = True if any(text.get(f) is not None for f in (*ROPE_BLOCKS, "rope_theta", "rotary_emb_base")) else None
+    return {
+        "act": _get(text, "hidden_act", "hidden_activation", "activation_function"),
+        "biases": (attention_bias, attention_bias, given.get("mlp_bias"), None),
+        "qk_norm": None if qk is None else ("head" if qk else ""),
+        "rope": rope,
+        "rope_info": _rope(text, FAMILIES["llama"]) if rope else {},
+        "hidden": _get(text, "intermediate_size", "n_inner"),
+        "gated": None,
+        "rmsnorm": None,
+    }
+
+
+def _known_blocks(text: dict, given: dict, fam: Family, dim: int) -> dict:
+    """A family explain knows: its class's blocks, as the fields given change them."""
+    act = str(text.get(fam.act_field) or fam.act)
+    if fam is FAMILIES["gemma"] and act == "gelu":  # GemmaConfig reads its legacy "gelu" as the tanh GELU
+        act = "gelu_pytorch_tanh"
+    qk_norm = fam.qk_norm
+    if fam is FAMILIES["stablelm"] and given.get("qk_layernorm"):
+        qk_norm = "each head"  # one LayerNorm per head, each with its own head_dim gain
+    if fam is FAMILIES["gpt2"]:
+        hidden = _get(text, "n_inner", default=4 * dim)
+    else:
+        hidden = _get(text, "intermediate_size", default=fam.hidden)
+    return {
+        "act": act,
+        "biases": (*fam.biases(given), fam.layernorm),
+        "qk_norm": qk_norm,
+        "rope": fam.rope,
+        "rope_info": _rope(text, fam) if fam.rope else {},
+        "hidden": hidden,
+        "gated": fam.gated,
+        "rmsnorm": not fam.layernorm,
+    }
+
+
+def _tie(cfg: dict, text: dict, fam: Family | None, part: str, kind: str) -> bool | None:
+    """Whether the output layer is the token embedding: the wrapper's own switch ties it, for a wrapper explain knows."""
+    tie_default = WRAPPERS[kind][3] if part == "vision" else (fam.tie if fam else None)
+    tie_source = cfg if part == "vision" else text
+    return tie_source.get("tie_word_embeddings", tie_default)
 
 
 def _family_name(kind: str, text: dict, fam: Family | None, part: str) -> str:
@@ -529,9 +581,21 @@ def _mlp_name(s: dict) -> str:
 
 def notes(s: dict, cfg: dict) -> list[str]:
     """What the family implies without a field, and where modern-gpt's closest variant cannot follow."""
+    text, fam, _ = _layers_of(cfg, cfg.get("model_type", ""))
+    return [
+        *_kind_notes(s, fam),
+        *_qk_norm_notes(s, fam),
+        *_mlp_notes(s),
+        *_rope_notes(s, text),
+        *_default_notes(s, fam, text),
+        *_count_notes(s),
+        *_class_notes(s, fam, text, cfg),
+    ]
+
+
+def _kind_notes(s: dict, fam: Family | None) -> list[str]:
+    """An unknown model type, the text model of a multimodal one, and the family's own note."""
     out = []
-    fam = _layers_of(cfg, cfg.get("model_type", ""))[1]
-    text = _layers_of(cfg, cfg.get("model_type", ""))[0]
     if not s["known"]:
         told = ", ".join(components(s))
         out.append(
@@ -547,23 +611,33 @@ def notes(s: dict, cfg: dict) -> list[str]:
         )
     if fam is not None and fam.note:
         out.append(fam.note)
+    return out
+
+
+def _qk_norm_notes(s: dict, fam: Family | None) -> list[str]:
     if s["qk_norm"] == "head":
-        out.append(
+        return [
             f"{fam.name} (no field): q and k are RMS-normalised per head before RoPE, one head_dim-wide gain each "
             f"({s['head_dim']}) per layer: qk_norm, as in modern-gpt."
             if fam is not None and fam.qk_norm == "head"
             else "QK-norm is switched on by a field; its gains are not counted (the model type is unknown)."
-        )
-    elif s["qk_norm"] == "projection":
-        out.append(
+        ]
+    if s["qk_norm"] == "projection":
+        return [
             f"OLMo-2 (no field): q and k are RMS-normalised over the whole projection ({s['heads']} x {s['head_dim']} "
             f"and {s['kv_heads']} x {s['head_dim']} gains per layer), not per head: qk_norm, wider than modern-gpt's."
-        )
-    elif s["qk_norm"] == "each head":
-        out.append(
+        ]
+    if s["qk_norm"] == "each head":
+        return [
             f"qk_layernorm: each of the {s['heads']} query and {s['kv_heads']} key heads has a LayerNorm of its own "
             "(no shift): qk_norm, with more gains than modern-gpt's one per q and k."
-        )
+        ]
+    return []
+
+
+def _mlp_notes(s: dict) -> list[str]:
+    """An MLP that is not modern-gpt's (SwiGLU, or the classic GELU one), and an activation with parameters."""
+    out = []
     if s["gated"] and not s["swiglu"]:
         out.append(
             f"the MLP is {_mlp_name(s)}: gated like SwiGLU (three matrices) but with {s['act']} in place of SiLU, "
@@ -576,6 +650,12 @@ def notes(s: dict, cfg: dict) -> list[str]:
         )
     if s["act_params"]:
         out.append(f"{s['act']} has {s['act_params']} learned parameters per layer (counted).")
+    return out
+
+
+def _rope_notes(s: dict, text: dict) -> list[str]:
+    """RoPE that modern-gpt's cannot follow (rescaled, two bases, partly rotated), and a sliding window."""
+    out = []
     if s["known"] and s["rope"]:
         if s["rope_scaling"]:
             factor = f", factor {_num(s['rope_factor'])}" if isinstance(s["rope_factor"], (int, float)) else ""
@@ -598,20 +678,32 @@ def notes(s: dict, cfg: dict) -> list[str]:
             f"sliding-window attention ({window:,} tokens) in some or all layers: the KV cache per token holds "
             "for contexts up to the window; past it those layers keep only the last tokens."
         )
-    if fam is not None:
-        gpt2 = fam is FAMILIES["gpt2"]
-        defaults = {"vocab_size": fam.vocab, "intermediate_size": fam.hidden, "n_positions": 1024 if gpt2 else None}
-        out += [
-            f"{name} is left out: {fam.cls}'s class default {value} is what transformers builds, and what is counted."
-            for name, value in defaults.items()
-            if value is not None and text.get(name) is None and not (gpt2 and text.get("max_position_embeddings"))
-        ]
-    if fam is not None and fam.kv_heads and "num_key_value_heads" not in text:
+    return out
+
+
+def _default_notes(s: dict, fam: Family | None, text: dict) -> list[str]:
+    """The sizes the file leaves out, which the family's class defaults fill in."""
+    if fam is None:
+        return []
+    gpt2 = fam is FAMILIES["gpt2"]
+    defaults = {"vocab_size": fam.vocab, "intermediate_size": fam.hidden, "n_positions": 1024 if gpt2 else None}
+    out = [
+        f"{name} is left out: {fam.cls}'s class default {value} is what transformers builds, and what is counted."
+        for name, value in defaults.items()
+        if value is not None and text.get(name) is None and not (gpt2 and text.get("max_position_embeddings"))
+    ]
+    if fam.kv_heads and "num_key_value_heads" not in text:
         more = f", more than the {s['heads']} query heads" if s["kv_heads"] > s["heads"] else ""
         out.append(
             f"num_key_value_heads is left out: {fam.cls}'s class default is {s['kv_heads']}{more}; "
             "that is what transformers builds, and what is counted."
         )
+    return out
+
+
+def _count_notes(s: dict) -> list[str]:
+    """Where the closest variant's parameter count differs, and a dtype of unknown size."""
+    out = []
     if s["head_dim"] != s["dim"] // s["heads"]:
         out.append(
             f"head_dim {s['head_dim']} is not hidden_size / heads = {s['dim'] // s['heads']}: modern-gpt's heads are "
@@ -630,6 +722,13 @@ def notes(s: dict, cfg: dict) -> list[str]:
         out.append(f"{many} per block, modern-gpt has 2: the closest variant's parameter count differs.")
     if s["known"] and s["dtype"] not in DTYPE_BYTES:
         out.append(f"dtype {s['dtype']!r} is not one explain knows the size of: the KV cache is given at 2 bytes.")
+    return out
+
+
+def _class_notes(s: dict, fam: Family | None, text: dict, cfg: dict) -> list[str]:
+    """Fields the class does not read, another head named in architectures, an unknown wrapper, and the
+    components explain cannot tell from a config."""
+    out = []
     if fam is not None:
         out += [
             f"{name} is ignored: {fam.cls} does not read it, so it changes nothing here."
