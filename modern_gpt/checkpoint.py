@@ -40,6 +40,15 @@ def save_checkpoint(folder: Path, model: GPT | None, settings: Settings, tokeniz
 def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, object]:
     """The model (in eval mode), its settings and its tokenizer; a clear error for anything missing or damaged."""
     folder = Path(folder)
+    _check_files(folder)
+    settings = _read_settings(folder)
+    tokenizer = _read_tokenizer(folder, settings)
+    model = _read_weights(folder, settings, device)
+    return model.to(device).eval(), settings, tokenizer
+
+
+def _check_files(folder: Path) -> None:
+    """A folder of modern-gpt's, every file of it a regular file (or absent), and the first three present."""
     if not folder.is_dir():
         what = "it is not a folder" if folder.exists() else "it does not exist"
         raise UserError(f"{folder} is not a checkpoint folder ({what}); give a folder written by modern-gpt train.")
@@ -62,6 +71,9 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
         raise UserError(
             f"{folder} is not a checkpoint folder: {', '.join(missing)} missing; give a folder written by modern-gpt train."
         )
+
+
+def _read_settings(folder: Path) -> Settings:
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         why = saved_settings_problem(
@@ -71,7 +83,10 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
         why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
     if why:
         raise UserError(f"{folder}/config.json is damaged ({why}); train the checkpoint again.")
-    settings = from_dict(config)
+    return from_dict(config)
+
+
+def _read_tokenizer(folder: Path, settings: Settings):
     try:
         tokenizer = tokenizer_from_json(json.loads((folder / "tokenizer.json").read_text(encoding="utf-8")))
     except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse
@@ -84,6 +99,11 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
             f"{folder}: tokenizer.json has {tokenizer.vocab_size} token ids and config.json's model "
             f"{settings.model.vocab_size}: they do not belong to the same checkpoint."
         )
+    return tokenizer
+
+
+def _read_weights(folder: Path, settings: Settings, device: str) -> GPT:
+    """The weights, into a model of config.json's shapes; every one of them finite."""
     _check_shapes(folder, settings)  # before building anything: a wrong config.json must not build a huge model
     model = GPT(settings.model)
     try:
@@ -102,7 +122,7 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
             f"{folder}/model.safetensors holds weights that are not finite (NaN or infinite, first in {bad}); "
             "train the checkpoint again."
         )
-    return model.to(device).eval(), settings, tokenizer
+    return model
 
 
 def _transformers_class(folder: Path) -> str:
