@@ -28,22 +28,8 @@ def test_a_diverged_run_and_an_oom_are_recorded_and_the_ablation_goes_on(run, tm
 
     monkeypatch.setattr(model_module.GPT, "forward", faulty)
     folder = tmp_path / "faults"
-    code, out, err = run(
-        "ablate",
-        "--smoke",
-        "--jobs",
-        "1",
-        "--seeds",
-        "2",
-        "--steps",
-        "4",
-        "--plan",
-        "custom",
-        "--variants",
-        "classic;rope;swiglu;rmsnorm",
-        "--out",
-        folder,
-    )
+    plan = "--jobs 1 --seeds 2 --steps 4 --plan custom --variants classic;rope;swiglu;rmsnorm".split()
+    code, out, err = run("ablate", "--smoke", *plan, "--out", folder)
     assert code == 0, err
     runs = pd.read_csv(folder / "runs.csv", keep_default_na=False)
     by_variant = runs.groupby("variant")
@@ -125,20 +111,8 @@ def test_out_of_memory_on_the_cpu_is_a_recorded_run(run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(model_module.GPT, "forward", faulty)
     folder = tmp_path / "r"
-    code, out, err = run(
-        "ablate",
-        *TINY,
-        "--jobs",
-        "1",
-        "--seeds",
-        "1",
-        "--plan",
-        "custom",
-        "--variants",
-        "classic;rope;swiglu",
-        "--out",
-        folder,
-    )
+    plan = "--jobs 1 --seeds 1 --plan custom --variants classic;rope;swiglu".split()
+    code, out, err = run("ablate", *TINY, *plan, "--out", folder)
     assert code == 0, err
     runs = pd.read_csv(folder / "runs.csv", keep_default_na=False).set_index("variant")
     assert runs.loc["rope", "error"].startswith("out of memory at step 1: [enforce fail")
