@@ -1,8 +1,8 @@
-"""The verdict logic on hand-built ablations, without training anything: report.summarize (means, paired Δ, CI and p against
-scipy, Holm over the component rows with the placebo tested alone, TOST), report.lr_view (each row's learning rate
-chosen on the tuning half, reported on the test half) and report.footnotes (diverged, failed, unfinished and lossy
-runs, the placebo, the verdict rule). Each test takes well under a second, nearly all of it in stats.mde's
-numerical integral (the mde column).
+"""The verdict logic on hand-built ablations, without training anything: report.summarize (means, paired Δ,
+CI and p against scipy, Holm over the component rows with the placebo tested alone, TOST), report.lr_view (each
+row's learning rate chosen on the tuning half, reported on the test half) and report.footnotes (diverged, failed,
+unfinished and lossy runs, the placebo, the verdict rule). Each test takes well under a second, nearly all of it
+in stats.mde's numerical integral (the mde column).
 
 Every test builds its input through `ablation`, and reaches report through the wrappers below it (and a table's
 rows through `rows_of`): when report's signatures change, only they change.
