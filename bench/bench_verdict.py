@@ -118,6 +118,33 @@ def main() -> None:
     args = ap.parse_args()
     train_module.stream_seed = stream_seed  # train_run looks it up at call time
 
+    t0 = time.perf_counter()
+    pool, before, val_tokens = train_pool(args)
+    secs = time.perf_counter() - t0
+    deltas = np.diff(pool, axis=1)  # init k - init k-1: the cumulative plan's rows, all null
+    sd = float(np.std(deltas, ddof=1))
+    print()
+    print(
+        f"{args.seeds} seeds x {args.inits} inits, {args.steps} steps of 8x32 tokens, dim 64, 2 layers, "
+        f"val {val_tokens:,} tokens; {secs:.0f} s on {platform.processor() or platform.machine()}"
+    )
+    print(
+        f"paired sd of two inits: {sd:.4f} nats (per row: " + ", ".join(f"{x:.4f}" for x in deltas.std(0, ddof=1)) + ")"
+    )
+    doc = {"seeds": args.seeds, "inits": args.inits, "steps": args.steps, "secs": secs, "paired_sd": sd}
+    doc["fixed"] = report_fixed(deltas, sd, args)
+    if args.seeds >= 10:
+        doc["auto"] = report_auto(deltas, sd)
+    report_before_after(pool, before)
+    if args.out:
+        doc.update(machine=platform.processor() or platform.machine(), pool=pool.tolist())
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+def train_pool(args) -> tuple[np.ndarray, np.ndarray, int]:
+    """(seeds, inits) validation losses, the first two inits' losses on windows drawn from the seed, and the
+    validation tokens of one run."""
     corpus = load_corpus(DataConfig(path=args.data))
     model = ModelConfig(context=32, dim=64, heads=4, layers=2, tie_embeddings=False)
     train = TrainConfig(
@@ -132,7 +159,6 @@ def main() -> None:
         device="cpu",
     )
     old_count = train.eval_batches * train.batch_size
-    t0 = time.perf_counter()
     pool = np.zeros((args.seeds, args.inits))
     before = np.zeros((args.seeds, 2))
     for seed in range(args.seeds):
@@ -143,22 +169,14 @@ def main() -> None:
             if k < 2:
                 before[seed, k] = evaluate(net, corpus.val, offsets, model.context, "cpu")
         print(f"seed {seed}: " + " ".join(f"{x:.4f}" for x in pool[seed]), flush=True)
-    secs = time.perf_counter() - t0
+    return pool, before, result.val_tokens
 
-    deltas = np.diff(pool, axis=1)  # init k - init k-1: the cumulative plan's rows, all null
-    sd = float(np.std(deltas, ddof=1))
-    print()
-    print(
-        f"{args.seeds} seeds x {args.inits} inits, {args.steps} steps of 8x32 tokens, dim 64, 2 layers, "
-        f"val {result.val_tokens:,} tokens; {secs:.0f} s on {platform.processor() or platform.machine()}"
-    )
-    print(
-        f"paired sd of two inits: {sd:.4f} nats (per row: " + ", ".join(f"{x:.4f}" for x in deltas.std(0, ddof=1)) + ")"
-    )
-    doc = {"seeds": args.seeds, "inits": args.inits, "steps": args.steps, "secs": secs, "paired_sd": sd}
+
+def report_fixed(deltas: np.ndarray, sd: float, args) -> dict:
+    """The fixed rule's family-wise false-positive rate with its interval, and its power, per table size."""
     print(f"\nfixed rule, {args.inits - 1} null rows Holm-corrected at 0.05 ({TABLES} random tables per figure):")
     print(f"{'seeds':>5} {'FWER':>6}  {'95% CI (jackknife)':>18}  " + "  ".join(f"power@{s:g}sd" for s in SHIFTS))
-    doc["fixed"] = {}
+    out = {}
     for n in SIZES:
         if n > args.seeds // 2:
             continue
@@ -173,25 +191,30 @@ def main() -> None:
             f"{n:5d} {100 * rate:5.1f}%  [{100 * low:5.1f}%, {100 * high:5.1f}%]    "
             + "  ".join(f"{x:9.3f}" for x in found)
         )
-        doc["fixed"][n] = {"fwer": rate, "ci": [low, high], "power": dict(zip(SHIFTS, found, strict=True))}
-    if args.seeds >= 10:
-        print("\n--seeds auto, looks at 3..10 seeds (tables of 10 pool seeds in random order):")
-        print(f"{'shift':>8} {'FWER':>6} {'power':>6} {'mean seeds':>10}")
-        doc["auto"] = {}
-        for s in (0.0, *SHIFTS):
-            wrong, found, used = seeds_auto(deltas, s * sd, np.random.default_rng(7))
-            print(f"{s:6.1f}sd {100 * wrong:5.1f}% {found if s else math.nan:6.3f} {used:10.2f}")
-            doc["auto"][s] = {"fwer": wrong, "power": found if s else None, "seeds": used}
+        out[n] = {"fwer": rate, "ci": [low, high], "power": dict(zip(SHIFTS, found, strict=True))}
+    return out
+
+
+def report_auto(deltas: np.ndarray, sd: float) -> dict:
+    """--seeds auto's false-positive rate, power and seeds used, per injected shift."""
+    print("\n--seeds auto, looks at 3..10 seeds (tables of 10 pool seeds in random order):")
+    print(f"{'shift':>8} {'FWER':>6} {'power':>6} {'mean seeds':>10}")
+    out = {}
+    for s in (0.0, *SHIFTS):
+        wrong, found, used = seeds_auto(deltas, s * sd, np.random.default_rng(7))
+        print(f"{s:6.1f}sd {100 * wrong:5.1f}% {found if s else math.nan:6.3f} {used:10.2f}")
+        out[s] = {"fwer": wrong, "power": found if s else None, "seeds": used}
+    return out
+
+
+def report_before_after(pool: np.ndarray, before: np.ndarray) -> None:
+    """The first two inits' spread on windows drawn per seed (before) and on the one fixed set (after)."""
     for name, vals in (("before: windows per seed", before), ("after: one fixed set", pool[:, :2])):
         d = vals[:, 1] - vals[:, 0]
         print(
             f"{name:26} val sd {np.std(vals[:, 0], ddof=1):.4f}, paired sd {np.std(d, ddof=1):.4f}, "
             f"mde@5 {mde(float(np.std(d, ddof=1)), 5, 0.05):.4f}"
         )
-    if args.out:
-        doc.update(machine=platform.processor() or platform.machine(), pool=pool.tolist())
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":
