@@ -71,8 +71,9 @@ def file_format(name: str) -> str:
 def corpus_files(path: str) -> list[Path]:
     """The files a --data path stands for: the file itself, or a folder's corpus files (FORMATS) in sorted order."""
     p = Path(path).expanduser()
-    if not p.exists():
-        raise DataError(f"data path {path} does not exist; give a {FILE_KINDS} file, or a folder of them.")
+    if not p.exists():  # exists() is False for a link loop too: named as what it is
+        what = "does not exist" if not os.path.islink(p) else f"is {not_regular(p) or 'a dangling symbolic link'}"
+        raise DataError(f"data path {path} {what}; give a {FILE_KINDS} file, or a folder of them.")
     if p.is_dir():
         files, skipped = folder_files(p)
         if not files:
@@ -98,6 +99,11 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
     for f in sorted(folder.rglob("*")):
         name = str(f.relative_to(folder))
         name = name if name.isprintable() else ascii(name)  # a line end in a name must not break the note
+        hidden = [i for i, part in enumerate(f.relative_to(folder).parts) if part.startswith(".")]
+        if hidden:  # .ipynb_checkpoints, .git, an editor's .swp: copies or tools' files, never the corpus
+            if hidden[0] == len(f.relative_to(folder).parts) - 1:  # named once, not each file under it
+                skipped.append(f"{name} (hidden{', a folder' if f.is_dir() else ''}, not read)")
+            continue
         if f.is_dir():
             if f.is_symlink():  # rglob does not follow it (a link can make a loop): say so
                 skipped.append(f"{name} (a symbolic link to a folder, not followed)")
@@ -448,6 +454,8 @@ class PretrainedTokenizer(BPETokenizer):
         # which is smaller when the file's ids have a gap (the unused ids get rows that are never trained).
         vocab = tok.get_vocab(with_added_tokens=True)
         top = max(vocab.values(), default=-1)
+        if top < 0:  # a model with no vocabulary (an untrained BPE saved as is): it can encode nothing
+            raise DataError("the tokenizer has an empty vocabulary; give the tokenizer.json shipped with a model.")
         if top > self.MAX_ID:
             token = min((t for t, i in vocab.items() if i == top), key=len)
             raise DataError(
@@ -731,6 +739,13 @@ def check_length(corpus: Corpus, context: int) -> None:
                 f"the corpus is too short for context {context}: its {split} split has {len(ids)} tokens "
                 f"and needs at least {need}; use a longer text, a smaller --context or a {fix} --val-fraction."
             )
+    ids = corpus.train
+    if corpus.val_lost and corpus.hashes.get("tokenizer_sha256") is not None and bool((ids == ids[0]).all()):
+        raise DataError(  # every word [UNK]: the loss falls to 0, and bits/char 0.0 would be printed
+            f"the tokenizer turns the corpus's whole training split into one token (id {int(ids[0])}), so there is "
+            f"nothing to predict: it gives back {corpus.val_chars - corpus.val_lost:,} of the {corpus.val_chars:,} "
+            "validation characters; give a tokenizer that covers the corpus."
+        )
 
 
 def random_offsets(n_tokens: int, context: int, count: int, rng: np.random.Generator) -> np.ndarray:
