@@ -103,7 +103,7 @@ def time_steps(model, logits_of, cfg, train, device, steps, warmup, optimizer="f
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
         opt.step()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()  # None grads: torch.optim's default, and the hand-written AdamW's only way
         return loss
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -139,19 +139,64 @@ def random_corpus(vocab_size: int, n_train: int, n_val: int):
 def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
     import torch
 
-    from modern_gpt.model import COMPONENTS, GPT
-    from modern_gpt.train import SYNC_EVERY, train_run
-
     steps, warmup = (50, 10) if args.quick else (100, 20)
     if args.cpu_dry_run:
         steps, warmup = 2, 1
+    classic, modern, llama_shape, train = part_a_shapes(args.cpu_dry_run)
+    mode = "compile" if compiled else "eager"
+    for name, build, logits_of, cfg, optimizer in step_candidates(classic, modern, llama_shape, compiled):
+        if compiled and args.budget - elapsed() < 60:
+            skipped.append(f"(a) {name}, compile: the --budget was spent")
+            continue
+        torch.manual_seed(0)
+        if compiled:
+            torch._dynamo.reset()  # each model compiled from a clean cache
+        model = build()
+        params = sum(p.numel() for p in model.parameters())
+        try:
+            ms, warm, peak = time_steps(model, logits_of, cfg, train, device, steps, warmup, optimizer, compiled)
+        except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
+            rows.append(
+                {"part": "a", "model": name, "mode": mode, "params": params, "error": f"{type(e).__name__}: {e}"[:300]}
+            )
+            print(f"(a) {name} {mode}: failed: {rows[-1]['error']}", flush=True)
+            continue
+        rows.append(
+            {
+                "part": "a",
+                "model": name,
+                "mode": mode,
+                "params": params,
+                "ms_per_step": ms,
+                "tokens_per_s": train.batch_size * classic.context / ms * 1e3,
+                "warmup_s": warm,
+                "peak_mib": peak,
+            }
+        )
+        print(f"(a) {name} {mode}: {ms:.2f} ms/step (warm-up {warm:.1f} s)", flush=True)
+        del model
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    if not compiled:
+        time_loop(args, device, classic, train, rows)
+
+
+def part_a_shapes(dry: bool):
+    """(a)'s three model shapes (classic, all-modern, all-modern without QK-norm) and its training settings."""
+    from modern_gpt.model import COMPONENTS
+
     classic, train = mini_config()
     modern, _ = mini_config(COMPONENTS)
     llama_shape, _ = mini_config(tuple(c for c in COMPONENTS if c != "qk_norm"))
-    if args.cpu_dry_run:  # toy sizes
+    if dry:  # toy sizes
         classic, modern, llama_shape = (replace(c, dim=32, layers=1, heads=2) for c in (classic, modern, llama_shape))
         train = replace(train, batch_size=2)
-    tokens_per_step = train.batch_size * classic.context
+    return classic, modern, llama_shape, train
+
+
+def step_candidates(classic, modern, llama_shape, compiled: bool) -> list[tuple]:
+    """(name, build the model, its logits, its shape, the optimizer) for each row of (a)."""
+    from modern_gpt.model import GPT
 
     def ours(fn, x):
         return fn(x)[0]
@@ -181,43 +226,14 @@ def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
             2, ("modern-gpt all-modern without QK-norm", lambda: GPT(llama_shape), ours, llama_shape, "fused")
         )
         candidates.insert(1, ("modern-gpt classic, hand-written AdamW", lambda: GPT(classic), ours, classic, "ours"))
-    mode = "compile" if compiled else "eager"
-    for name, build, logits_of, cfg, optimizer in candidates:
-        if compiled and args.budget - elapsed() < 60:
-            skipped.append(f"(a) {name}, compile: the --budget was spent")
-            continue
-        torch.manual_seed(0)
-        if compiled:
-            torch._dynamo.reset()  # each model compiled from a clean cache
-        model = build()
-        params = sum(p.numel() for p in model.parameters())
-        try:
-            ms, warm, peak = time_steps(model, logits_of, cfg, train, device, steps, warmup, optimizer, compiled)
-        except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
-            rows.append(
-                {"part": "a", "model": name, "mode": mode, "params": params, "error": f"{type(e).__name__}: {e}"[:300]}
-            )
-            print(f"(a) {name} {mode}: failed: {rows[-1]['error']}", flush=True)
-            continue
-        rows.append(
-            {
-                "part": "a",
-                "model": name,
-                "mode": mode,
-                "params": params,
-                "ms_per_step": ms,
-                "tokens_per_s": tokens_per_step / ms * 1e3,
-                "warmup_s": warm,
-                "peak_mib": peak,
-            }
-        )
-        print(f"(a) {name} {mode}: {ms:.2f} ms/step (warm-up {warm:.1f} s)", flush=True)
-        del model
-        if device == "cuda":
-            torch.cuda.empty_cache()
-    if compiled:
-        return
-    # The whole loop: train_run, data from the host, the loss read every step or every SYNC_EVERY steps.
+    return candidates
+
+
+def time_loop(args, device, classic, train, rows: list) -> None:
+    """The whole loop: train_run, data from the host, the loss read every step or every SYNC_EVERY steps."""
+    from modern_gpt.train import SYNC_EVERY, train_run
+
+    tokens_per_step = train.batch_size * classic.context
     loop_steps = 20 if args.cpu_dry_run else (100 if args.quick else 200)
     corpus = random_corpus(classic.vocab_size, 400_000, 20_000)
     cfg = replace(train, device=device, steps=loop_steps, eval_every=loop_steps, eval_batches=1, eval_tokens=4096)
@@ -228,15 +244,8 @@ def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
             result, _ = train_run(classic, corpus, cfg, seed=0, sync_every=every)
             best[every] = max(best.get(every, 0.0), result.tokens_per_s)
     except Exception as e:  # noqa: BLE001
-        rows.append(
-            {
-                "part": "a",
-                "model": "train_run classic",
-                "mode": "eager",
-                "params": 0,
-                "error": f"{type(e).__name__}: {e}"[:300],
-            }
-        )
+        error = f"{type(e).__name__}: {e}"[:300]
+        rows.append({"part": "a", "model": "train_run classic", "mode": "eager", "params": 0, "error": error})
         print(f"(a) train_run classic: failed: {rows[-1]['error']}", flush=True)
         return
     for every, label in ((1, "every step"), (SYNC_EVERY, f"every {SYNC_EVERY} steps (default)")):
@@ -370,46 +379,9 @@ def part_b(args, device, env, tmp: Path, rows: list, skipped: list) -> None:
             "threads": default_threads(k),
         }
         logs = [open(tmp / f"b-{k}-{i}.log", "w+") for i in range(k)]  # stderr: a full pipe would stall a worker
-        procs = [
-            subprocess.Popen(
-                [sys.executable, __file__, "--worker", json.dumps({**spec, "seed": i})],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                bufsize=1,
-            )
-            for i, log in enumerate(logs)
-        ]
-        for p, log in zip(procs, logs, strict=True):
-            p.stderr_log = log
+        procs = start_workers(spec, env, logs)
         try:
-            deadline = time.perf_counter() + left
-            for p in procs:
-                if readline(p, deadline - time.perf_counter()) != "ready":
-                    raise RuntimeError("a worker said something other than ready")
-            with BusySampler(device) as busy:
-                for p in procs:
-                    p.stdin.write("go\n")
-                    p.stdin.flush()
-                done = [json.loads(readline(p, deadline - time.perf_counter())) for p in procs]
-            span = max(d["end"] for d in done) - min(d["start"] for d in done)
-            total = sum(d["tokens"] for d in done) / span
-            rows.append(
-                {
-                    "part": "b",
-                    "runs": k,
-                    "steps": steps,
-                    "total_tokens_per_s": total,
-                    "mean_run_tokens_per_s": sum(d["tokens_per_s"] for d in done) / k,
-                    "span_s": span,
-                    "gpu_busy_pct": busy.mean,
-                    "peak_reserved_mib_per_run": max(d["peak_reserved_mib"] for d in done),
-                    "failed": sum(bool(d["diverged"] or d["error"]) for d in done),
-                }
-            )
-            print(f"(b) {k} concurrent runs: {total:,.0f} tokens/s in all, GPU busy {busy.mean:.0f}%", flush=True)
+            rows.append(measure_workers(procs, device, time.perf_counter() + left, k, steps))
         except (TimeoutError, RuntimeError, ValueError) as e:
             rows.append({"part": "b", "runs": k, "steps": steps, "error": str(e)[:300]})
             print(f"(b) {k} concurrent runs: failed: {e}", flush=True)
@@ -422,6 +394,51 @@ def part_b(args, device, env, tmp: Path, rows: list, skipped: list) -> None:
                     stream.close()
             for log in logs:
                 log.close()
+
+
+def start_workers(spec: dict, env: dict, logs: list) -> list[subprocess.Popen]:
+    """One worker process per log file, seeds 0, 1, ...; each says ready once warmed up."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps({**spec, "seed": i})],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            bufsize=1,
+        )
+        for i, log in enumerate(logs)
+    ]
+    for p, log in zip(procs, logs, strict=True):
+        p.stderr_log = log
+    return procs
+
+
+def measure_workers(procs: list, device: str, deadline: float, k: int, steps: int) -> dict:
+    """Every worker ready, then all told to go at once: (b)'s row of their total tokens/s and the GPU's busy share."""
+    for p in procs:
+        if readline(p, deadline - time.perf_counter()) != "ready":
+            raise RuntimeError("a worker said something other than ready")
+    with BusySampler(device) as busy:
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        done = [json.loads(readline(p, deadline - time.perf_counter())) for p in procs]
+    span = max(d["end"] for d in done) - min(d["start"] for d in done)
+    total = sum(d["tokens"] for d in done) / span
+    print(f"(b) {k} concurrent runs: {total:,.0f} tokens/s in all, GPU busy {busy.mean:.0f}%", flush=True)
+    return {
+        "part": "b",
+        "runs": k,
+        "steps": steps,
+        "total_tokens_per_s": total,
+        "mean_run_tokens_per_s": sum(d["tokens_per_s"] for d in done) / k,
+        "span_s": span,
+        "gpu_busy_pct": busy.mean,
+        "peak_reserved_mib_per_run": max(d["peak_reserved_mib"] for d in done),
+        "failed": sum(bool(d["diverged"] or d["error"]) for d in done),
+    }
 
 
 def best_level(rows: list) -> int | None:
@@ -547,7 +564,7 @@ def table(rows: list, machine: dict, skipped: list) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the rows and the machine as JSON here")
     parser.add_argument(
@@ -561,25 +578,14 @@ def main() -> int:
     parser.add_argument("--budget", type=float, help="seconds for the whole script (default 290, --quick 170)")
     parser.add_argument("--cpu-dry-run", action="store_true", help="toy sizes on the CPU: tests this script only")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(json.loads(args.worker))
-        return 0
-    import torch
+    return parser.parse_args()
 
-    if not torch.cuda.is_available() and not args.cpu_dry_run:
-        print(f"bench_gpu: no CUDA GPU here (torch {torch.__version__} sees none); nothing measured.")
-        return 0
-    args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    args.levels = [int(k) for k in args.levels.split(",")]
-    if args.cpu_dry_run:
-        args.levels = [k for k in args.levels if k <= 2] or [1]
-    args.budget = args.budget or (170.0 if args.quick else 290.0)
-    args.data = str(Path(args.data).resolve()) if args.data else None
-    device = "cpu" if args.cpu_dry_run else "cuda"
+
+def machine_of(device: str, dry: bool) -> dict:
+    import torch
     import transformers
 
-    machine = {
+    return {
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "no GPU (--cpu-dry-run)",
         "gpu_mib": torch.cuda.get_device_properties(0).total_memory // 2**20 if device == "cuda" else None,
         "torch": torch.__version__,
@@ -588,10 +594,12 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "device": device,
-        "dry_run": args.cpu_dry_run,
+        "dry_run": dry,
     }
-    rows: list[dict] = []
-    skipped: list[str] = []
+
+
+def run_parts(args, device: str, rows: list, skipped: list) -> None:
+    """The parts asked for, in the order that sets the defaults first: (a) eager, (b), (c), (a) compiled."""
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "MODERN_GPT_CACHE": str(Path(tmp) / "cache"), "PYTHONPATH": path}
@@ -610,6 +618,29 @@ def main() -> int:
             part_c(args, device, env, args.best or best_level(rows) or 1, Path(tmp), rows, skipped)
         if "a" in args.parts and not (args.quick or args.no_compile):
             part_a(args, device, True, rows, skipped)
+
+
+def main() -> int:
+    args = parse_args()
+    if args.worker:
+        worker(json.loads(args.worker))
+        return 0
+    import torch
+
+    if not torch.cuda.is_available() and not args.cpu_dry_run:
+        print(f"bench_gpu: no CUDA GPU here (torch {torch.__version__} sees none); nothing measured.")
+        return 0
+    args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    args.levels = [int(k) for k in args.levels.split(",")]
+    if args.cpu_dry_run:
+        args.levels = [k for k in args.levels if k <= 2] or [1]
+    args.budget = args.budget or (170.0 if args.quick else 290.0)
+    args.data = str(Path(args.data).resolve()) if args.data else None
+    device = "cpu" if args.cpu_dry_run else "cuda"
+    machine = machine_of(device, args.cpu_dry_run)
+    rows: list[dict] = []
+    skipped: list[str] = []
+    run_parts(args, device, rows, skipped)
     rows.sort(key=lambda r: r["part"])  # stable: (a)'s compile rows after its eager ones
     text = table(rows, machine, skipped)
     print("\n" + text + f"\n\n{elapsed():.0f} s in all")
