@@ -1,5 +1,5 @@
 """Atomic file writes (a temporary file in the same folder, then a rename, so a reader never sees half a file),
-and the checks on a folder about to be written."""
+the checks on a folder about to be written, and the lock of a folder that one process writes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ import stat
 from pathlib import Path
 
 from safetensors import SafetensorError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 from .errors import UserError
 
@@ -112,3 +117,105 @@ def check_free(folder: Path, flag: str, force: bool, source: Path | None = None)
         raise UserError(
             f"{folder} already exists and holds files; choose another {flag}, or add --force to replace them."
         )
+
+
+class FolderLock:
+    """A folder taken by one process: an exclusive flock on its .lock file.
+
+    The kernel releases a flock when its owner dies, however it dies, so a dead owner's lock is free and two
+    live processes can never both hold it. The pid written into the file only names the owner in messages.
+    Without flock (Windows) there is no lock.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.path = self.folder / ".lock"
+        self._fd: int | None = None
+
+    def take(self) -> None:
+        """Take the folder for this process, or refuse while another process holds it."""
+        if fcntl is None:
+            return
+        while True:
+            self._check_file()
+            try:  # never through a link, never blocking (a pipe put there in the meantime)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+            except OSError as e:
+                self._check_file()
+                raise UserError(f"cannot write results to {self.folder}: {e.strerror or e}.") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                self._check_file()
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                owner = self.owner()
+                who = f"pid {owner}" if owner else "its pid not yet written"
+                raise UserError(
+                    f"{self.folder} is being written by another modern-gpt process ({who}); "
+                    "wait for it to finish or stop it first."
+                ) from None
+            if self._still_ours(fd):
+                os.ftruncate(fd, 0)
+                os.write(fd, str(os.getpid()).encode())
+                self._fd = fd
+                return
+            os.close(fd)
+
+    def _still_ours(self, fd: int) -> bool:
+        """Whether the locked file is still .lock: the owner that unlocked it just before may have removed it."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()  # while still holding it, so no one locks a file that is about to go
+        os.close(fd)
+
+    def _check_file(self) -> None:
+        """.lock is missing or a regular file; anything else (a folder, a link, a pipe that would block every
+        reader) is one sentence naming it."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise UserError(f"cannot read {self.path}: {e.strerror or e}.") from None
+        if stat.S_ISREG(mode):
+            return
+        what = kind(mode)
+        if stat.S_ISLNK(mode):
+            target = os.readlink(self.path)
+            what += f" to {target}" + ("" if os.path.exists(self.path) else ", which does not exist")
+        raise UserError(f"{self.path} is {what}, not a lock file; remove it and run again.")
+
+    def owner(self) -> int | None:
+        """The pid of the live process that holds the lock (0 when it has not written it yet), or None when no
+        process holds it."""
+        if fcntl is None:
+            return None
+        self._check_file()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the check: say what it is now
+                self._check_file()
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:  # held
+                text = os.read(fd, 32).decode(errors="replace").strip()
+                return int(text) if text.isdigit() else 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)

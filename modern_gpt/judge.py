@@ -21,8 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .config import DataConfig, ModelConfig, TrainConfig
 from .errors import UserError
 from .files import not_regular
+from .planning import ALPHA, JUDGE, Spec, Variant, check_statistics
+from .results import Meta
+from .settings import Settings
 
 SUFFIXES = (".csv", ".jsonl", ".parquet")
 # Optional columns that mark a failed run, as modern-gpt's runs.csv does: left out of the means and pairs.
@@ -85,7 +89,7 @@ class JudgeSettings:
     order: tuple[str, ...] | None = None  # the rows' order; None: as the variants first appear
     reference: str | None = None  # every row against this one; None: against the row above
     placebo: str | None = None  # a repeat of the first row with only its seeds' randomness changed
-    alpha: float = 0.05
+    alpha: float = ALPHA
     margin: float | None = None  # in the metric's units: `same` when an equivalence test shows |Δ| < margin
 
 
@@ -335,8 +339,6 @@ def names(text: str | list | tuple | None) -> tuple[str, ...] | None:
 
 
 def check_settings(s: JudgeSettings) -> None:
-    from .planning import check_statistics
-
     check_statistics(s.alpha, None)
     if s.margin is not None and not 0 < s.margin < math.inf:
         raise UserError(f"--margin must be a positive number in the units of {s.metric}, got {s.margin}.")
@@ -347,7 +349,7 @@ def check_settings(s: JudgeSettings) -> None:
             raise UserError(f"{flag} and {same[0]} both name the column {col!r}; each needs its own column.")
 
 
-def runs_from(source: Source, s: JudgeSettings) -> tuple[dict, pd.DataFrame]:
+def runs_from(source: Source, s: JudgeSettings) -> tuple[Meta, pd.DataFrame]:
     """The meta dict and runs frame that report.summarize and report.footnotes read, from a checked table."""
     check_settings(s)
     name = source.name
@@ -504,32 +506,16 @@ def _references(source: Source, s: JudgeSettings, rows: list[str]) -> list[int |
     return refs
 
 
-def _meta(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: list[dict]) -> dict:
+def _meta(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: list[dict]) -> Meta:
+    """report.py's meta (a results.Meta): a Spec of plan judge, whose rows are the file's variants and seeds its
+    seeds, with the training facts report reads (params, widths) not a number."""
+    variants = [Variant(v, (), ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True)]
+    settings = Settings(ModelConfig(), TrainConfig(), DataConfig())  # judge trains nothing: never read
     seeds = sorted({r["seed"] for r in runs})
-    variants = [
-        {
-            "name": v,
-            "components": [],
-            "reference": ref,
-            "mlp_hidden": None,
-            "placebo": v == s.placebo,
-            "params": math.nan,
-            "hidden": math.nan,
-            "kv_cache_bytes_per_token": math.nan,
-        }
-        for v, ref in zip(rows, refs, strict=True)
-    ]
-    spec = {
-        "plan": "judge",
-        "data_name": source.name,
-        "seeds": seeds,
-        "alpha": s.alpha,
-        "margin": s.margin,
-        "min_seeds": None,
-        "match_params": False,
-        "settings": {"train": {"lr": math.nan}},
-    }
-    return {"spec": spec, "variants": variants, "judge": {"metric": s.metric, "higher_is_better": s.higher_is_better}}
+    spec = Spec(settings, JUDGE, variants, seeds, data_name=source.name, alpha=s.alpha, margin=s.margin)
+    facts = {"params": math.nan, "hidden": math.nan, "kv_cache_bytes_per_token": math.nan}
+    judged = {"metric": s.metric, "higher_is_better": s.higher_is_better}
+    return Meta(spec, [{**v.to_dict(), **facts} for v in variants], judge=judged)
 
 
 def _runs_frame(s: JudgeSettings, rows: list[str], runs: list[dict]) -> pd.DataFrame:
@@ -582,15 +568,15 @@ def _in_units(note: str, metric: str) -> str:
     )
 
 
-def _unmarked_placebo(meta: dict) -> str | None:
+def _unmarked_placebo(meta: Meta) -> str | None:
     """A row named as modern-gpt names its placebo ('classic (placebo)' under 'classic') that --placebo does not
     name: judged as a component, it is the row above the next one, which report compares with the first row."""
-    names = [v["name"] for v in meta["variants"]]
+    names = [v.name for v in meta.spec.variants]
     twin = f"{names[0]} (placebo)"
-    if twin not in names or any(v["placebo"] for v in meta["variants"]):
+    if twin not in names or any(v.placebo for v in meta.spec.variants):
         return None
     at = names.index(twin)
-    under = [v["name"] for v in meta["variants"] if v["reference"] == at]
+    under = [v.name for v in meta.spec.variants if v.reference == at]
     also = f", and {_listed(under)} {'is' if len(under) == 1 else 'are'} compared with it" if under else ""
     return (
         f"{twin!r} is judged as a component row, not as a placebo: it is in Holm's family{also}; for the table "
@@ -598,15 +584,15 @@ def _unmarked_placebo(meta: dict) -> str | None:
     )
 
 
-def judge(meta: dict, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
+def judge(meta: Meta, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
     """The table's rows (judge's columns) and its footnotes, from runs_from's meta and runs."""
     from . import report
 
-    metric, flip = meta["judge"]["metric"], meta["judge"]["higher_is_better"]
+    metric, flip = meta.judge["metric"], meta.judge["higher_is_better"]
     summary = [_honest(row, flip) for row in report.summarize(meta, runs)]
     # the training footnotes (memorisation, parameter mismatch) have nothing to read: no train loss, no params
     quiet = [{**row, "val_loss": math.nan, "train_loss": math.nan} for row in summary]
-    notes = [_in_units(n, metric) for n in report.footnotes(meta, runs, quiet, meta["spec"]["data_name"])]
+    notes = [_in_units(n, metric) for n in report.footnotes(meta, runs, quiet, meta.spec.data_name)]
     unmarked = _unmarked_placebo(meta)
     if unmarked:
         notes.insert(0, unmarked)
@@ -616,24 +602,24 @@ def judge(meta: dict, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
             f"Higher {metric} is better: means, Δ and CIs are {metric} as measured (a positive Δ is a gain); better "
             f"means a higher {metric}.",
         )
-    names = [v["name"] for v in meta["variants"]]
+    names = [v.name for v in meta.spec.variants]
     rows = []
-    for row, v in zip(summary, meta["variants"], strict=True):
+    for row, v in zip(summary, meta.spec.variants, strict=True):
         out = {RENAMES.get(k, k): x for k, x in row.items() if k not in TRAINING}
-        out["reference"] = names[v["reference"]] if v["reference"] is not None else None
-        out["placebo"] = bool(v.get("placebo"))
+        out["reference"] = names[v.reference] if v.reference is not None else None
+        out["placebo"] = v.placebo
         rows.append({**{k: out[k] for k in FIRST if k in out}, **out})
     return rows, notes
 
 
-def title(meta: dict) -> str:
-    spec, j = meta["spec"], meta["judge"]
+def title(meta: Meta) -> str:
+    spec, j = meta.spec, meta.judge
     direction = "higher is better" if j["higher_is_better"] else "lower is better"
-    n = len(spec["seeds"])
-    return f"{j['metric']} ({direction}) from {spec['data_name']}: {len(meta['variants'])} variants, {n} seed{'s' if n != 1 else ''}"
+    n = len(spec.seeds)
+    return f"{j['metric']} ({direction}) from {spec.data_name}: {len(spec.variants)} variants, {n} seed{'s' if n != 1 else ''}"
 
 
-def judge_file(path, s: JudgeSettings) -> tuple[dict, list[dict], list[str]]:
+def judge_file(path, s: JudgeSettings) -> tuple[Meta, list[dict], list[str]]:
     """meta, the table's rows and its footnotes, for `modern-gpt judge FILE`."""
     check_settings(s)  # before the file is read
     meta, runs = runs_from(read_file(path), s)
@@ -651,7 +637,7 @@ def verdict(
     order: str | list[str] | None = None,
     reference: str | None = None,
     placebo: str | None = None,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     margin: float | None = None,
 ) -> pd.DataFrame:
     """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).

@@ -7,17 +7,29 @@ trains, reads data or starts a process: the command line asks this module what t
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, replace
 
 from .components import COMPONENTS, component_problem
-from .config import ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
+from .config import (
+    AUTO,
+    POWER_SEEDS,
+    AblationOptions,
+    ModelConfig,
+    kv_cache_bytes_per_token,
+    non_embedding_params,
+    param_counts,
+)
 from .errors import UserError
 from .schema import short
 from .settings import ALL, Settings, from_dict
-from .stats import Boundary, boundary
+from .stats import FIXED, Boundary, boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
-POWER_SEEDS = 8  # `modern-gpt power`: seeds of the first variant and of its placebo
+JUDGE = "judge"  # the plan of a table `modern-gpt judge` reads from a file: its rows and seeds are the file's
+ALPHA = AblationOptions.alpha  # the default family-wise error rate of a table's verdicts (--alpha)
+MAX_SEED = 2**63 - 1  # a seed must fit the 64-bit integer columns of runs.csv (torch takes any below 2**64)
+POWER_DEFAULT_SEEDS = POWER_SEEDS  # `modern-gpt power` without --seeds: seeds of the variant and of its placebo
 POWER_MIN_SEEDS = 3  # the fewest pairs whose paired sd power reports an mde from
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
@@ -174,15 +186,15 @@ def expand_lrs(rows: list[Variant], lrs: list[float]) -> list[Variant]:
     is compared with its reference at the same learning rate (the table then picks each row's best)."""
     k = len(lrs)
     return [
-        replace(v, lr=lr, reference=None if v.reference is None else v.reference * k + j)
+        replace(v, lr=lr, reference=None if v.reference is None else run_row(v.reference, j, k))
         for v in rows
         for j, lr in enumerate(lrs)
     ]
 
 
-AUTO = "auto"
-DEFAULT_SEEDS = 5  # 80% power at 3 seeds needs 8.0 paired sds in a 6-component table; at 5 seeds, 2.8
+DEFAULT_SEEDS = AblationOptions.seeds  # the defaults are AblationOptions' (config.py): --seeds, then auto's
 MAX_SEEDS = 10_000  # --seeds N: more runs than anyone waits for is a typing mistake
+AUTO_MIN_SEEDS, AUTO_MAX_SEEDS = AblationOptions.min_seeds, AblationOptions.max_seeds
 MAX_AUTO_SEEDS = 30  # --seeds auto: looks up to here keep the boundary's simulation to seconds and bounded memory
 
 
@@ -202,8 +214,6 @@ def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
     if seeds is not None and seed_list_text is not None:
         raise UserError("--seeds and --seed-list both choose the seeds; give one of them.")
     if seed_list_text is not None:  # an empty list is a mistake, not the default
-        from .results import MAX_SEED  # here: results loads pandas, which params and argument errors never need
-
         try:
             out = [int(s) for s in seed_list_text.split(",") if s.strip()]
         except ValueError:
@@ -250,19 +260,29 @@ def variant_config(base: ModelConfig, v: Variant) -> ModelConfig:
 # ---------------------------------------------------------------------------
 # The specification: everything that decides the numbers. --resume compares it.
 # ---------------------------------------------------------------------------
+class SpecError(UserError):
+    """A Spec that cannot be: its message names the key (spec.alpha, spec.variants[3].reference, ...), so that
+    a damaged meta.json is one sentence (results.check_meta says which file)."""
+
+
 @dataclass
 class Spec:
     settings: Settings
     plan: str
-    variants: list[Variant]
+    variants: list[Variant]  # the run rows: one per table row, or with --lrs one per table row and lr (run_row)
     seeds: list[int]
     match_params: bool = False
     data_key: str = ""  # the corpus's content hash and tokenizer settings
     data_name: str = ""
-    alpha: float = 0.05  # the family-wise error rate of the table's verdicts
+    alpha: float = ALPHA  # the family-wise error rate of the table's verdicts
     margin: float | None = None  # nats: with it, `same` when an equivalence test shows |delta| < margin
     min_seeds: int | None = None  # --seeds auto: the first look; the seeds list then runs to --max-seeds
     lrs: list[float] | None = None  # --lrs: every row at each; variants then holds one run row per row and lr
+
+    def __post_init__(self) -> None:
+        why = self.problem()
+        if why:
+            raise SpecError(why)
 
     def to_dict(self) -> dict:
         out = {
@@ -281,6 +301,8 @@ class Spec:
 
     @classmethod
     def from_dict(cls, d: dict) -> Spec:
+        """meta.json's spec (checked against results.META_SCHEMA first); a key an older folder lacks takes its
+        default."""
         return cls(
             from_dict(d["settings"]),
             d["plan"],
@@ -289,20 +311,43 @@ class Spec:
             d["match_params"],
             d["data_key"],
             d["data_name"],
-            d.get("alpha", 0.05),
+            d.get("alpha", ALPHA),
             d.get("margin"),
             d.get("min_seeds"),
             d.get("lrs"),
         )
 
+    @staticmethod
+    def plan_in(meta: dict) -> str | None:
+        """The plan a meta.json names, read even when the rest of it is damaged (for advice), or None."""
+        plan = (
+            meta.get("spec", {}).get("plan") if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else None
+        )
+        return plan if isinstance(plan, str) else None
+
+    # -- the layout of run rows: table row b at lrs[j] is run row b * K + j -------------------------------
     @property
-    def sequential(self) -> bool:
-        return self.min_seeds is not None
+    def runs_per_row(self) -> int:
+        """K: the run rows of each table row (its learning rates; 1 without --lrs)."""
+        return len(self.lrs) if self.lrs else 1
+
+    def run_row(self, row: int, j: int = 0) -> int:
+        """The run row of table row `row` at its j-th learning rate."""
+        return run_row(row, j, self.runs_per_row)
+
+    def place(self, run: int) -> tuple[int, int]:
+        """The table row and learning-rate index of a run row: run_row's inverse."""
+        return divmod(run, self.runs_per_row)
 
     @property
     def table_variants(self) -> list[Variant]:
-        """The table's rows: the variants, or with --lrs one per variant (its run rows are lrs apart)."""
-        return self.variants[:: len(self.lrs)] if self.lrs else self.variants
+        """The table's rows: each table row's first run row."""
+        return [self.variants[self.run_row(b)] for b in range(len(self.variants) // self.runs_per_row)]
+
+    # -- what the verdicts read --------------------------------------------------------------------------
+    @property
+    def sequential(self) -> bool:
+        return self.min_seeds is not None
 
     @property
     def tested_rows(self) -> int:
@@ -310,12 +355,111 @@ class Spec:
         tested alone)."""
         return sum(v.reference is not None and not v.placebo for v in self.table_variants)
 
+    def family_boundary(self, placebo: bool = False) -> Boundary:
+        """The thresholds a table is judged by: alpha / r for a fixed number of seeds, or the --seeds auto
+        boundary; for the placebo, a family of one. Recomputed from the spec, never read from meta.json."""
+        rows = 1 if placebo else max(1, self.tested_rows)
+        if not self.sequential:
+            return Boundary(self.alpha, (len(self.seeds),), tuple((self.alpha / r,) for r in range(1, rows + 1)), FIXED)
+        return boundary(self.alpha, rows, self.min_seeds, len(self.seeds))
+
     def boundary(self) -> Boundary | None:
-        """--seeds auto's thresholds (report.family_boundary computes the same from meta.json); None for a
-        fixed number of seeds."""
+        """--seeds auto's thresholds; None for a fixed number of seeds."""
+        return self.family_boundary() if self.sequential else None
+
+    # -- the folder ----------------------------------------------------------------------------------------
+    @property
+    def command(self) -> str:
+        """The command that writes (and resumes) a results folder of this plan."""
+        return command_of(self.plan)
+
+    def resume_command(self, folder) -> str:
+        """What finishes a folder of this spec, as a user types it."""
+        return resume_command(self.plan, folder)
+
+    # -- checks ----------------------------------------------------------------------------------------------
+    def problem(self) -> str | None:
+        """Why these fields are not an ablation's (or a judged table's), naming meta.json's key; None when they are."""
+        if self.plan not in (*PLANS, JUDGE):
+            return f"spec.plan {self.plan!r} is not one of {', '.join(PLANS)}"
+        if not self.variants:
+            return "spec.variants is empty"
         return (
-            boundary(self.alpha, max(1, self.tested_rows), self.min_seeds, len(self.seeds)) if self.sequential else None
+            self._lrs_problem()
+            or self._rows_problem()
+            or self._seeds_problem()
+            or statistics_problem(self.alpha, self.margin, lambda key: f"spec.{key}")
+            or self._plan_problem()
         )
+
+    def _lrs_problem(self) -> str | None:
+        """With --lrs: two or more distinct positive learning rates, and each table row's run rows at them in order."""
+        lrs, variants = self.lrs, self.variants
+        if lrs is None:
+            bad = next((i for i, v in enumerate(variants) if v.lr is not None), None)
+            return None if bad is None else f"spec.variants[{bad}] has an lr, but spec.lrs is missing"
+        if len(lrs) < 2 or not all(0 < x < math.inf for x in lrs) or len(set(lrs)) < len(lrs):
+            return f"spec.lrs must be two or more distinct positive learning rates, got {lrs}"
+        if len(variants) % len(lrs):
+            return f"spec.variants has {len(variants)} rows, not one per learning rate of spec.lrs for each row"
+        for i, v in enumerate(variants):
+            j = self.place(i)[1]
+            if v.lr != lrs[j]:
+                return f"spec.variants[{i}].lr is {v.lr!r}, not spec.lrs[{j}] {lrs[j]!r}"
+        return None
+
+    def _rows_problem(self) -> str | None:
+        """Known components, and each run row compared with a row above it at its own learning rate (the first
+        table row with none). A judged table's reference may be any other row, or none (--reference)."""
+        for i, v in enumerate(self.variants):
+            unknown = component_problem(v.components)
+            if unknown:
+                return f"spec.variants[{i}]: {unknown}"
+            ref, (row, j) = v.reference, self.place(i)
+            if self.plan == JUDGE:
+                wrong = ref is not None and not (0 <= ref < len(self.variants) and ref != i)
+            else:
+                wrong = (ref is None) != (row == 0) or (
+                    ref is not None and not (0 <= ref < i and self.place(ref)[1] == j)
+                )
+            if wrong:
+                return f"spec.variants[{i}].reference {ref!r} is not a row above it"
+        return None
+
+    def _seeds_problem(self) -> str | None:
+        seeds, judged = self.seeds, self.plan == JUDGE  # a judged file's seeds are only labels that pair runs
+        if not seeds or len(set(seeds)) < len(seeds) or (not judged and min(seeds) < 0):
+            return f"spec.seeds must be distinct seeds of 0 or more, got {short(seeds, 60)}"
+        if not judged and max(seeds) > MAX_SEED:
+            return f"spec.seeds holds {max(seeds)}, above the largest seed {MAX_SEED}"
+        if self.min_seeds is not None and not 2 <= self.min_seeds <= len(seeds):
+            return f"spec.min_seeds must be between 2 and the {len(seeds)} seeds, got {self.min_seeds!r}"
+        return None
+
+    def _plan_problem(self) -> str | None:
+        """Why a plan's name and its rows disagree (what report reads for a duel or power folder), or None."""
+        names = [v.name for v in self.variants if not v.placebo]
+        if self.plan == "duel" and sorted(set(names)) != ["classic", "modern"]:
+            return f"spec.plan is duel, but its rows are {names[:4]}, not classic and modern"
+        if self.plan == "power" and (len(self.variants) != 2 or not self.variants[1].placebo):
+            return f"spec.plan is power, but its {len(self.variants)} rows are not one architecture and its placebo"
+        return None
+
+
+def run_row(row: int, j: int, k: int) -> int:
+    """The layout of an ablation over K learning rates, variant-major: table row `row` at lrs[j] is run row
+    row * K + j (Spec.run_row and Spec.place read it; expand_lrs writes it)."""
+    return row * k + j
+
+
+def command_of(plan: str) -> str:
+    """The command that writes (and resumes) a results folder of this plan."""
+    return plan if plan in ("duel", "power") else "ablate"
+
+
+def resume_command(plan: str, folder) -> str:
+    """The command line that finishes a folder of this plan, quoted as a shell reads it."""
+    return f"modern-gpt {command_of(plan)} --resume {shlex.quote(str(folder))}"
 
 
 def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
@@ -352,44 +496,13 @@ def plan_spec(
     lr_sweep: str | None = None,
 ) -> Spec:
     """The specification of a new ablation from the command line's choices (None: the default)."""
-    rates = parse_lrs(lrs, lr_sweep)
-    if rates is not None and "train.lr" in settings.typed:  # else one of them would be silently dropped
-        raise UserError(
-            f"--lr and {'--lrs' if lrs is not None else '--lr-sweep'} both set the learning rate; give one of them."
-        )
-    if rates is not None and plan == "power":
-        raise UserError("power measures seed noise at one learning rate; give --lr, not --lrs.")
-    if rates is not None and len(rates) == 1:  # one learning rate is a plain ablation at it
-        settings, rates = replace(settings, train=replace(settings.train, lr=rates[0])), None
-    alpha = 0.05 if alpha is None else alpha
-    placebo = True if placebo is None or plan == "power" else placebo
-    if plan == "power" and seeds is None:
-        seeds = POWER_SEEDS
+    settings, rates = _learning_rates(settings, plan, lrs, lr_sweep)
+    alpha = ALPHA if alpha is None else alpha
     check_statistics(alpha, margin)
-    if plan == "custom" and components is not None:
-        raise UserError("--components does not go with --plan custom, whose rows --variants names; leave one out.")
-    rows = make_plan(plan, parse_components(components), variants)
-    check_read(settings, [v.components for v in rows], plan=True)
-    if match:
-        rows = match_params(rows, settings.model)
-    if placebo:
-        rows = add_placebo(rows)
-    if rates:  # one run row per row and learning rate; the table rows, and so the tested rows, stay the same
-        rows = expand_lrs(rows, rates)
-    seeds = parse_seeds(seeds)
+    rows = _rows(settings, plan, components, variants, match, placebo, rates)
+    seeds = parse_seeds(POWER_DEFAULT_SEEDS if plan == "power" and seeds is None else seeds)
     if seeds == AUTO:
-        if seed_list_text is not None:
-            raise UserError("--seeds auto chooses seeds 0, 1, 2, ... itself; leave out --seed-list.")
-        low, high = 3 if min_seeds is None else min_seeds, 10 if max_seeds is None else max_seeds
-        if low < 2:
-            raise UserError(f"--min-seeds must be at least 2 (a paired test needs two pairs), got {low}.")
-        if high > MAX_AUTO_SEEDS:
-            raise UserError(
-                f"--max-seeds must be at most {MAX_AUTO_SEEDS} (its boundary is calibrated by simulation), got "
-                f"{high}; for more seeds give --seeds N."
-            )
-        if high < low:
-            raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
+        low, high = _auto_seeds(seed_list_text, min_seeds, max_seeds)
         spec = Spec(
             settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low, lrs=rates
         )
@@ -400,10 +513,66 @@ def plan_spec(
     chosen = seed_list(seeds, seed_list_text)
     if plan == "power" and len(chosen) < POWER_MIN_SEEDS:
         raise UserError(
-            f"power needs at least {POWER_MIN_SEEDS} seeds to measure a paired sd ({POWER_SEEDS} advised), got "
+            f"power needs at least {POWER_MIN_SEEDS} seeds to measure a paired sd ({POWER_DEFAULT_SEEDS} advised), got "
             f"{len(chosen)}."
         )
     return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin, lrs=rates)
+
+
+def _learning_rates(
+    settings: Settings, plan: str, lrs: str | None, lr_sweep: str | None
+) -> tuple[Settings, list[float] | None]:
+    """--lrs or --lr-sweep: two or more learning rates; one is a plain ablation at it (the settings' lr)."""
+    rates = parse_lrs(lrs, lr_sweep)
+    if rates is not None and "train.lr" in settings.typed:  # else one of them would be silently dropped
+        raise UserError(
+            f"--lr and {'--lrs' if lrs is not None else '--lr-sweep'} both set the learning rate; give one of them."
+        )
+    if rates is not None and plan == "power":
+        raise UserError("power measures seed noise at one learning rate; give --lr, not --lrs.")
+    if rates is not None and len(rates) == 1:
+        return replace(settings, train=replace(settings.train, lr=rates[0])), None
+    return settings, rates
+
+
+def _rows(
+    settings: Settings,
+    plan: str,
+    components: str | None,
+    variants: str | None,
+    match: bool,
+    placebo: bool | None,
+    rates: list[float] | None,
+) -> list[Variant]:
+    """The run rows: the plan's rows, matched in size, with the placebo (on unless --no-placebo; always for
+    power), one per learning rate."""
+    if plan == "custom" and components is not None:
+        raise UserError("--components does not go with --plan custom, whose rows --variants names; leave one out.")
+    rows = make_plan(plan, parse_components(components), variants)
+    check_read(settings, [v.components for v in rows], plan=True)
+    if match:
+        rows = match_params(rows, settings.model)
+    if placebo is None or placebo or plan == "power":
+        rows = add_placebo(rows)
+    # one run row per row and learning rate; the table rows, and so the tested rows, stay the same
+    return expand_lrs(rows, rates) if rates else rows
+
+
+def _auto_seeds(seed_list_text: str | None, min_seeds: int | None, max_seeds: int | None) -> tuple[int, int]:
+    """--seeds auto's first look and last seed count, checked."""
+    if seed_list_text is not None:
+        raise UserError("--seeds auto chooses seeds 0, 1, 2, ... itself; leave out --seed-list.")
+    low, high = AUTO_MIN_SEEDS if min_seeds is None else min_seeds, AUTO_MAX_SEEDS if max_seeds is None else max_seeds
+    if low < 2:
+        raise UserError(f"--min-seeds must be at least 2 (a paired test needs two pairs), got {low}.")
+    if high > MAX_AUTO_SEEDS:
+        raise UserError(
+            f"--max-seeds must be at most {MAX_AUTO_SEEDS} (its boundary is calibrated by simulation), got "
+            f"{high}; for more seeds give --seeds N."
+        )
+    if high < low:
+        raise UserError(f"--max-seeds ({high}) must be at least --min-seeds ({low}).")
+    return low, high
 
 
 MIN_ALPHA = 1e-10  # a row's level, alpha over rows and looks, keeps its t quantile to about 1e-5
@@ -433,7 +602,7 @@ def check_read(settings: Settings, models: list[tuple[str, ...]], plan: bool = F
             raise UserError(f"{given} rounds SwiGLU's width, which --mlp-hidden sets outright; give one of them.")
 
 
-def resume_differences(stored: dict, settings: Settings, choices: dict) -> list[str]:
+def resume_differences(stored: Spec, settings: Settings, choices: dict) -> list[str]:
     """What the flags given with --resume ask for that the folder's spec does not hold, as 'what: stored ->
     given'. Only what was given is compared: a default that nobody typed is no difference. choices: the plan's
     choices that were given (plan_spec's names; None and False are not given)."""
@@ -443,44 +612,41 @@ def resume_differences(stored: dict, settings: Settings, choices: dict) -> list[
         if a != b:
             out.append(f"{what}: {short(a, 60)} -> {short(b, 60)}")
 
-    now = settings.to_dict()
+    now, held = settings.to_dict(), stored.settings.to_dict()
     for key in settings.given:
         section, name = key.split(".")
-        differ(f"settings.{key}", stored["settings"][section].get(name), now[section][name])
-    lrs = stored.get("lrs")
-    k = len(lrs) if lrs else 1
-    rows = [v for v in stored["variants"][::k] if not v.get("placebo")]  # the table's rows, without the placebo
-    plan = choices.get("plan") or stored["plan"]
-    differ("plan", stored["plan"], plan)
+        differ(f"settings.{key}", held[section].get(name), now[section][name])
+    plan = choices.get("plan") or stored.plan
+    differ("plan", stored.plan, plan)
     if any(choices.get(c) is not None for c in ("plan", "components", "variants")):
         asked = make_plan(plan, parse_components(choices.get("components")), choices.get("variants"))
-        differ("rows", [v["name"] for v in rows], [v.name for v in asked])
+        rows = [v for v in stored.table_variants if not v.placebo]  # the table's rows, without the placebo
+        differ("rows", [v.name for v in rows], [v.name for v in asked])
     if choices.get("placebo") is not None:
-        differ("placebo", any(v.get("placebo") for v in stored["variants"]), choices["placebo"])
+        differ("placebo", any(v.placebo for v in stored.variants), choices["placebo"])
     if choices.get("match"):
-        differ("match_params", stored["match_params"], True)
-    rates = parse_lrs(choices.get("lrs"), choices.get("lr_sweep"))
-    if rates is not None and len(rates) == 1:
-        differ("settings.train.lr", stored["settings"]["train"]["lr"], rates[0])
-        rates = None
+        differ("match_params", stored.match_params, True)
     if choices.get("lrs") is not None or choices.get("lr_sweep") is not None:
-        differ("lrs", lrs, rates)
+        rates = parse_lrs(choices.get("lrs"), choices.get("lr_sweep"))
+        if len(rates) == 1:  # a plain ablation at it
+            differ("settings.train.lr", held["train"]["lr"], rates[0])
+        differ("lrs", stored.lrs, None if len(rates) == 1 else rates)
     for name in ("alpha", "margin"):
         if choices.get(name) is not None:
-            differ(name, stored.get(name, 0.05 if name == "alpha" else None), choices[name])
+            differ(name, getattr(stored, name), choices[name])
     return out
 
 
-def seeds_problem(stored: dict, choices: dict) -> str | None:
+def seeds_problem(stored: Spec, choices: dict) -> str | None:
     """Why the seeds given with --resume are not the folder's: they are fixed when a folder starts, and
     --resume cannot add any (its runs are paired seed by seed); None when none are given or they agree."""
     seeds, text = parse_seeds(choices.get("seeds")), choices.get("seed_list_text")
     low, high = choices.get("min_seeds"), choices.get("max_seeds")
     if seeds is None and text is None and low is None and high is None:
         return None
-    have, auto = stored["seeds"], stored.get("min_seeds")
+    have, auto = stored.seeds, stored.min_seeds
     if seeds == AUTO or low is not None or high is not None:
-        asked = ("auto", low if low is not None else 3, high if high is not None else 10)
+        asked = ("auto", AUTO_MIN_SEEDS if low is None else low, AUTO_MAX_SEEDS if high is None else high)
         differs = auto is None or asked != ("auto", auto, len(have))
     else:
         asked = seed_list(seeds, text)
@@ -494,9 +660,9 @@ def seeds_problem(stored: dict, choices: dict) -> str | None:
     )
 
 
-def check_resume(folder, stored: dict, settings: Settings, choices: dict) -> None:
-    """Flags given with --resume must agree with the folder (stored: its meta.json spec); one sentence naming
-    what differs among what was given, or saying that seeds cannot be added."""
+def check_resume(folder, stored: Spec, settings: Settings, choices: dict) -> None:
+    """Flags given with --resume must agree with the folder (stored: its spec); one sentence naming what
+    differs among what was given, or saying that seeds cannot be added."""
     why = seeds_problem(stored, choices)
     if why:
         raise UserError(f"{folder}: {why}.")
@@ -504,17 +670,27 @@ def check_resume(folder, stored: dict, settings: Settings, choices: dict) -> Non
     if diffs:
         raise UserError(
             f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
-            f"or with --resume {folder} alone, which reuses them."
+            f"or with --resume {shlex.quote(str(folder))} alone, which reuses them."
         )
+
+
+def statistics_problem(alpha, margin, name=lambda key: f"--{key}") -> str | None:
+    """Why alpha or margin cannot be a table's, named as name(key) says (a flag, or meta.json's spec.alpha);
+    None when both can."""
+    if not 0 < alpha < 1:
+        return f"{name('alpha')} must be between 0 and 1, got {alpha!r}"
+    if alpha < MIN_ALPHA:  # a row's level alpha/rows/looks near 1e-16 is 1 - q == 0 for the t quantile
+        return (
+            f"{name('alpha')} {alpha:g} is below {MIN_ALPHA:g}, where the t quantiles lose their precision; give "
+            f"{MIN_ALPHA:g} or more"
+        )
+    if margin is not None and not (0 < margin < math.inf):
+        return f"{name('margin')} must be a positive number of nats, got {margin!r}"
+    return None
 
 
 def check_statistics(alpha: float, margin: float | None) -> None:
-    if not 0 < alpha < 1:
-        raise UserError(f"--alpha must be between 0 and 1, got {alpha}.")
-    if alpha < MIN_ALPHA:  # a row's level alpha/rows/looks near 1e-16 is 1 - q == 0 for the t quantile
-        raise UserError(
-            f"--alpha {alpha:g} is below {MIN_ALPHA:g}, where the t quantiles lose their precision; give {MIN_ALPHA:g} "
-            "or more."
-        )
-    if margin is not None and not (0 < margin < float("inf")):
-        raise UserError(f"--margin must be a positive number of nats, got {margin}.")
+    """--alpha and --margin, refused in one sentence."""
+    why = statistics_problem(alpha, margin)
+    if why:
+        raise UserError(f"{why}.")

@@ -1,4 +1,6 @@
-"""curves.png: validation loss against step, the mean over seeds and a min-max band, one colour per variant."""
+"""The figures of a results folder: curves.png (validation loss against step, the mean over seeds and a min-max
+band, one colour per run row) and, for a folder trained at several learning rates, lr.png (final val loss against
+learning rate, one line per table row)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from .files import atomic_path
-from .results import failed
+from .results import Meta, failed
 
 
-def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
+def plot_curves(meta: Meta, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no screen needed
@@ -21,7 +23,7 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
     curves = curves.merge(good, on=["row", "seed"])
     seeds = runs["seed"].nunique()
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
-    for row, variant in enumerate(meta["variants"]):
+    for row, variant in enumerate(meta.variants):
         mine = curves[curves["row"] == row].groupby("step")["val_loss"]
         if not len(mine):
             continue
@@ -38,15 +40,15 @@ def plot_curves(meta: dict, runs: pd.DataFrame, curves: pd.DataFrame, path: Path
             ax.fill_between(
                 mean.index, mine.min().values, mine.max().values, color=line.get_color(), alpha=0.18, linewidth=0
             )
-    s = meta["spec"]["settings"]
+    spec, model = meta.spec, meta.spec.settings.model
     ax.set_title(
-        f"{meta['spec']['plan']} on {meta['spec']['data_name']}: dim {s['model']['dim']}, {s['model']['layers']} layers, "
-        f"{meta['variants'][0]['params']:,} params\nvalidation loss, {_over_seeds(seeds)}"
+        f"{spec.plan} on {spec.data_name}: dim {model.dim}, {model.layers} layers, "
+        f"{meta.variants[0]['params']:,} params\nvalidation loss, {_over_seeds(seeds)}"
     )
-    return _finish(fig, ax, "training step", s, path)
+    return _finish(fig, ax, "training step", spec, path)
 
 
-def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
+def plot_lrs(meta: Meta, runs: pd.DataFrame, path: Path) -> Path:
     """lr.png: final val loss (test half) against learning rate on a log axis, one line per table row with its
     mean and min-max band over seeds; a learning rate at which a run diverged or failed is marked with an x at
     the top of the axis. A component that buys stability shows as a flatter, wider line."""
@@ -55,23 +57,22 @@ def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lrs = meta["spec"]["lrs"]
-    k, bad = len(lrs), failed(runs)
+    spec = meta.spec
+    bad, table_row = failed(runs), runs["row"].map(lambda run: spec.place(run)[0])
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     failures = []  # (row, colour, lr) of every learning rate at which a run of a row diverged or failed
-    for b in range(len(meta["variants"]) // k):
-        variant = meta["variants"][b * k]
-        mine, trouble = runs[runs["row"] // k == b], bad[runs["row"] // k == b]
+    for b, variant in enumerate(spec.table_variants):
+        mine, trouble = runs[table_row == b], bad[table_row == b]
         good = mine[~trouble].groupby("lr")["val_loss_test"]
         if len(good):
             mean = good.mean()
-            (line,) = ax.plot(mean.index, mean.values, marker="o", markersize=4, label=variant["name"])
+            (line,) = ax.plot(mean.index, mean.values, marker="o", markersize=4, label=variant.name)
             ax.fill_between(
                 mean.index, good.min().values, good.max().values, color=line.get_color(), alpha=0.18, linewidth=0
             )
             colour = line.get_color()
         else:
-            colour = ax.plot([], [], marker="x", linestyle="", label=f"{variant['name']} (every run diverged)")[
+            colour = ax.plot([], [], marker="x", linestyle="", label=f"{variant.name} (every run diverged)")[
                 0
             ].get_color()
         failures += [(b, colour, lr) for lr in sorted(set(mine[trouble]["lr"]))]
@@ -83,14 +84,14 @@ def plot_lrs(meta: dict, runs: pd.DataFrame, path: Path) -> Path:
     if failures:
         ax.plot([], [], marker="x", color="grey", linestyle="", label="a run diverged at this lr (x, at the top)")
     ax.set_xscale("log")
-    ax.set_xticks(lrs, [f"{x:g}" for x in lrs])
+    ax.set_xticks(spec.lrs, [f"{x:g}" for x in spec.lrs])
     ax.minorticks_off()
-    s = meta["spec"]["settings"]
+    model = spec.settings.model
     ax.set_title(
-        f"learning-rate sensitivity on {meta['spec']['data_name']}: dim {s['model']['dim']}, {s['model']['layers']} layers, "
-        f"{s['train']['steps']} steps\nfinal val loss (test half), {_over_seeds(runs['seed'].nunique())}"
+        f"learning-rate sensitivity on {spec.data_name}: dim {model.dim}, {model.layers} layers, "
+        f"{spec.settings.train.steps} steps\nfinal val loss (test half), {_over_seeds(runs['seed'].nunique())}"
     )
-    return _finish(fig, ax, "peak learning rate (log scale)", s, path)
+    return _finish(fig, ax, "peak learning rate (log scale)", spec, path)
 
 
 def _over_seeds(seeds: int) -> str:
@@ -99,12 +100,12 @@ def _over_seeds(seeds: int) -> str:
     return f"mean over {seeds} seed{'s' if seeds != 1 else ''}" + (" (band: min to max)" if seeds > 1 else "")
 
 
-def _finish(fig, ax, xlabel: str, settings: dict, path: Path) -> Path:
+def _finish(fig, ax, xlabel: str, spec, path: Path) -> Path:
     """Axis labels, grid and legend, then the figure written atomically (a reader never sees half a PNG)."""
     import matplotlib.pyplot as plt
 
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"validation loss (nats per {settings['data']['tokenizer']} token)")
+    ax.set_ylabel(f"validation loss (nats per {spec.settings.data.tokenizer} token)")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # no line at all when every run diverged before its first evaluation
         ax.legend(fontsize="small")

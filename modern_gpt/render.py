@@ -13,13 +13,17 @@ import math
 import shlex
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.table import Table
 
 from .config import PIECES, ModelConfig, kv_cache_bytes_per_token, param_counts
-from .planning import label
+from .planning import POWER_DEFAULT_SEEDS, label
 from .stats import INCONCLUSIVE, MAX_PAIRS
+
+if TYPE_CHECKING:
+    from .results import Meta
 
 # pandas, report, results and train (torch) are imported inside the functions that need them: `params`
 # renders its table here, and must start without them.
@@ -228,11 +232,9 @@ def run_names(spec) -> list[str]:
     return [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
 
 
-def interrupted(finished: int, total: int, folder: Path, command: str) -> str:
-    return (
-        f"modern-gpt: interrupted; {finished} of {total} runs finished and kept in {folder}.\n"
-        f"Resume with: modern-gpt {command} --resume {shlex.quote(str(folder))}"
-    )
+def interrupted(finished: int, total: int, folder: Path, resume: str) -> str:
+    """resume: the command line that finishes the folder (planning.Spec.resume_command)."""
+    return f"modern-gpt: interrupted; {finished} of {total} runs finished and kept in {folder}.\nResume with: {resume}"
 
 
 def results_line(folder: Path, lrs) -> str:
@@ -240,23 +242,22 @@ def results_line(folder: Path, lrs) -> str:
     return f"results: {folder} (curves.png: validation loss against step{lr})"
 
 
-def title(meta: dict) -> str:
+def title(meta: Meta) -> str:
     """The table's title: the plan, the data, the seeds and the budget."""
     from .report import seeds_planned
 
-    spec, s = meta["spec"], meta["spec"]["settings"]
+    spec, s = meta.spec, meta.spec.settings
     seeds = seeds_planned(meta)
-    t = s["train"]
-    what = "classic-vs-modern duel" if spec["plan"] == "duel" else f"{spec['plan']} ablation"
-    auto = f" (--seeds auto, at most {len(spec['seeds'])})" if spec.get("min_seeds") is not None else ""
-    if spec.get("lrs"):
-        at = meta.get("sweep", {}).get("at")
+    what = "classic-vs-modern duel" if spec.plan == "duel" else f"{spec.plan} ablation"
+    auto = f" (--seeds auto, at most {len(spec.seeds)})" if spec.sequential else ""
+    if spec.lrs:
+        at = (meta.sweep or {}).get("at")
         which = "each row at its best" if at is None else f"all at {at:g}"
-        auto += f", {len(spec['lrs'])} learning rates ({which})"
+        auto += f", {len(spec.lrs)} learning rates ({which})"
     return (
-        f"{what} on {spec['data_name']} ({s['data']['tokenizer']} tokens): {seeds} seed"
-        f"{'s' if seeds != 1 else ''}{auto}, {t['steps']} steps of {t['batch_size']}x{s['model']['context']} tokens, "
-        f"dim {s['model']['dim']}, {s['model']['layers']} layers"
+        f"{what} on {spec.data_name} ({s.data.tokenizer} tokens): {seeds} seed"
+        f"{'s' if seeds != 1 else ''}{auto}, {s.train.steps} steps of {s.train.batch_size}x{s.model.context} tokens, "
+        f"dim {s.model.dim}, {s.model.layers} layers"
     )
 
 
@@ -329,8 +330,8 @@ def power_sentences(info: dict) -> list[str]:
         return [
             f"{info['variant']}: {seeds}{of} seeds trained, and {info['pairs']} pair{'s' if info['pairs'] != 1 else ''} "
             "with the placebo init: too few "
-            f"to measure a paired sd (at least {info['min_pairs']} pairs, 8 advised), so no mde and no placebo check "
-            "are given; the notes below say which runs are missing, diverged or left out."
+            f"to measure a paired sd (at least {info['min_pairs']} pairs, {POWER_DEFAULT_SEEDS} advised), so no mde and "
+            "no placebo check are given; the notes below say which runs are missing, diverged or left out."
         ]
     check = (
         "inconclusive, as it should be: initialisation alone is not called an effect"
@@ -395,10 +396,10 @@ def _headers(show_mlp: bool, sweep: bool = False) -> list[str]:
 VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
 
 
-def rich_table(meta: dict, summary: list[dict]) -> Table:
-    show_mlp = meta["spec"]["match_params"]
+def rich_table(meta: Meta, summary: list[dict]) -> Table:
+    show_mlp = meta.spec.match_params
     table = Table(title=title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
+    headers = _headers(show_mlp, bool(meta.spec.lrs))
     for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
     at = headers.index("verdict")
@@ -409,9 +410,9 @@ def rich_table(meta: dict, summary: list[dict]) -> Table:
     return table
 
 
-def markdown(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
-    show_mlp = meta["spec"]["match_params"]
-    headers = _headers(show_mlp, bool(meta["spec"].get("lrs")))
+def markdown(meta: Meta, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
+    show_mlp = meta.spec.match_params
+    headers = _headers(show_mlp, bool(meta.spec.lrs))
     lines = [
         f"**{title(meta)}**",
         "",
@@ -434,7 +435,7 @@ def csv_text(summary: list[dict]) -> str:
     return buf.getvalue()
 
 
-def json_text(meta: dict, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
+def json_text(meta: Meta, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
     doc = {"title": title(meta), "rows": summary, "footnotes": notes}
     if duel_info:
         doc["duel"] = duel_info
@@ -497,14 +498,14 @@ def _judge_cells(row: dict, d: str) -> list[str]:
     ]
 
 
-def judge_table(meta: dict, rows: list[dict]) -> Table:
+def judge_table(meta: Meta, rows: list[dict]) -> Table:
     from rich.markup import escape
 
     from .judge import title as judge_title
 
     # names and the file's come from the user: "[" is text, never rich markup
     table = Table(title=escape(judge_title(meta)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _judge_headers(meta["judge"]["metric"])
+    headers = _judge_headers(meta.judge["metric"])
     for h in headers:
         table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
     at, d = headers.index("verdict"), _judge_decimals(rows)
@@ -515,10 +516,10 @@ def judge_table(meta: dict, rows: list[dict]) -> Table:
     return table
 
 
-def judge_markdown(meta: dict, rows: list[dict], notes: list[str]) -> str:
+def judge_markdown(meta: Meta, rows: list[dict], notes: list[str]) -> str:
     from .judge import title as judge_title
 
-    headers = _judge_headers(meta["judge"]["metric"])
+    headers = _judge_headers(meta.judge["metric"])
     lines = [
         f"**{judge_title(meta)}**",
         "",
@@ -541,9 +542,9 @@ def judge_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def judge_json(meta: dict, rows: list[dict], notes: list[str]) -> str:
+def judge_json(meta: Meta, rows: list[dict], notes: list[str]) -> str:
     from .judge import title as judge_title
 
-    j = meta["judge"]
+    j = meta.judge
     doc = {"title": judge_title(meta), "metric": j["metric"], "higher_is_better": j["higher_is_better"]}
     return to_json({**doc, "rows": rows, "footnotes": notes})

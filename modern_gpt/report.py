@@ -1,22 +1,24 @@
 """From a results folder's runs to what its table says: summary rows, verdicts, footnotes, the duel's and power's
 figures. render.py draws them; plot.py draws the curves.
 
-The table is computed from the folder's files alone (meta.json, and runs.csv checked against runs/; plot also
-reads curves.csv), so `modern-gpt report DIR` shows exactly what `modern-gpt ablate` showed.
+The table is computed from the folder's files alone (meta.json and the run files in runs/, each read once;
+runs.csv and curves.csv are written for you, never read), so `modern-gpt report DIR` shows exactly what
+`modern-gpt ablate` showed. Every function here takes the folder's meta.json as a results.Meta: its Spec owns the
+plan, the seeds, the learning-rate layout and the statistics settings.
 """
 
 from __future__ import annotations
 
 import math
-import shlex
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from .components import COMPONENTS
-from .config import TrainConfig
 from .errors import UserError
-from .results import ResultsDir, command_of, failed, unstable
+from .planning import POWER_MIN_SEEDS
+from .results import Meta, ResultsDir, failed, unstable
 from .schema import short
 from .stats import (
     FIXED,
@@ -25,7 +27,6 @@ from .stats import (
     POWER,
     SAME,
     Boundary,
-    boundary,
     decide,
     holm,
     honest_mde,
@@ -45,29 +46,12 @@ MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was lear
 MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split was memorised
 
 
-def tested_rows(meta: dict) -> int:
-    """The component rows with a reference: the family whose false positives Holm controls. The placebo is a
-    diagnostic, tested alone at alpha, and asks nothing of the others' power."""
-    return sum(v["reference"] is not None and not v.get("placebo") for v in meta["variants"])
-
-
-def family_boundary(meta: dict, placebo: bool = False) -> Boundary:
-    """The thresholds a table is judged by, recomputed from its spec (never read from meta.json): alpha / r for
-    a fixed number of seeds, or the --seeds auto boundary; for the placebo, a family of one."""
-    spec = meta["spec"]
-    alpha, low = spec.get("alpha", 0.05), spec.get("min_seeds")
-    rows = 1 if placebo else max(1, tested_rows(meta))
-    if low is None:
-        return Boundary(alpha, (len(spec["seeds"]),), tuple((alpha / r,) for r in range(1, rows + 1)), FIXED)
-    return boundary(alpha, rows, low, len(spec["seeds"]))
-
-
-def seeds_planned(meta: dict) -> int:
+def seeds_planned(meta: Meta) -> int:
     """The seeds the table is about: all of them, or with --seeds auto those up to the last look."""
-    spec, seq = meta["spec"], meta.get("sequential")
-    if spec.get("min_seeds") is None:
-        return len(spec["seeds"])
-    return seq["looks"][-1]["seeds"] if seq and seq["looks"] else spec["min_seeds"]
+    spec, seq = meta.spec, meta.sequential
+    if not spec.sequential:
+        return len(spec.seeds)
+    return seq["looks"][-1]["seeds"] if seq and seq["looks"] else spec.min_seeds
 
 
 # ---------------------------------------------------------------------------
@@ -87,7 +71,7 @@ def at_lr_index(lrs: list[float] | None, at_lr: float | None) -> int | None:
     return at[0]
 
 
-def lr_view(meta: dict, runs: pd.DataFrame, at_lr: float | None = None) -> tuple[dict, pd.DataFrame]:
+def lr_view(meta: Meta, runs: pd.DataFrame, at_lr: float | None = None) -> tuple[Meta, pd.DataFrame]:
     """A folder trained at several learning rates as the table reads it: each row at its best learning rate
     (or at --at-lr), its runs' losses those of the test half of the evaluation windows. Without --lrs, the
     folder as it is.
@@ -98,18 +82,18 @@ def lr_view(meta: dict, runs: pd.DataFrame, at_lr: float | None = None) -> tuple
     optimism of seed noise: both halves measure the same trained models, so a row whose learning rates nearly
     tie still gets the luckiest of them on both halves; more seeds shrink that, the split does not.
     """
-    lrs = meta["spec"].get("lrs")
-    at = at_lr_index(lrs, at_lr)
-    if not lrs:
+    spec = meta.spec
+    at = at_lr_index(spec.lrs, at_lr)
+    if not spec.lrs:
         return meta, runs
-    k, tune = len(lrs), runs["val_loss_tune"].astype(float)
+    tune = runs["val_loss_tune"].astype(float)
     bad = failed(runs) | ~np.isfinite(tune)  # a run without a tuning loss cannot be chosen on it
     shaky = bad | unstable(runs)
     variants, chosen = [], {}
-    for b in range(len(meta["variants"]) // k):
+    for b in range(len(spec.table_variants)):
         ranks, stable = [], 0
-        for j in range(k):
-            mine = runs["row"] == b * k + j
+        for j in range(spec.runs_per_row):
+            mine = runs["row"] == spec.run_row(b, j)
             good = list(tune[mine & ~bad])
             # fewest runs that diverged or failed, then the lowest mean tuning loss of those that trained; a
             # learning rate with no run yet comes last
@@ -117,20 +101,20 @@ def lr_view(meta: dict, runs: pd.DataFrame, at_lr: float | None = None) -> tuple
             stable += bool(mine.any()) and not shaky[mine].any()
         j = at if at is not None else min(ranks)[2]
         trained = at is not None or ranks[j][1] < math.inf  # else no run of the row trained: no best lr
-        v = dict(meta["variants"][b * k + j])
-        lr = lrs[j] if trained else math.nan
-        v.update(reference=None if v["reference"] is None else v["reference"] // k, lr=lr, stable=stable, lrs=k)
+        v = dict(meta.variants[spec.run_row(b, j)])
+        reference = None if v["reference"] is None else spec.place(v["reference"])[0]
+        v.update(reference=reference, lr=spec.lrs[j] if trained else math.nan, stable=stable, lrs=spec.runs_per_row)
         variants.append(v)
-        chosen[b * k + j] = b
+        chosen[spec.run_row(b, j)] = b
     view = runs[runs["row"].isin(list(chosen))].copy()
     view["row"] = view["row"].map(chosen)
     scale = view["val_loss_test"] / view["val_loss"]  # bits per character scale with the loss
     view["val_bpc"], view["val_loss"] = view["val_bpc"] * scale, view["val_loss_test"]
-    sweep = {"lrs": lrs, "at": at_lr, "runs": len(runs), "run_rows": len(meta["variants"]), "all": runs, "meta": meta}
-    return {**meta, "variants": variants, "sweep": sweep}, view.reset_index(drop=True)
+    sweep = {"lrs": spec.lrs, "at": at_lr, "runs": len(runs), "run_rows": len(meta.variants), "all": runs, "meta": meta}
+    return replace(meta, variants=variants, sweep=sweep), view.reset_index(drop=True)
 
 
-def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
+def summarize(meta: Meta, runs: pd.DataFrame) -> list[dict]:
     """One dict per table row (the columns of summary.csv): means over seeds, the paired test of each row
     against its reference, Holm across the component rows (the placebo alone), the verdict, and what an
     inconclusive row would need. With --seeds auto the verdicts are those of the recorded looks, replayed."""
@@ -139,9 +123,9 @@ def summarize(meta: dict, runs: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _paired_rows(meta: dict, runs: pd.DataFrame) -> list[dict]:
+def _paired_rows(meta: Meta, runs: pd.DataFrame) -> list[dict]:
     """summarize's rows before any verdict: the means and each row's paired test against its reference."""
-    variants, margin = meta["variants"], meta["spec"].get("margin")
+    variants, margin = meta.variants, meta.spec.margin
     good = {i: {} for i in range(len(variants))}  # row -> {seed: run} for runs that finished well
     failures = {i: 0 for i in range(len(variants))}
     for (_, r), bad in zip(runs.iterrows(), failed(runs), strict=True):
@@ -152,36 +136,8 @@ def _paired_rows(meta: dict, runs: pd.DataFrame) -> list[dict]:
     rows = []
     for i, v in enumerate(variants):
         mine = good[i]
-        vals = [r["val_loss"] for r in mine.values()]
-        row = {
-            "variant": v["name"],
-            "params": v["params"],
-            "train_loss": mean([r["train_loss"] for r in mine.values()]),
-            "val_loss": mean(vals),
-            "delta_val": math.nan,
-            "spread": spread(vals),
-            "ci_low": math.nan,
-            "ci_high": math.nan,
-            "verdict": "",
-            "secs": mean([r["secs"] for r in mine.values()]),
-            "val_bpc": mean([r["val_bpc"] for r in mine.values()]),
-            "tokens_per_s": mean([r["tokens_per_s"] for r in mine.values()]),
-            "kv_cache_bytes_per_token": v["kv_cache_bytes_per_token"],
-            "pairs": 0,
-            "sd": math.nan,
-            "p": math.nan,
-            "p_same": math.nan,
-            "row": i,
-            "components": "+".join(v["components"]),
-            "reference": v["reference"] if v["reference"] is not None else math.nan,
-            "mlp_width": v["hidden"],
-            "seeds": len(mine),
-            "diverged": failures[i],
-            "epochs": mean([r["epochs"] for r in mine.values()]),
-            "lr": v.get("lr", meta["spec"]["settings"]["train"]["lr"]),
-            "stable": v.get("stable", math.nan),
-            "lrs": v.get("lrs", 1),
-        }
+        row = _means(v, list(mine.values()), lr=v.get("lr", meta.spec.settings.train.lr))
+        row.update(row=i, diverged=failures[i], reference=math.nan if v["reference"] is None else v["reference"])
         if v["reference"] is not None:
             theirs = good[v["reference"]]
             deltas = [mine[s]["val_loss"] - theirs[s]["val_loss"] for s in sorted(set(mine) & set(theirs))]
@@ -193,15 +149,50 @@ def _paired_rows(meta: dict, runs: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _judge(meta: dict, runs: pd.DataFrame, rows: list[dict]) -> None:
+def _means(v: dict, mine: list, lr: float) -> dict:
+    """A summary row's own columns: the means over its runs that trained, and the row's facts; the paired
+    columns empty."""
+    vals = [r["val_loss"] for r in mine]
+    return {
+        "variant": v["name"],
+        "params": v["params"],
+        "train_loss": mean([r["train_loss"] for r in mine]),
+        "val_loss": mean(vals),
+        "delta_val": math.nan,
+        "spread": spread(vals),
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "verdict": "",
+        "secs": mean([r["secs"] for r in mine]),
+        "val_bpc": mean([r["val_bpc"] for r in mine]),
+        "tokens_per_s": mean([r["tokens_per_s"] for r in mine]),
+        "kv_cache_bytes_per_token": v["kv_cache_bytes_per_token"],
+        "pairs": 0,
+        "sd": math.nan,
+        "p": math.nan,
+        "p_same": math.nan,
+        "row": None,
+        "components": "+".join(v["components"]),
+        "reference": math.nan,
+        "mlp_width": v["hidden"],
+        "seeds": len(mine),
+        "diverged": 0,
+        "epochs": mean([r["epochs"] for r in mine]),
+        "lr": lr,
+        "stable": v.get("stable", math.nan),
+        "lrs": v.get("lrs", 1),
+    }
+
+
+def _judge(meta: Meta, runs: pd.DataFrame, rows: list[dict]) -> None:
     """Verdicts, p_holm, mde and need for the rows of _paired_rows, in place."""
-    margin = meta["spec"].get("margin")
+    margin = meta.spec.margin
     families = [[r for r in rows if not math.isnan(r["reference"]) and r["placebo"] == placebo] for placebo in (0, 1)]
     for row in rows:
         row.update(p_holm=math.nan, p_same_holm=math.nan, mde=math.nan, seeds_needed=math.nan)
-    looks = sequential_verdicts(meta, runs) if meta["spec"].get("min_seeds") is not None else None
+    looks = sequential_verdicts(meta, runs) if meta.spec.sequential else None
     for placebo, family in enumerate(families):
-        bound = family_boundary(meta, bool(placebo))
+        bound = meta.spec.family_boundary(bool(placebo))
         alpha = bound.alpha
         # the level Holm's first step gives each row with a test at the last look: what mde and need promise
         with_test = sum(not math.isnan(r["p"]) for r in family)
@@ -234,23 +225,23 @@ def need(row: dict, margin: float | None, level: float) -> float:
     return pairs_needed(effect, sd * sd_bound(n), level, POWER)
 
 
-def sequential_verdicts(meta: dict, runs: pd.DataFrame, seeds: list[int] | None = None) -> dict:
+def sequential_verdicts(meta: Meta, runs: pd.DataFrame, seeds: list[int] | None = None) -> dict:
     """--seeds auto replayed from the runs: the looks at `seeds` pairs (by default those meta.json records),
     each on the first seeds of the spec as the ablation saw them (with --lrs, each row at its best learning rate
     on those seeds). Returns the verdicts that stand ({row: verdict}), the seeds at which each was reached, one
     entry per look (seeds, decided, rows, futile) and the index of the look at which the rule stops."""
-    sweep = meta.get("sweep")
+    sweep = meta.sweep
     raw_meta, raw_runs, at = (sweep["meta"], sweep["all"], sweep["at"]) if sweep else (meta, runs, None)
-    seq = meta.get("sequential") or {}
+    seq = meta.sequential or {}
     seeds = [look["seeds"] for look in seq.get("looks", [])] if seeds is None else seeds
     if not seeds:
         return {"verdicts": {}, "decided_at": {}, "looks": [], "stop": -1}
     per_look = []
     for n in seeds:
-        chosen = set(raw_meta["spec"]["seeds"][:n])
+        chosen = set(meta.spec.seeds[:n])
         view, mine = lr_view(raw_meta, raw_runs[raw_runs["seed"].isin(chosen)] if len(raw_runs) else raw_runs, at)
         per_look.append(_paired_rows(view, mine))
-    margin = view["spec"].get("margin")
+    margin = meta.spec.margin
     first = per_look[0]
     components = [i for i, r in enumerate(first) if not math.isnan(r["reference"]) and not r["placebo"]]
     placebos = [i for i, r in enumerate(first) if not math.isnan(r["reference"]) and r["placebo"]]
@@ -262,7 +253,7 @@ def sequential_verdicts(meta: dict, runs: pd.DataFrame, seeds: list[int] | None 
 
     out = {"verdicts": {}, "decided_at": {}, "looks": [], "stop": len(seeds) - 1}
     if components:
-        comp = judged(components, family_boundary(view))
+        comp = judged(components, meta.spec.family_boundary())
         out["stop"] = int(comp.stop)
         out["looks"] = [
             {"seeds": n, "decided": int(comp.decided[k]), "rows": len(components), "futile": int(comp.futile[k])}
@@ -272,7 +263,7 @@ def sequential_verdicts(meta: dict, runs: pd.DataFrame, seeds: list[int] | None 
         out["looks"] = [{"seeds": n, "decided": 0, "rows": 0, "futile": 0} for n in seeds]
     for rows, looks in (
         (components, comp if components else None),
-        (placebos, judged(placebos, family_boundary(view, placebo=True), out["stop"]) if placebos else None),
+        (placebos, judged(placebos, meta.spec.family_boundary(placebo=True), out["stop"]) if placebos else None),
     ):
         for j, i in enumerate(rows):
             out["verdicts"][first[i]["row"]] = str(looks.verdict[j])
@@ -281,63 +272,70 @@ def sequential_verdicts(meta: dict, runs: pd.DataFrame, seeds: list[int] | None 
     return out
 
 
-def take_look(meta: dict, runs: pd.DataFrame, seeds: int) -> tuple[dict, bool]:
+def take_look(meta: Meta, runs: pd.DataFrame, seeds: int) -> tuple[dict, bool]:
     """The look of --seeds auto after the round that completes `seeds` pairs, computed as the table computes
     it (every earlier look replayed): its meta.json entry, and whether the ablation stops there."""
-    recorded = [look["seeds"] for look in meta["sequential"]["looks"]]
+    recorded = [look["seeds"] for look in meta.sequential["looks"]]
     replay = sequential_verdicts(meta, runs, [*recorded, seeds])
     return replay["looks"][-1], 0 <= replay["stop"] <= len(recorded)
 
 
-def check_sequential(meta: dict, runs: pd.DataFrame, path) -> None:
+def check_sequential(meta: Meta, runs: pd.DataFrame, path) -> None:
     """A --seeds auto folder's boundary and looks, recomputed from its spec and runs: a meta.json that says
     otherwise (edited by hand, or written by a version with another rule) is refused, naming the key."""
-    seq = meta.get("sequential")
-    if not seq:
+    if not meta.sequential:
         return
-    view, _ = lr_view(meta, runs)
-    bound = family_boundary(view)
-    found = None
+    found = _boundary_problem(meta) or _looks_problem(meta, runs)
+    if found:
+        raise UserError(
+            f"{path}/meta.json does not match its spec and runs: {found}; it was edited, or written by another "
+            f"version of modern-gpt; {meta.spec.resume_command(path)} recomputes the looks."
+        )
+
+
+def _boundary_problem(meta: Meta) -> str | None:
+    """Why meta.json's recorded boundary is not the one its spec gives, or None."""
+    seq, bound = meta.sequential, meta.spec.family_boundary()
     if seq.get("method") != bound.method:
-        found = f"sequential.method is {seq.get('method')!r}, but its spec gives {bound.method!r}"
-    elif (
+        return f"sequential.method is {seq.get('method')!r}, but its spec gives {bound.method!r}"
+    if (
         not isinstance(seq.get("levels"), list)
         or len(seq["levels"]) != len(bound.looks)
         or not np.allclose(seq["levels"], bound.levels[-1], rtol=1e-9, atol=0)
     ):
-        found = (
+        return (
             f"sequential.levels {short(seq.get('levels'), 50)} are not the boundary its spec gives "
             f"({short([float(f'{x:.3g}') for x in bound.levels[-1]], 50)})"
         )
-    looks = seq["looks"]
-    for i, look in enumerate(looks if found is None else []):
+    for i, look in enumerate(seq["looks"]):
         if look["seeds"] != seq["min_seeds"] + i or look["seeds"] > bound.looks[-1]:
-            found = f"sequential.looks[{i}].seeds is {look['seeds']}, not {seq['min_seeds'] + i}"
-            break
-    if found is None and looks:
-        replay = sequential_verdicts(meta, runs)
-        for i, (stored, redone) in enumerate(zip(looks, replay["looks"], strict=True)):
-            wrong = [k for k in ("decided", "rows", "futile") if stored.get(k) != redone[k]]
-            if wrong:
-                found = f"sequential.looks[{i}].{wrong[0]} is {stored.get(wrong[0])!r}, but its runs give {redone[wrong[0]]}"
-                break
-        if found is None and 0 <= replay["stop"] < len(looks) - 1:
-            found = f"sequential.looks go on to {looks[-1]['seeds']} seeds, but its runs stop the rule at {looks[replay['stop']]['seeds']}"
-    if found:
-        raise UserError(
-            f"{path}/meta.json does not match its spec and runs: {found}; it was edited, or written by another "
-            f"version of modern-gpt; modern-gpt {command_of(meta['spec']['plan'])} --resume {path} recomputes the looks."
-        )
+            return f"sequential.looks[{i}].seeds is {look['seeds']}, not {seq['min_seeds'] + i}"
+    return None
 
 
-def no_tested_rows(meta: dict) -> str:
+def _looks_problem(meta: Meta, runs: pd.DataFrame) -> str | None:
+    """Why meta.json's recorded looks are not those its runs give, replayed, or None."""
+    looks = meta.sequential["looks"]
+    if not looks:
+        return None
+    replay = sequential_verdicts(meta, runs)
+    for i, (stored, redone) in enumerate(zip(looks, replay["looks"], strict=True)):
+        wrong = [k for k in ("decided", "rows", "futile") if stored.get(k) != redone[k]]
+        if wrong:
+            return f"sequential.looks[{i}].{wrong[0]} is {stored.get(wrong[0])!r}, but its runs give {redone[wrong[0]]}"
+    if 0 <= replay["stop"] < len(looks) - 1:
+        return f"sequential.looks go on to {looks[-1]['seeds']} seeds, but its runs stop the rule at {looks[replay['stop']]['seeds']}"
+    return None
+
+
+def no_tested_rows(meta: Meta) -> str:
     """The verdict footnote of a table with no component row compared with a reference (one row; or one row and
     its placebo, as in a power folder)."""
-    alpha = meta["spec"].get("alpha", 0.05)
-    at = f"at {alpha:g}" if meta["spec"].get("min_seeds") is None else "against --seeds auto's one-row boundary"
+    spec = meta.spec
+    at = f"at {spec.alpha:g}" if not spec.sequential else "against --seeds auto's one-row boundary"
     also = (
         f"; the placebo row (the first row again with another weight init) is a diagnostic, tested alone {at}"
-        if any(v.get("placebo") for v in meta["variants"])
+        if any(v.placebo for v in spec.variants)
         else ""
     )
     return (
@@ -345,12 +343,12 @@ def no_tested_rows(meta: dict) -> str:
     )
 
 
-def verdict_rule(meta: dict) -> str:
-    spec = meta["spec"]
-    alpha, margin, tested = spec.get("alpha", 0.05), spec.get("margin"), tested_rows(meta)
-    if not tested:  # no component row: a rule over zero rows (0.05/0) would describe nothing
+def verdict_rule(meta: Meta) -> str:
+    spec = meta.spec
+    alpha, margin, tested = spec.alpha, spec.margin, spec.tested_rows
+    if not tested:  # no component row: a rule over zero rows (alpha/0) would describe nothing
         return no_tested_rows(meta)
-    bound = family_boundary(meta)
+    bound = spec.family_boundary()
     at = bound.level(tested)
     if bound.method == FIXED:
         how = (
@@ -386,20 +384,45 @@ def verdict_rule(meta: dict) -> str:
 
 
 def footnotes(
-    meta: dict, runs: pd.DataFrame, summary: list[dict], folder: str = "", verdicts: bool = True
+    meta: Meta, runs: pd.DataFrame, summary: list[dict], folder: str = "", verdicts: bool = True
 ) -> list[str]:
-    """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs."""
-    notes = []
+    """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs.
+    verdicts=False: a table shown without its verdicts (power's), whose own sentences say what the placebo did."""
     seeds = seeds_planned(meta)
+    notes = _seed_notes(meta, summary, seeds) + _mismatch_notes(summary) + _memorisation_notes(runs, summary)
+    if verdicts:
+        notes += _placebo_notes(meta, summary)
+    if meta.sequential and meta.sequential["looks"]:
+        notes.append(sequential_note(meta, runs, summary))
+    notes += _failure_notes(runs)
+    if "lossless" in runs and (runs["lossless"].astype(str).str.lower() == "false").any():
+        from .data import lossy_note  # the sentence train prints too
+
+        kept = meta.corpus or {}
+        notes.append(lossy_note(meta.spec.settings.data.tokenizer, kept.get("val_lost_chars"), kept.get("val_chars")))
+    if meta.sweep:
+        notes += sweep_notes(meta.sweep, summary)
+    notes += _unfinished_notes(meta, runs, summary, seeds, folder)
+    if verdicts:
+        notes.append(verdict_rule(meta))
+    return notes
+
+
+def _seed_notes(meta: Meta, summary: list[dict], seeds: int) -> list[str]:
+    """One seed (no verdict is possible), or few in a big table (what they can see)."""
+    notes = []
     if seeds == 1:
         notes.append(
             "One seed: every verdict is inconclusive, because a difference cannot be told from seed noise without "
             "several seeds; use --seeds 3 or more, or --seeds auto."
         )
     few = few_seeds_note(meta, summary, seeds)
-    if few:
-        notes.append(few)
-    base = summary[0]
+    return notes + ([few] if few else [])
+
+
+def _mismatch_notes(summary: list[dict]) -> list[str]:
+    """Rows whose parameters differ from the first row's by more than PARAM_MISMATCH."""
+    notes, base = [], summary[0]
     for row in summary[1:]:
         gap = (row["params"] - base["params"]) / base["params"]
         if abs(gap) > PARAM_MISMATCH:
@@ -410,6 +433,12 @@ def footnotes(
                 f"Parameter mismatch: {row['variant']} has {row['params']:,} parameters, {100 * gap:+.1f}% against "
                 f"{base['variant']}{also}: part of a delta may be size, not architecture; --match-params equalises them."
             )
+    return notes
+
+
+def _memorisation_notes(runs: pd.DataFrame, summary: list[dict]) -> list[str]:
+    """Rows that may have learnt the training split by heart: several epochs, a tiny val loss, a wide gap."""
+    notes = []
     for row in summary:
         mine = runs[runs["row"] == row["row"]]
         reasons = []
@@ -421,61 +450,64 @@ def footnotes(
             reasons.append(f"val - train is {row['val_loss'] - row['train_loss']:.2f} nats")
         if reasons:
             notes.append(f"Memorisation risk: {row['variant']}: {'; '.join(reasons)}. Use more text or fewer steps.")
-    for row, v in zip(summary, meta["variants"], strict=True):
-        if v.get("placebo") and row["pairs"] >= 2 and verdicts:  # power's own sentences say it without a table
-            first = summary[0]["variant"]
-            said = (
-                "it is what initialisation alone does on this data and budget"
-                + (" (within --margin, as it should be)" if row["verdict"] == SAME else "")
-                if row["verdict"] in (INCONCLUSIVE, SAME)
-                else f"initialisation alone moved the val loss by {row['delta_val']:+.4f} nats and came out "
-                f"{row['verdict']} (tested alone, p {row['p']:.2g}), which happens in {meta['spec'].get('alpha', 0.05):g} "
-                "of correct ablations by chance; a component row whose |Δ| is not well beyond this may be "
-                "initialisation rather than the component, and if it recurs the runs are not reproducible"
-            )
-            notes.append(
-                f"Placebo: {row['variant']} is {first} with only its weight init changed, a diagnostic outside the "
-                f"rows' Holm family; its Δ is {row['delta_val']:+.4f} (95% CI [{row['ci_low']:+.4f}, "
-                f"{row['ci_high']:+.4f}]): {said}."
-            )
-    seq = meta.get("sequential")
-    if seq and seq["looks"]:
-        notes.append(sequential_note(meta, runs, summary))
+    return notes
+
+
+def _placebo_notes(meta: Meta, summary: list[dict]) -> list[str]:
+    """What the placebo row's delta says about the others'."""
+    notes, first = [], summary[0]["variant"]
+    for row, v in zip(summary, meta.variants, strict=True):
+        if not v.get("placebo") or row["pairs"] < 2:
+            continue
+        said = (
+            "it is what initialisation alone does on this data and budget"
+            + (" (within --margin, as it should be)" if row["verdict"] == SAME else "")
+            if row["verdict"] in (INCONCLUSIVE, SAME)
+            else f"initialisation alone moved the val loss by {row['delta_val']:+.4f} nats and came out "
+            f"{row['verdict']} (tested alone, p {row['p']:.2g}), which happens in {meta.spec.alpha:g} "
+            "of correct ablations by chance; a component row whose |Δ| is not well beyond this may be "
+            "initialisation rather than the component, and if it recurs the runs are not reproducible"
+        )
+        notes.append(
+            f"Placebo: {row['variant']} is {first} with only its weight init changed, a diagnostic outside the "
+            f"rows' Holm family; its Δ is {row['delta_val']:+.4f} (95% CI [{row['ci_low']:+.4f}, "
+            f"{row['ci_high']:+.4f}]): {said}."
+        )
+    return notes
+
+
+def _failure_notes(runs: pd.DataFrame) -> list[str]:
+    """Each run that diverged or failed, with why: the means leave it out."""
     ordered = runs.sort_values(["row", "seed"])
+    notes = []
     for _, r in ordered[failed(ordered)].iterrows():
         what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
         notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
-    if "lossless" in runs and (runs["lossless"].astype(str).str.lower() == "false").any():
-        from .data import lossy_note  # the sentence train prints too
-
-        kept = meta.get("corpus") or {}
-        tokenizer = meta["spec"]["settings"].get("data", {}).get("tokenizer", "char")  # judge's meta has no data
-        notes.append(lossy_note(tokenizer, kept.get("val_lost_chars"), kept.get("val_chars")))
-    sweep = meta.get("sweep")
-    if sweep:
-        notes += sweep_notes(sweep, summary)
-    done, expected = (sweep["runs"], sweep["run_rows"] * seeds) if sweep else (len(runs), len(summary) * seeds)
-    if done < expected:
-        where = shlex.quote(folder) if folder else "DIR"  # the command that resumes this kind of folder
-        notes.append(
-            f"{expected - done} of {expected} runs have not finished; finish them with: modern-gpt "
-            f"{command_of(meta['spec']['plan'])} --resume {where}"
-        )
-    if verdicts:
-        notes.append(verdict_rule(meta))
     return notes
+
+
+def _unfinished_notes(meta: Meta, runs: pd.DataFrame, summary: list[dict], seeds: int, folder: str) -> list[str]:
+    """The runs planned so far that have not finished, and the command that finishes them."""
+    sweep = meta.sweep
+    done, expected = (sweep["runs"], sweep["run_rows"] * seeds) if sweep else (len(runs), len(summary) * seeds)
+    if done >= expected:
+        return []
+    return [
+        f"{expected - done} of {expected} runs have not finished; finish them with: "
+        f"{meta.spec.resume_command(folder or 'DIR')}"
+    ]
 
 
 FEW_SEEDS, FEW_SEEDS_ROWS = 5, 5  # below this many seeds, with at least this many tested rows: say what it costs
 
 
-def few_seeds_note(meta: dict, summary: list[dict], seeds: int) -> str | None:
+def few_seeds_note(meta: Meta, summary: list[dict], seeds: int) -> str | None:
     """Below 5 seeds in a table of 5 or more component rows: the effect a row needs to be found, in paired sds
     and in nats at the rows' observed sds, and what 5 seeds would need."""
-    tested = tested_rows(meta)
-    if not 2 <= seeds < FEW_SEEDS or tested < FEW_SEEDS_ROWS or meta["spec"].get("min_seeds") is not None:
+    tested = meta.spec.tested_rows
+    if not 2 <= seeds < FEW_SEEDS or tested < FEW_SEEDS_ROWS or meta.spec.sequential:
         return None
-    at = family_boundary(meta).level(tested)
+    at = meta.spec.family_boundary().level(tested)
     need, at_five = mde(1.0, seeds, at), mde(1.0, FEW_SEEDS, at)
     sds = [r["sd"] for r in summary if not math.isnan(r["reference"]) and not r["placebo"] and r["sd"] > 0]
     nats = f" ({need * min(sds):.3f}-{need * max(sds):.3f} nats at these rows' paired sds)" if sds else ""
@@ -486,9 +518,9 @@ def few_seeds_note(meta: dict, summary: list[dict], seeds: int) -> str | None:
     )
 
 
-def sequential_note(meta: dict, runs: pd.DataFrame, summary: list[dict]) -> str:
+def sequential_note(meta: Meta, runs: pd.DataFrame, summary: list[dict]) -> str:
     """--seeds auto: the looks, why the ablation stopped, and the seeds at which each row was decided."""
-    seq = meta["sequential"]
+    seq = meta.sequential
     last = seq["looks"][-1]
     undecided, futile = last["rows"] - last["decided"], last.get("futile", 0)
     why = (
@@ -539,37 +571,43 @@ def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
     return notes
 
 
-def load(folder, at_lr: float | None = None, verdicts: bool = True) -> tuple[dict, list[dict], list[str], dict | None]:
-    """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone;
-    with --lrs each row at its best learning rate, or all at at_lr. verdicts=False: the footnotes of a folder
-    shown without its verdict table (power's): every health note and warning, but not the verdict rule."""
-    results = ResultsDir(folder)
-    raw, all_runs = results.read_meta(), results.runs()
-    check_sequential(raw, all_runs, folder)
+def load(
+    folder, at_lr: float | None = None, verdicts: bool = True
+) -> tuple[Meta, list[dict], list[str], dict | None]:
+    """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone
+    (folder: a path or its ResultsDir), meta.json and runs/ each read once; with --lrs each row at its best
+    learning rate, or all at at_lr. verdicts=False: the footnotes of a folder shown without its verdict table
+    (power's): every health note and warning, but not the verdict rule."""
+    results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
+    raw, scan = results.read(), results.scan()
+    all_runs = scan.runs()
+    check_sequential(raw, all_runs, results.path)
     meta, runs = lr_view(raw, all_runs, at_lr)
     summary = summarize(meta, runs)
-    duel_info = duel(meta, runs) if meta["spec"]["plan"] == "duel" else None
-    notes = results.health_notes(meta) + footnotes(meta, runs, summary, str(folder), verdicts)
+    duel_info = duel(meta, runs) if meta.spec.plan == "duel" else None
+    notes = results.health_notes(scan.rejected) + footnotes(meta, runs, summary, str(results.path), verdicts)
     return meta, summary, notes, duel_info
 
 
 def write(folder, draw: bool = True) -> None:
     """summary.csv (and, with draw, curves.png) from the runs the folder holds."""
     results = ResultsDir(folder)
-    results.write_summary(summarize(*lr_view(results.read_meta(), results.runs())))
+    scan = results.scan()
+    results.write_summary(summarize(*lr_view(results.read(), scan.runs())))
     if draw:
-        plot(folder)
+        plot(results, scan)
 
 
-def plot(folder) -> list:
-    """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files;
-    returns their paths."""
+def plot(folder, scan=None) -> list:
+    """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files
+    (folder: a path or its ResultsDir; scan: its runs/, when already read); returns their paths."""
     from .plot import plot_curves, plot_lrs
 
-    results = ResultsDir(folder)
-    meta, runs = results.read_meta(), results.runs()
-    paths = [plot_curves(meta, runs, results.curves(), results.path / "curves.png")]
-    if meta["spec"].get("lrs"):
+    results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
+    meta, scan = results.read(), scan or results.scan()
+    runs = scan.runs()
+    paths = [plot_curves(meta, runs, scan.curves(), results.path / "curves.png")]
+    if meta.spec.lrs:
         paths.append(plot_lrs(meta, runs, results.path / "lr.png"))
     return paths
 
@@ -577,12 +615,12 @@ def plot(folder) -> list:
 # ---------------------------------------------------------------------------
 # The duel: all classic against all modern
 # ---------------------------------------------------------------------------
-def duel(meta: dict, runs: pd.DataFrame) -> dict:
+def duel(meta: Meta, runs: pd.DataFrame) -> dict:
     """Per architecture: params, best val loss and its step, val bits/char, perplexity; and the relative
     perplexity change exp(mean paired delta) - 1, which is perplexity(modern) / perplexity(classic) - 1."""
     good = runs[~failed(runs)]
     sides, rows = {}, {}
-    for row, v in enumerate(meta["variants"]):
+    for row, v in enumerate(meta.variants):
         if v.get("placebo"):  # the placebo row is in the verdict table; the duel compares the two architectures
             continue
         rows[v["name"]] = row
@@ -602,51 +640,48 @@ def duel(meta: dict, runs: pd.DataFrame) -> dict:
         "sides": sides,
         "perplexity_change": math.exp(mean(deltas)) - 1 if deltas else math.nan,
         "best_step_sooner": sides["classic"]["best_step"] - sides["modern"]["best_step"],
-        "test_half": bool(meta["spec"].get("lrs")),  # with --lrs, val loss is the test half's; best val loss is not
+        "test_half": bool(meta.spec.lrs),  # with --lrs, val loss is the test half's; best val loss is not
         "windows": _duel_windows(meta, good),  # best val loss is on the curve's windows, val loss on all of them
     }
 
 
-def _duel_windows(meta: dict, good: pd.DataFrame) -> dict:
+def _duel_windows(meta: Meta, good: pd.DataFrame) -> dict:
     """The validation windows of the final loss (all) and of the curve (where best val loss comes from); None
-    when runs.csv does not say (no run trained, or an older file without val_tokens)."""
-    s = meta["spec"]["settings"]
+    when the runs do not say (no run trained, or an older run file without val_tokens)."""
     tokens = good["val_tokens"].max() if "val_tokens" in good and len(good) else math.nan
     if not math.isfinite(tokens):
         return {"all": None, "curve": None}
     from .train import curve_windows  # here: train loads torch
 
-    every = int(tokens) // s["model"]["context"]
-    return {"all": every, "curve": curve_windows(TrainConfig(**s["train"]), every)}
+    every = int(tokens) // meta.spec.settings.model.context
+    return {"all": every, "curve": curve_windows(meta.spec.settings.train, every)}
 
 
 # ---------------------------------------------------------------------------
 # `modern-gpt power`: how many seeds a question needs
 # ---------------------------------------------------------------------------
-POWER_SEEDS = (3, 5, 10, 20)
+POWER_TABLE_SEEDS = (3, 5, 10, 20)  # the seed counts power's mde table shows (it trains POWER_DEFAULT_SEEDS)
 
 
-def power_info(meta: dict, summary: list[dict]) -> dict:
+def power_info(meta: Meta, summary: list[dict]) -> dict:
     """From a power folder's meta.json and summary (one architecture and its placebo): the paired sd of two
     inits with its 95% confidence interval, the placebo's own test, and the smallest effect 3, 5, 10 and 20
     seeds would detect with 80% power, for one comparison and for a row of the default cumulative table (Holm's
-    first step over its component rows), at the measured sd and over its interval: an sd from 8 pairs is known
-    only to within x0.66 to x2.04."""
+    first step over its component rows), at the measured sd and over its interval: an sd from 8 pairs (power's
+    default) is known only to within x0.66 to x2.04."""
     first, placebo = summary[0], summary[1]
-    alpha, sd = meta["spec"].get("alpha", 0.05), placebo["sd"]
+    alpha, sd = meta.spec.alpha, placebo["sd"]
     low, high = sd_interval(sd, placebo["pairs"])
     table_rows = len(COMPONENTS)  # the cumulative plan's component rows; its placebo is tested alone
 
     def at(level: float, n: int) -> dict:
         return {"mde": mde(sd, n, level), "low": mde(low, n, level), "high": mde(high, n, level)}
 
-    from .planning import POWER_MIN_SEEDS
-
     enough = placebo["pairs"] >= POWER_MIN_SEEDS  # fewer pairs (interrupted, diverged) give no sd worth an mde
     return {
         "variant": first["variant"],
         "seeds": first["seeds"],  # the architecture's runs that trained (the placebo's are counted in pairs)
-        "planned": len(meta["spec"]["seeds"]),
+        "planned": len(meta.spec.seeds),
         "min_pairs": POWER_MIN_SEEDS,
         "pairs": placebo["pairs"],
         "val_loss": first["val_loss"],
@@ -657,7 +692,7 @@ def power_info(meta: dict, summary: list[dict]) -> dict:
         "alpha": alpha,
         "table_rows": table_rows,
         "mde": [
-            {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)} for n in POWER_SEEDS
+            {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)} for n in POWER_TABLE_SEEDS
         ]
         if enough
         else [],

@@ -3,6 +3,7 @@
 import math
 import signal
 import time
+from dataclasses import replace
 from unittest.mock import ANY
 
 import numpy as np
@@ -13,10 +14,11 @@ from typer.testing import CliRunner
 
 from modern_gpt import planning, render, report
 from modern_gpt.cli import app
+from modern_gpt.config import DataConfig, TrainConfig
 from modern_gpt.errors import UserError
 from modern_gpt.model import COMPONENTS, ModelConfig, non_embedding_params, param_counts
-from modern_gpt.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, ResultsDir
-from modern_gpt.settings import resolve
+from modern_gpt.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, Meta, ResultsDir
+from modern_gpt.settings import Settings, resolve
 from modern_gpt.stats import boundary, mde, sd_bound
 
 from .clihelp import cli_process
@@ -137,20 +139,27 @@ def test_match_params_brings_every_row_within_one_percent():
 # ---------------------------------------------------------------------------
 # the summary, from known per-seed values
 # ---------------------------------------------------------------------------
-def _meta(vals: list[list[float]], seeds: list[int]) -> tuple[dict, pd.DataFrame]:
+_SETTINGS = Settings(
+    ModelConfig(context=8, dim=16, layers=1), TrainConfig(lr=1e-3, steps=10, batch_size=2), DataConfig()
+)
+
+
+def _meta(
+    vals: list[list[float]],
+    seeds: list[int],
+    refs: dict | None = None,
+    placebo: int | None = None,
+    planned: list[int] | None = None,
+    **spec,
+) -> tuple[Meta, pd.DataFrame]:
+    """A folder's meta.json and runs by hand: rows base, a, b, ... each compared with the row above (refs: other
+    references by row; placebo: the row that is the placebo), the runs' val losses one list per row at `seeds`;
+    planned: the Spec's seeds (by default `seeds`); spec: its other fields (margin, min_seeds)."""
     names = ["base", "a", "b", "c", "d", "e"][: len(vals)]
-    variants = [
-        {
-            "name": n,
-            "components": [],
-            "reference": i - 1 if i else None,
-            "params": 1000,
-            "hidden": 4,
-            "kv_cache_bytes_per_token": 8,
-            "mlp_hidden": None,
-        }
-        for i, n in enumerate(names)
-    ]
+    refs = {i: i - 1 if i else None for i in range(len(names))} | (refs or {})
+    rows = [planning.Variant(n, (), refs[i], placebo=i == placebo) for i, n in enumerate(names)]
+    plan = planning.Spec(_SETTINGS, "custom", rows, seeds if planned is None else planned, **spec)
+    variants = [{**v.to_dict(), "params": 1000, "hidden": 4, "kv_cache_bytes_per_token": 8} for v in rows]
     runs = [
         {
             "row": i,
@@ -171,8 +180,7 @@ def _meta(vals: list[list[float]], seeds: list[int]) -> tuple[dict, pd.DataFrame
         for i, row in enumerate(vals)
         for s, v in zip(seeds, row, strict=True)
     ]
-    meta = {"variants": variants, "spec": {"seeds": seeds, "match_params": False, "settings": {"train": {"lr": 1e-3}}}}
-    return meta, pd.DataFrame(runs)
+    return Meta(plan, variants), pd.DataFrame(runs)
 
 
 def test_known_values_give_the_documented_verdicts_and_holm_p_values():
@@ -218,9 +226,7 @@ def test_need_is_left_blank_below_one_standard_error_and_the_placebo_is_tested_a
     """need from a |Δ| under one standard error would be post-hoc power on noise; the placebo row is not in the
     components' Holm family (its p_holm is its own p) and its mde is at alpha, not alpha / rows."""
     vals = [[2.00, 2.02, 2.01], [2.03, 2.00, 2.02], [1.90, 1.91, 1.89], [1.91, 1.90, 1.90]]
-    meta, runs = _meta(vals, [0, 1, 2])
-    meta["variants"][1].update(placebo=True, reference=0)
-    meta["variants"][2]["reference"] = 0
+    meta, runs = _meta(vals, [0, 1, 2], refs={1: 0, 2: 0}, placebo=1)
     summary = report.summarize(meta, runs)
     placebo, clear, noise = summary[1], summary[2], summary[3]
     assert placebo["p_holm"] == placebo["p"] and placebo["mde"] == pytest.approx(
@@ -228,7 +234,9 @@ def test_need_is_left_blank_below_one_standard_error_and_the_placebo_is_tested_a
     )
     assert clear["p_holm"] == pytest.approx(min(1.0, 2 * clear["p"]))  # Holm over the two components only
     assert abs(noise["delta_val"]) < noise["sd"] / math.sqrt(3) and math.isnan(noise["seeds_needed"])
-    meta["spec"]["margin"] = 0.01  # at --margin, need is asked of every inconclusive row
+    meta, runs = _meta(
+        vals, [0, 1, 2], refs={1: 0, 2: 0}, placebo=1, margin=0.01
+    )  # need asked of every inconclusive row
     assert not math.isnan(report.summarize(meta, runs)[3]["seeds_needed"])
 
 
@@ -245,8 +253,7 @@ def test_few_seeds_in_a_big_table_are_footnoted_with_what_they_can_see():
 
 def test_a_margin_adds_same_and_the_equivalence_p_values():
     vals = [[2.00, 2.02, 2.01, 2.03, 2.00], [2.001, 2.019, 2.011, 2.029, 2.0015]]
-    meta, runs = _meta(vals, [0, 1, 2, 3, 4])
-    meta["spec"]["margin"] = 0.01
+    meta, runs = _meta(vals, [0, 1, 2, 3, 4], margin=0.01)
     row = report.summarize(meta, runs)[1]
     deltas = [x - y for x, y in zip(vals[1], vals[0], strict=True)]
     lower = scipy_stats.ttest_1samp(deltas, -0.01, alternative="greater").pvalue
@@ -278,26 +285,17 @@ def test_diverged_runs_are_left_out_of_the_means_and_named():
     assert summary[1]["delta_val"] == pytest.approx(-1.0)  # paired over the seeds both rows finished
     notes = report.footnotes(meta, runs, summary)
     assert any(n.startswith("a, seed 2: diverged") for n in notes)
-    assert "(1 diverged)" in render.markdown(
-        {**meta, "spec": {**meta["spec"], "plan": "custom", "data_name": "x", "settings": _SETTINGS}}, summary, notes
-    )
+    assert "(1 diverged)" in render.markdown(meta, summary, notes)
 
 
 def test_memorisation_and_parameter_mismatch_are_footnoted():
     meta, runs = _meta([[2.0, 2.1], [1.0, 1.1]], [0, 1])
-    meta["variants"][1]["params"] = 1100
+    meta.variants[1]["params"] = 1100
     runs.loc[runs.row == 1, "epochs"] = 3.5
     summary = report.summarize(meta, runs)
     notes = report.footnotes(meta, runs, summary)
     assert any(n.startswith("Parameter mismatch: a has 1,100 parameters, +10.0%") for n in notes)
     assert any(n.startswith("Memorisation risk: a: its runs saw 3.5 epochs") for n in notes)
-
-
-_SETTINGS = {
-    "train": {"steps": 10, "batch_size": 2},
-    "model": {"context": 8, "dim": 16, "layers": 1},
-    "data": {"tokenizer": "char"},
-}
 
 
 # ---------------------------------------------------------------------------
@@ -541,12 +539,11 @@ def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tiny_folder, 
 def test_a_sequential_folder_is_judged_by_its_looks_alone():
     """--seeds auto killed during its first round: meta.json has no looks yet, so no verdict has been reached,
     however clear the runs look; once a look is recorded, the verdict is the boundary's at that look."""
-    meta, runs = _meta([[2.0, 2.1, 2.05], [1.0, 1.1, 1.05]], [0, 1, 2])
-    meta["spec"].update(min_seeds=3, seeds=list(range(10)), variants=meta["variants"])
-    meta["sequential"] = {"min_seeds": 3, "max_seeds": 10, "looks": []}
+    meta, runs = _meta([[2.0, 2.1, 2.05], [1.0, 1.1, 1.05]], [0, 1, 2], min_seeds=3, planned=list(range(10)))
+    meta = replace(meta, sequential={"min_seeds": 3, "max_seeds": 10, "looks": []})
     assert report.summarize(meta, runs)[1]["verdict"] == "inconclusive"
-    assert report.family_boundary(meta) == boundary(0.05, 1, 3, 10)
-    meta["sequential"]["looks"] = [{"seeds": 3, "decided": 1, "rows": 1, "futile": 0}]
+    assert meta.spec.family_boundary() == boundary(0.05, 1, 3, 10)
+    meta.sequential["looks"] = [{"seeds": 3, "decided": 1, "rows": 1, "futile": 0}]
     assert report.summarize(meta, runs)[1]["verdict"] == "better"  # every seed moved by exactly -1: p is 0
 
 
@@ -569,9 +566,7 @@ def test_every_run_diverged_is_a_finished_table_not_an_error(tmp_path):
 
 
 def test_a_placebo_within_the_margin_is_not_a_warning():
-    meta, runs = _meta([[2.0, 2.02, 2.01, 2.03], [2.001, 2.019, 2.011, 2.029]], [0, 1, 2, 3])
-    meta["spec"]["margin"] = 0.01
-    meta["variants"][1]["placebo"] = True
+    meta, runs = _meta([[2.0, 2.02, 2.01, 2.03], [2.001, 2.019, 2.011, 2.029]], [0, 1, 2, 3], placebo=1, margin=0.01)
     summary = report.summarize(meta, runs)
     assert summary[1]["verdict"] == "same"
     note = next(n for n in report.footnotes(meta, runs, summary) if n.startswith("Placebo"))
