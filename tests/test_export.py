@@ -490,7 +490,8 @@ PIPELINE = (
 
 @pytest.mark.slow
 def test_train_export_then_transformers_alone_generates_what_modern_gpt_generates(capsys, monkeypatch, tmp_path):
-    """The README's promise: train all six, export, and a Python without modern-gpt prints the same greedy text."""
+    """docs/instruments.md's promise: train all six, export, and a Python without modern-gpt prints the same greedy
+    text."""
     import subprocess
     import sys
 

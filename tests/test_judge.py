@@ -401,7 +401,7 @@ def test_the_runs_csv_copy_is_read_like_any_file(ablation, tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# The help and the README say what judge does
+# The help and docs/statistics.md say what judge does
 # ---------------------------------------------------------------------------
 def test_help_explains_the_file_format(run_ok):
     text = " ".join(run_ok("judge", "--help").split())
@@ -409,18 +409,21 @@ def test_help_explains_the_file_format(run_ok):
         assert words in text, words
 
 
-def _readme_judge() -> str:
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    return text[text.index("## Anyone's runs: `modern-gpt judge`") : text.index("\n## The model\n")]
+def _docs_judge() -> str:
+    """The judge section of docs/statistics.md, to the next section or the end of the page."""
+    text = (Path(__file__).parent.parent / "docs" / "statistics.md").read_text(encoding="utf-8")
+    start = text.index("## Anyone's runs: `modern-gpt judge`")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
 
 
-def test_the_readme_shows_what_judge_prints(run, run_ok, capsys):
-    """The README's Python example prints what it shows; its CSV gives the table and errors shown (stale
-    numbers here mean the statistics changed: regenerate them with the commands in the README)."""
-    section = _readme_judge()
+def test_the_docs_show_what_judge_prints(run, run_ok, capsys):
+    """docs/statistics.md's Python example prints what it shows; its CSV gives the table and errors shown (stale
+    numbers here mean the statistics changed: regenerate them with the commands on that page)."""
+    section = _docs_judge()
     code, shown = re.search(r"```python\n(.*?)```\n\n```\n(.*?)```", section, re.S).groups()
     names = {}
-    exec(code, names)  # the README's own example, as a reader would run it
+    exec(code, names)  # the page's own example, as a reader would run it
     printed = capsys.readouterr().out
     assert [x.rstrip() for x in printed.splitlines()] == [x.rstrip() for x in shown.splitlines()]
     names["df"].to_csv("acc.csv", index=False)  # run's folder: the test's own

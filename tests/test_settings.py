@@ -1,4 +1,4 @@
-"""The settings have one source: the dataclass fields. Flags, TOML keys and the README's table derive from them,
+"""The settings have one source: the dataclass fields. Flags, TOML keys and docs/settings.md's table derive from them,
 and every config checks its values when it is made."""
 
 import dataclasses
@@ -16,7 +16,7 @@ from modern_gpt.errors import ConfigError, UserError
 from modern_gpt.model import COMPONENT_SUMMARY, COMPONENTS, ModelConfig
 from modern_gpt.train import TrainConfig
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 START, END = "<!-- settings table start", "<!-- settings table end -->"
 
 
@@ -29,12 +29,12 @@ def test_every_field_of_the_three_configs_is_a_setting_with_its_help():
         assert s.default == fields[key].default, key
 
 
-def test_the_readme_table_is_the_generated_one():
-    text = README.read_text(encoding="utf-8")
-    assert text.count(START) == 1 and text.count(END) == 1, "README.md needs the settings table's two markers"
+def test_the_settings_page_s_table_is_the_generated_one():
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.count(START) == 1 and text.count(END) == 1, "docs/settings.md needs the settings table's two markers"
     table = text.split(START, 1)[1].split("-->", 1)[1].split(END, 1)[0].lstrip("\n")
     assert table == settings.markdown_table(), (
-        "README.md's settings table differs from the code: paste the output of "
+        "docs/settings.md's settings table differs from the code: paste the output of "
         "python -c 'from modern_gpt.settings import markdown_table; print(markdown_table(), end=\"\")'"
     )
 
