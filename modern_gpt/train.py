@@ -573,7 +573,7 @@ def train_run(
                 out.curve.append(curve_point(model, corpus, windows, context, step, device))
                 if not finite(out.curve[-1]):
                     break
-        else:  # no break: every loss was finite
+        else:  # no break: every loss, update and evaluation was finite
             out.final = final_losses(model, corpus, windows, context, out.curve[-1], device)
     except (RuntimeError, MemoryError) as e:
         if not is_oom(e):
