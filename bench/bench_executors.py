@@ -10,7 +10,7 @@
     200 submitted at once.
 
 The runs.csv values of the three executors are checked to be equal (bitwise; the smoke config pins one
-thread per run). Prints the machine and the load average with the figures, for the README. Speed is
+thread per run). Prints the machine and the load average with the figures, for docs/measurements.md. Speed is
 measured here, never asserted in a test.
 """
 

@@ -2,7 +2,7 @@
 
     python bench/bench_smoke.py [--repeat 3] [--jobs auto]
 
-Prints each repeat's wall seconds, the median, and the machine, for the README.
+Prints each repeat's wall seconds, the median, and the machine, for docs/measurements.md.
 Speed is measured here, never asserted in a test.
 """
 

@@ -13,7 +13,7 @@ fixed RNG); their family-wise false-positive rate is a U-statistic of the pool, 
 delete-one jackknife over seeds (the tables overlap, so a binomial interval would be far too narrow). Power:
 the same tables with one row's differences shifted by a known amount. --seeds auto: tables of 10 seeds in
 random order, looks at 3..10, the rule of stats.sequential. The first two inits are also measured on windows
-drawn from the seed, as the harness did before the one fixed evaluation set (the README's 'before' row).
+drawn from the seed, as the harness did before the one fixed evaluation set (docs/statistics.md's 'before').
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one exception type for mistakes a user can fix: the CLI prints its message and exits with code 2.
 
 Also `setting`, how the settings dataclasses (ModelConfig, TrainConfig, DataConfig) declare a field with its
-help: that help is the one source of the flag's help, the TOML key and the README's settings table.
+help: that help is the one source of the flag's help, the TOML key and docs/settings.md's settings table.
 """
 
 from dataclasses import field

@@ -1,6 +1,6 @@
 """Pure statistics for paired, multi-seed comparisons: no I/O, no torch, numbers in and numbers out.
 
-The verdict rule (also in the README):
+The verdict rule (also in docs/statistics.md):
   * each row is compared with its reference by a two-sided paired t-test on the
     per-seed differences (complete pairs only);
   * the component rows' p-values are Holm-corrected together, so that the chance of
