@@ -328,6 +328,8 @@ def shape(cfg: dict, source: str = "the config") -> dict:
     dim, heads, layers = _sizes(text, fam, source, where)
     reads = fam.reads if fam else frozenset(OPTIONAL_STRUCTURE)
     given = {n: text.get(n) for n in OPTIONAL_STRUCTURE if text.get(n) is not None and n in reads}
+    if fam is not None and "num_key_value_heads" in text and text["num_key_value_heads"] is None:
+        given["num_key_value_heads"] = _null_kv_heads(fam, heads, source, where)
     kv_heads = _kv_heads(given, fam, heads, source, where)
     head_dim = _head_dim(given, fam, dim, heads, source, where)
     b = _unknown_blocks(text, given) if fam is None else _known_blocks(text, given, fam, dim)
@@ -386,6 +388,21 @@ def _sizes(text: dict, fam: Family | None, source: str, where: str) -> tuple[int
             f"({', '.join('/'.join(n) for n in names)})."
         )
     return dim, heads, layers
+
+
+# The classes whose config reads "num_key_value_heads": null as one K/V head per query head (not the class default)
+NULL_KV_IS_HEADS = frozenset(
+    f"{n}ForCausalLM" for n in ("Llama", "Qwen2", "Qwen3", "Olmo2", "Phi3", "Arcee", "Apertus")
+)
+
+
+def _null_kv_heads(fam: Family, heads: int, source: str, where: str) -> int:
+    if fam.cls in NULL_KV_IS_HEADS:  # Qwen2's default is 32, but null means the head count
+        return heads
+    raise UserError(
+        f"{source}: num_key_value_heads is null{where}, which {fam.cls}'s config does not accept; "
+        "give the number of K/V heads, or leave the field out for the class default."
+    )
 
 
 def _kv_heads(given: dict, fam: Family | None, heads: int, source: str, where: str) -> int | None:
