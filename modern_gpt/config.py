@@ -1,7 +1,8 @@
-"""The settings dataclasses (ModelConfig, TrainConfig, DataConfig) and a model's price by arithmetic alone.
+"""The settings dataclasses (ModelConfig, TrainConfig, DataConfig; AblationOptions for ablate, duel and power)
+and a model's price by arithmetic alone.
 
 Each field carries its default and its help (errors.setting), the one source of its flag, its TOML key and
-the README's settings table (settings.py), and each config checks its values when it is made. param_counts
+docs/settings.md's tables (settings.py), and each dataclass checks its values when it is made. param_counts
 and kv_cache_bytes_per_token read a ModelConfig (or explain's Shapes of a config.json) without building a
 model. Torch-free on purpose: `modern-gpt --help`, an argument error and `params` never wait for torch.
 """
@@ -9,7 +10,7 @@ model. Torch-free on purpose: `modern-gpt --help`, an argument error and `params
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .components import COMPONENTS, component_problem
@@ -22,7 +23,7 @@ from .errors import ConfigError, setting
 # ---------------------------------------------------------------------------
 @dataclass
 class ModelConfig:
-    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
     vocab_size: int = setting(256, "vocabulary size (training sets it from the tokenizer: only params has this flag)")
     context: int = setting(128, "tokens per window: the context length the model trains on")
     dim: int = setting(128, "width of the residual stream (GPT-2's n_embd)")
@@ -217,7 +218,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 
 @dataclass
 class TrainConfig:
-    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
     steps: int = setting(500, "optimizer steps per run")
     batch_size: int = setting(16, "windows per step")
     lr: float = setting(1e-3, "peak learning rate")
@@ -268,7 +269,7 @@ TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face
 
 @dataclass
 class DataConfig:
-    # Each help is the one source of the flag's help and the README's settings table (see settings.py).
+    # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
     path: str = setting(
         "",
         "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order "
@@ -307,3 +308,107 @@ class DataConfig:
             raise ConfigError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
         if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
             raise ConfigError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
+
+
+# ---------------------------------------------------------------------------
+# The ablation's options: its seeds, its statistics and where its runs train (ablate, duel and power, and a
+# config file's [ablation] section). Not a run's settings: a checkpoint does not hold them, and the Spec
+# (planning.py) stores those that decide an ablation's numbers.
+# ---------------------------------------------------------------------------
+AUTO = "auto"  # --seeds auto, --jobs auto
+EXECUTORS = ("local", "ray")
+POWER_SEEDS = 8  # `modern-gpt power` without --seeds: seeds of its variant and of its placebo
+
+
+@dataclass
+class AblationOptions:
+    # Each help is the one source of the flag's help and docs/settings.md's options table (see settings.py).
+    seeds: int | str = setting(  # 80% power at 3 seeds needs 8.0 paired sds in a 6-component table; at 5, 2.8
+        5,
+        "run every row with seeds 0..N-1, or auto: add seeds until every row is decided or cannot be by --max-seeds "
+        f"(power: N only, {POWER_SEEDS} by default)",
+    )
+    seed_list: str | None = setting(None, "explicit seeds instead, e.g. 3,7,11")
+    min_seeds: int = setting(3, "with --seeds auto: the first look at the data")
+    max_seeds: int = setting(10, "with --seeds auto: stop at this many seeds even if rows are undecided")
+    alpha: float = setting(0.05, "the chance of any wrong better/worse in the whole table (family-wise error rate)")
+    margin: float | None = setting(None, "nats: also call a row 'same' when an equivalence test shows |Δ val| < this")
+    placebo: bool = setting(True, "add the first row again with only its weight init changed: what init alone does")
+    match_params: bool = setting(
+        False, "adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's"
+    )
+    jobs: int | str = setting(
+        AUTO, "runs at once, in separate processes; auto: one single-thread run per core on a CPU, one on a GPU"
+    )
+    executor: str = setting(
+        "local",
+        'local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e ".[ray]")',
+    )
+    ray_address: str | None = setting(
+        None,
+        "with --executor ray: the cluster's host:port (unset: RAY_ADDRESS, else a local Ray started for the ablation)",
+    )
+    cpus_per_run: float | None = setting(
+        None, "with --executor ray: the CPUs each run reserves (unset: the run's torch threads, 1 unless --threads)"
+    )
+    gpus_per_run: float | None = setting(
+        None, "with --executor ray: the GPUs each run reserves; fractions share one (0.25: four runs a GPU; unset: 0)"
+    )
+    max_retries: int = setting(
+        2, "times a run is started again when its worker process (or node) dies; then it is recorded as failed"
+    )
+    # Not an option: the names a config file or a flag gave (as Settings.given); a default nobody typed is no choice.
+    given: tuple[str, ...] = field(default=(), compare=False, metadata={"setting": False})
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """The checks about these options alone; the seeds and the statistics are the Spec's (planning.py)."""
+        self._check_executor()
+        self.jobs = _jobs(self.jobs)
+        if self.on_ray and self.jobs != AUTO:  # else it would be silently ignored
+            raise ConfigError(
+                f"--jobs {self.jobs} goes with --executor local; on Ray every run is a task, and --cpus-per-run and "
+                "--gpus-per-run decide how many train at once."
+            )
+        if self.max_retries < 0:
+            raise ConfigError(f"--max-retries must not be negative, got {self.max_retries}.")
+
+    def _check_executor(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"unknown executor {self.executor!r}; choose {' or '.join(EXECUTORS)}.")
+        for name in ("ray_address", "cpus_per_run", "gpus_per_run"):
+            if not self.on_ray and getattr(self, name) is not None:
+                raise ConfigError(f"--{name.replace('_', '-')} goes with --executor ray.")
+        if self.ray_address is not None and not self.ray_address.strip():
+            raise ConfigError("--ray-address is empty; give host:port, or leave it out for a local Ray.")
+        if self.cpus_per_run is not None and not 0 < self.cpus_per_run < math.inf:
+            raise ConfigError(f"--cpus-per-run must be a positive number, got {self.cpus_per_run}.")
+        gpus = self.gpus_per_run
+        if gpus is not None and not (0 <= gpus < math.inf and (gpus <= 1 or gpus == int(gpus))):
+            raise ConfigError(
+                f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}."
+            )
+
+    @property
+    def on_ray(self) -> bool:
+        return self.executor == "ray"
+
+    def choice(self, name: str):
+        """The option's value when a config file or a flag gave it, else None (the default: nobody chose it)."""
+        return getattr(self, name) if name in self.given else None
+
+
+def _jobs(jobs: int | str) -> int | str:
+    """--jobs: a whole number of 1 or more, or auto (the best use of this machine); returns it parsed."""
+    if isinstance(jobs, str):
+        if jobs.strip().lower() == AUTO:
+            return AUTO
+        try:
+            jobs = int(jobs)
+        except ValueError:
+            raise ConfigError(f"--jobs must be a whole number or auto, got {jobs!r}.") from None
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}.")
+    return jobs

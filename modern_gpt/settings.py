@@ -1,9 +1,10 @@
 """Settings: the dataclass defaults, then a TOML file, then command-line flags, each overriding the one before.
 
-The three settings dataclasses (ModelConfig, TrainConfig, DataConfig, in config.py) are the
+The settings dataclasses (ModelConfig, TrainConfig, DataConfig, and AblationOptions, in config.py) are the
 one source of truth: each field carries its default and its help (errors.setting), and
-each config checks its values when it is made. This module maps TOML sections, CLI
-flags and the README's settings table (markdown_table) onto their fields.
+each checks its values when it is made. This module maps TOML sections, CLI
+flags and docs/settings.md's tables (markdown_table) onto their fields. A run's settings (Settings: model, train,
+data) are saved with it; an ablation's options ([ablation]) are read by ablate, duel and power alone.
 """
 
 from __future__ import annotations
@@ -18,13 +19,26 @@ from importlib import resources
 from pathlib import Path
 
 from .components import COMPONENT_SUMMARY, COMPONENTS
-from .config import DataConfig, ModelConfig, TrainConfig
+from .config import AblationOptions, DataConfig, ModelConfig, TrainConfig
 from .errors import UserError
 
-SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
+SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}  # a run's settings
+ABLATION = "ablation"  # the section of an ablation's options
+TABLES = {**SECTIONS, ABLATION: AblationOptions}  # every section a TOML file may hold
 
 FLAGS = {"model.dim": ("--dim", "--n-embd"), "train.steps": ("--steps", "--iters"), "data.path": ("--data",)}
-PANELS = {"model": "Model", "train": "Training", "data": "Data"}
+# The help panel of a section's flags, or of one key's
+PANELS = {
+    "model": "Model",
+    "train": "Training",
+    "data": "Data",
+    ABLATION: "Ablation",
+    **{f"{ABLATION}.{n}": "Statistics" for n in ("min_seeds", "max_seeds", "alpha", "margin", "placebo")},
+    **{
+        f"{ABLATION}.{n}": "Where the runs train"
+        for n in ("executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -33,7 +47,7 @@ class Setting:
 
     section: str
     name: str
-    type: type  # int, float, bool or str
+    type: type  # int, float, bool or str; or int | str (--seeds and --jobs: a number or auto)
     optional: bool  # None is a valid value
     default: object
     help: str  # the field's metadata["help"] (a component's: its COMPONENT_SUMMARY line), the one place it is written
@@ -47,16 +61,27 @@ class Setting:
         return FLAGS.get(self.key, ("--" + self.name.replace("_", "-"),))
 
     @property
+    def param(self) -> str:
+        """The command's parameter that holds the flag's value."""
+        return f"{self.section}_{self.name}"
+
+    @property
+    def panel(self) -> str:
+        return PANELS.get(self.key, PANELS[self.section])
+
+    @property
     def is_component(self) -> bool:
         """A component switch: a flag that only switches it on (--rope), with --modern for all of them."""
         return self.section == "model" and self.name in COMPONENTS
 
 
 def _settings(section: str) -> list[Setting]:
-    cls = SECTIONS[section]
+    cls = TABLES[section]
     hints = typing.get_type_hints(cls)
     out = []
     for f in fields(cls):
+        if f.metadata.get("setting") is False:  # AblationOptions.given
+            continue
         hint = hints[f.name]
         args = typing.get_args(hint)
         optional = isinstance(hint, types.UnionType) and type(None) in args
@@ -68,7 +93,8 @@ def _settings(section: str) -> list[Setting]:
     return out
 
 
-ALL = {s.key: s for section in SECTIONS for s in _settings(section)}
+ALL = {s.key: s for section in SECTIONS for s in _settings(section)}  # a run's settings
+OPTIONS = {s.key: s for s in _settings(ABLATION)}  # an ablation's
 
 
 def cli_settings(sections: tuple[str, ...], exclude: tuple[str, ...] = ()) -> list[Setting]:
@@ -76,10 +102,12 @@ def cli_settings(sections: tuple[str, ...], exclude: tuple[str, ...] = ()) -> li
     return [s for s in ALL.values() if s.section in sections and not s.is_component and s.key not in exclude]
 
 
-def markdown_table() -> str:
-    """The README's table of every setting: its TOML key, its flags, its default and its help.
+def markdown_table(sections: tuple[str, ...] = tuple(SECTIONS)) -> str:
+    """docs/settings.md's table of every setting of these sections (or of the ablation's options: (ABLATION,)): its
+    TOML key, its flags, its default and its help.
 
-    tests/test_settings.py checks that README.md holds exactly this, so the two cannot drift apart."""
+    tests/test_settings.py and tests/test_options.py check that docs/settings.md holds exactly these, so the two cannot
+    drift apart."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("*", "\\*")
@@ -97,7 +125,7 @@ def markdown_table() -> str:
         return ", ".join(f"`{f}`" for f in s.flags)
 
     lines = ["| TOML key | flag | default | what |", "| --- | --- | --- | --- |"]
-    for s in ALL.values():
+    for s in (s for section in sections for s in _settings(section)):
         lines.append(f"| `[{s.section}]` `{s.name}` | {flags(s)} | {default(s)} | {cell(s.help)} |")
     return "\n".join(lines) + "\n"
 
@@ -129,12 +157,13 @@ def _check_value(setting: Setting, value, where: str):
     if value is None and setting.optional:
         return None
     t = setting.type
-    ok = isinstance(value, t) and not (t is int and isinstance(value, bool))
+    types_ = typing.get_args(t) or (t,)  # int | str: either
+    ok = isinstance(value, t) and not (bool not in types_ and isinstance(value, bool))
     if t is float and isinstance(value, int) and not isinstance(value, bool):
         ok, value = True, float(value)
     if not ok:
         names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-        raise UserError(f"{where}: {setting.key} must be {names[t]}, got {value!r}.")
+        raise UserError(f"{where}: {setting.key} must be {' or '.join(names[a] for a in types_)}, got {value!r}.")
     return value
 
 
@@ -147,19 +176,20 @@ def read_toml(path: Path) -> dict[str, object]:
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path} is not valid TOML: {e}.") from None
     out: dict[str, object] = {}
+    keys = {**ALL, **OPTIONS}
     for section, table in doc.items():
-        if section not in SECTIONS or not isinstance(table, dict):
-            raise UserError(f"{path}: unknown section [{section}]; the sections are {', '.join(SECTIONS)}.")
+        if section not in TABLES or not isinstance(table, dict):
+            raise UserError(f"{path}: unknown section [{section}]; the sections are {', '.join(TABLES)}.")
         for name, value in table.items():
             key = f"{section}.{name}"
-            if key not in ALL:
-                known = [s.name for s in ALL.values() if s.section == section]
+            if key not in keys:
+                known = [s.name for s in keys.values() if s.section == section]
                 close = difflib.get_close_matches(name, known, n=1)
                 hint = (
                     f"; did you mean {close[0]!r}?" if close else f"; the keys of [{section}] are {', '.join(known)}."
                 )
                 raise UserError(f"{path}: unknown key {name!r} in [{section}]{hint}")
-            out[key] = _check_value(ALL[key], value, str(path))
+            out[key] = _check_value(keys[key], value, str(path))
     if isinstance(out.get("data.path"), str) and out["data.path"]:
         out["data.path"] = str((path.parent / out["data.path"]).expanduser())  # relative to the file
     tokenizer = out.get("data.tokenizer")
@@ -183,14 +213,24 @@ class Settings:
         return {"model": self.model.to_dict(), "train": vars(self.train).copy(), "data": vars(self.data).copy()}
 
 
-def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Settings:
-    """Defaults, then --smoke's or --config's file, then the flags given (None means not given)."""
-    values: dict[str, object] = {}
+def config_values(config: str | None, smoke: bool) -> dict[str, object]:
+    """The values of --smoke's or --config's file, {"section.key": value}; none without either."""
     if smoke and config:
         raise UserError("--smoke and --config both choose a config file; give one of them.")
     if smoke or config:
-        path = shipped_configs() / "smoke.toml" if smoke else find_config(config)
-        values.update(read_toml(path))
+        return read_toml(shipped_configs() / "smoke.toml" if smoke else find_config(config))
+    return {}
+
+
+def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Settings:
+    """Defaults, then --smoke's or --config's file, then the flags given (None means not given)."""
+    return resolve_values(config_values(config, smoke), overrides)
+
+
+def resolve_values(file: dict[str, object], overrides: dict[str, object]) -> Settings:
+    """A run's settings: the defaults, then a config file's values (its [ablation] section aside), then the
+    flags given (None means not given)."""
+    values = {k: v for k, v in file.items() if k in ALL}
     values.update({k: v for k, v in overrides.items() if v is not None})
     parts = {section: {} for section in SECTIONS}
     for key, value in values.items():
@@ -204,6 +244,20 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
     if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too
         data = replace(data, tokenizer=str(data.tokenizer_file.resolve()))
     return Settings(model, train, data, tuple(values), tuple(k for k, v in overrides.items() if v is not None))
+
+
+def resolve_options(
+    file: dict[str, object], overrides: dict[str, object], command: str, names: tuple[str, ...]
+) -> AblationOptions:
+    """An ablation's options: the defaults, then a config file's [ablation] section, then the flags given (None
+    means not given). names: those the command reads; a key of the file's that it does not read is refused,
+    since it would change nothing, silently."""
+    unread = [k.split(".")[1] for k in file if k in OPTIONS and k.split(".")[1] not in names]
+    if unread:
+        raise UserError(f"{command} does not read the config file's [{ABLATION}] {', '.join(unread)}; leave it out.")
+    values = {k.split(".")[1]: v for k, v in file.items() if k in OPTIONS}
+    values.update({k.split(".")[1]: v for k, v in overrides.items() if v is not None})
+    return AblationOptions(**values, given=tuple(values))
 
 
 def saved_settings_problem(d) -> str | None:
