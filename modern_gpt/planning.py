@@ -29,7 +29,6 @@ PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
 JUDGE = "judge"  # the plan of a table `modern-gpt judge` reads from a file: its rows and seeds are the file's
 ALPHA = AblationOptions.alpha  # the default family-wise error rate of a table's verdicts (--alpha)
 MAX_SEED = 2**63 - 1  # a seed must fit the 64-bit integer columns of runs.csv (torch takes any below 2**64)
-POWER_DEFAULT_SEEDS = POWER_SEEDS  # `modern-gpt power` without --seeds: seeds of the variant and of its placebo
 POWER_MIN_SEEDS = 3  # the fewest pairs whose paired sd power reports an mde from
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
@@ -500,7 +499,7 @@ def plan_spec(
     alpha = ALPHA if alpha is None else alpha
     check_statistics(alpha, margin)
     rows = _rows(settings, plan, components, variants, match, placebo, rates)
-    seeds = parse_seeds(POWER_DEFAULT_SEEDS if plan == "power" and seeds is None else seeds)
+    seeds = parse_seeds(POWER_SEEDS if plan == "power" and seeds is None else seeds)
     if seeds == AUTO:
         low, high = _auto_seeds(seed_list_text, min_seeds, max_seeds)
         spec = Spec(
@@ -513,7 +512,7 @@ def plan_spec(
     chosen = seed_list(seeds, seed_list_text)
     if plan == "power" and len(chosen) < POWER_MIN_SEEDS:
         raise UserError(
-            f"power needs at least {POWER_MIN_SEEDS} seeds to measure a paired sd ({POWER_DEFAULT_SEEDS} advised), got "
+            f"power needs at least {POWER_MIN_SEEDS} seeds to measure a paired sd ({POWER_SEEDS} advised), got "
             f"{len(chosen)}."
         )
     return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin, lrs=rates)

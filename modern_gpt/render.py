@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.table import Table
 
-from .config import PIECES, ModelConfig, kv_cache_bytes_per_token, param_counts
-from .planning import POWER_DEFAULT_SEEDS, label
+from .config import PIECES, POWER_SEEDS, ModelConfig, kv_cache_bytes_per_token, param_counts
+from .planning import label
 from .stats import INCONCLUSIVE, MAX_PAIRS
 
 if TYPE_CHECKING:
@@ -330,7 +330,7 @@ def power_sentences(info: dict) -> list[str]:
         return [
             f"{info['variant']}: {seeds}{of} seeds trained, and {info['pairs']} pair{'s' if info['pairs'] != 1 else ''} "
             "with the placebo init: too few "
-            f"to measure a paired sd (at least {info['min_pairs']} pairs, {POWER_DEFAULT_SEEDS} advised), so no mde and "
+            f"to measure a paired sd (at least {info['min_pairs']} pairs, {POWER_SEEDS} advised), so no mde and "
             "no placebo check are given; the notes below say which runs are missing, diverged or left out."
         ]
     check = (

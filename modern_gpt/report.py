@@ -571,9 +571,7 @@ def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
     return notes
 
 
-def load(
-    folder, at_lr: float | None = None, verdicts: bool = True
-) -> tuple[Meta, list[dict], list[str], dict | None]:
+def load(folder, at_lr: float | None = None, verdicts: bool = True) -> tuple[Meta, list[dict], list[str], dict | None]:
     """meta.json, the summary rows, the footnotes and (for a duel) its figures, from the folder's files alone
     (folder: a path or its ResultsDir), meta.json and runs/ each read once; with --lrs each row at its best
     learning rate, or all at at_lr. verdicts=False: the footnotes of a folder shown without its verdict table
@@ -660,7 +658,7 @@ def _duel_windows(meta: Meta, good: pd.DataFrame) -> dict:
 # ---------------------------------------------------------------------------
 # `modern-gpt power`: how many seeds a question needs
 # ---------------------------------------------------------------------------
-POWER_TABLE_SEEDS = (3, 5, 10, 20)  # the seed counts power's mde table shows (it trains POWER_DEFAULT_SEEDS)
+POWER_TABLE_SEEDS = (3, 5, 10, 20)  # the seed counts power's mde table shows (it trains config.POWER_SEEDS)
 
 
 def power_info(meta: Meta, summary: list[dict]) -> dict:
@@ -692,7 +690,8 @@ def power_info(meta: Meta, summary: list[dict]) -> dict:
         "alpha": alpha,
         "table_rows": table_rows,
         "mde": [
-            {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)} for n in POWER_TABLE_SEEDS
+            {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)}
+            for n in POWER_TABLE_SEEDS
         ]
         if enough
         else [],
