@@ -1,4 +1,6 @@
-"""The `modern-gpt` command line: parses flags, calls the library, prints what render.py renders. No logic of its own."""
+"""The `modern-gpt` command line: its flags (the settings' and the ablation's options' generated from their
+dataclasses), a user error as one sentence and exit code 2, and what render.py renders, printed. What a command
+decides, the library decides: planning.py what an ablation runs, running.py how, report.py what it found."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from rich.console import Console
 
 from . import __version__
 from .components import COMPONENT_SUMMARY, COMPONENTS
+from .config import AUTO, POWER_SEEDS
 from .errors import UserError
-from .settings import PANELS, SECTIONS, cli_settings, resolve
+from .settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings, config_values, resolve_options, resolve_values
 
 app = typer.Typer(
     name="modern-gpt",
@@ -124,66 +127,72 @@ def _option(name: str, annotation, default, *flags: str, help: str, panel: str) 
     )
 
 
-def with_settings(sections: tuple[str, ...] = tuple(SECTIONS), components: bool = True, exclude: tuple[str, ...] = ()):
-    """Adds --config, --smoke, one flag per setting and (optionally) the component switches to a command,
-    and calls it with `settings`, the resolved Settings."""
+def _flag_help(s: Setting) -> str:
+    """A setting's flag help: the dataclass field's own (see settings.py), with its default."""
+    default = f" \\[default: {s.default}]" if s.default not in (None, "") else ""
+    return s.help.replace("[", "\\[") + default
+
+
+def _setting_option(s: Setting, help: str | None = None) -> inspect.Parameter:
+    flags = s.flags if s.type is not bool else (f"{s.flags[0]}/--no-{s.flags[0][2:]}",)
+    kind = str if typing.get_args(s.type) else s.type  # int | str, a number or auto: its dataclass parses it
+    return _option(s.param, kind | None, None, *flags, help=help or _flag_help(s), panel=s.panel)
+
+
+def _file_options() -> list[inspect.Parameter]:
+    """--config and --smoke: the settings file."""
+    config_help = "TOML settings file, or a shipped one by name: smoke, mini, shakespeare."
+    smoke_help = "Tiny settings and the built-in corpus: a CPU run in seconds (configs/smoke.toml)."
+    return [
+        _option("config", str | None, None, "--config", "-c", help=config_help, panel="Settings"),
+        _option("smoke", bool, False, "--smoke", help=smoke_help, panel="Settings"),
+    ]
+
+
+def _component_switches() -> list[inspect.Parameter]:
+    flags = [(c, "--" + c.replace("_", "-"), COMPONENT_SUMMARY[c]) for c in COMPONENTS]
+    flags.append(("modern", "--modern", "All the components."))
+    return [_option(name, bool, False, flag, help=text, panel="Components") for name, flag, text in flags]
+
+
+def _switched_on(kw: dict) -> dict[str, bool]:
+    """The components the switches turn on (every one with --modern), as overrides; takes the switches from kw."""
+    modern = kw.pop("modern")
+    return {f"model.{c}": True for c in COMPONENTS if kw.pop(c) or modern}
+
+
+def with_settings(
+    sections: tuple[str, ...] = tuple(SECTIONS),
+    components: bool = True,
+    exclude: tuple[str, ...] = (),
+    options: tuple[str, ...] = (),
+    helps: dict[str, str] | None = None,
+):
+    """Adds --config, --smoke, one flag per setting, (optionally) the component switches, and the flags of these
+    ablation options (AblationOptions' field names; helps: a command's own help of some) to a command. It is
+    called with `settings`, the resolved Settings, and with options also `options`, the resolved AblationOptions:
+    each the defaults, then the config file, then the flags."""
     settings = cli_settings(sections, exclude)
+    chosen = [OPTIONS[f"{ABLATION}.{name}"] for name in options]
 
     def deco(func):
         hints = typing.get_type_hints(func, include_extras=True)  # annotations are strings in this module
-        own = [p for p in inspect.signature(func).parameters.values() if p.name != "settings"]
+        own = [p for p in inspect.signature(func).parameters.values() if p.name not in ("settings", "options")]
         params = [p.replace(annotation=hints[p.name]) for p in own]
-        params.append(
-            _option(
-                "config",
-                str | None,
-                None,
-                "--config",
-                "-c",
-                help="TOML settings file, or a shipped one by name: smoke, mini, shakespeare.",
-                panel="Settings",
-            )
-        )
-        params.append(
-            _option(
-                "smoke",
-                bool,
-                False,
-                "--smoke",
-                help="Tiny settings and the built-in corpus: a CPU run in seconds (configs/smoke.toml).",
-                panel="Settings",
-            )
-        )
-        for s in settings:  # the help is the dataclass field's own (see settings.py)
-            flags = s.flags if s.type is not bool else (f"{s.flags[0]}/--no-{s.flags[0][2:]}",)
-            text = s.help.replace("[", "\\[") + (f" \\[default: {s.default}]" if s.default not in (None, "") else "")
-            params.append(
-                _option(
-                    f"{s.section}_{s.name}",
-                    s.type | None,
-                    None,
-                    *flags,
-                    help=text,
-                    panel=PANELS[s.section],
-                )
-            )
-        if components:
-            for c in COMPONENTS:
-                params.append(
-                    _option(c, bool, False, "--" + c.replace("_", "-"), help=COMPONENT_SUMMARY[c], panel="Components")
-                )
-            params.append(_option("modern", bool, False, "--modern", help="All the components.", panel="Components"))
+        params += [_setting_option(s, (helps or {}).get(s.name)) for s in chosen]
+        params += _file_options() + [_setting_option(s) for s in settings]
+        params += _component_switches() if components else []
 
         @functools.wraps(func)
         def wrapper(**kw):
-            overrides = {s.key: kw.pop(f"{s.section}_{s.name}") for s in settings}
-            if components:
-                modern = kw.pop("modern")
-                for c in COMPONENTS:
-                    if kw.pop(c) or modern:
-                        overrides[f"model.{c}"] = True
-            config, smoke = kw.pop("config"), kw.pop("smoke")
-            return func(settings=resolve(config, smoke, overrides), **kw)
+            overrides = {s.key: kw.pop(s.param) for s in settings}
+            overrides.update(_switched_on(kw) if components else {})
+            given = {s.key: kw.pop(s.param) for s in chosen}
+            file = config_values(kw.pop("config"), kw.pop("smoke"))
+            kw["settings"] = resolve_values(file, overrides)
+            if options:
+                kw["options"] = resolve_options(file, given, func.__name__, options)
+            return func(**kw)
 
         wrapper.__signature__ = inspect.Signature(params)
         return wrapper
@@ -197,7 +206,6 @@ def with_settings(sections: tuple[str, ...] = tuple(SECTIONS), components: bool 
 # ---------------------------------------------------------------------------
 FORMATS = ("table", "markdown", "csv", "json")  # a results folder's table: ablate, duel and report
 TABLE_OR_JSON = ("table", "json")  # the other commands
-MAX_SEED = 2**64 - 1  # torch's generators take seeds below 2**64 (an ablation's stop at results.MAX_SEED)
 
 
 def _choices(allowed: tuple[str, ...]) -> str:
@@ -216,6 +224,8 @@ def _format_of(allowed: tuple[str, ...]):
 
 
 def _seed(value: int) -> int:
+    from .planning import MAX_SEED  # the one largest seed: an ablation's, stored in runs.csv's 64-bit columns
+
     if not 0 <= value <= MAX_SEED:
         raise UserError(f"--seed must be between 0 and {MAX_SEED}, got {value}.")
     return value
@@ -341,8 +351,9 @@ def _command_line() -> str:
 def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
     from . import render, report
 
-    power = fmt in TABLE_OR_JSON and report.ResultsDir(folder).read_meta()["spec"]["plan"] == "power"
-    meta, summary, notes, duel_info = report.load(folder, at_lr, verdicts=not power)
+    results = report.ResultsDir(folder)
+    power = fmt in TABLE_OR_JSON and results.spec.plan == "power"
+    meta, summary, notes, duel_info = report.load(results, at_lr, verdicts=not power)
     if power:  # what `modern-gpt power` printed, with the notes every folder gets
         _print_power(report.power_info(meta, summary), notes, fmt)
         return
@@ -375,61 +386,75 @@ def _print_power(info: dict, notes: list[str], fmt: str) -> None:
         console.print(f"- {note}", highlight=False, markup=False)
 
 
+def _plan_choices(options, **rows) -> dict:
+    """plan_spec's choices (planning.py): the rows' flags, and the ablation's options that a flag or the config
+    file gave; None for one nobody gave (its default), which --resume does not compare."""
+    return {
+        **rows,
+        "seeds": options.choice("seeds"),
+        "seed_list_text": options.choice("seed_list"),
+        "min_seeds": options.choice("min_seeds"),
+        "max_seeds": options.choice("max_seeds"),
+        "alpha": options.choice("alpha"),
+        "margin": options.choice("margin"),
+        "placebo": options.choice("placebo"),
+        "match": options.match_params,  # off is no choice: --resume compares it only when on
+    }
+
+
+def _plan(default_plan: str, settings, options, choices: dict, out: str | None, resume: Path | None):
+    """The Spec of a new ablation, or None with --resume, whose flags given must agree with its folder; and the
+    learning rates, for --at-lr."""
+    from .planning import check_resume, command_of, parse_seeds, plan_spec
+
+    if default_plan == "power" and parse_seeds(choices["seeds"]) == AUTO:
+        raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
+    plan = choices.pop("plan", None)
+    if resume is None:
+        spec = plan_spec(settings, plan or default_plan, **choices)
+        return spec, spec.lrs
+    if out is not None and Path(out).resolve() != Path(resume).resolve():
+        raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
+    from .results import ResultsDir
+
+    results = ResultsDir(resume)
+    results.check_resumed_by(command_of(default_plan))
+    check_resume(resume, results.spec, settings, {**choices, "plan": plan})  # only what was given is compared
+    return None, results.spec.lrs
+
+
 def _run_ablation(
     default_plan: str,
     settings,
+    options,
+    choices: dict,
     *,
-    plan: str | None = None,
-    seed_list: str | None = None,
-    match_params: bool = False,
-    variant: str | None = None,
+    out: str | None,
+    resume: Path | None,
+    fmt: str,
     at_lr: float | None = None,
-    jobs: str = "auto",
-    executor: str = "local",
-    ray_address: str | None = None,
-    cpus_per_run: float | None = None,
-    gpus_per_run: float | None = None,
-    max_retries: int = 2,
-    out: str | None = None,
-    resume: Path | None = None,
-    fmt: str = "table",
-    **choices,
 ) -> None:
-    """What ablate, duel and power share: plan, start or resume, run on the chosen executor with a progress
-    display, write and print the report. Each command passes its flags by their names (**locals()), so that the
-    list of shared flags is written once, in the Annotated aliases above; choices: the rest of plan_spec's."""
-    from . import render, report
-    from .executors import ExecutorOptions, check_jobs
-    from .planning import check_resume, plan_spec
-    from .progress import AblationDisplay
-    from .results import ResultsDir, command_of
+    """What ablate, duel and power share: plan (or check a --resume), start or resume on the chosen executor, and
+    train with a progress display; then write and print the report. choices: see _plan_choices."""
+    requested, lrs = _plan(default_plan, settings, options, choices, out, resume)
+    from . import report  # pandas loads here, after the plan's checks
 
-    if resume is not None:
-        if out is not None and Path(out).resolve() != Path(resume).resolve():
-            raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
-        ResultsDir(resume).check_resumed_by(command_of(default_plan))
-        out = None
-    choices.update(seed_list_text=seed_list, match=match_params)
-    if variant is not None:  # power's one architecture
-        choices["variants"] = variant
-    # --no-placebo is a choice given; another flag's False (--match-params left out) is not
-    explicit = bool(
-        settings.given or plan or any(v is not None and (v is not False or k == "placebo") for k, v in choices.items())
-    )
-    options = ExecutorOptions(executor, ray_address, cpus_per_run, gpus_per_run, max_retries).check()
-    check_jobs(jobs)
-    if resume is not None and explicit:  # only what was given is compared, never a default nobody typed
-        check_resume(resume, ResultsDir(resume).read_meta()["spec"], settings, {**choices, "plan": plan})
-    requested = plan_spec(settings, plan or default_plan, **choices) if resume is None else None
-    lrs = requested.lrs if requested is not None else ResultsDir(resume).read_meta()["spec"].get("lrs")
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     from .running import resume as resume_ablation  # torch loads here, after every check of the flags
     from .running import start
 
-    if resume:
-        ablation = resume_ablation(resume, jobs, options)
+    if resume is not None:
+        _train(resume_ablation(resume, options), fmt, at_lr)
     else:
-        ablation = start(requested, out, jobs, _command_line(), options)
+        _train(start(requested, out, _command_line(), options), fmt, at_lr)
+
+
+def _train(ablation, fmt: str, at_lr: float | None) -> None:
+    """Train what is pending with a progress display; then write the report and print it. Ctrl-C: the summary of
+    what finished, the command that resumes, exit code 130."""
+    from . import render, report
+    from .progress import AblationDisplay
+
     folder, spec = ablation.results.path, ablation.spec
     log = Console(stderr=True)
     log.print(render.run_count(spec, ablation.total, folder), markup=False, highlight=False)
@@ -440,7 +465,7 @@ def _run_ablation(
     except KeyboardInterrupt:
         report.write(folder, draw=False)  # the summary of what finished
         done = len(ablation.results.finished())
-        print(render.interrupted(done, ablation.total, folder, command_of(spec.plan)), file=sys.stderr)
+        print(render.interrupted(done, ablation.total, folder, spec.resume_command(folder)), file=sys.stderr)
         raise typer.Exit(130) from None
     report.write(folder)
     _print_report(folder, fmt, at_lr)
@@ -461,51 +486,17 @@ VARIANT_HELP = (
     "The architecture to measure: classic, modern, or components joined by +; measure the noisiest one you plan "
     "(rows that change the architecture can be several times noisier than two inits of classic) \\[default: classic]."
 )
-POWER_SEEDS_HELP = "Seeds to train it with, each also with the placebo init \\[default: 8]."
-SEEDS_HELP = (
-    "Run every variant with seeds 0..N-1 \\[default: 5], or auto: add seeds until every row is decided or cannot be "
-    "by --max-seeds."
-)
-AUTO_HELP = "With --seeds auto: the first look at the data \\[default: 3]."
-MAX_HELP = "With --seeds auto: stop at this many seeds even if rows are undecided \\[default: 10]."
-ALPHA_HELP = "The chance of any wrong better/worse in the whole table (family-wise error rate) \\[default: 0.05]."
-MARGIN_HELP = "Nats: also call a row 'same' when an equivalence test shows |Δ val| < this."
-PLACEBO_HELP = "Add the first row again with only its weight init changed: what init alone does \\[default: on]."
-JOBS_HELP = "Runs at once, in separate processes; auto: one single-thread run per core on a CPU, one on a GPU \\[default: auto]."
 RESUME_HELP = "Finish an interrupted run of this command in this results folder; its settings are reused."
-MATCH_HELP = "Adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's."
 PANEL = "Ablation"
-STATS = "Statistics"
-WHERE = "Where the runs train"
-EXECUTOR_HELP = (
-    'local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e ".\\[ray]").'
-)
-RAY_ADDRESS_HELP = "With --executor ray: the cluster's address (host:port) \\[default: RAY_ADDRESS, else a local Ray started for the ablation]."
-CPUS_HELP = "With --executor ray: the CPUs each run reserves \\[default: the run's torch threads, 1 unless --threads]."
-GPUS_HELP = (
-    "With --executor ray: the GPUs each run reserves; fractions share one (0.25: four runs a GPU) \\[default: 0]."
-)
-RETRIES_HELP = "Times a run is started again when its worker process (or node) dies; then it is recorded as failed."
+
+# The ablation's options (AblationOptions, in config.py): their flags, help and defaults come from its fields.
+ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
+POWER_OPTIONS = ("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
 
 
-# The options ablate, duel and power share.
-Seeds = Annotated[str | None, typer.Option(help=SEEDS_HELP, rich_help_panel=PANEL)]
-SeedList = Annotated[str | None, typer.Option(help="Explicit seeds instead, e.g. 3,7,11.", rich_help_panel=PANEL)]
-MinSeeds = Annotated[int | None, typer.Option(help=AUTO_HELP, rich_help_panel=STATS)]
-MaxSeeds = Annotated[int | None, typer.Option(help=MAX_HELP, rich_help_panel=STATS)]
-Alpha = Annotated[float | None, typer.Option(help=ALPHA_HELP, rich_help_panel=STATS)]
-Margin = Annotated[float | None, typer.Option(help=MARGIN_HELP, rich_help_panel=STATS)]
-Placebo = Annotated[
-    bool | None,
-    typer.Option("--placebo/--no-placebo", help=PLACEBO_HELP, rich_help_panel=STATS, show_default=False),
-]
-MatchParams = Annotated[bool, typer.Option("--match-params", help=MATCH_HELP, rich_help_panel=PANEL)]
-Jobs = Annotated[str, typer.Option(help=JOBS_HELP, rich_help_panel=PANEL)]
-Executor = Annotated[str, typer.Option(help=EXECUTOR_HELP, rich_help_panel=WHERE)]
-RayAddress = Annotated[str | None, typer.Option(help=RAY_ADDRESS_HELP, rich_help_panel=WHERE)]
-CpusPerRun = Annotated[float | None, typer.Option(help=CPUS_HELP, rich_help_panel=WHERE)]
-GpusPerRun = Annotated[float | None, typer.Option(help=GPUS_HELP, rich_help_panel=WHERE)]
-MaxRetries = Annotated[int, typer.Option(help=RETRIES_HELP, rich_help_panel=WHERE)]
+POWER_SEEDS_HELP = f"Seeds to train it with, each also with the placebo init \\[default: {POWER_SEEDS}]."
+STATS = OPTIONS[f"{ABLATION}.alpha"].panel
+Alpha = Annotated[float | None, typer.Option(help=_flag_help(OPTIONS[f"{ABLATION}.alpha"]), rich_help_panel=STATS)]
 Resume = Annotated[Path | None, typer.Option(help=RESUME_HELP, rich_help_panel=PANEL)]
 LR = "Learning rates"
 LRS_HELP = (
@@ -521,80 +512,51 @@ OutAblate, OutDuel, OutPower = (_out("Results", f"results/<time>-{c}", PANEL) fo
 
 
 @app.command()
-@with_settings(components=False, exclude=("model.vocab_size",))
+@with_settings(components=False, exclude=("model.vocab_size",), options=ABLATE_OPTIONS)
 def ablate(
     settings,
+    options,
     plan: Annotated[str | None, typer.Option(help=PLAN_HELP, rich_help_panel=PANEL)] = None,
     components: Annotated[str | None, typer.Option(help=COMPONENTS_HELP, rich_help_panel=PANEL)] = None,
     variants: Annotated[str | None, typer.Option(help=VARIANTS_HELP, rich_help_panel=PANEL)] = None,
-    seeds: Seeds = None,
-    seed_list: SeedList = None,
-    min_seeds: MinSeeds = None,
-    max_seeds: MaxSeeds = None,
-    alpha: Alpha = None,
-    margin: Margin = None,
-    placebo: Placebo = None,
-    match_params: MatchParams = False,
     lrs: Lrs = None,
     lr_sweep: LrSweep = None,
     at_lr: AtLr = None,
-    jobs: Jobs = "auto",
-    executor: Executor = "local",
-    ray_address: RayAddress = None,
-    cpus_per_run: CpusPerRun = None,
-    gpus_per_run: GpusPerRun = None,
-    max_retries: MaxRetries = 2,
     out: OutAblate = None,
     resume: Resume = None,
     fmt: Format = "table",
 ) -> None:
     """Train every variant with every seed and print one table: does each component really help?"""
-    _run_ablation("cumulative", **locals())
+    choices = _plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    _run_ablation("cumulative", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
 @app.command()
-@with_settings(components=False, exclude=("model.vocab_size",))
+@with_settings(components=False, exclude=("model.vocab_size",), options=ABLATE_OPTIONS)
 def duel(
     settings,
-    seeds: Seeds = None,
-    seed_list: SeedList = None,
-    min_seeds: MinSeeds = None,
-    max_seeds: MaxSeeds = None,
-    alpha: Alpha = None,
-    margin: Margin = None,
-    placebo: Placebo = None,
-    match_params: MatchParams = False,
+    options,
     lrs: Lrs = None,
     lr_sweep: LrSweep = None,
     at_lr: AtLr = None,
-    jobs: Jobs = "auto",
-    executor: Executor = "local",
-    ray_address: RayAddress = None,
-    cpus_per_run: CpusPerRun = None,
-    gpus_per_run: GpusPerRun = None,
-    max_retries: MaxRetries = 2,
     out: OutDuel = None,
     resume: Resume = None,
     fmt: Format = "table",
 ) -> None:
     """All-classic (GPT-2) against all-modern (every component on: Qwen3-style, Llama's pieces and QK-norm) on
     the same data, seeds and steps."""
-    _run_ablation("duel", **locals())
+    choices = _plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
+    _run_ablation("duel", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
 @app.command()
-@with_settings(components=False, exclude=("model.vocab_size",))
+@with_settings(
+    components=False, exclude=("model.vocab_size",), options=POWER_OPTIONS, helps={"seeds": POWER_SEEDS_HELP}
+)
 def power(
     settings,
+    options,
     variant: Annotated[str | None, typer.Option(help=VARIANT_HELP, rich_help_panel=PANEL)] = None,
-    seeds: Annotated[int | None, typer.Option(help=POWER_SEEDS_HELP, rich_help_panel=PANEL)] = None,
-    alpha: Alpha = None,
-    jobs: Jobs = "auto",
-    executor: Executor = "local",
-    ray_address: RayAddress = None,
-    cpus_per_run: CpusPerRun = None,
-    gpus_per_run: GpusPerRun = None,
-    max_retries: MaxRetries = 2,
     out: OutPower = None,
     resume: Resume = None,
     fmt: TableOrJson = "table",
@@ -602,7 +564,8 @@ def power(
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
     3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
-    _run_ablation("power", **locals())
+    choices = _plan_choices(options, variants=variant)
+    _run_ablation("power", settings, options, choices, out=out, resume=resume, fmt=fmt)
 
 
 @app.command()
@@ -618,7 +581,7 @@ def report(
     from . import report as rep
 
     if plot:
-        rep.at_lr_index(rep.ResultsDir(folder).read_meta()["spec"].get("lrs"), at_lr)  # refused before drawing
+        rep.at_lr_index(rep.ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
         for path in rep.plot(folder):
             print(f"wrote {path}", file=sys.stderr)
     _print_report(folder, fmt, at_lr)
@@ -629,6 +592,13 @@ def report(
 # ---------------------------------------------------------------------------
 JUDGE_FILE_HELP = "A .csv, .jsonl or .parquet file (the suffix, in any case, says which), one row per run."
 JUDGE = "The table"
+ORDER_HELP = "Every variant, comma separated, in the table's order \\[default: as they first appear]."
+REFERENCE_HELP = "Compare every row with this variant \\[default: each with the row above]."
+JUDGE_PLACEBO_HELP = (
+    "This variant repeats the first row with only its randomness changed: compared with the first row, "
+    "and never the row above another."
+)
+JUDGE_MARGIN_HELP = "In the metric's units: also call a row 'same' when an equivalence test shows |Δ| < this."
 
 
 @app.command()
@@ -640,54 +610,21 @@ def judge(
     higher_is_better: Annotated[
         bool, typer.Option("--higher-is-better", help="The metric is accuracy-like: higher is better.")
     ] = False,
-    order: Annotated[
-        str | None,
-        typer.Option(
-            help="Every variant, comma separated, in the table's order \\[default: as they first appear].",
-            rich_help_panel=JUDGE,
-        ),
-    ] = None,
-    reference: Annotated[
-        str | None,
-        typer.Option(
-            help="Compare every row with this variant \\[default: each with the row above].", rich_help_panel=JUDGE
-        ),
-    ] = None,
-    placebo: Annotated[
-        str | None,
-        typer.Option(
-            help="This variant repeats the first row with only its randomness changed: compared with the first row, "
-            "and never the row above another.",
-            rich_help_panel=JUDGE,
-        ),
-    ] = None,
+    order: Annotated[str | None, typer.Option(help=ORDER_HELP, rich_help_panel=JUDGE)] = None,
+    reference: Annotated[str | None, typer.Option(help=REFERENCE_HELP, rich_help_panel=JUDGE)] = None,
+    placebo: Annotated[str | None, typer.Option(help=JUDGE_PLACEBO_HELP, rich_help_panel=JUDGE)] = None,
     alpha: Alpha = None,
-    margin: Annotated[
-        float | None,
-        typer.Option(
-            help="In the metric's units: also call a row 'same' when an equivalence test shows |Δ| < this.",
-            rich_help_panel=STATS,
-        ),
-    ] = None,
+    margin: Annotated[float | None, typer.Option(help=JUDGE_MARGIN_HELP, rich_help_panel=STATS)] = None,
     fmt: Format = "table",
 ) -> None:
-    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by
-    seed, Holm-corrected, as ablate and report judge theirs.
+    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, Holm-corrected, as ablate and report judge theirs.
 
-    FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole
-    numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose
-    rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run
-    s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a
-    message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of
-    the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is
-    refused with its line and column; nothing is guessed.
+    FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
 
-    A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo
-    "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from
-    meta.json).
+    A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json).
     """
-    from . import render
     from .judge import JudgeSettings, judge_file, names
+    from .planning import ALPHA
 
     settings = JudgeSettings(
         variant_col,
@@ -697,10 +634,15 @@ def judge(
         names(order),
         reference,
         placebo,
-        0.05 if alpha is None else alpha,
+        ALPHA if alpha is None else alpha,
         margin,
     )
-    meta, rows, notes = judge_file(file, settings)
+    _print_judged(*judge_file(file, settings), fmt)
+
+
+def _print_judged(meta, rows: list[dict], notes: list[str], fmt: str) -> None:
+    from . import render
+
     if fmt == "table":
         console.print(render.judge_table(meta, rows))
         for note in notes:
@@ -810,7 +752,3 @@ def export(
         highlight=False,
         markup=False,
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,8 @@
-"""Executors: where the runs of an ablation train. One interface, three places:
+"""Executors: where the runs of an ablation train. One interface (Executor), two executors:
 
-    InProcess   one run after another in this process (--jobs 1, or a single run to do)
-    LocalPool   N processes on this machine (--jobs N, or auto: one single-thread run per core)
+    Local       this machine (--executor local), each round of runs in one of two ways:
+      InProcess   one run after another in this process (--jobs 1, or a single run to do)
+      LocalPool   N processes (--jobs N, or auto: one single-thread run per core)
     Ray         one Ray task per run on a Ray cluster (--executor ray), local or remote
 
 executor.run(jobs, corpus, on_step, on_record) trains every job and returns when each has a record.
@@ -38,11 +39,14 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait as wait_ready
+from typing import TYPE_CHECKING, Protocol
 
+from .config import AUTO
 from .errors import UserError
 
-EXECUTORS = ("local", "ray")
-AUTO = "auto"  # --jobs auto
+if TYPE_CHECKING:
+    from .config import AblationOptions
+
 PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough for a display, cheap to send
 # --jobs auto on CUDA: runs at once on the GPU. 1 until measured: bench/bench_gpu.py (b) prints the total tokens/s
 # of 1, 2, 4 and 8 concurrent shakespeare-size runs on one GPU; set this from that table, not from a guess.
@@ -50,54 +54,23 @@ RUNS_PER_GPU = 1
 RAY_EXTRA = 'pip install -e ".[ray]"'
 
 
-# ---------------------------------------------------------------------------
-# The choices: --executor, --jobs, --ray-address, --cpus-per-run, --gpus-per-run, --max-retries
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ExecutorOptions:
-    name: str = "local"  # local | ray
-    address: str | None = None  # --ray-address; None: RAY_ADDRESS, else a local Ray started for the ablation
-    cpus_per_run: float | None = None  # a Ray task's CPUs; None: the run's torch threads
-    gpus_per_run: float | None = None  # a Ray task's GPUs (0.25: four runs share one GPU); None: 0
-    max_retries: int = 2  # starts of a run again after its worker died
+class Executor(Protocol):
+    """What an ablation holds from start or resume to its end (running.Ablation.executor)."""
 
-    def check(self) -> ExecutorOptions:
-        if self.name not in EXECUTORS:
-            raise UserError(f"unknown executor {self.name!r}; choose local or ray.")
-        if self.name != "ray":
-            for flag, value in (
-                ("--ray-address", self.address),
-                ("--cpus-per-run", self.cpus_per_run),
-                ("--gpus-per-run", self.gpus_per_run),
-            ):
-                if value is not None:
-                    raise UserError(f"{flag} goes with --executor ray.")
-        if self.address is not None and not self.address.strip():
-            raise UserError("--ray-address is empty; give host:port, or leave it out for a local Ray.")
-        if self.cpus_per_run is not None and not 0 < self.cpus_per_run < math.inf:
-            raise UserError(f"--cpus-per-run must be a positive number, got {self.cpus_per_run}.")
-        gpus = self.gpus_per_run
-        if gpus is not None and not (0 <= gpus < math.inf and (gpus <= 1 or gpus == int(gpus))):
-            raise UserError(
-                f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}."
-            )
-        if self.max_retries < 0:
-            raise UserError(f"--max-retries must not be negative, got {self.max_retries}.")
-        return self
+    def run(self, jobs, corpus, on_step, on_record) -> None:
+        """Train every job; see the module's docstring."""
 
+    def at_once(self, pending: int) -> int:
+        """How many of `pending` runs train at once (for the time estimate)."""
 
-def check_jobs(jobs: int | str) -> int | str:
-    """--jobs: a whole number of 1 or more, or auto (the best use of this machine); returns it parsed."""
-    if isinstance(jobs, str):
-        if jobs.strip().lower() == AUTO:
-            return AUTO
-        try:
-            jobs = int(jobs)
-        except ValueError:
-            raise UserError(f"--jobs must be a whole number or auto, got {jobs!r}.") from None
-    if jobs < 1:
-        raise UserError(f"--jobs must be at least 1, got {jobs}.")
-    return jobs
+    def info(self) -> dict:
+        """What meta.json's executor records."""
+
+    def device_name(self) -> str | None:
+        """What meta.json's device_name says, when it is not this machine's device."""
+
+    def close(self) -> None:
+        """Let go of what it holds (a Ray cluster); it runs no more jobs."""
 
 
 def workers(jobs: int | str, device: str, pending: int) -> int:
@@ -127,19 +100,34 @@ def _throttled(send):
 # ---------------------------------------------------------------------------
 # In this process
 # ---------------------------------------------------------------------------
-class InProcess:
-    workers = 1
-    name = "in-process"
+class Local:
+    """This machine: each round's runs in this process when one goes at a time, else in a pool of processes."""
+
+    def __init__(self, jobs: int | str, device: str, max_retries: int):
+        self.jobs, self.device, self.max_retries = jobs, device, max_retries
+
+    def at_once(self, pending: int) -> int:
+        return workers(self.jobs, self.device, pending)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
-        for job in jobs:
-            on_record(job(corpus, on_step))
+        n = self.at_once(len(jobs))
+        way = InProcess() if n <= 1 else LocalPool(n, self.max_retries)
+        way.run(jobs, corpus, on_step, on_record)
 
     def info(self) -> dict:
-        return {"name": "local"}
+        return {"name": "local", "jobs": self.jobs, "max_retries": self.max_retries}
+
+    def device_name(self) -> None:
+        return None  # this machine's
 
     def close(self) -> None:
         pass
+
+
+class InProcess:
+    def run(self, jobs, corpus, on_step, on_record) -> None:
+        for job in jobs:
+            on_record(job(corpus, on_step))
 
 
 # ---------------------------------------------------------------------------
@@ -208,17 +196,9 @@ class LocalPool:
     has started its threads can deadlock). A worker is started only for a run to do, and a dead one is replaced
     while runs remain."""
 
-    name = "local"
-
     def __init__(self, workers: int, max_retries: int = 2):
         self.workers, self.max_retries = workers, max_retries
         self.started = 0  # worker processes started so far
-
-    def info(self) -> dict:
-        return {"name": "local"}
-
-    def close(self) -> None:
-        pass
 
     def _start(self, ctx, corpus) -> _Worker:
         ours, theirs = ctx.Pipe()
@@ -584,11 +564,9 @@ class Ray:
     """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records;
     no shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
 
-    name = "ray"
-
-    def __init__(self, options: ExecutorOptions, threads: int):
-        given = options.address if options.address is not None else os.environ.get("RAY_ADDRESS", "")
-        source = "--ray-address" if options.address is not None else "RAY_ADDRESS"
+    def __init__(self, options: AblationOptions, threads: int):
+        given = options.ray_address if options.ray_address is not None else os.environ.get("RAY_ADDRESS", "")
+        source = "--ray-address" if options.ray_address is not None else "RAY_ADDRESS"
         text = given.strip()
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
@@ -643,6 +621,9 @@ class Ray:
             return int(min(by_cpu, n["Resources"].get("GPU", 0) // self.gpus) if self.gpus else by_cpu)
 
         return max(1, sum(holds(n) for n in self._nodes()))
+
+    def at_once(self, pending: int) -> int:
+        return self.workers
 
     def device_name(self) -> str:
         """What meta.json's device_name says on Ray: the workers' devices, not this machine's."""

@@ -2,7 +2,8 @@
 
 start() and resume() check the corpus and the folder and return an Ablation; Ablation.run() trains the
 pending runs, a round of seeds at a time with --seeds auto, on an executor (executors.py), and writes each
-finished run at once, atomically: the results folder is written here, by the driver, and nowhere else.
+finished run at once, atomically: meta.json, runs/, runs.csv and curves.csv are written here, by the driver,
+never by a worker (report.py then writes summary.csv, and plot.py the figures, from them).
 Runs are written seed by seed, so that an interrupted ablation has complete pairs and resumes where it stopped.
 """
 
@@ -20,12 +21,13 @@ from pathlib import Path
 import torch
 
 from . import __version__
+from .config import AUTO, AblationOptions
 from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_corpus
 from .errors import UserError
-from .executors import AUTO, ExecutorOptions, InProcess, LocalPool, Ray, check_jobs, workers
+from .executors import Executor, Local, Ray
 from .model import ModelConfig, param_counts
 from .planning import Spec, Variant, variant_config, variant_info
-from .results import ResultsDir, settings_hash
+from .results import Meta, ResultsDir, settings_hash
 from .settings import Settings
 from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
 
@@ -154,13 +156,10 @@ def default_folder(plan: str) -> Path:
     return folder
 
 
-def start(
-    spec: Spec, out: Path | None, jobs: int | str, command: str, options: ExecutorOptions | None = None
-) -> Ablation:
+def start(spec: Spec, out: Path | None, command: str, options: AblationOptions | None = None) -> Ablation:
     """A new ablation: the corpus checked, the executor ready (a Ray cluster connected), the results folder
-    created with its meta.json."""
-    jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
-    check_jobs_go_with(jobs, options)
+    created with its meta.json. options: where the runs train (its seeds and statistics are the spec's)."""
+    options = options or AblationOptions()
     device = _device(spec, options)
     corpus = load_corpus(spec.settings.data)
     check_length(corpus, spec.settings.model.context)
@@ -175,13 +174,12 @@ def start(
         raise UserError(f"--lrs chooses on half the evaluation windows and reports on the other half, but {where}.")
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
-        if options.name != "ray":  # on Ray each run checks its own node's memory (train_run), not this machine's
+        if not options.on_ray:  # on Ray each run checks its own node's memory (train_run), not this machine's
             check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name
     results = ResultsDir(out or default_folder(spec.plan))
     results.check_new()
-    ablation = Ablation(spec, results, {}, jobs, corpus, options)
-    ablation.open_executor()  # an unreachable cluster is refused before the folder is created
+    ablation = Ablation(spec, results, {}, corpus, options)  # an unreachable cluster is refused before the folder
     try:
         threads = ablation.run_threads()
         ablation.meta = {
@@ -189,27 +187,26 @@ def start(
             "spec": spec.to_dict(),
             "variants": variant_info(spec, corpus.tokenizer.vocab_size),
             "corpus": corpus.facts(),  # what --resume names when the data or the tokenizer file changed
-            "jobs": jobs,
+            "jobs": options.jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
-            "executor": ablation.executor_info(),
-            **environment(device, ablation.executor and ablation.executor.device_name()),
+            "executor": ablation.executor.info(),
+            **environment(device, ablation.executor.device_name()),
             "started": now(),
             "finished": None,
             "status": "running",
         }
         results.create(ablation.meta)
     except BaseException:
-        ablation.close_executor()
+        ablation.executor.close()
         raise
     return ablation
 
 
-def resume(folder: Path, jobs: int | str, options: ExecutorOptions | None = None) -> Ablation:
+def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
     """An interrupted ablation, with its own settings (the flags given with --resume are checked against them
     first: planning.check_resume). Any executor finishes a folder that any executor started: the executor
     decides where runs train, not their numbers."""
-    jobs, options = check_jobs(jobs), (options or ExecutorOptions()).check()
-    check_jobs_go_with(jobs, options)
+    options = options or AblationOptions()
     results = ResultsDir(folder)
     meta = results.read_meta()
     owner = results.owner()
@@ -218,7 +215,7 @@ def resume(folder: Path, jobs: int | str, options: ExecutorOptions | None = None
             f"{folder} is being written by another modern-gpt process (pid {owner or 'not yet written'}); "
             "wait for it to finish or stop it first."
         )
-    spec = Spec.from_dict(meta["spec"])
+    spec = results.spec
     corpus = load_corpus(spec.settings.data)
     if corpus.key != spec.data_key:
         what = changed(spec.settings.data, meta.get("corpus"), corpus.hashes)
@@ -229,20 +226,10 @@ def resume(folder: Path, jobs: int | str, options: ExecutorOptions | None = None
     meta["resumed"] = [*meta.get("resumed", []), now()]
     if meta.get("threads") is None:  # a folder from before threads were pinned: those its first run trained with
         meta["threads"] = first_threads(results.finished())
-    ablation = Ablation(spec, results, meta, jobs, corpus, options)
+    ablation = Ablation(spec, results, meta, corpus, options)
     meta["threads"] = ablation.run_threads()
-    ablation.open_executor()
-    meta["executor"] = ablation.executor_info()
+    meta["executor"] = ablation.executor.info()
     return ablation
-
-
-def check_jobs_go_with(jobs: int | str, options: ExecutorOptions) -> None:
-    """A number of --jobs means local processes: on Ray it would be silently ignored, so it is refused."""
-    if options.name == "ray" and jobs != AUTO:
-        raise UserError(
-            f"--jobs {jobs} goes with --executor local; on Ray every run is a task, and --cpus-per-run and "
-            "--gpus-per-run decide how many train at once."
-        )
 
 
 def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:
@@ -254,11 +241,11 @@ def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:
     return None
 
 
-def _device(spec: Spec, options: ExecutorOptions) -> str:
+def _device(spec: Spec, options: AblationOptions) -> str:
     """The device the runs train on. On Ray, the workers' (the driver may have no GPU): cuda when each run
     reserves GPUs (--gpus-per-run), else cpu."""
     name = spec.settings.train.device
-    if options.name != "ray":
+    if not options.on_ray:
         return resolve_device(name)
     gpus = bool(options.gpus_per_run)
     if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
@@ -282,10 +269,16 @@ class Ablation:
     spec: Spec
     results: ResultsDir
     meta: dict
-    jobs: int | str = 1  # or "auto"
     corpus: Corpus | None = None  # loaded and hashed by the driver: the tokens every run trains on
-    options: ExecutorOptions = field(default_factory=ExecutorOptions)
-    executor: Ray | None = None  # with --executor ray, connected by start or resume; local ones are made per round
+    options: AblationOptions = field(default_factory=AblationOptions)  # read for where the runs train alone
+    executor: Executor = field(init=False)  # made with the ablation (a Ray cluster connected), closed at its end
+
+    def __post_init__(self) -> None:
+        if self.options.on_ray:
+            self.executor = Ray(self.options, self.run_threads())
+        else:
+            device = resolve_device(self.spec.settings.train.device)
+            self.executor = Local(self.options.jobs, device, self.options.max_retries)
 
     @property
     def total(self) -> int:
@@ -319,33 +312,11 @@ class Ablation:
         """Torch threads per run when --threads is not set: one per run with --jobs auto on a CPU (so the
         numbers equal --jobs 1 --threads 1 bitwise), else the cores divided among the runs at once. On Ray,
         the CPUs each run reserves (--cpus-per-run), one by default."""
-        if self.options.name == "ray":
+        if self.options.on_ray:
             return max(1, int(self.options.cpus_per_run or 1))
-        if self.jobs == AUTO:
+        if self.options.jobs == AUTO:
             return 1 if resolve_device(self.spec.settings.train.device) == "cpu" else default_threads(1)
-        return default_threads(self.jobs)
-
-    # -- executors -------------------------------------------------------------
-    def open_executor(self) -> None:
-        if self.options.name == "ray" and self.executor is None:
-            self.executor = Ray(self.options, self.run_threads())
-
-    def close_executor(self) -> None:
-        if self.executor is not None:
-            self.executor.close()
-            self.executor = None
-
-    def executor_info(self) -> dict:
-        """What meta.json records: the executor, and on Ray its version and the cluster's nodes and resources."""
-        if self.executor is not None:
-            return self.executor.info()
-        return {"name": "local", "jobs": self.jobs, "max_retries": self.options.max_retries}
-
-    def _executor_for(self, pending: int):
-        if self.executor is not None:
-            return self.executor
-        n = workers(self.jobs, resolve_device(self.spec.settings.train.device), pending)
-        return InProcess() if n <= 1 else LocalPool(n, self.options.max_retries)
+        return default_threads(self.options.jobs)
 
     def _run_jobs(self, jobs: list[Job], display) -> None:
         def on_record(record: dict) -> None:  # in this process: the only writer of the folder
@@ -353,9 +324,8 @@ class Ablation:
             display.finished(record)
 
         if jobs:
-            executor = self._executor_for(len(jobs))
-            display.at_once = getattr(executor, "workers", 1)  # for the time estimate after the first run
-            executor.run(jobs, self.corpus, display.step, on_record)
+            display.at_once = self.executor.at_once(len(jobs))  # for the time estimate after the first run
+            self.executor.run(jobs, self.corpus, display.step, on_record)
 
     def _start_looks(self) -> None:
         """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run,
@@ -385,7 +355,7 @@ class Ablation:
             self._run_jobs(jobs, display)
             if not self.spec.sequential:
                 return
-            look, stop = take_look(self.meta, self.results.runs(), n)
+            look, stop = take_look(Meta.of(self.meta, self.spec), self.results.scan().runs(), n)
             seq["looks"].append({**look, "at": now()})
             seq["stopped"] = stop or n >= len(self.spec.seeds)
             self.results.write_meta(self.meta)
@@ -399,7 +369,7 @@ class Ablation:
         try:
             self.results.lock()
         except BaseException:
-            self.close_executor()
+            self.executor.close()
             raise
         try:
             self.meta.update(status="running")
@@ -421,4 +391,4 @@ class Ablation:
             self.results.write_meta(self.meta)
         finally:
             self.results.unlock()
-            self.close_executor()
+            self.executor.close()

@@ -18,8 +18,9 @@ import pytest
 
 from modern_gpt import executors, planning, running
 from modern_gpt.cli import app
+from modern_gpt.config import AblationOptions
 from modern_gpt.errors import UserError
-from modern_gpt.executors import ExecutorOptions, LocalPool
+from modern_gpt.executors import LocalPool
 from modern_gpt.settings import resolve
 
 from .clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, runner, wait_for_runs
@@ -39,16 +40,16 @@ def values(folder) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 def test_executor_flags_are_checked_in_one_sentence(monkeypatch):
     for options, message in [
-        (ExecutorOptions(name="slurm"), "unknown executor 'slurm'; choose local or ray"),
-        (ExecutorOptions(gpus_per_run=0.5), "--gpus-per-run goes with --executor ray"),
-        (ExecutorOptions(address="h:1"), "--ray-address goes with --executor ray"),
-        (ExecutorOptions(name="ray", gpus_per_run=1.5), "--gpus-per-run must be a fraction up to 1"),
-        (ExecutorOptions(name="ray", cpus_per_run=0), "--cpus-per-run must be a positive number"),
-        (ExecutorOptions(max_retries=-1), "--max-retries must not be negative"),
+        ({"executor": "slurm"}, "unknown executor 'slurm'; choose local or ray"),
+        ({"gpus_per_run": 0.5}, "--gpus-per-run goes with --executor ray"),
+        ({"ray_address": "h:1"}, "--ray-address goes with --executor ray"),
+        ({"executor": "ray", "gpus_per_run": 1.5}, "--gpus-per-run must be a fraction up to 1"),
+        ({"executor": "ray", "cpus_per_run": 0}, "--cpus-per-run must be a positive number"),
+        ({"max_retries": -1}, "--max-retries must not be negative"),
     ]:
         with pytest.raises(UserError, match=message):
-            options.check()
-    assert ExecutorOptions(name="ray", gpus_per_run=0.25).check().gpus_per_run == 0.25
+            AblationOptions(**options)
+    assert AblationOptions(executor="ray", gpus_per_run=0.25).gpus_per_run == 0.25
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     result = runner.invoke(app, ["ablate", *TINY, "--executor", "ray"])
     assert isinstance(result.exception, UserError)
@@ -179,7 +180,7 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     monkeypatch.setattr(LocalPool, "_start", lambda self, *a: started.append(1) or start(self, *a))
     settings = resolve(None, True, {"train.steps": 5, "train.eval_every": 5, "train.eval_tokens": 1024})
     spec = planning.plan_spec(settings, "custom", variants="classic;rope", seeds="1", placebo=False)
-    ablation = running.start(spec, tmp_path / "r", "auto", "test")
+    ablation = running.start(spec, tmp_path / "r", "test")
     ablation.run(Quiet())
     assert len(started) == 2 and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
     assert executors.workers("auto", "cpu", 3) == 3 and executors.workers("auto", "cpu", 20) == 8
