@@ -22,7 +22,7 @@ from .config import (
 )
 from .errors import UserError
 from .schema import short
-from .settings import ALL, Settings, from_dict
+from .settings import ALL, Settings, from_dict, saved_settings_problem
 from .stats import FIXED, Boundary, boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
@@ -301,7 +301,13 @@ class Spec:
     @classmethod
     def from_dict(cls, d: dict) -> Spec:
         """meta.json's spec (checked against results.META_SCHEMA first); a key an older folder lacks takes its
-        default."""
+        default. Its settings must be complete: a missing one would silently take its default, and runs be redone."""
+        found = saved_settings_problem(d["settings"])
+        missing = [k for k in ALL if k.split(".")[1] not in d["settings"][k.split(".")[0]]]
+        if found or missing:
+            raise SpecError(
+                f"spec.settings: {found} (read from meta.json)" if found else f"spec.settings.{missing[0]} is missing"
+            )
         return cls(
             from_dict(d["settings"]),
             d["plan"],

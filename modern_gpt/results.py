@@ -26,7 +26,6 @@ from .errors import UserError
 from .files import FolderLock, atomic_path, not_regular, write_json
 from .planning import Spec, SpecError, resume_command
 from .schema import problem
-from .settings import ALL, saved_settings_problem
 
 RUN_COLUMNS = [
     "row",
@@ -165,17 +164,14 @@ def settings_hash(settings: dict, data_key: str) -> str:
 def check_meta(meta, path: Path) -> Spec:
     """meta.json against META_SCHEMA, its settings, and its spec (which checks itself): one sentence for what is
     wrong. Returns the spec."""
-    found = problem(meta, META_SCHEMA)
-    if found is None and len(meta["variants"]) != len(meta["spec"]["variants"]):
-        found = f"variants has {len(meta['variants'])} rows and spec.variants {len(meta['spec']['variants'])}"
-    if found is None:
-        found = _settings_problem(meta["spec"]["settings"])
-    spec = None
+    found, spec = problem(meta, META_SCHEMA), None
     if found is None:
         try:
             spec = Spec.from_dict(meta["spec"])
         except SpecError as e:
             found = str(e)
+    if found is None and len(meta["variants"]) != len(spec.variants):
+        found = f"variants has {len(meta['variants'])} rows and spec.variants {len(spec.variants)}"
     seq = meta.get("sequential") if found is None else None
     if seq is not None and seq["min_seeds"] != spec.min_seeds:
         found = "sequential does not match spec.min_seeds"
@@ -187,15 +183,6 @@ def check_meta(meta, path: Path) -> Spec:
             "give a folder written by modern-gpt ablate, duel or power, or start a new ablation."
         )
     return spec
-
-
-def _settings_problem(settings: dict) -> str | None:
-    """Every setting, each valid: one that is missing would silently take its default, and runs be redone."""
-    found = saved_settings_problem(settings)
-    if found:
-        return f"spec.settings: {found} (read from meta.json)"
-    missing = [k for k in ALL if k.split(".")[1] not in settings[k.split(".")[0]]]
-    return f"spec.settings.{missing[0]} is missing" if missing else None
 
 
 def failed(runs: pd.DataFrame) -> pd.Series:
