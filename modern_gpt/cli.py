@@ -21,7 +21,7 @@ from rich.console import Console
 
 from . import __version__
 from .components import COMPONENT_SUMMARY, COMPONENTS
-from .config import AUTO, POWER_SEEDS
+from .config import AUTO, POWER_SEEDS, AblationOptions
 from .errors import UserError
 from .settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings, config_values, resolve_options, resolve_values
 
@@ -386,7 +386,7 @@ def _print_power(info: dict, notes: list[str], fmt: str) -> None:
         console.print(f"- {note}", highlight=False, markup=False)
 
 
-def _plan_choices(options, **rows) -> dict:
+def _plan_choices(options: AblationOptions, **rows) -> dict:
     """plan_spec's choices (planning.py): the rows' flags, and the ablation's options that a flag or the config
     file gave; None for one nobody gave (its default), which --resume does not compare."""
     return {
@@ -402,14 +402,14 @@ def _plan_choices(options, **rows) -> dict:
     }
 
 
-def _plan(default_plan: str, settings, options, choices: dict, out: str | None, resume: Path | None):
+def _plan(default_plan: str, settings, choices: dict, out: str | None, resume: Path | None):
     """The Spec of a new ablation, or None with --resume, whose flags given must agree with its folder; and the
     learning rates, for --at-lr."""
     from .planning import check_resume, command_of, parse_seeds, plan_spec
 
     if default_plan == "power" and parse_seeds(choices["seeds"]) == AUTO:
         raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
-    plan = choices.pop("plan", None)
+    plan, choices = choices.get("plan"), {k: v for k, v in choices.items() if k != "plan"}
     if resume is None:
         spec = plan_spec(settings, plan or default_plan, **choices)
         return spec, spec.lrs
@@ -426,7 +426,7 @@ def _plan(default_plan: str, settings, options, choices: dict, out: str | None, 
 def _run_ablation(
     default_plan: str,
     settings,
-    options,
+    options: AblationOptions,
     choices: dict,
     *,
     out: str | None,
@@ -436,7 +436,7 @@ def _run_ablation(
 ) -> None:
     """What ablate, duel and power share: plan (or check a --resume), start or resume on the chosen executor, and
     train with a progress display; then write and print the report. choices: see _plan_choices."""
-    requested, lrs = _plan(default_plan, settings, options, choices, out, resume)
+    requested, lrs = _plan(default_plan, settings, choices, out, resume)
     from . import report  # pandas loads here, after the plan's checks
 
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
@@ -515,7 +515,7 @@ OutAblate, OutDuel, OutPower = (_out("Results", f"results/<time>-{c}", PANEL) fo
 @with_settings(components=False, exclude=("model.vocab_size",), options=ABLATE_OPTIONS)
 def ablate(
     settings,
-    options,
+    options: AblationOptions,
     plan: Annotated[str | None, typer.Option(help=PLAN_HELP, rich_help_panel=PANEL)] = None,
     components: Annotated[str | None, typer.Option(help=COMPONENTS_HELP, rich_help_panel=PANEL)] = None,
     variants: Annotated[str | None, typer.Option(help=VARIANTS_HELP, rich_help_panel=PANEL)] = None,
@@ -535,7 +535,7 @@ def ablate(
 @with_settings(components=False, exclude=("model.vocab_size",), options=ABLATE_OPTIONS)
 def duel(
     settings,
-    options,
+    options: AblationOptions,
     lrs: Lrs = None,
     lr_sweep: LrSweep = None,
     at_lr: AtLr = None,
@@ -555,7 +555,7 @@ def duel(
 )
 def power(
     settings,
-    options,
+    options: AblationOptions,
     variant: Annotated[str | None, typer.Option(help=VARIANT_HELP, rich_help_panel=PANEL)] = None,
     out: OutPower = None,
     resume: Resume = None,
