@@ -177,7 +177,9 @@ def test_lrs_and_lr_sweep_are_parsed_and_checked():
 def test_every_row_is_planned_at_every_learning_rate_against_its_reference_at_the_same_one():
     settings = resolve(None, True, {})
     spec = planning.plan_spec(settings, "cumulative", components="rmsnorm,rope", lrs="1e-3,1e-2")
-    assert spec.lrs == [1e-3, 1e-2] and spec.tested_rows == 2  # +rmsnorm, +rope (the placebo is tested alone): not one per lr
+    assert (
+        spec.lrs == [1e-3, 1e-2] and spec.tested_rows == 2
+    )  # +rmsnorm, +rope (the placebo is tested alone): not one per lr
     assert [(v.name, v.lr, v.reference) for v in spec.variants] == [
         ("classic", 1e-3, None), ("classic", 1e-2, None),
         ("classic (placebo)", 1e-3, 0), ("classic (placebo)", 1e-2, 1),
