@@ -154,7 +154,8 @@ def _failed_run(folder: Path) -> str:
     if not isinstance(metrics, dict):
         return ""
     if metrics.get("diverged"):
-        return f"diverged (the loss or an update became NaN or infinite) after {metrics.get('steps_done', '?')} steps"
+        n = metrics.get("steps_done", "?")
+        return f"diverged (the loss or an update became NaN or infinite) after {n} step{'' if n == 1 else 's'}"
     if metrics.get("error"):
         return f"failed ({str(metrics['error']).rstrip('.')})"
     return ""

@@ -413,7 +413,7 @@ def _plan(default_plan: str, settings, choices: dict, out: str | None, resume: P
     if resume is None:
         spec = plan_spec(settings, plan or default_plan, **choices)
         return spec, spec.lrs
-    if out is not None and Path(out).resolve() != Path(resume).resolve():
+    if out is not None and os.path.realpath(out) != os.path.realpath(resume):  # a link loop is no traceback
         raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
     from .results import ResultsDir
 

@@ -116,7 +116,7 @@ class AblationDisplay:
         if record["error"]:
             outcome = record["error"]
         elif record["diverged"]:
-            outcome = f"diverged after {record['steps_done']} steps"
+            outcome = f"diverged after {record['steps_done']} step{'' if record['steps_done'] == 1 else 's'}"
         else:
             outcome = f"val {record['val_loss']:.4f}  train {record['train_loss']:.4f}"
         self.log.print(

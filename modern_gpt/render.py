@@ -121,7 +121,7 @@ def train_windows(result, settings) -> dict:
 
 def train_failed(result, out: Path) -> str:
     why = "diverged (the loss or an update became NaN or infinite)" if result.diverged else f"failed: {result.error}"
-    return f"The run {why} after {result.steps_done} steps; no weights saved, metrics in {out}/metrics.json."
+    return f"The run {why} after {result.steps_done} step{'' if result.steps_done == 1 else 's'}; no weights saved, metrics in {out}/metrics.json."
 
 
 def memorised(epochs: float) -> str:

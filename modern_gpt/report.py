@@ -370,14 +370,19 @@ def verdict_rule(meta: Meta) -> str:
                 f"alpha / rows / {len(looks)} looks: Bonferroni over the looks, valid and stricter)"
             )
         first = f"the last look's level {at:.3g} with all {max(1, tested)} rows undecided, Holm's first step"
-    placebo = "; the placebo is a diagnostic, tested alone at " + (
-        f"{alpha:g}" if bound.method == FIXED else "the one-row boundary"
+    placebo = (
+        "; the placebo is a diagnostic, tested alone at "
+        + (f"{alpha:g}" if bound.method == FIXED else "the one-row boundary")
+        if any(v.placebo for v in spec.variants)
+        else ""
     )
+    rows = f"the {tested} component rows" if tested > 1 else "the 1 component row (Holm over one row is its own p)"
+
     same = f"; same when an equivalence test (TOST, Holm-adjusted) shows |Δ| < {margin:g}" if margin else ""
     need = f"--margin {margin:g}" if margin else "the observed |Δ|, shown when it is at least one standard error"
     return (
-        f"verdict: a paired t-test of each component row against its reference, Holm-corrected across the {tested} "
-        f"component rows; {how}{placebo}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest "
+        f"verdict: a paired t-test of each component row against its reference, Holm-corrected across {rows}; "
+        f"{how}{placebo}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest "
         f"|Δ| these pairs detect with 80% power if the row's true sd is as large as the 80% upper confidence bound on "
         f"its paired sd; need: the pairs that would give 80% power at {need}, at that sd; both at {first}."
     )

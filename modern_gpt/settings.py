@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import tomllib
 import types
 import typing
@@ -240,7 +241,8 @@ def resolve_values(file: dict[str, object], overrides: dict[str, object]) -> Set
     train = TrainConfig(**parts["train"])
     data = DataConfig(**parts["data"])
     if data.path:  # absolute, so that a checkpoint or a resumed ablation finds it from any folder
-        data = replace(data, path=str(Path(data.path).expanduser().resolve()))
+        # realpath, not Path.resolve: a symbolic link loop stays a path, and corpus_files names it in one sentence
+        data = replace(data, path=os.path.realpath(os.path.expanduser(data.path)))
     if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too
         data = replace(data, tokenizer=str(data.tokenizer_file.resolve()))
     return Settings(model, train, data, tuple(values), tuple(k for k, v in overrides.items() if v is not None))

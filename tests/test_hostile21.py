@@ -109,3 +109,33 @@ def test_explain_refuses_null_kv_heads_where_the_class_does(kind):
 
     with pytest.raises(UserError, match="num_key_value_heads is null, which .* does not accept"):
         explain_config(dict(model_type=kind, num_key_value_heads=None, **NULL_KV_BASE))
+
+
+# The coordinator's closing pass: what the hostile pass described in part A/B files, fixed after those landed.
+
+
+def test_a_link_loop_as_data_or_out_is_one_sentence_not_a_traceback(run, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    code, out, err = run("train", "--smoke", "--steps", "2", "--data", tmp_path / "loop")
+    assert code == 2 and err.startswith("modern-gpt: error: ") and err.count("\n") == 1, err
+    assert "symbolic links" in err and "Traceback" not in out + err
+    code, out, err = run("ablate", "--resume", tmp_path / "elsewhere", "--out", tmp_path / "loop")
+    assert code == 2 and err.count("\n") == 1 and "leave out --out" in err, err
+
+
+def test_vocab_size_without_bpe_is_refused_not_ignored(run):
+    for tokenizer in ("char", "byte"):
+        code, _, err = run("train", "--smoke", "--steps", "2", "--tokenizer", tokenizer, "--vocab-size", "300")
+        assert code == 2 and f"the tokenizer is {tokenizer}; add --tokenizer bpe" in err, err
+    code, _, err = run("ablate", "--smoke", "--seeds", "2", "--vocab-size", "300")
+    assert code == 2 and "--vocab-size sizes the bpe tokenizer" in err, err
+
+
+def test_one_diverged_step_is_singular(tmp_path):
+    import json
+
+    from modern_gpt.checkpoint import _failed_run
+
+    for steps, words in ((1, "after 1 step"), (7, "after 7 steps")):
+        (tmp_path / "metrics.json").write_text(json.dumps({"diverged": True, "steps_done": steps}))
+        assert _failed_run(tmp_path).endswith(words)
