@@ -347,6 +347,20 @@ def test_the_generation_tests_cover_every_class():
     assert {TABLE[frozenset(c)].name for c in GREEDY} == {t.name for t in TARGETS}
 
 
+def _byte_bpe(special: list[str]):
+    """A byte-level BPE of 300 ids trained on a short text, whose first ids are `special`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(["ROMEO: a short text, written again and again. " * 20], trainer=trainer)
+    return tok
+
+
 @pytest.mark.parametrize(
     "template,bos,eos",
     [
@@ -357,19 +371,12 @@ def test_the_generation_tests_cover_every_class():
     ids=["bos-and-eos", "eos-only", "none"],
 )
 def test_a_pretrained_tokenizers_bos_and_eos_go_into_the_config(template, bos, eos, tmp_path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
 
     from modern_gpt.data import PretrainedTokenizer
 
-    text = "ROMEO: a short text, written again and again. " * 20
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
     special = ["<pad>", "<s>", "</s>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator([text], trainer=trainer)
+    tok = _byte_bpe(special)
     if template is not None:
         processor = processors.TemplateProcessing(**template)
         tok.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=False), processor])  # as Llama-3's
@@ -400,19 +407,12 @@ def test_a_pretrained_tokenizers_bos_and_eos_go_into_the_config(template, bos, e
     ids=["bert", "template-name-is-not-the-token", "plain-token"],
 )
 def test_bos_and_eos_are_the_files_special_tokens_by_their_own_names(processor, bos, eos, tmp_path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
 
     from modern_gpt.data import PretrainedTokenizer
 
-    text = "ROMEO: a short text, written again and again. " * 20
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
     special = ["<pad>", "<s>", "</s>", "[CLS]", "[SEP]"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator([text], trainer=trainer)
+    tok = _byte_bpe(special)
     kind, *args = processor
     if kind == "BertProcessing":
         tok.post_processor = processors.BertProcessing(*args)
