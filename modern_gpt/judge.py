@@ -624,7 +624,22 @@ def judge_file(path, s: JudgeSettings) -> tuple[Meta, list[dict], list[str]]:
     check_settings(s)  # before the file is read
     meta, runs = runs_from(read_file(path), s)
     rows, notes = judge(meta, runs)
-    return meta, rows, notes
+    return meta, rows, notes + _folder_note(Path(path))
+
+
+def _folder_note(path: Path) -> list[str]:
+    """A results folder's runs.csv from a --seeds auto ablation is judged here at the fixed level, not against
+    the boundary its ablation stopped on: say so, and name the command whose table is the folder's own."""
+    try:
+        spec = json.loads((path.parent / "meta.json").read_text(encoding="utf-8")).get("spec", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(spec, dict) or spec.get("min_seeds") is None:  # min_seeds: only --seeds auto has them
+        return []
+    return [
+        f"{path.parent}/meta.json says this folder was a --seeds auto ablation: judge tests every row at the fixed "
+        f"level, not against the boundary the ablation stopped on; modern-gpt report {path.parent} gives its table."
+    ]
 
 
 def verdict(

@@ -544,3 +544,14 @@ def test_a_metric_of_tiny_scale_is_printed_in_powers_of_ten(tmp_path, run_ok):
     low, high = (float(x) for x in ci.strip("[]").split(", "))
     assert (low, high) == pytest.approx((row["ci_low"], row["ci_high"]), abs=row["sd"] / 10)
     assert "0.0000" not in md
+
+
+def test_a_seeds_auto_folders_runs_csv_says_it_is_judged_at_the_fixed_level(run_ok, tmp_path):
+    """judge cannot replay a --seeds auto boundary from runs.csv; next to such a folder's meta.json it says so."""
+    folder = tmp_path / "auto"
+    folder.mkdir()
+    rows = [f"{v},{s},{2.0 + 0.1 * i + 0.01 * s}" for i, v in enumerate(("classic", "+rope")) for s in range(4)]
+    (folder / "runs.csv").write_text("variant,seed,val_loss\n" + "\n".join(rows) + "\n")
+    assert "--seeds auto" not in run_ok("judge", folder / "runs.csv")
+    (folder / "meta.json").write_text(json.dumps({"spec": {"min_seeds": 3, "seeds": [0, 1, 2, 3]}}))
+    assert "was a --seeds auto ablation" in run_ok("judge", folder / "runs.csv")
