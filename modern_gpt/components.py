@@ -6,6 +6,11 @@ unknown component must not wait a second or more for torch to load.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .errors import UserError
+
 # The modern components, in the order the cumulative ablation stacks them. This is the
 # one place the list lives: the CLI switches, the settings, the plans, explain, export
 # and the tests all derive from it (tests/test_components.py checks that each does).
@@ -27,5 +32,81 @@ COMPONENT_SUMMARY = {
 def component_problem(names) -> str | None:
     """The one check of component names given by a user or read from a file: the first name that is not one of
     COMPONENTS, as 'unknown component 'x'; the components are ...', or None when every name is one."""
-    unknown = next((n for n in names if n not in COMPONENTS), None)
-    return None if unknown is None else f"unknown component {unknown!r}; the components are {', '.join(COMPONENTS)}"
+    unknown = next((n for n in names if n not in COMPONENTS and n not in PLUGINS), None)
+    if unknown is None:
+        return None
+    mine = f" and your plugins' {', '.join(PLUGINS)}" if PLUGINS else " (a component of your own: --plugin FILE)"
+    return f"unknown component {unknown!r}; the components are {', '.join(COMPONENTS)}{mine}"
+
+
+# ---------------------------------------------------------------------------
+# Your own component (docs/components.md): a plugin file's module-level COMPONENTS = [Component(...), ...]
+# adds a piece that fills one slot of the model. The six above stay written out in model.py's story;
+# this is a way in for others, read there by plugin_for. plugins.py loads the files into PLUGINS.
+# ---------------------------------------------------------------------------
+# slot -> the built-in component that fills it when on (a plugin in that slot cannot be on beside it)
+SLOTS = {"norm": "rmsnorm", "mlp": "swiglu", "position": "rope", "qk": "qk_norm", "block": None}
+# what each slot's factory is called with, and what its module's forward takes and returns
+SLOT_SIGNATURES = {
+    "norm": "factory(cfg, dim) -> Module; forward(x) -> x's shape",
+    "mlp": "factory(cfg) -> Module; forward(x) -> x's shape",
+    "position": "factory(cfg) -> Module; forward(start, T) -> (T, dim) added to the embeddings, or with "
+    "applies_to='qk' forward(q, k, start) -> (q, k)",
+    "qk": "factory(cfg) -> Module; forward(q, k) -> (q, k), per head, before RoPE",
+    "block": "factory(cfg, layer) -> Module (e.g. a model.Block subclass); forward(x, cos_sin, cache) -> x's shape",
+}
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of your own: its name (as --components and --variants take it), its one-line
+    'classic -> yours' summary, the slot it fills (see SLOTS) and the factory that builds its module."""
+
+    name: str
+    summary: str
+    slot: str
+    factory: Callable
+    applies_to: str = "embeddings"  # a position slot's: "embeddings" (added to them) or "qk" (applied to q and k)
+    source: str = field(default="", compare=False)  # the plugin file it came from (plugins.py sets it)
+
+    def build(self, *args):
+        """The factory's module; a factory that raises or returns no module is the plugin's error, by name."""
+        try:
+            module = self.factory(*args)
+        except Exception as e:
+            raise PluginError(f"{self.where}'s factory raised {type(e).__name__}: {e}") from e
+        if not callable(module) or not hasattr(module, "parameters"):
+            raise PluginError(f"{self.where}'s factory returned {type(module).__name__}, not a torch Module")
+        module._modern_gpt_component = self  # plugins.check_forward reads it
+        return module
+
+    @property
+    def where(self) -> str:
+        return f"component {self.name!r} of the plugin {self.source or '(unnamed)'}"
+
+
+class PluginError(UserError, ValueError):
+    """A plugin file or one of its components is wrong: one sentence naming the file."""
+
+    def __init__(self, text: str):
+        super().__init__(text.rstrip(".") + ".")
+
+
+PLUGINS: dict[str, Component] = {}  # the loaded plugin components by name, in the order loaded (plugins.py)
+# A plugin model's parameters are counted from its built modules: plugins.py (which builds models) puts its
+# counter here, so that config.param_counts, torch-free, answers for every model.
+BUILT_COUNTS: list[Callable] = []
+
+
+def plugin_for(cfg, slot: str) -> Component | None:
+    """The plugin component on in cfg that fills this slot, or None (ModelConfig.validate allows one a slot)."""
+    return next((PLUGINS[n] for n in cfg.extra_components if PLUGINS[n].slot == slot), None)
+
+
+def all_components() -> tuple[str, ...]:
+    """The built-in components, then the loaded plugins' ones."""
+    return (*COMPONENTS, *PLUGINS)
+
+
+def summary(name: str) -> str:
+    return COMPONENT_SUMMARY.get(name) or PLUGINS[name].summary

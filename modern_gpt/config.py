@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from .components import COMPONENTS, component_problem
+from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, component_problem
 from .errors import ConfigError, setting
 
 
@@ -42,11 +42,15 @@ class ModelConfig:
     multiple_of: int = setting(8, "SwiGLU's hidden width is rounded up to a multiple of this")
     mlp_hidden: int | None = setting(None, "explicit MLP hidden width, overriding 4*dim and the SwiGLU rule")
     tie_embeddings: bool = setting(True, "share the token embedding with the output layer")
+    # The plugin components switched on (components.PLUGINS; --plugin FILE loads them): not a flag of its own.
+    extra_components: tuple[str, ...] = field(default=(), metadata={"setting": False})
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
+        self.extra_components = tuple(self.extra_components)
+        self._check_plugins()
         for name in ("vocab_size", "context", "dim", "heads", "layers", "multiple_of"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}.")
@@ -74,6 +78,19 @@ class ModelConfig:
             raise ConfigError(
                 f"rope needs an even head dimension, but dim {self.dim} / {self.heads} heads = {self.head_dim}."
             )
+
+    def _check_plugins(self) -> None:
+        """Each plugin component loaded, and alone in its slot: a built-in that is on fills it too (two MLPs)."""
+        taken = {slot: builtin for slot, builtin in SLOTS.items() if builtin and getattr(self, builtin)}
+        for name in self.extra_components:
+            if name not in PLUGINS:
+                raise ConfigError(f"component {name!r} comes from a plugin that is not loaded; give its --plugin FILE.")
+            slot = PLUGINS[name].slot
+            if slot in taken:
+                raise ConfigError(
+                    f"{name} and {taken[slot]} both fill the model's {slot}, and a model has one; switch one off."
+                )
+            taken[slot] = name
 
     @property
     def bias(self) -> bool:
@@ -103,17 +120,23 @@ class ModelConfig:
 
     @property
     def components(self) -> tuple[str, ...]:
-        return tuple(c for c in COMPONENTS if getattr(self, c))
+        return (*(c for c in COMPONENTS if getattr(self, c)), *self.extra_components)
 
     def with_components(self, components) -> ModelConfig:
         """The same settings with exactly these components switched on."""
         why = component_problem(components)
         if why:
             raise ConfigError(f"{why}.")
-        return replace(self, **{c: c in components for c in COMPONENTS})
+        extra = tuple(c for c in PLUGINS if c in components)
+        return replace(self, **{c: c in components for c in COMPONENTS}, extra_components=extra)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["extra_components"]:  # a model without plugins saves (and hashes) as before they existed
+            del d["extra_components"]
+        else:
+            d["extra_components"] = list(d["extra_components"])
+        return d
 
 
 # ---------------------------------------------------------------------------
@@ -179,6 +202,8 @@ def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
     (a config.json of a 70B model included); tests/test_model.py checks it against
     counting the parameters of a real GPT for every variant.
     """
+    if isinstance(cfg, ModelConfig) and cfg.extra_components:  # no formula for your own piece: count it built
+        return BUILT_COUNTS[0](cfg)
     s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
     d, L = s.dim, s.layers
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim  # widths of the query and of the key (or value) projection

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import inference
-from .components import COMPONENT_SUMMARY, COMPONENTS, component_problem  # noqa: F401 (re-exported)
+from .components import COMPONENT_SUMMARY, COMPONENTS, component_problem, plugin_for  # noqa: F401 (re-exported)
 from .config import (  # noqa: F401 (re-exported: model.ModelConfig, model.param_counts, ... still work)
     PIECES,
     ModelConfig,
@@ -57,6 +57,8 @@ def linear(cfg: ModelConfig, fan_in: int, fan_out: int) -> nn.Linear:
 # cheaper, and in practice just as stable.
 # ---------------------------------------------------------------------------
 def make_norm(cfg: ModelConfig, dim: int) -> nn.Module:
+    if mine := plugin_for(cfg, "norm"):  # your own component (docs/components.md), in any slot below too
+        return mine.build(cfg, dim)
     if cfg.rmsnorm:
         return RMSNorm(dim)
     return nn.LayerNorm(dim, eps=1e-5, bias=cfg.bias)  # torch's own; no_bias drops its shift
@@ -161,6 +163,9 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim) if cfg.qk_norm else nn.Identity()
         self.proj = linear(cfg, cfg.dim, cfg.dim)
+        self.qk = mine.build(cfg) if (mine := plugin_for(cfg, "qk")) else None  # a q/k transform of your own
+        position = plugin_for(cfg, "position")  # a position scheme of your own that acts on q and k
+        self.qk_position = position.build(cfg) if position and position.applies_to == "qk" else None
 
     def forward(
         self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None
@@ -172,6 +177,10 @@ class Attention(nn.Module):
         k = k.view(B, T, Hkv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
         v = v.view(B, T, Hkv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
         q, k = self.q_norm(q), self.k_norm(k)  # QK-norm, before the rotation (as Qwen3); Identity when off
+        if self.qk is not None:
+            q, k = self.qk(q, k)
+        if self.qk_position is not None:
+            q, k = self.qk_position(q, k, cache.length if cache is not None else 0)
         if cos_sin is not None:  # RoPE on
             q, k = apply_rope(q, *cos_sin), apply_rope(k, *cos_sin)
         if cache is not None:
@@ -213,7 +222,8 @@ class Block(nn.Module):
         self.norm1 = make_norm(cfg, cfg.dim)
         self.attn = Attention(cfg, layer)
         self.norm2 = make_norm(cfg, cfg.dim)
-        self.mlp = SwiGLU(cfg) if cfg.swiglu else MLP(cfg)
+        mine = plugin_for(cfg, "mlp")
+        self.mlp = mine.build(cfg) if mine else SwiGLU(cfg) if cfg.swiglu else MLP(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(
@@ -229,10 +239,13 @@ class GPT(nn.Module):
         cfg.validate()
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.pos_emb = None if cfg.rope else PositionTable(cfg.context, cfg.dim)
+        position = plugin_for(cfg, "position")  # a position scheme of your own replaces the table
+        self.pos_emb = None if cfg.rope or position else PositionTable(cfg.context, cfg.dim)
+        self.position = position.build(cfg) if position and position.applies_to == "embeddings" else None
         self.rotary = Rotary(cfg.head_dim, cfg.rope_base) if cfg.rope else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.layers))
+        wiring = plugin_for(cfg, "block")  # a block of your own (e.g. a parallel one)
+        self.blocks = nn.ModuleList(wiring.build(cfg, i) if wiring else Block(cfg, i) for i in range(cfg.layers))
         self.norm_f = make_norm(cfg, cfg.dim)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
@@ -254,6 +267,8 @@ class GPT(nn.Module):
         x = self.tok_emb(idx)  # (B, T, dim)
         if self.pos_emb is not None:
             x = x + self.pos_emb(start, T)
+        if self.position is not None:
+            x = x + self.position(start, T)
         cos_sin = self.rotary(start, T) if self.rotary is not None else None  # RoPE's angles, shared by every layer
         x = self.drop(x)
         for block in self.blocks:

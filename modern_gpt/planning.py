@@ -10,7 +10,7 @@ import math
 import shlex
 from dataclasses import dataclass, replace
 
-from .components import COMPONENTS, component_problem
+from .components import COMPONENTS, PLUGINS, SLOTS, component_problem
 from .config import (
     AUTO,
     POWER_SEEDS,
@@ -91,10 +91,14 @@ def parse_variant(name: str) -> tuple[str, ...]:
     if name == "modern":
         return COMPONENTS
     parts = [p.strip() for p in name.split("+")]
+    modern = parts[0] == "modern"  # modern+relu2: the six, a plugin taking its built-in's slot (swiglu's)
+    parts = [*COMPONENTS, *parts[1:]] if modern else parts
     why = component_problem(parts)
     if why:
         raise UserError(f"{name!r} is not a variant: {why}; a variant is classic, modern, or components joined by +.")
-    return tuple(c for c in COMPONENTS if c in parts)
+    mine = [PLUGINS[c] for c in parts if c in PLUGINS]
+    displaced = {SLOTS[c.slot] for c in mine} if modern else set()
+    return (*(c for c in COMPONENTS if c in parts and c not in displaced), *(c for c in PLUGINS if c in parts))
 
 
 def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str | None = None) -> list[Variant]:
@@ -115,8 +119,9 @@ def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str
     if plan == "duel":  # the two complete architectures: GPT-2 against all modern (Llama, plus Qwen3's qk_norm)
         return [Variant("classic", (), None), Variant("modern", COMPONENTS, 0)]
     if plan == "leave-one-out":
-        rows = [Variant("modern", COMPONENTS, None)]
-        return rows + [Variant(f"-{c}", tuple(x for x in COMPONENTS if x != c), 0) for c in components]
+        full = (*COMPONENTS, *(c for c in components if c in PLUGINS))  # the six, and the plugins named
+        rows = [Variant("modern", full, None)]
+        return rows + [Variant(f"-{c}", tuple(x for x in full if x != c), 0) for c in components]
     if not variants:
         raise UserError('--plan custom needs --variants, e.g. --variants "classic;rmsnorm+rope;modern".')
     names = [v.strip() for v in variants.split(";") if v.strip()]

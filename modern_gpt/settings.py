@@ -270,6 +270,8 @@ def saved_settings_problem(d) -> str | None:
     try:
         for section in SECTIONS:
             for key, value in d[section].items():
+                if f"{section}.{key}" == "model.extra_components":  # the plugin components (config.py): no flag
+                    continue
                 if f"{section}.{key}" not in ALL:
                     return f"unknown setting {section}.{key}"
                 _check_value(ALL[f"{section}.{key}"], value, "settings")

@@ -1,0 +1,258 @@
+"""Plugin files: components of your own (components.Component), loaded from the user's file, never the package.
+
+load() reads each --plugin FILE (and the `modern_gpt.components` entry points of installed packages), runs it
+as a module of its own and registers its module-level COMPONENTS in components.PLUGINS. A plugin travels by
+value: a job carries each file's source (Plugin.source) and install() runs it again in the worker, so a
+worker machine needs no file at the same path. Results folders and checkpoints record each file's name and
+the sha256 of its source (records); check_recorded refuses a missing or changed one. Torch-free to import:
+only price and check_forward build a model, and only a command that builds models loads a plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import traceback
+import types
+from dataclasses import dataclass, replace
+from importlib import metadata
+from pathlib import Path
+
+from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError
+from .config import PIECES, ModelConfig
+
+ENTRY_POINTS = "modern_gpt.components"  # an installed package's plugin: [project.entry-points] name = "module"
+
+
+@dataclass(frozen=True)
+class Plugin:
+    path: str  # absolute, as loaded here (a worker's copy keeps the driver's for messages)
+    source: str
+    sha256: str
+    names: tuple[str, ...]
+
+    @property
+    def record(self) -> dict:
+        return {"file": Path(self.path).name, "path": self.path, "sha256": self.sha256, "components": list(self.names)}
+
+
+LOADED: dict[str, Plugin] = {}  # sha256 -> the plugin loaded from that source
+
+
+def sha256(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def read(path) -> str:
+    """A plugin file's source; a missing file, a folder or a FIFO is one sentence naming it."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise PluginError(f"the plugin {path} does not exist")
+    if not p.is_file():
+        raise PluginError(f"the plugin {path} is not a regular file")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PluginError(f"cannot read the plugin {path}: {e}") from None
+
+
+def load(paths=()) -> list[Plugin]:
+    """Each --plugin FILE (and TOML plugins = [...]), then the installed entry points, registered."""
+    out = [install(str(Path(p).expanduser().resolve()), read(p)) for p in paths]
+    for ep in metadata.entry_points(group=ENTRY_POINTS):
+        module = ep.load()
+        path = getattr(module, "__file__", None) or ep.value
+        out.append(install(str(path), read(path)))
+    return out
+
+
+def install(path: str, source: str) -> Plugin:
+    """Run a plugin's source as a module of its own and register its COMPONENTS; the same source twice is
+    one plugin (a worker given the job's plugins again, a test)."""
+    digest = sha256(source)
+    if digest in LOADED:
+        return LOADED[digest]
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        raise PluginError(f"the plugin {path} has a syntax error on line {e.lineno}: {e.msg}") from e
+    module = types.ModuleType(f"modern_gpt_plugin_{Path(path).stem}_{digest[:12]}")
+    module.__file__ = path
+    sys.modules[module.__name__] = module  # dataclasses and pickle look a class's module up there
+    try:
+        exec(code, module.__dict__)
+    except Exception as e:
+        del sys.modules[module.__name__]
+        line = _line_in(e, path)
+        raise PluginError(
+            f"the plugin {path} raised {type(e).__name__}: {e} while loading{line}; --debug shows the traceback"
+        ) from e
+    components = [replace(c, source=path) for c in _declared(module, path)]
+    for c in components:
+        PLUGINS[c.name] = c
+    plugin = Plugin(path, source, digest, tuple(c.name for c in components))
+    LOADED[digest] = plugin
+    return plugin
+
+
+def _line_in(e: BaseException, path: str) -> str:
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+    return f" (line {lines[-1]})" if lines else ""
+
+
+def _declared(module, path: str) -> list[Component]:
+    """The module's COMPONENTS, each checked: a Component with a name, a summary, a known slot and a factory,
+    named like no built-in component and no other plugin's."""
+    found = getattr(module, "COMPONENTS", None)
+    if not isinstance(found, (list, tuple)) or not found:
+        raise PluginError(f"the plugin {path} declares no COMPONENTS = [Component(...), ...] at module level")
+    names = set()
+    for c in found:
+        why = _component_problem(c, names)
+        if why:
+            raise PluginError(f"the plugin {path}: {why}")
+        names.add(c.name)
+    return list(found)
+
+
+def _component_problem(c, names: set) -> str | None:
+    if not isinstance(c, Component):
+        return f"{c!r} in COMPONENTS is not a modern_gpt.components.Component"
+    if not isinstance(c.name, str) or not c.name.isidentifier():
+        return f"a component has no name (a Python identifier such as relu2), got {c.name!r}"
+    if not isinstance(c.summary, str) or not c.summary.strip():
+        return f"component {c.name!r} has no summary (one line, 'classic piece -> yours')"
+    if c.slot not in SLOTS:
+        return f"component {c.name!r} has the unknown slot {c.slot!r}; the slots are {', '.join(SLOTS)}"
+    if c.slot == "position" and c.applies_to not in ("embeddings", "qk"):
+        return f"component {c.name!r} applies_to {c.applies_to!r}; a position applies to 'embeddings' or 'qk'"
+    if not callable(c.factory):
+        return f"component {c.name!r} has no factory (a callable that builds its module)"
+    if c.name in COMPONENTS or c.name in ("classic", "modern"):
+        return f"component {c.name!r} has the name of a built-in one; rename it"
+    if c.name in PLUGINS or c.name in names:
+        return f"component {c.name!r} is declared by another plugin too ({PLUGINS[c.name].source if c.name in PLUGINS else 'this file'}); rename one"
+    return None
+
+
+def jobs_plugins(cfg: ModelConfig) -> tuple[tuple[str, str], ...]:
+    """(path, source) of each plugin a model uses: what a job carries to its worker."""
+    used = {PLUGINS[n].source for n in cfg.extra_components}
+    return tuple((p.path, p.source) for p in LOADED.values() if p.path in used)
+
+
+def install_all(sources) -> None:
+    for path, source in sources:
+        install(path, source)
+
+
+def records(cfgs) -> list[dict]:
+    """Name and source hash of every plugin these models use, for meta.json and checkpoints."""
+    used = {PLUGINS[n].source for cfg in cfgs for n in cfg.extra_components}
+    return [p.record for p in LOADED.values() if p.path in used]
+
+
+def check_recorded(recorded, where) -> None:
+    """Each plugin a folder or checkpoint recorded is loaded with the same source (on any path): else one
+    sentence naming the file."""
+    for r in recorded or []:
+        if r.get("sha256") in LOADED:
+            continue
+        names = r.get("components") or []
+        now = next((p for p in LOADED.values() if set(p.names) & set(names)), None)
+        if now is None:
+            raise PluginError(
+                f"{where} was made with the plugin {r.get('file')} ({', '.join(names)}), which is not loaded; "
+                f"give --plugin {r.get('path')}"
+            )
+        raise PluginError(
+            f"the plugin {now.path} has changed since {where} was made with it (its source's sha256 differs); "
+            "put back the original"
+        )
+
+
+def raised_in(e: BaseException) -> str | None:
+    """The plugin file an exception was raised in, if any (a forward that fails mid-run)."""
+    files = {p.path for p in LOADED.values()}
+    frames = [f.filename for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
+    return frames[-1] if frames else None
+
+
+def built_counts(cfg: ModelConfig) -> dict[str, int]:
+    """Parameters per piece and their total counted from the built modules (on the meta device: no memory),
+    which config.param_counts answers with when a plugin component is on."""
+    import torch
+
+    from .model import GPT
+
+    with torch.device("meta"):
+        model = GPT(cfg)
+    counts = dict.fromkeys(PIECES, 0)
+    for name, p in model.named_parameters():  # tied weights once
+        counts[_piece(name)] += p.numel()
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+BUILT_COUNTS[:] = [built_counts]
+
+
+def _piece(name: str) -> str:
+    if name.endswith(".bias"):
+        return "biases"
+    for prefix, piece in (("tok_emb", "token_embedding"), ("lm_head", "output_head"), ("pos", "position_table")):
+        if name.startswith(prefix):
+            return piece
+    if ".mlp." in name:
+        return "mlp"
+    if "norm" in name.rsplit(".", 1)[0]:
+        return "norms"
+    return "attention" if ".attn." in name else "mlp"
+
+
+def check_forward(cfg: ModelConfig) -> None:
+    """Build the model and run one token through it, before any training: a factory that raises, or a plugin
+    module whose output has the wrong shape, is one sentence naming the plugin."""
+    if not cfg.extra_components:
+        return
+    import torch
+
+    from .model import GPT
+
+    cfg = replace(cfg, dropout=0.0)
+    with torch.random.fork_rng(devices=[]):
+        model = GPT(cfg)
+    for module in model.modules():
+        component = getattr(module, "_modern_gpt_component", None)
+        if component is not None:
+            module.register_forward_hook(_shape_hook(component))
+    try:
+        with torch.no_grad():
+            logits, _ = model(torch.zeros(1, 1, dtype=torch.long))
+    except PluginError:
+        raise
+    except Exception as e:
+        where = raised_in(e) or ", ".join(sorted({PLUGINS[n].source for n in cfg.extra_components}))
+        raise PluginError(f"the plugin {where} failed a one-token forward: {type(e).__name__}: {e}") from e
+    if tuple(logits.shape) != (1, 1, cfg.vocab_size):
+        raise PluginError(f"with the plugins {', '.join(cfg.extra_components)} one token gives logits of shape "
+                          f"{tuple(logits.shape)}, not (1, 1, {cfg.vocab_size})")
+
+
+def _shape_hook(component: Component):
+    def hook(module, args, output):
+        want = _expected(component, args)
+        got = tuple(o.shape for o in output) if isinstance(output, tuple) else getattr(output, "shape", None)
+        got = tuple(tuple(g) for g in got) if isinstance(output, tuple) else (tuple(got) if got is not None else None)
+        if want is not None and got != want:
+            raise PluginError(f"{component.where} returns shape {got} where the model needs {want}")
+
+    return hook
+
+
+def _expected(component: Component, args):
+    if component.slot in ("norm", "mlp", "block"):
+        return tuple(args[0].shape)
+    if component.slot == "qk" or component.applies_to == "qk":
+        return (tuple(args[0].shape), tuple(args[1].shape))
+    return None  # an additive position table: the embeddings' addition checks it
