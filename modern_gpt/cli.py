@@ -146,7 +146,29 @@ def _file_options() -> list[inspect.Parameter]:
     return [
         _option("config", str | None, None, "--config", "-c", help=config_help, panel="Settings"),
         _option("smoke", bool, False, "--smoke", help=smoke_help, panel="Settings"),
+        _option("plugin", list[str] | None, None, "--plugin", help=PLUGIN_HELP, panel="Settings"),
     ]
+
+
+PLUGIN_HELP = (
+    "A Python file of components of your own (docs/components.md); repeat for more. train, params and generate "
+    "switch its components on; the ablations take their names in --components and --variants."
+)
+
+
+def _with_plugins(settings, paths: list[str], switch_on: bool):
+    """Load the plugin files (a command that builds models: torch loads only now) and, for a one-model
+    command, switch their components on (a collision with a built-in switch is refused by name)."""
+    if not paths:
+        return settings
+    from dataclasses import replace
+
+    from .plugins import load
+
+    names = tuple(n for p in load(paths) for n in p.names)
+    if switch_on:
+        settings.model = replace(settings.model, extra_components=names)
+    return settings
 
 
 def _component_switches() -> list[inspect.Parameter]:
@@ -189,7 +211,8 @@ def with_settings(
             overrides.update(_switched_on(kw) if components else {})
             given = {s.key: kw.pop(s.param) for s in chosen}
             file = config_values(kw.pop("config"), kw.pop("smoke"))
-            kw["settings"] = resolve_values(file, overrides)
+            paths = [*file.pop("plugins", []), *(kw.pop("plugin") or [])]
+            kw["settings"] = _with_plugins(resolve_values(file, overrides), paths, components)
             if options:
                 kw["options"] = resolve_options(file, given, func.__name__, options)
             return func(**kw)

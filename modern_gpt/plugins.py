@@ -153,22 +153,29 @@ def records(cfgs) -> list[dict]:
 
 
 def check_recorded(recorded, where) -> None:
-    """Each plugin a folder or checkpoint recorded is loaded with the same source (on any path): else one
-    sentence naming the file."""
+    """Each plugin a folder or checkpoint recorded, loaded with the same source: one given by --plugin (on any
+    path), else its recorded file. A missing or changed file is one sentence naming it."""
     for r in recorded or []:
-        if r.get("sha256") in LOADED:
+        if r["sha256"] in LOADED:
             continue
-        names = r.get("components") or []
-        now = next((p for p in LOADED.values() if set(p.names) & set(names)), None)
-        if now is None:
+        names = ", ".join(r["components"])
+        now = next((p for p in LOADED.values() if set(p.names) & set(r["components"])), None)
+        path = now.path if now else r["path"]
+        if now is None and not Path(path).is_file():
             raise PluginError(
-                f"{where} was made with the plugin {r.get('file')} ({', '.join(names)}), which is not loaded; "
-                f"give --plugin {r.get('path')}"
+                f"{where} was made with the plugin {path} ({names}), which is missing; put it back, or give a copy "
+                "with --plugin"
             )
-        raise PluginError(
-            f"the plugin {now.path} has changed since {where} was made with it (its source's sha256 differs); "
-            "put back the original"
-        )
+        source = now.source if now else read(path)
+        if sha256(source) != r["sha256"]:
+            raise PluginError(
+                f"the plugin {path} has changed since {where} was made with it ({names}; its source's sha256 "
+                "differs); put back the original"
+            )
+        install(path, source)
+
+
+RECORD_SCHEMA = {"file": str, "path": str, "sha256": str, "components": [str]}  # a folder's or checkpoint's
 
 
 def raised_in(e: BaseException) -> str | None:
@@ -235,8 +242,10 @@ def check_forward(cfg: ModelConfig) -> None:
         where = raised_in(e) or ", ".join(sorted({PLUGINS[n].source for n in cfg.extra_components}))
         raise PluginError(f"the plugin {where} failed a one-token forward: {type(e).__name__}: {e}") from e
     if tuple(logits.shape) != (1, 1, cfg.vocab_size):
-        raise PluginError(f"with the plugins {', '.join(cfg.extra_components)} one token gives logits of shape "
-                          f"{tuple(logits.shape)}, not (1, 1, {cfg.vocab_size})")
+        raise PluginError(
+            f"with the plugins {', '.join(cfg.extra_components)} one token gives logits of shape "
+            f"{tuple(logits.shape)}, not (1, 1, {cfg.vocab_size})"
+        )
 
 
 def _shape_hook(component: Component):

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import plugins
 from .errors import UserError
 from .files import FolderLock, atomic_path, not_regular, write_json
 from .planning import Spec, SpecError, resume_command
@@ -117,6 +118,7 @@ META_SCHEMA = {  # written by running.start; planning.Spec checks the spec's val
     },
     "variants": [{**VARIANT_SCHEMA, "params": int, "hidden": int, "kv_cache_bytes_per_token": int}],
     "status": str,
+    "plugins?": [plugins.RECORD_SCHEMA],  # each plugin file the models use: name, path, sha256 (plugins.py)
     "threads?": (int, None),  # every run's torch threads, pinned by the first (running.first_threads)
     "sequential?": {  # --seeds auto: the boundary and every look
         "min_seeds": int,
@@ -166,6 +168,7 @@ def check_meta(meta, path: Path) -> Spec:
     wrong. Returns the spec."""
     found, spec = problem(meta, META_SCHEMA), None
     if found is None:
+        plugins.check_recorded(meta.get("plugins"), path.parent)  # before the spec names their components
         try:
             spec = Spec.from_dict(meta["spec"])
         except SpecError as e:

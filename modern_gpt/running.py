@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from . import __version__
+from . import __version__, plugins
 from .config import AUTO, AblationOptions
 from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_corpus
 from .errors import UserError
@@ -75,6 +75,7 @@ class Job:
     train: TrainConfig
     data: DataConfig
     threads: int
+    plugins: tuple[tuple[str, str], ...] = ()  # (path, source) of each plugin file the model uses: by value
 
     def __call__(self, corpus: Corpus, on_step=None) -> dict:
         """What an executor calls, in whichever process it runs the job."""
@@ -91,13 +92,17 @@ def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
     that every run trains on the tokens meta.json's data_key names). on_step(row, seed, step, loss) follows
     its progress. Running out of memory, even before the first step, is a recorded failure, not an exception."""
     progress = None if on_step is None else lambda step, loss: on_step(job.row, job.seed, step, loss)
+    plugins.install_all(job.plugins)  # a worker (or Ray node) runs the plugin's source it was sent
     cfg = variant_config(job.model, job.variant)
     try:
         init = "placebo" if job.variant.placebo else "init"
         result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
         record = result.to_dict()
-    except (RuntimeError, MemoryError) as e:
-        if not is_oom(e):
+    except Exception as e:
+        if plugins.raised_in(e):  # a plugin's forward failed mid-run: that run's error, the ablation goes on
+            why = f"the plugin {plugins.raised_in(e)} raised {type(e).__name__}: {e}"
+            return _identified(job, cfg, corpus, _failed_record(job, cfg, corpus, why))
+        if not isinstance(e, (RuntimeError, MemoryError)) or not is_oom(e):
             raise
         record = _failed_record(
             job, cfg, corpus, f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}"
@@ -174,6 +179,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
         raise UserError(f"--lrs chooses on half the evaluation windows and reports on the other half, but {where}.")
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
+        plugins.check_forward(cfg)  # a plugin's factory or output shape, on one token, before any folder
         if not options.on_ray:  # on Ray each run checks its own node's memory (train_run), not this machine's
             check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name
@@ -187,6 +193,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
             "spec": spec.to_dict(),
             "variants": variant_info(spec, corpus.tokenizer.vocab_size),
             "corpus": corpus.facts(),  # what --resume names when the data or the tokenizer file changed
+            "plugins": plugins.records(variant_config(spec.settings.model, v) for v in spec.variants),
             "jobs": options.jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
             "executor": ablation.executor.info(),
@@ -215,6 +222,7 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
             f"{folder} is being written by another modern-gpt process (pid {owner or 'not yet written'}); "
             "wait for it to finish or stop it first."
         )
+    plugins.check_recorded(meta.get("plugins"), folder)
     spec = results.spec
     corpus = load_corpus(spec.settings.data)
     if corpus.key != spec.data_key:
@@ -296,7 +304,16 @@ class Ablation:
         s = self.spec.settings
         threads = self.run_threads()
         return [
-            Job(row, v, seed, s.model, s.train if v.lr is None else replace(s.train, lr=v.lr), s.data, threads)
+            Job(
+                row,
+                v,
+                seed,
+                s.model,
+                s.train if v.lr is None else replace(s.train, lr=v.lr),
+                s.data,
+                threads,
+                plugins.jobs_plugins(variant_config(s.model, v)),
+            )
             for seed in self.spec.seeds[:seeds]  # seed-major: an interrupted ablation leaves complete pairs
             for row, v in enumerate(self.spec.variants)
             if (row, seed) not in done

@@ -168,6 +168,12 @@ def _check_value(setting: Setting, value, where: str):
     return value
 
 
+def _plugin_paths(path: Path, value) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        raise UserError(f"{path}: plugins must be a list of file names, got {value!r}.")
+    return [str((path.parent / p).expanduser()) for p in value]
+
+
 def read_toml(path: Path) -> dict[str, object]:
     """A TOML file's settings as {"section.field": value}, every key and type checked."""
     try:
@@ -179,6 +185,9 @@ def read_toml(path: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     keys = {**ALL, **OPTIONS}
     for section, table in doc.items():
+        if section == "plugins":  # plugins = ["my_norm.py"]: plugin files (plugins.py), relative to this file
+            out["plugins"] = _plugin_paths(path, table)
+            continue
         if section not in TABLES or not isinstance(table, dict):
             raise UserError(f"{path}: unknown section [{section}]; the sections are {', '.join(TABLES)}.")
         for name, value in table.items():
