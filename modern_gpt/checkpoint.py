@@ -10,10 +10,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 
+from . import plugins
 from .data import tokenizer_from_json
 from .errors import UserError
 from .files import atomic_path, not_regular, write_json
 from .model import GPT
+from .schema import problem
 from .settings import Settings, from_dict, saved_settings_problem
 
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "metrics.json")
@@ -31,7 +33,8 @@ def save_checkpoint(folder: Path, model: GPT | None, settings: Settings, tokeniz
             with atomic_path(folder / "model.safetensors") as tmp:
                 save_model(model, str(tmp))  # tied weights are stored once
             write_json(folder / "tokenizer.json", tokenizer.to_json())
-        write_json(folder / "config.json", {"format": 1, **settings.to_dict()})
+        mine = plugins.records([settings.model])  # each plugin file's name and sha256 (generate checks them)
+        write_json(folder / "config.json", {"format": 1, **settings.to_dict(), **({"plugins": mine} if mine else {})})
         write_json(folder / "metrics.json", metrics)
     except OSError as e:
         raise UserError(f"cannot write the checkpoint to {folder}: {e.strerror or e}; choose another --out.") from None
@@ -76,8 +79,15 @@ def _check_files(folder: Path) -> None:
 def _read_settings(folder: Path) -> Settings:
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        why = saved_settings_problem(
-            {k: v for k, v in config.items() if k != "format"} if isinstance(config, dict) else config
+        recorded = config.get("plugins") if isinstance(config, dict) else None
+        why = problem(recorded, [plugins.RECORD_SCHEMA], "plugins") if recorded is not None else None
+        if why is None and recorded:  # before the settings name their components; its own sentence
+            try:
+                plugins.check_recorded(recorded, folder)
+            except plugins.PluginError as e:
+                raise UserError(str(e)) from e
+        why = why or saved_settings_problem(
+            {k: v for k, v in config.items() if k not in ("format", "plugins")} if isinstance(config, dict) else config
         )
     except (OSError, ValueError) as e:
         why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .components import COMPONENT_SUMMARY, COMPONENTS
+from .components import COMPONENTS, all_components, summary
 from .config import ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
 from .errors import ConfigError, UserError
 from .files import not_regular
@@ -574,7 +574,7 @@ def cannot_tell(s: dict) -> list[str]:
 
 def not_detected() -> list[str]:
     """The components explain cannot tell from a config.json (none today; a new one until it gets a detector)."""
-    return [c for c in COMPONENTS if c not in DETECTORS]
+    return [c for c in all_components() if c not in DETECTORS]  # a plugin's (--plugin) never has one
 
 
 def biases(s: dict) -> dict[str, bool | None]:
@@ -763,9 +763,12 @@ def _class_notes(s: dict, fam: Family | None, text: dict, cfg: dict) -> list[str
         out.append(f"{s['family']}: the fields shown are of text_config; the wrapper's own layers are not known.")
     for c in not_detected():
         out.append(
-            f"{c} ({COMPONENT_SUMMARY.get(c, 'a component')}): explain cannot tell it from a config.json, "
+            f"{c} ({summary(c)}): explain cannot tell it from a config.json, "
             "so it is not reported either way and the closest variant's flags leave it off."
         )
+    out.append(
+        "A component of your own (--plugin) cannot be detected from a config.json: explain knows the built-in ones."
+    )
     return out
 
 

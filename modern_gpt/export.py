@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .components import COMPONENT_SUMMARY, COMPONENTS
+from .components import COMPONENT_SUMMARY, COMPONENTS, PLUGINS
 from .config import ModelConfig
 from .errors import UserError
 from .files import atomic_path, write_json, write_text
@@ -345,6 +345,9 @@ def _piece(component: str, on: bool) -> str:
 
 def target_for(cfg: ModelConfig) -> Target:
     """The transformers class that holds this model exactly, or a UserError naming the pieces that have none."""
+    if cfg.extra_components:  # your own piece: transformers has no class that holds it
+        mine = ", ".join(f"{n} (from the plugin {PLUGINS[n].source})" for n in cfg.extra_components)
+        raise UserError(f"{mine} does not export: a plugin component has no transformers counterpart.")
     components = cfg.components
     if frozenset(components) in TABLE:
         return TABLE[frozenset(components)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError
+from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError  # noqa: F401 (re-exported)
 from .config import PIECES, ModelConfig
 
 ENTRY_POINTS = "modern_gpt.components"  # an installed package's plugin: [project.entry-points] name = "module"
