@@ -219,3 +219,34 @@ def test_the_prototype_is_a_real_parallel_block(seventh):
     _, loss = parallel.train()(x[:, :-1], x[:, 1:])
     loss.backward()
     assert all(p.grad is not None for p in parallel.parameters())
+
+
+def test_a_plugin_component_is_covered_by_every_consumer(monkeypatch):
+    """A component from a plugin file (docs/components.md): in the plans, the variants, the price, explain's
+    not-detected list, and refused by name by export and beside the built-in that fills its slot."""
+    import pathlib
+
+    import modern_gpt.explain as explain
+    import modern_gpt.export as export
+    import modern_gpt.planning as planning
+    import modern_gpt.plugins as plugins
+
+    monkeypatch.setattr(plugins, "LOADED", {})
+    monkeypatch.setattr(components_module, "PLUGINS", {})
+    for module in (plugins, config, planning, export, explain):
+        monkeypatch.setattr(module, "PLUGINS", components_module.PLUGINS, raising=False)
+    examples = pathlib.Path(__file__).parent.parent / "examples" / "components"
+    plugins.load([examples / "relu2.py"])
+    assert planning.parse_variant("modern+relu2") == (*(c for c in model.COMPONENTS if c != "swiglu"), "relu2")
+    assert planning.parse_variant("modern") == model.COMPONENTS  # --modern stays the six
+    rows = planning.make_plan("cumulative", ("rmsnorm", "relu2"))
+    assert [r.components for r in rows] == [(), ("rmsnorm",), ("rmsnorm", "relu2")]
+    leave = planning.make_plan("leave-one-out", ("rope",))  # the six then, each plan's rows from the one list
+    assert [r.name for r in leave] == ["modern", "-rope"] and "relu2" not in leave[0].components
+    cfg = model.ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2).with_components(("relu2",))
+    assert model.param_counts(cfg)["total"] == sum(p.numel() for p in model.GPT(cfg).parameters())
+    assert "relu2" in explain.not_detected()
+    with pytest.raises(UserError, match="relu2 .from the plugin .*relu2.py. does not export"):
+        export.target_for(cfg)
+    with pytest.raises(UserError, match="relu2 and swiglu both fill the model's mlp"):
+        cfg.with_components(("swiglu", "relu2"))
