@@ -225,3 +225,19 @@ def test_a_forward_that_raises_mid_run_is_that_runs_error(capsys, monkeypatch, t
     runs = [json.loads(p.read_text()) for p in (tmp_path / "r" / "runs").glob("*.json")]
     errors = {r["variant"]: r["error"] for r in runs}
     assert errors["classic"] == "" and "FloatingPointError: late" in errors["late"] and str(path) in errors["late"]
+
+
+@pytest.mark.slow
+def test_two_workers_give_the_numbers_of_one_for_a_plugin_component(capsys, monkeypatch, tmp_path):
+    """The workers are spawned processes that get the plugin's source with each job, not its path."""
+    mine = tmp_path / "relu2.py"
+    shutil.copy(EXAMPLES / "relu2.py", mine)
+    values = {}
+    for jobs in ("1", "2"):
+        code, _, err = ablate(
+            capsys, monkeypatch, tmp_path / jobs, mine, "classic;relu2", "--jobs", jobs, "--threads", "1"
+        )
+        assert code == 0, err
+        runs = [json.loads(p.read_text()) for p in sorted((tmp_path / jobs / "runs").glob("*.json"))]
+        values[jobs] = {(r["variant"], r["seed"]): r["val_loss"] for r in runs}
+    assert values["1"] == values["2"] and len(values["1"]) == 2
