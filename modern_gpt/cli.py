@@ -120,8 +120,8 @@ def _invoke():
 # Settings flags: generated from the settings dataclasses, so that train, ablate
 # and duel share one definition of every flag.
 # ---------------------------------------------------------------------------
-def _option(name: str, annotation, default, *flags: str, help: str, panel: str) -> inspect.Parameter:
-    opt = typer.Option(*flags, help=help, rich_help_panel=panel, show_default=False)
+def _option(name: str, annotation, default, *flags: str, help: str, panel: str, metavar=None) -> inspect.Parameter:
+    opt = typer.Option(*flags, help=help, rich_help_panel=panel, show_default=False, metavar=metavar)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, opt]
     )
@@ -146,29 +146,48 @@ def _file_options() -> list[inspect.Parameter]:
     return [
         _option("config", str | None, None, "--config", "-c", help=config_help, panel="Settings"),
         _option("smoke", bool, False, "--smoke", help=smoke_help, panel="Settings"),
-        _option("plugin", list[str] | None, None, "--plugin", help=PLUGIN_HELP, panel="Settings"),
+        _option("plugin", list[str] | None, None, "--plugin", help=PLUGIN_HELP, panel="Settings", metavar="PATH"),
     ]
 
 
 PLUGIN_HELP = (
-    "A Python file of components of your own (docs/components.md); repeat for more. train, params and generate "
-    "switch its components on; the ablations take their names in --components and --variants."
+    "A Python file of components of your own (docs/components.md); repeat for more. train and params switch its "
+    "components on (generate reads them from the checkpoint); the ablations take their names in --components "
+    "and --variants."
 )
 
 
 def _with_plugins(settings, paths: list[str], switch_on: bool):
-    """Load the plugin files (a command that builds models: torch loads only now) and, for a one-model
-    command, switch their components on (a collision with a built-in switch is refused by name)."""
-    if not paths:
-        return settings
+    """Load the plugin files (a command that builds models: torch loads only now) and the installed packages'
+    (entry points; none, and nothing heavy is imported), and for a one-model command switch the files' components
+    on (a collision with a built-in switch is refused by name)."""
     from dataclasses import replace
 
     from .plugins import load
 
-    names = tuple(n for p in load(paths) for n in p.names)
-    if switch_on:
+    loaded = load(paths)  # and the installed packages' (entry points), which only the ablations switch on
+    if switch_on and paths:
+        names = tuple(dict.fromkeys(n for p in loaded[: len(paths)] for n in p.names))
         settings.model = replace(settings.model, extra_components=names)
     return settings
+
+
+RECORDED_PLUGIN_HELP = (
+    "A plugin file it was made with, on any path: an unchanged copy (the same sha256) stands in for the "
+    "recorded one; repeat for more."
+)
+RecordedPlugins = Annotated[
+    list[str] | None, typer.Option("--plugin", help=RECORDED_PLUGIN_HELP, show_default=False, metavar="PATH")
+]
+
+
+def _load_plugins(paths: list[str] | None) -> None:
+    """report, generate, extrapolate and export: the --plugin files, loaded before the folder or checkpoint is
+    read, so that its recorded plugins match them by source wherever they lie (plugins.check_recorded)."""
+    if paths:
+        from .plugins import load
+
+        load(paths)
 
 
 def _component_switches() -> list[inspect.Parameter]:
@@ -351,12 +370,14 @@ def generate(
     top_k: Annotated[int | None, typer.Option(help="Sample from the k most likely tokens only.")] = 40,
     seed: Seed = 0,
     device: Device = "auto",
+    plugin: RecordedPlugins = None,
 ) -> None:
     """Continue a prompt with a trained checkpoint; every model setting is read from the checkpoint."""
     from .checkpoint import check_sampling, generate_text, load_checkpoint
     from .train import resolve_device
 
     check_sampling(tokens, temperature, top_k)  # before the checkpoint is read
+    _load_plugins(plugin)
     model, _, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
     print(generate_text(model, tokenizer, prompt, tokens, temperature, top_k, seed))
 
@@ -599,10 +620,12 @@ def report(
         bool, typer.Option("--plot", help="Redraw curves.png (and lr.png after --lrs) from the folder's files.")
     ] = False,
     at_lr: AtLr = None,
+    plugin: RecordedPlugins = None,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
     from . import report as rep
 
+    _load_plugins(plugin)
     if plot:
         rep.at_lr_index(rep.ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
         for path in rep.plot(folder):
@@ -700,6 +723,7 @@ def extrapolate(
     windows: Annotated[int, typer.Option(help=WINDOWS_HELP)] = 8,
     device: Device = "auto",
     fmt: TableOrJson = "table",
+    plugin: RecordedPlugins = None,
 ) -> None:
     """Val loss, bits/char and ms per token at context lengths past the trained one: the context wall."""
     from dataclasses import replace
@@ -712,6 +736,7 @@ def extrapolate(
     from .train import resolve_device
 
     lengths = parse_contexts(contexts)
+    _load_plugins(plugin)
     model, settings, tokenizer = load_checkpoint(checkpoint, resolve_device(device))
     data_cfg = replace(settings.data, path=str(data)) if data else settings.data
     text = validation_text(data_cfg)
@@ -760,6 +785,7 @@ def export(
     checkpoint: Checkpoint,
     hf: Annotated[str, typer.Option("--hf", help=HF_HELP, callback=_folder)],
     force: Annotated[bool, typer.Option("--force", help=EXPORT_FORCE_HELP)] = False,
+    plugin: RecordedPlugins = None,
 ) -> None:
     """Write a checkpoint and its tokenizer as the Hugging Face transformers model that holds it exactly (GPT-2, Starcoder2, StableLM, Arcee, Apertus, Llama or Qwen3)."""
     from .checkpoint import load_checkpoint
@@ -768,6 +794,7 @@ def export(
 
     hf = Path(hf)
     check_free(hf, "--hf", force, source=checkpoint)
+    _load_plugins(plugin)
     model, _, tokenizer = load_checkpoint(checkpoint)
     arch = export_hf(model, hf, tokenizer)
     console.print(

@@ -60,7 +60,13 @@ def load(paths=()) -> list[Plugin]:
     """Each --plugin FILE (and TOML plugins = [...]), then the installed entry points, registered."""
     out = [install(str(Path(p).expanduser().resolve()), read(p)) for p in paths]
     for ep in metadata.entry_points(group=ENTRY_POINTS):
-        module = ep.load()
+        try:
+            module = ep.load()
+        except Exception as e:  # an installed package's import error: its name, not a traceback
+            raise PluginError(
+                f"the installed plugin {ep.value} (entry point {ep.name!r} of {ENTRY_POINTS}) raised "
+                f"{type(e).__name__}: {e} while loading; --debug shows the traceback"
+            ) from e
         path = getattr(module, "__file__", None) or ep.value
         out.append(install(str(path), read(path)))
     return out
@@ -232,7 +238,7 @@ def check_forward(cfg: ModelConfig) -> None:
     for module in model.modules():
         component = getattr(module, "_modern_gpt_component", None)
         if component is not None:
-            module.register_forward_hook(_shape_hook(component))
+            module.register_forward_hook(_shape_hook(component, cfg))
     try:
         with torch.no_grad():
             logits, _ = model(torch.zeros(1, 1, dtype=torch.long))
@@ -248,9 +254,9 @@ def check_forward(cfg: ModelConfig) -> None:
         )
 
 
-def _shape_hook(component: Component):
+def _shape_hook(component: Component, cfg: ModelConfig):
     def hook(module, args, output):
-        want = _expected(component, args)
+        want = _expected(component, args, cfg)
         got = tuple(o.shape for o in output) if isinstance(output, tuple) else getattr(output, "shape", None)
         got = tuple(tuple(g) for g in got) if isinstance(output, tuple) else (tuple(got) if got is not None else None)
         if want is not None and got != want:
@@ -259,9 +265,10 @@ def _shape_hook(component: Component):
     return hook
 
 
-def _expected(component: Component, args):
+def _expected(component: Component, args, cfg: ModelConfig):
     if component.slot in ("norm", "mlp", "block"):
         return tuple(args[0].shape)
     if component.slot == "qk" or component.applies_to == "qk":
         return (tuple(args[0].shape), tuple(args[1].shape))
-    return None  # an additive position table: the embeddings' addition checks it
+    # added to the embeddings: exactly (T, dim), for a (1, 1, dim) or a (T, 1) would broadcast without an error
+    return (int(args[1]), cfg.dim)

@@ -16,11 +16,14 @@ import modern_gpt.components as components
 import modern_gpt.plugins as plugins
 from modern_gpt.config import ModelConfig
 from modern_gpt.data import load_corpus
+from modern_gpt.errors import UserError
 from modern_gpt.model import GPT, linear
 from modern_gpt.results import ResultsDir
 from tests.clihelp import run_main, tiny
+from tests.test_executors import cluster as _two_node_cluster
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "components"
+cluster = _two_node_cluster  # the loopback two-node Ray cluster of test_executors.py (module-scoped)
 SMALL = ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
 
 
@@ -241,3 +244,319 @@ def test_two_workers_give_the_numbers_of_one_for_a_plugin_component(capsys, monk
         runs = [json.loads(p.read_text()) for p in sorted((tmp_path / jobs / "runs").glob("*.json"))]
         values[jobs] = {(r["variant"], r["seed"]): r["val_loss"] for r in runs}
     assert values["1"] == values["2"] and len(values["1"]) == 2
+
+
+# ---------------------------------------------------------------------------
+# report, generate, extrapolate and export: --plugin gives a copy of the recorded plugin on another path
+# ---------------------------------------------------------------------------
+READERS = {
+    "report": ("folder", ["report", "{made}"]),
+    "generate": ("checkpoint", ["generate", "{made}", "--tokens", "3", "--device", "cpu"]),
+    "extrapolate": ("checkpoint", ["extrapolate", "{made}", "--contexts", "16", "--windows", "1", "--device", "cpu"]),
+    "export": ("checkpoint", ["export", "{made}", "--hf", "{hf}"]),
+}
+
+
+def _made_with_a_copy(capsys, monkeypatch, tmp_path, what: str) -> Path:
+    """A results folder (ablate) or a checkpoint (train) made with tmp_path/made/relu2.py, which is then removed,
+    and the registries emptied as in a new process."""
+    made = tmp_path / "made" / "relu2.py"
+    made.parent.mkdir()
+    shutil.copy(EXAMPLES / "relu2.py", made)
+    if what == "folder":
+        code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", made, "classic;relu2")
+    else:
+        code, _, err = run_main(capsys, monkeypatch, "train", *tiny(2), "--plugin", made, "--out", tmp_path / "r")
+    assert code == 0, err
+    made.unlink()
+    return tmp_path / "r"
+
+
+@pytest.mark.parametrize("command", list(READERS))
+def test_each_reader_takes_an_unchanged_copy_and_refuses_a_changed_or_missing_one(
+    capsys, monkeypatch, tmp_path, command
+):
+    what, argv = READERS[command]
+    made = _made_with_a_copy(capsys, monkeypatch, tmp_path, what)
+    args = [a.format(made=made, hf=tmp_path / "hf") for a in argv]
+    copy, changed = tmp_path / "copy" / "relu2.py", tmp_path / "changed" / "relu2.py"
+    for path, text in ((copy, ""), (changed, "# changed\n")):
+        path.parent.mkdir()
+        path.write_text((EXAMPLES / "relu2.py").read_text() + text)
+
+    def call(*extra):
+        plugins.LOADED.clear(), components.PLUGINS.clear()  # each call as a new process
+        code, out, err = run_main(capsys, monkeypatch, *args, *extra)
+        assert "Traceback" not in err
+        return code, out, err
+
+    code, _, err = call()  # the recorded file is gone, and no copy given
+    assert code == 2 and f"{tmp_path / 'made' / 'relu2.py'} (relu2), which is missing" in err, err
+    assert "give a copy with --plugin" in err and err.count("\n") == 1
+    code, _, err = call("--plugin", changed)
+    assert code == 2 and f"the plugin {changed} has changed since {made} was made" in err, err
+    assert err.count("\n") == 1
+    code, _, err = call("--plugin", tmp_path / "nowhere.py")
+    assert code == 2 and f"the plugin {tmp_path / 'nowhere.py'} does not exist" in err and err.count("\n") == 1
+    code, out, err = call("--plugin", copy)
+    if command == "export":  # accepted, then refused for what it is: transformers has no class for relu2
+        assert code == 2 and f"relu2 (from the plugin {copy}) does not export" in err, err
+        assert not (tmp_path / "hf").exists()
+    else:
+        assert code == 0, err
+        assert {"report": "relu2", "extrapolate": "16"}.get(command, "") in out
+
+
+# ---------------------------------------------------------------------------
+# Workers and Ray tasks get the plugin by value
+# ---------------------------------------------------------------------------
+def _tiny_settings():
+    from modern_gpt.settings import resolve
+
+    tiny_model = {"model.context": 16, "model.dim": 16, "model.heads": 2, "model.layers": 1}
+    return resolve(None, True, {"train.steps": 2, "train.eval_every": 2, "train.eval_tokens": 1024, **tiny_model})
+
+
+@pytest.mark.slow
+def test_a_spawned_worker_trains_a_plugin_component_whose_file_is_gone(tmp_path):
+    """The job carries the plugin's source: with the file renamed away, a fresh worker process still trains
+    relu2, to the value this process gets; the same job without its sources cannot (negative control)."""
+    import math
+
+    from modern_gpt import planning, running
+    from modern_gpt.executors import LocalPool
+
+    mine = tmp_path / "relu2.py"
+    shutil.copy(EXAMPLES / "relu2.py", mine)
+    plugins.load([mine])
+    spec = planning.plan_spec(_tiny_settings(), "custom", variants="relu2", seeds="1", placebo=False)
+    ablation = running.start(spec, tmp_path / "r", "test")
+    (job,) = ablation.pending()
+    assert job.plugins == ((str(mine), mine.read_text()),)
+    mine.rename(tmp_path / "elsewhere.py")
+    records = []
+    LocalPool(1).run([job], ablation.corpus, lambda *step: None, records.append)
+    assert records[0]["error"] == "" and math.isfinite(records[0]["val_loss"])
+    assert records[0]["val_loss"] == job(ablation.corpus)["val_loss"]  # in this process, where it is loaded
+    with pytest.raises(Exception, match="unknown component 'relu2'"):
+        LocalPool(1).run([replace(job, plugins=())], ablation.corpus, lambda *step: None, records.append)
+
+
+@pytest.mark.slow
+def test_a_ray_ablation_with_a_plugin_component_equals_jobs_1(cluster, capsys, monkeypatch, tmp_path):
+    mine = tmp_path / "relu2.py"
+    shutil.copy(EXAMPLES / "relu2.py", mine)
+    values = {}
+    for name, extra in (("jobs1", ["--jobs", "1"]), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+        code, _, err = run_main(
+            capsys, monkeypatch, "ablate", *tiny(2), "--plugin", mine, "--plan", "custom", "--variants",
+            "classic;relu2", "--seeds", "2", "--no-placebo", "--threads", "1", "--out", tmp_path / name, *extra,
+        )  # fmt: skip
+        assert code == 0, err
+        runs = [json.loads(p.read_text()) for p in sorted((tmp_path / name / "runs").glob("*.json"))]
+        assert all(r["error"] == "" for r in runs)
+        values[name] = {(r["variant"], r["seed"]): r["val_loss"] for r in runs}
+    assert values["ray"] == values["jobs1"] and len(values["jobs1"]) == 4
+    meta = json.loads((tmp_path / "ray" / "meta.json").read_text())
+    assert meta["executor"]["name"] == "ray" and meta["plugins"][0]["components"] == ["relu2"]
+
+
+# ---------------------------------------------------------------------------
+# An installed package's plugin (the modern_gpt.components entry points)
+# ---------------------------------------------------------------------------
+def _installed(monkeypatch, tmp_path, module: str, source: str | None) -> Path:
+    """A distribution that declares `relu2 = "<module>"` in the modern_gpt.components group, as pip would
+    install it: the module on sys.path, and importlib.metadata.entry_points answering for the group."""
+    from importlib import metadata
+
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    path = site / f"{module}.py"
+    if source is not None:
+        path.write_text(source)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(__import__("sys").modules, module, raising=False)
+    ep = metadata.EntryPoint(name="relu2", value=module, group=plugins.ENTRY_POINTS)
+    real = metadata.entry_points
+
+    def entry_points(**kw):
+        return metadata.EntryPoints([ep]) if kw.get("group") == plugins.ENTRY_POINTS else real(**kw)
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    return path
+
+
+def test_an_installed_packages_component_is_ablated_without_plugin(capsys, monkeypatch, tmp_path):
+    path = _installed(monkeypatch, tmp_path, "mg_installed_relu2", (EXAMPLES / "relu2.py").read_text())
+    code, out, err = run_main(
+        capsys, monkeypatch, "ablate", *tiny(2), "--plan", "custom", "--variants", "classic;relu2", "--seeds", "1",
+        "--no-placebo", "--jobs", "1", "--out", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 0, err
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert meta["plugins"] == [
+        {"file": path.name, "path": str(path), "sha256": plugins.sha256(path.read_text()), "components": ["relu2"]}
+    ]
+    assert "relu2" in out
+
+
+def test_an_installed_plugin_that_cannot_import_is_one_sentence(capsys, monkeypatch, tmp_path):
+    _installed(monkeypatch, tmp_path, "mg_broken_plugin", "import no_such_module_anywhere\n")
+    code, _, err = run_main(capsys, monkeypatch, "params")
+    assert code == 2 and "the installed plugin mg_broken_plugin (entry point 'relu2'" in err, err
+    assert "ModuleNotFoundError" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------
+# The qk slot, and a position scheme applied to q and k
+# ---------------------------------------------------------------------------
+QSCALE = """
+import torch
+class QScale(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(1))
+    def forward(self, q, k):
+        return q * self.gain, k
+COMPONENTS = [Component('qscale', 'plain q.k -> a learned gain on q', 'qk', QScale)]
+"""
+
+
+def test_a_qk_component_transforms_q_and_k_in_every_layer(tmp_path):
+    plugins.load([_plugin(tmp_path, QSCALE)])
+    cfg = SMALL.with_components(("qscale",))
+    torch.manual_seed(0)
+    mine = GPT(cfg).eval()
+    torch.manual_seed(0)
+    classic = GPT(SMALL).eval()
+    assert sum(p.numel() for p in mine.parameters()) == sum(p.numel() for p in classic.parameters()) + SMALL.layers
+    assert components.plugin_for(cfg, "qk").name == "qscale"
+    x = torch.randint(0, 50, (2, 16))
+    assert torch.equal(mine(x)[0], classic(x)[0])  # a gain of 1 is the classic attention, bitwise
+    with torch.no_grad():
+        mine.blocks[1].attn.qk.gain.fill_(3.0)
+    assert not torch.equal(mine(x)[0], classic(x)[0])  # and the gain is read
+    with pytest.raises(UserError, match="qscale and qk_norm both fill the model's qk"):
+        SMALL.with_components(("qk_norm", "qscale"))
+
+
+def test_a_qk_component_of_the_wrong_shape_is_refused_on_one_token(tmp_path):
+    path = _plugin(tmp_path, QSCALE.replace("return q * self.gain, k", "return q * self.gain, k[..., :-1]"))
+    plugins.load([path])
+    with pytest.raises(
+        components.PluginError,
+        match=r"'qscale' of the plugin .*p\.py returns shape .*1, 4, 1, 7\)\) where the model needs",
+    ):
+        plugins.check_forward(SMALL.with_components(("qscale",)))
+
+
+QK_ROTATION = """
+from modern_gpt.model import Rotary, apply_rope
+class QKRotation(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.rotary = Rotary(cfg.head_dim, cfg.rope_base)
+    def forward(self, q, k, start):
+        cos, sin = self.rotary(start, q.size(-2))
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+COMPONENTS = [Component('myrope', 'table -> RoPE, as a plugin', 'position', QKRotation, applies_to='qk')]
+"""
+
+
+def test_a_position_applied_to_q_and_k_is_rope_when_it_rotates_as_rope_does(tmp_path):
+    """A rotation of q and k by position, written as a plugin, is the built-in RoPE model bitwise (the same
+    init stream, no position table), and a KV cache passes it the right start position."""
+    plugins.load([_plugin(tmp_path, QK_ROTATION)])
+    torch.manual_seed(0)
+    mine = GPT(SMALL.with_components(("myrope",))).eval()
+    torch.manual_seed(0)
+    rope = GPT(SMALL.with_components(("rope",))).eval()
+    assert mine.pos_emb is None and mine.position is None and mine.blocks[0].attn.qk_position is not None
+    x = torch.randint(0, 50, (2, 16))
+    assert torch.equal(mine(x)[0], rope(x)[0])
+    from modern_gpt.model import KVCache
+
+    cache = KVCache()
+    one_by_one = torch.cat([mine(x[:, t : t + 1], cache=cache)[0] for t in range(16)], dim=1)
+    assert torch.allclose(one_by_one, mine(x)[0], atol=1e-5)
+    with pytest.raises(UserError, match="myrope and rope both fill the model's position"):
+        SMALL.with_components(("rope", "myrope"))
+
+
+def test_a_position_on_q_and_k_that_ignores_the_cache_start_fails_the_cache_check(tmp_path):
+    """The negative control of the cache check above: rotating every new token as position 0 differs."""
+    plugins.load([_plugin(tmp_path, QK_ROTATION.replace("self.rotary(start,", "self.rotary(0,"))])
+    torch.manual_seed(0)
+    mine = GPT(SMALL.with_components(("myrope",))).eval()
+    x = torch.randint(0, 50, (2, 16))
+    from modern_gpt.model import KVCache
+
+    cache = KVCache()
+    one_by_one = torch.cat([mine(x[:, t : t + 1], cache=cache)[0] for t in range(16)], dim=1)
+    assert not torch.allclose(one_by_one, mine(x)[0], atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# The one-token check of an additive position: exactly (T, dim), not a shape that broadcasts
+# ---------------------------------------------------------------------------
+ADDITIVE = """
+import torch
+class Pos(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dim = cfg.dim
+        self.register_buffer("zero", torch.zeros(()), persistent=False)
+    def forward(self, start, T):
+        return self.zero.expand(SHAPE)
+COMPONENTS = [Component('pos', 'table -> mine', 'position', Pos)]
+"""
+
+
+@pytest.mark.parametrize("shape", ["1, 1, self.dim", "T, 1", "self.dim"])
+def test_an_additive_position_of_a_shape_that_broadcasts_is_refused(capsys, monkeypatch, tmp_path, shape):
+    path = _plugin(tmp_path, ADDITIVE.replace("SHAPE", shape))
+    code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;pos")
+    assert code == 2 and f"component 'pos' of the plugin {path} returns shape" in err, err
+    assert "where the model needs (1, 16)" in err and err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_additive_position_of_the_right_shape_passes_the_check(tmp_path):
+    plugins.load([_plugin(tmp_path, ADDITIVE.replace("SHAPE", "T, self.dim"))])  # the control
+    plugins.check_forward(SMALL.with_components(("pos",)))
+
+
+# ---------------------------------------------------------------------------
+# --debug, and --match-params with a plugin row
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "last"), [("x = 1\ndef (:\n", "SyntaxError"), BAD["import"][:1] + ("No module",)])
+def test_debug_shows_the_traceback_of_a_plugin_that_fails_to_load(capsys, monkeypatch, tmp_path, text, last):
+    path = _plugin(tmp_path, text)
+    code, _, err = run_main(capsys, monkeypatch, "--debug", "params", "--plugin", path)
+    assert code == 2 and "Traceback (most recent call last)" in err and last in err, err
+    assert f'File "{path}", line' in err  # the plugin's own line, in the traceback
+    assert err.splitlines()[-1].startswith(f"modern-gpt: error: the plugin {path}")
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)  # without --debug: the sentence
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_match_params_sizes_a_plugin_row_from_its_built_modules():
+    from modern_gpt.config import non_embedding_params
+    from modern_gpt.planning import plan_spec, variant_config
+
+    plugins.load([EXAMPLES / "relu2.py"])
+    settings = _tiny_settings()
+
+    def body(v) -> int:  # non-embedding parameters of the built model
+        model = GPT(replace(variant_config(settings.model, v), vocab_size=50))
+        return sum(
+            p.numel() for n, p in model.named_parameters() if not n.startswith(("tok_emb", "pos_emb", "lm_head"))
+        )
+
+    matched = plan_spec(settings, "custom", variants="swiglu;relu2", seeds="1", match=True, placebo=False).variants
+    plain = plan_spec(settings, "custom", variants="swiglu;relu2", seeds="1", placebo=False).variants
+    assert matched[1].mlp_hidden is not None and plain[1].mlp_hidden is None
+    assert abs(body(matched[1]) - body(matched[0])) <= 0.01 * body(matched[0])
+    assert abs(body(plain[1]) - body(plain[0])) > 0.01 * body(plain[0])  # unmatched, relu2 is 4*dim wide
+    cfg = replace(variant_config(settings.model, matched[1]), vocab_size=50)
+    assert non_embedding_params(plugins.built_counts(cfg)) == body(matched[1])
