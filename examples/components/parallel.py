@@ -20,5 +20,7 @@ class ParallelBlock(Block):
 
 
 COMPONENTS = [
-    Component("parallel", "attention, then the MLP -> attention and the MLP in parallel (GPT-J, PaLM)", "block", ParallelBlock)
+    Component(
+        "parallel", "attention, then the MLP -> attention and the MLP in parallel (GPT-J, PaLM)", "block", ParallelBlock
+    )
 ]
