@@ -224,15 +224,17 @@ def _piece(name: str) -> str:
 
 
 def check_forward(cfg: ModelConfig) -> None:
-    """Build the model and run one token through it, before any training: a factory that raises, or a plugin
-    module whose output has the wrong shape, is one sentence naming the plugin."""
+    """Build the model and run two sequences of two tokens through it, before any training: a factory that
+    raises, or a plugin module whose output has the wrong shape, is one sentence naming the plugin. Two of each,
+    not one: at (1, 1) an output that drops or pools the batch or time axis has the right shape and then
+    broadcasts silently in training."""
     if not cfg.extra_components:
         return
     import torch
 
     from .model import GPT
 
-    cfg = replace(cfg, dropout=0.0)
+    cfg, T = replace(cfg, dropout=0.0), min(2, cfg.context)
     with torch.random.fork_rng(devices=[]):
         model = GPT(cfg)
     for module in model.modules():
@@ -241,16 +243,16 @@ def check_forward(cfg: ModelConfig) -> None:
             module.register_forward_hook(_shape_hook(component, cfg))
     try:
         with torch.no_grad():
-            logits, _ = model(torch.zeros(1, 1, dtype=torch.long))
+            logits, _ = model(torch.zeros(2, T, dtype=torch.long))
     except PluginError:
         raise
     except Exception as e:
         where = raised_in(e) or ", ".join(sorted({PLUGINS[n].source for n in cfg.extra_components}))
-        raise PluginError(f"the plugin {where} failed a one-token forward: {type(e).__name__}: {e}") from e
-    if tuple(logits.shape) != (1, 1, cfg.vocab_size):
+        raise PluginError(f"the plugin {where} failed a two-token forward: {type(e).__name__}: {e}") from e
+    if tuple(logits.shape) != (2, T, cfg.vocab_size):
         raise PluginError(
-            f"with the plugins {', '.join(cfg.extra_components)} one token gives logits of shape "
-            f"{tuple(logits.shape)}, not (1, 1, {cfg.vocab_size})"
+            f"with the plugins {', '.join(cfg.extra_components)} two sequences of {T} tokens give logits of shape "
+            f"{tuple(logits.shape)}, not (2, {T}, {cfg.vocab_size})"
         )
 
 

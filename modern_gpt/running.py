@@ -179,7 +179,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
         raise UserError(f"--lrs chooses on half the evaluation windows and reports on the other half, but {where}.")
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
-        plugins.check_forward(cfg)  # a plugin's factory or output shape, on one token, before any folder
+        plugins.check_forward(cfg)  # a plugin's factory or output shape, on two tokens, before any folder
         if not options.on_ray:  # on Ray each run checks its own node's memory (train_run), not this machine's
             check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name

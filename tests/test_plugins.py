@@ -197,7 +197,7 @@ def test_a_second_plugin_with_the_same_name_and_a_slot_collision_are_refused(cap
         ("def make(cfg):\n    raise ValueError('no width')\n", "factory raised ValueError: no width"),
         (
             "def make(cfg):\n    return nn.Linear(cfg.dim, 7)\n",
-            "returns shape (1, 1, 7) where the model needs (1, 1, 16)",
+            "returns shape (2, 2, 7) where the model needs (2, 2, 16)",
         ),
     ],
 )
@@ -445,7 +445,7 @@ def test_a_qk_component_of_the_wrong_shape_is_refused_on_one_token(tmp_path):
     plugins.load([path])
     with pytest.raises(
         components.PluginError,
-        match=r"'qscale' of the plugin .*p\.py returns shape .*1, 4, 1, 7\)\) where the model needs",
+        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 2, 7\)\) where the model needs",
     ):
         plugins.check_forward(SMALL.with_components(("qscale",)))
 
@@ -497,7 +497,7 @@ def test_a_position_on_q_and_k_that_ignores_the_cache_start_fails_the_cache_chec
 
 
 # ---------------------------------------------------------------------------
-# The one-token check of an additive position: exactly (T, dim), not a shape that broadcasts
+# The two-token check of an additive position: exactly (T, dim), not a shape that broadcasts
 # ---------------------------------------------------------------------------
 ADDITIVE = """
 import torch
@@ -517,8 +517,35 @@ def test_an_additive_position_of_a_shape_that_broadcasts_is_refused(capsys, monk
     path = _plugin(tmp_path, ADDITIVE.replace("SHAPE", shape))
     code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;pos")
     assert code == 2 and f"component 'pos' of the plugin {path} returns shape" in err, err
-    assert "where the model needs (1, 16)" in err and err.count("\n") == 1
+    assert "where the model needs (2, 16)" in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
+
+
+POOLED_MLP = """
+class Pooled(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = nn.Linear(cfg.dim, cfg.dim)
+    def forward(self, x):
+        return self.fc(x).mean(dim=AXES, keepdim=True)
+COMPONENTS = [Component('pooled', 'mlp -> mine', 'mlp', Pooled)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("position", ADDITIVE.replace("SHAPE", "1, self.dim")),  # one row for every position: (1, dim) at T = 1
+        ("mlp over time", POOLED_MLP.replace("AXES", "1")),  # (B, 1, dim): broadcast over T
+        ("mlp over the batch", POOLED_MLP.replace("AXES", "0")),  # (1, T, dim): broadcast over B
+    ],
+)
+def test_an_output_that_drops_the_batch_or_time_axis_is_refused(tmp_path, kind, text):
+    """At one token of one sequence such an output has the right shape and would broadcast in training."""
+    plugins.load([_plugin(tmp_path, text)])
+    name = "pos" if kind == "position" else "pooled"
+    with pytest.raises(components.PluginError, match=f"'{name}' of the plugin .*p\\.py returns shape"):
+        plugins.check_forward(SMALL.with_components((name,)))
 
 
 def test_an_additive_position_of_the_right_shape_passes_the_check(tmp_path):
