@@ -30,6 +30,7 @@ class Plugin:
     source: str
     sha256: str
     names: tuple[str, ...]
+    package: str = ""  # an installed plugin's package, where its relative imports resolve ("" for a --plugin file)
 
     @property
     def record(self) -> dict:
@@ -68,13 +69,14 @@ def load(paths=()) -> list[Plugin]:
                 f"{type(e).__name__}: {e} while loading; --debug shows the traceback"
             ) from e
         path = getattr(module, "__file__", None) or ep.value
-        out.append(install(str(path), read(path)))
+        out.append(install(str(path), read(path), getattr(module, "__package__", None) or ""))
     return out
 
 
-def install(path: str, source: str) -> Plugin:
+def install(path: str, source: str, package: str = "") -> Plugin:
     """Run a plugin's source as a module of its own and register its COMPONENTS; the same source twice is
-    one plugin (a worker given the job's plugins again, a test)."""
+    one plugin (a worker given the job's plugins again, a test). An installed package's module runs inside
+    its package, so that its relative imports (from .layers import ...) resolve."""
     digest = sha256(source)
     if digest in LOADED:
         return LOADED[digest]
@@ -84,6 +86,7 @@ def install(path: str, source: str) -> Plugin:
         raise PluginError(f"the plugin {path} has a syntax error on line {e.lineno}: {e.msg}") from e
     module = types.ModuleType(f"modern_gpt_plugin_{Path(path).stem}_{digest[:12]}")
     module.__file__ = path
+    module.__package__ = package or None
     sys.modules[module.__name__] = module  # dataclasses and pickle look a class's module up there
     try:
         exec(code, module.__dict__)
@@ -96,7 +99,7 @@ def install(path: str, source: str) -> Plugin:
     components = [replace(c, source=path) for c in _declared(module, path)]
     for c in components:
         PLUGINS[c.name] = c
-    plugin = Plugin(path, source, digest, tuple(c.name for c in components))
+    plugin = Plugin(path, source, digest, tuple(c.name for c in components), package)
     LOADED[digest] = plugin
     return plugin
 
@@ -141,15 +144,15 @@ def _component_problem(c, names: set) -> str | None:
     return None
 
 
-def jobs_plugins(cfg: ModelConfig) -> tuple[tuple[str, str], ...]:
-    """(path, source) of each plugin a model uses: what a job carries to its worker."""
+def jobs_plugins(cfg: ModelConfig) -> tuple[tuple[str, str, str], ...]:
+    """(path, source, package) of each plugin a model uses: what a job carries to its worker."""
     used = {PLUGINS[n].source for n in cfg.extra_components}
-    return tuple((p.path, p.source) for p in LOADED.values() if p.path in used)
+    return tuple((p.path, p.source, p.package) for p in LOADED.values() if p.path in used)
 
 
 def install_all(sources) -> None:
-    for path, source in sources:
-        install(path, source)
+    for path, source, package in sources:
+        install(path, source, package)
 
 
 def records(cfgs) -> list[dict]:

@@ -75,7 +75,7 @@ class Job:
     train: TrainConfig
     data: DataConfig
     threads: int
-    plugins: tuple[tuple[str, str], ...] = ()  # (path, source) of each plugin file the model uses: by value
+    plugins: tuple[tuple[str, str, str], ...] = ()  # (path, source, package) of each plugin the model uses: by value
 
     def __call__(self, corpus: Corpus, on_step=None) -> dict:
         """What an executor calls, in whichever process it runs the job."""

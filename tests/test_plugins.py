@@ -332,7 +332,7 @@ def test_a_spawned_worker_trains_a_plugin_component_whose_file_is_gone(tmp_path)
     spec = planning.plan_spec(_tiny_settings(), "custom", variants="relu2", seeds="1", placebo=False)
     ablation = running.start(spec, tmp_path / "r", "test")
     (job,) = ablation.pending()
-    assert job.plugins == ((str(mine), mine.read_text()),)
+    assert job.plugins == ((str(mine), mine.read_text(), ""),)
     mine.rename(tmp_path / "elsewhere.py")
     records = []
     LocalPool(1).run([job], ablation.corpus, lambda *step: None, records.append)
@@ -398,6 +398,29 @@ def test_an_installed_packages_component_is_ablated_without_plugin(capsys, monke
         {"file": path.name, "path": str(path), "sha256": plugins.sha256(path.read_text()), "components": ["relu2"]}
     ]
     assert "relu2" in out
+
+
+def test_an_installed_packages_module_with_a_relative_import_loads_and_travels_with_its_package(monkeypatch, tmp_path):
+    """A package's module (mg_pkg.comps) that imports its sibling (from .layers import ...), as packages do."""
+    pkg = tmp_path / "site" / "mg_rel_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text((EXAMPLES / "relu2.py").read_text().replace("COMPONENTS", "_UNUSED"))
+    comps = "from modern_gpt.components import Component\nfrom .layers import ReLU2\n"
+    comps += "COMPONENTS = [Component('relu2', 'GELU MLP -> squared ReLU', 'mlp', ReLU2)]\n"
+    (pkg / "comps.py").write_text(comps)
+    _installed(monkeypatch, tmp_path, "mg_rel_pkg.comps", None)
+    monkeypatch.delitem(__import__("sys").modules, "mg_rel_pkg", raising=False)
+    (loaded,) = plugins.load([])
+    assert loaded.package == "mg_rel_pkg" and loaded.names == ("relu2",)
+    plugins.check_forward(SMALL.with_components(("relu2",)))
+    sent = plugins.jobs_plugins(SMALL.with_components(("relu2",)))
+    assert sent == ((str(pkg / "comps.py"), comps, "mg_rel_pkg"),)
+    components.PLUGINS.clear()  # a worker: nothing loaded, the job's sources alone
+    plugins.LOADED.clear()
+    plugins.install_all(sent)
+    assert list(components.PLUGINS) == ["relu2"]
+    plugins.check_forward(SMALL.with_components(("relu2",)))  # its factory, from the package's sibling
 
 
 def test_an_installed_plugin_that_cannot_import_is_one_sentence(capsys, monkeypatch, tmp_path):
