@@ -15,7 +15,7 @@ from .data import tokenizer_from_json
 from .errors import UserError
 from .files import atomic_path, not_regular, write_json
 from .model import GPT
-from .schema import problem
+from .schema import count, problem
 from .settings import Settings, from_dict, saved_settings_problem
 
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "metrics.json")
@@ -164,8 +164,7 @@ def _failed_run(folder: Path) -> str:
     if not isinstance(metrics, dict):
         return ""
     if metrics.get("diverged"):
-        n = metrics.get("steps_done", "?")
-        return f"diverged (the loss or an update became NaN or infinite) after {n} step{'' if n == 1 else 's'}"
+        return f"diverged (the loss or an update became NaN or infinite) after {count(metrics.get('steps_done', '?'), 'step')}"
     if metrics.get("error"):
         return f"failed ({str(metrics['error']).rstrip('.')})"
     return ""

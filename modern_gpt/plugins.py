@@ -261,13 +261,18 @@ def check_forward(cfg: ModelConfig) -> None:
 
 def _shape_hook(component: Component, cfg: ModelConfig):
     def hook(module, args, output):
-        want = _expected(component, args, cfg)
-        got = tuple(o.shape for o in output) if isinstance(output, tuple) else getattr(output, "shape", None)
-        got = tuple(tuple(g) for g in got) if isinstance(output, tuple) else (tuple(got) if got is not None else None)
+        want, got = _expected(component, args, cfg), _shape(output)
         if want is not None and got != want:
             raise PluginError(f"{component.where} returns shape {got} where the model needs {want}")
 
     return hook
+
+
+def _shape(output):
+    """A module's output shape as tuples: (B, T, dim), or one shape per item of a (q, k) pair; None for no tensor."""
+    if isinstance(output, tuple):
+        return tuple(_shape(o) for o in output)
+    return tuple(output.shape) if hasattr(output, "shape") else None
 
 
 def _expected(component: Component, args, cfg: ModelConfig):

@@ -8,6 +8,8 @@ import math
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .schema import count
+
 
 def _duration(secs: float) -> str:
     if secs < 90:
@@ -116,7 +118,7 @@ class AblationDisplay:
         if record["error"]:
             outcome = record["error"]
         elif record["diverged"]:
-            outcome = f"diverged after {record['steps_done']} step{'' if record['steps_done'] == 1 else 's'}"
+            outcome = f"diverged after {count(record['steps_done'], 'step')}"
         else:
             outcome = f"val {record['val_loss']:.4f}  train {record['train_loss']:.4f}"
         self.log.print(

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from .config import PIECES, POWER_SEEDS, ModelConfig, kv_cache_bytes_per_token, param_counts
 from .planning import label
+from .schema import count
 from .stats import INCONCLUSIVE, MAX_PAIRS
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def train_windows(result, settings) -> dict:
 
 def train_failed(result, out: Path) -> str:
     why = "diverged (the loss or an update became NaN or infinite)" if result.diverged else f"failed: {result.error}"
-    return f"The run {why} after {result.steps_done} step{'' if result.steps_done == 1 else 's'}; no weights saved, metrics in {out}/metrics.json."
+    return f"The run {why} after {count(result.steps_done, 'step')}; no weights saved, metrics in {out}/metrics.json."
 
 
 def memorised(epochs: float) -> str:

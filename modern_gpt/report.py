@@ -19,7 +19,7 @@ from .components import COMPONENTS
 from .errors import UserError
 from .planning import POWER_MIN_SEEDS
 from .results import Meta, ResultsDir, failed, unstable
-from .schema import short
+from .schema import count, short
 from .stats import (
     FIXED,
     FUTILITY,
@@ -377,7 +377,6 @@ def verdict_rule(meta: Meta) -> str:
         else ""
     )
     rows = f"the {tested} component rows" if tested > 1 else "the 1 component row (Holm over one row is its own p)"
-
     same = f"; same when an equivalence test (TOST, Holm-adjusted) shows |Δ| < {margin:g}" if margin else ""
     need = f"--margin {margin:g}" if margin else "the observed |Δ|, shown when it is at least one standard error"
     return (
@@ -486,7 +485,7 @@ def _failure_notes(runs: pd.DataFrame) -> list[str]:
     ordered = runs.sort_values(["row", "seed"])
     notes = []
     for _, r in ordered[failed(ordered)].iterrows():
-        what = r["error"] or f"diverged (loss NaN or infinite) after {int(r['steps_done'])} steps"
+        what = r["error"] or f"diverged (loss NaN or infinite) after {count(int(r['steps_done']), 'step')}"
         notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
     return notes
 

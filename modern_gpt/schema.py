@@ -80,3 +80,8 @@ def short(value, limit: int = 40) -> str:
     """repr(value), cut to `limit` characters with '...': a value quoted in a one-sentence message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def count(n, noun: str) -> str:
+    """'1 step', '7 steps': a count and its noun in a message ('?' or any non-1 value takes the plural)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -139,3 +139,19 @@ def test_one_diverged_step_is_singular(tmp_path):
     for steps, words in ((1, "after 1 step"), (7, "after 7 steps")):
         (tmp_path / "metrics.json").write_text(json.dumps({"diverged": True, "steps_done": steps}))
         assert _failed_run(tmp_path).endswith(words)
+    import pandas as pd
+
+    from modern_gpt.report import _failure_notes
+
+    runs = pd.DataFrame(
+        {
+            "row": [0],
+            "seed": [0],
+            "variant": ["classic"],
+            "error": [""],
+            "diverged": [True],
+            "steps_done": [1],
+            "val_loss": [float("nan")],
+        }
+    )
+    assert "after 1 step;" in _failure_notes(runs)[0]
