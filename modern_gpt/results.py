@@ -255,25 +255,27 @@ class Scan:
     records: dict[tuple[int, int], dict]
     rejected: list[str] = field(default_factory=list)
 
-    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """runs.csv and curves.csv as frames: what is written, and what the table and the plot read."""
-        records = [self.records[k] for k in sorted(self.records)]
-        runs = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in records], columns=RUN_COLUMNS)
-        curves = pd.DataFrame(
-            [
-                {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}
-                for r in records
-                for point in r["curve"]
-            ],
-            columns=CURVE_COLUMNS,
-        )
-        return runs, curves
+    def _ordered(self) -> list[dict]:
+        return [self.records[k] for k in sorted(self.records)]
+
+    def runs_frame(self) -> pd.DataFrame:
+        """runs.csv as a frame: what is written (runs() is what the table reads)."""
+        return pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in self._ordered()], columns=RUN_COLUMNS)
+
+    def curves_frame(self) -> pd.DataFrame:
+        """curves.csv as a frame: what is written (curves() is what the plot reads)."""
+        points = [
+            {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}
+            for r in self._ordered()
+            for point in r["curve"]
+        ]
+        return pd.DataFrame(points, columns=CURVE_COLUMNS)
 
     def runs(self) -> pd.DataFrame:
-        return _reread(self.frames()[0])
+        return _reread(self.runs_frame())
 
     def curves(self) -> pd.DataFrame:
-        return _reread(self.frames()[1])
+        return _reread(self.curves_frame())
 
 
 @dataclass(frozen=True)
@@ -491,7 +493,8 @@ class ResultsDir:
 
     def write_tables(self, finished: dict[tuple[int, int], dict]) -> None:
         """runs.csv and curves.csv from the finished runs: for you and pandas; report reads runs/ itself."""
-        runs, curves = Scan(finished).frames()
+        scan = Scan(finished)
+        runs, curves = scan.runs_frame(), scan.curves_frame()
         _write_csv(self.path / "runs.csv", runs)
         _write_csv(self.path / "curves.csv", curves)
 
