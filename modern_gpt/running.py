@@ -99,14 +99,14 @@ def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
         result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
         record = result.to_dict()
     except Exception as e:
-        if plugins.raised_in(e):  # a plugin's forward failed mid-run: that run's error, the ablation goes on
-            why = f"the plugin {plugins.raised_in(e)} raised {type(e).__name__}: {e}"
-            return _identified(job, cfg, corpus, _failed_record(job, cfg, corpus, why))
-        if not isinstance(e, (RuntimeError, MemoryError)) or not is_oom(e):
+        plugin = plugins.raised_in(e)
+        if plugin:  # a plugin's forward failed mid-run: that run's error, the ablation goes on
+            why = f"the plugin {plugin} raised {type(e).__name__}: {e}"
+        elif isinstance(e, (RuntimeError, MemoryError)) and is_oom(e):
+            why = f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}"
+        else:
             raise
-        record = _failed_record(
-            job, cfg, corpus, f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}"
-        )
+        record = _failed_record(job, cfg, corpus, why)
     return _identified(job, cfg, corpus, record)
 
 
