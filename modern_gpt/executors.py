@@ -528,21 +528,22 @@ def _resolve_auto(ray, address: Address) -> Address:
     except Exception:
         return address
     if not found:
-        raise UserError(
-            f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
-            "and none is running; start one, or give the host:port of another."
-        )
+        raise UserError(_no_local_cluster(address))
     return replace(parse_address(found, address.source), text=f"auto, {found}")
+
+
+def _no_local_cluster(address: Address) -> str:
+    return (
+        f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
+        "and none is running; start one, or give the host:port of another."
+    )
 
 
 def connect_error(address: Address, e: BaseException) -> str:
     """ray.init's error in one sentence, in modern-gpt's words (Ray's name its own --address flag)."""
     line = _first_line(e)
     if address.text == "auto" and "Could not find any running Ray instance" in line:
-        return (
-            f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
-            "and none is running; start one, or give the host:port of another."
-        )
+        return _no_local_cluster(address)
     line = line.replace("the `--address` flag", address.source).replace("`--address`", address.source)
     return f"cannot connect to the Ray cluster at {address}: {line}."
 
