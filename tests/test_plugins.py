@@ -610,3 +610,20 @@ def test_match_params_sizes_a_plugin_row_from_its_built_modules():
     assert abs(body(plain[1]) - body(plain[0])) > 0.01 * body(plain[0])  # unmatched, relu2 is 4*dim wide
     cfg = replace(variant_config(settings.model, matched[1]), vocab_size=50)
     assert non_embedding_params(plugins.built_counts(cfg)) == body(matched[1])
+
+
+def test_the_counter_of_built_modules_agrees_with_the_formula_for_every_built_in_model():
+    """plugins.built_counts sorts a built model's parameters into the pieces by name; for all 64 built-in
+    combinations (tied and untied) it must give config.param_counts' arithmetic, piece by piece, so that a plugin
+    model's price is counted the way a built-in's is."""
+    import itertools
+
+    from modern_gpt.components import COMPONENTS
+    from modern_gpt.config import param_counts
+
+    base = ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
+    for n in range(len(COMPONENTS) + 1):
+        for chosen in itertools.combinations(COMPONENTS, n):
+            for tied in (True, False):
+                cfg = replace(base.with_components(chosen), tie_embeddings=tied)
+                assert plugins.built_counts(cfg) == param_counts(cfg), (chosen, tied)
