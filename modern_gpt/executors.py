@@ -714,7 +714,12 @@ class Ray:
                 for ref in sorted(done, key=order.get):
                     on_record(self._record(ref, jobs[order[ref]], corpus))
         except BaseException:
-            for ref in pending:  # Ctrl-C, SIGTERM or a failed run: nothing more trains
+            # Ctrl-C, SIGTERM or a failed run: nothing more trains. Runs that have finished meanwhile are not
+            # cancelled: Ray's driver can abort when a cancel races a task's reply (a RAY_CHECK in its task
+            # manager, ray-project/ray#54798 for a sibling), and that window is the finishing task's.
+            with contextlib.suppress(Exception):
+                _, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+            for ref in pending:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
             raise
