@@ -1,0 +1,572 @@
+"""Trackers: each finished run, and an ablation's verdicts, logged to TensorBoard, MLflow or Weights & Biases.
+
+The results folder stays the source of truth; a tracker is a view of it that people already search. Only the
+driver logs (running.Ablation's on_record, the one writer of the folder, and `train`), so workers need no
+tracker and no credentials, and --jobs, --executor ray and --resume log the same runs once. A tracker is
+imported only when asked for: --help and every command without --track stay tracker-free.
+
+Where each tracker puts an ablation:
+    tensorboard  <results folder>/tensorboard/<row>-<variant>/seed<seed>/ per run; summary/ holds the table,
+                 curves.png, lr.png and each row's Δ, CI, p_holm and mde (scalars) and verdict (text)
+    mlflow       one experiment per results folder (named after it), one MLflow run per (row, seed), and a run
+                 named "summary" with summary.csv, curves.png and lr.png as artifacts and rowNN.* metrics and
+                 tags; each seed's run also gets its row's verdict, delta_val, p_holm, ... as tags
+    wandb        see WandbBackend
+
+A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
+log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an
+earlier, interrupted attempt logged, so a kill between logging and writing the run file leaves no duplicate.
+A tracker that fails (its server died) is a warning, is switched off for the rest of the ablation, and becomes
+a footnote of the report (notes()); no run is lost or stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import os
+import re
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Protocol
+
+from .errors import UserError
+
+TRACKERS = ("tensorboard", "mlflow", "wandb")  # the one place the names live
+DEFAULT_MLFLOW_URI = "sqlite:///mlflow.db"  # MLflow's own default: `mlflow ui` in the same folder opens it
+FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
+ROW_STATS = ("delta_val", "ci_low", "ci_high", "p_holm", "mde")  # each table row's, with its verdict
+TRAIN = "train"  # the plan of a run that `modern-gpt train` logs
+TRAIN_EXPERIMENT = "modern-gpt train"  # MLflow's experiment of every `train` run
+TB_DIR = "tensorboard"  # inside the results folder (or the checkpoint folder of `train`)
+
+
+# ---------------------------------------------------------------------------
+# Checks: before anything trains
+# ---------------------------------------------------------------------------
+def check_names(names) -> tuple[str, ...]:
+    """The --track names, each known, without repeats."""
+    names = tuple(dict.fromkeys(names or ()))
+    for name in names:
+        if name not in TRACKERS:
+            raise UserError(
+                f"unknown tracker {name!r} in --track; choose {', '.join(TRACKERS[:-1])} or {TRACKERS[-1]}."
+            )
+    return names
+
+
+def _import(name: str):
+    """The tracker's module (TensorBoard's through torch's writer, which needs the tensorboard package)."""
+    if name == "mlflow":
+        # a dead server fails a call at once instead of retrying it for minutes (MLflow's defaults: 7 retries)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    if name == "tensorboard":
+        import tensorboard  # noqa: F401
+        from torch.utils import tensorboard as writer
+
+        return writer
+    return __import__(name)
+
+
+def installed(name: str) -> None:
+    """The tracker's package imports, else one sentence with the extra that installs it."""
+    try:
+        _import(name)
+    except ImportError as e:
+        raise UserError(
+            f"--track {name} needs the {name} package, which is not installed ({e}); "
+            f'pip install -e ".[{name}]" (or pip install {name}).'
+        ) from None
+
+
+def mlflow_uri(given: str | None) -> tuple[str, str]:
+    """The MLflow tracking URI and what chose it: --mlflow-uri, else MLFLOW_TRACKING_URI, else the default."""
+    if given:
+        return given, f"--mlflow-uri {given}"
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env, f"MLFLOW_TRACKING_URI={env}"
+    return DEFAULT_MLFLOW_URI, f"the default MLflow store {DEFAULT_MLFLOW_URI}"
+
+
+def _local_store(uri: str) -> Path | None:
+    """The file a sqlite:/// URI names, or the folder of a file: URI or a plain path; None for a server."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :])
+    if uri.startswith("file:"):
+        return Path(re.sub(r"^file:(//)?", "", uri))
+    if "://" not in uri and not uri.startswith("databricks"):
+        return Path(uri)
+    return None
+
+
+def _check_writable(path: Path, where: str, is_file: bool) -> None:
+    """A local store's file (sqlite) or folder (file:) can be written: its folder exists and is writable."""
+    kind = "file" if is_file else "folder"
+    if path.exists() and path.is_file() != is_file:
+        raise UserError(f"{where}: {path} is not a {kind}; give another store.")
+    folder = path.parent if is_file or not path.exists() else path
+    if not folder.is_dir():
+        raise UserError(f"{where}: the folder {folder} does not exist; create it or give another store.")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{where}: {path if path.exists() else folder} is not writable; give a writable store.")
+
+
+def _check_server(uri: str, where: str) -> None:
+    """An http(s) tracking server answers its health check within a few seconds."""
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as answer:
+            if answer.status == 200:
+                return
+            why = f"HTTP {answer.status}"
+    except urllib.error.HTTPError as e:
+        why = f"HTTP {e.code}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        why = str(getattr(e, "reason", e))
+    raise UserError(
+        f"{where}: no MLflow server answers there ({why}); start one with mlflow server, or give another URI."
+    )
+
+
+def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None) -> None:
+    """Every --track name known and installed, and MLflow's store reachable and writable: one sentence naming
+    the flag or URI otherwise. Called before anything trains. folder: where TensorBoard writes (checked by the
+    results folder's own checks for an ablation)."""
+    names = check_names(names)
+    if mlflow_uri_given and "mlflow" not in names:
+        raise UserError("--mlflow-uri goes with --track mlflow.")
+    for name in names:
+        installed(name)
+    if "mlflow" in names:
+        uri, where = mlflow_uri(mlflow_uri_given)
+        store = _local_store(uri)
+        if store is not None:
+            _check_writable(store, where, is_file=uri.startswith("sqlite:"))
+        elif uri.startswith(("http://", "https://")):
+            _check_server(uri, where)
+        _probe_mlflow(uri, where)
+
+
+def _probe_mlflow(uri: str, where: str) -> None:
+    """The store opens (a sqlite file is created or migrated, a server answers its API)."""
+    from mlflow import MlflowClient
+
+    try:
+        MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as e:  # whatever the store raises, it is one sentence
+        raise UserError(f"{where}: MLflow cannot use this store ({_first_line(e)}); give another URI.") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"{type(e).__name__}: {text}".rstrip(": ")
+
+
+# ---------------------------------------------------------------------------
+# What is logged: pure functions of a run's record and the folder's meta.json
+# ---------------------------------------------------------------------------
+def run_params(meta: dict, record: dict) -> dict[str, object]:
+    """A run's settings, flattened (model.dim, train.lr, ...), and its identity: variant, components, seed, lr."""
+    settings = meta.get("spec", {}).get("settings", {})
+    out: dict[str, object] = {
+        f"{section}.{key}": value
+        for section in ("model", "train", "data")
+        for key, value in sorted(settings.get(section, {}).items())
+    }
+    for key in ("variant", "components", "seed", "lr", "mlp_width", "params"):
+        if record.get(key) is not None:
+            out[key] = record[key]
+    if "lr" in record:
+        out["train.lr"] = record["lr"]  # a --lrs row trains at its own
+    return out
+
+
+def run_metrics(record: dict) -> dict[str, float]:
+    """A run's final numbers (NaN for a run that failed), diverged as 0 or 1."""
+    out = {k: _number(record.get(k)) for k in FINAL_METRICS}
+    out["diverged"] = float(bool(record.get("diverged")))
+    out["failed"] = float(bool(record.get("error")))
+    return out
+
+
+def run_tags(meta: dict, record: dict, folder: Path) -> dict[str, str]:
+    """The tags a run is found by: the folder, the plan, its row and variant, and its key (see run_key)."""
+    return {
+        "folder": Path(folder).name,
+        "plan": str(meta.get("spec", {}).get("plan", "")),
+        "row": str(record["row"]),
+        "variant": record["variant"],
+        "seed": str(record["seed"]),
+        "error": (record.get("error") or "")[:500],
+        "modern_gpt.key": run_key(folder, meta, record),
+    }
+
+
+def run_key(folder: Path, meta: dict, record: dict | None) -> str:
+    """A run's (or with None, the summary's) identity in a tracker: its folder, when the folder was started, and
+    its (row, seed); the same after a resume, another for a folder deleted and made again."""
+    where = f"{Path(folder).resolve()}|{meta.get('started')}"
+    what = "summary" if record is None else f"row{record['row']:02d}-seed{record['seed']}"
+    return hashlib.sha256(f"{where}|{what}".encode()).hexdigest()[:20]
+
+
+def curve(record: dict) -> list[tuple[int, str, float]]:
+    """(step, train_loss or val_loss, value) of each finite point of the run's curve."""
+    return [
+        (int(p["step"]), name, float(p[name]))
+        for p in record.get("curve") or []
+        for name in ("train_loss", "val_loss")
+        if isinstance(p.get(name), (int, float)) and math.isfinite(p[name])
+    ]
+
+
+def summary_rows(folder: Path) -> list[dict[str, str]]:
+    """summary.csv's rows (report.write wrote it), [] without one."""
+    path = Path(folder) / "summary.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def row_stats(row: dict[str, str]) -> dict[str, float]:
+    """A table row's Δ, CI, p_holm and mde that it has (the first row, the reference, has none)."""
+    out = {}
+    for key in ROW_STATS:
+        value = _number(row.get(key))
+        if math.isfinite(value):
+            out[key] = value
+    return out
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def slug(text: str) -> str:
+    """A variant's name as a folder or key name: "classic (placebo)" -> "classic_placebo"."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "row"
+
+
+def artifacts(folder: Path) -> list[Path]:
+    """The summary's files: summary.csv, curves.png and lr.png, those that exist."""
+    return [p for p in (Path(folder) / n for n in ("summary.csv", "curves.png", "lr.png")) if p.is_file()]
+
+
+# ---------------------------------------------------------------------------
+# The backends
+# ---------------------------------------------------------------------------
+class Backend(Protocol):
+    name: str
+
+    def start(self, folder: Path, meta: dict) -> None: ...
+    def log_run(self, record: dict) -> str: ...  # the tracker's run id
+    def log_summary(self, folder: Path) -> None: ...
+    def close(self) -> None: ...
+
+
+class TensorBoardBackend:
+    """Event files under <folder>/tensorboard/: one TensorBoard run per (row, seed) (its curves as scalars
+    against step, its settings and final metrics in the HPARAMS tab), and summary/ for the table."""
+
+    name = "tensorboard"
+
+    def start(self, folder: Path, meta: dict) -> None:
+        self.folder, self.meta = Path(folder), meta
+        self.root = self.folder / TB_DIR
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _fresh(self, path: Path):
+        """A writer of a folder emptied of what an earlier, interrupted attempt wrote (no duplicate points)."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        if path.is_dir():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return SummaryWriter(log_dir=str(path))
+
+    def run_dir(self, record: dict) -> Path:
+        return self.root / f"{record['row']:02d}-{slug(record['variant'])}" / f"seed{record['seed']}"
+
+    def log_run(self, record: dict) -> str:
+        from torch.utils.tensorboard.summary import hparams
+
+        path = self.run_dir(record)
+        writer = self._fresh(path)
+        try:
+            for step, name, value in curve(record):
+                writer.add_scalar(f"loss/{name}", value, step)
+            metrics = {f"final/{k}": v for k, v in run_metrics(record).items()}
+            params = {
+                k: v if isinstance(v, (int, float, str, bool)) else str(v)
+                for k, v in run_params(self.meta, record).items()
+            }
+            for part in hparams(params, metrics):
+                writer.file_writer.add_summary(part)
+            step = int(record.get("steps_done") or 0)
+            for key, value in metrics.items():
+                writer.add_scalar(key, value, step)
+            writer.add_text("tags", _markdown(run_tags(self.meta, record, self.folder)), step)
+        finally:
+            writer.close()
+        return str(path.relative_to(self.folder))
+
+    def log_summary(self, folder: Path) -> None:
+        writer = self._fresh(self.root / "summary")
+        try:
+            rows = summary_rows(folder)
+            for row in rows:
+                for key, value in row_stats(row).items():
+                    writer.add_scalar(f"{row['row']}-{slug(row['variant'])}/{key}", value, 0)
+            if rows:
+                verdicts = [{"variant": r["variant"], "verdict": r.get("verdict", ""), **_cells(r)} for r in rows]
+                writer.add_text("verdicts", _table(verdicts), 0)
+            for path in artifacts(folder):
+                if path.suffix == ".png":
+                    import matplotlib.image
+
+                    writer.add_image(path.stem, matplotlib.image.imread(path)[..., :3], 0, dataformats="HWC")
+                else:
+                    writer.add_text(path.name, _table(rows), 0)
+        finally:
+            writer.close()
+
+    def close(self) -> None:
+        pass
+
+
+def _cells(row: dict[str, str]) -> dict[str, str]:
+    return {k: f"{v:.4g}" for k, v in row_stats(row).items()}
+
+
+def _table(rows: list[dict]) -> str:
+    """Rows as a Markdown table (TensorBoard's text tab renders it)."""
+    if not rows:
+        return ""
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(r.get(k, "")) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _markdown(tags: dict[str, str]) -> str:
+    return "\n".join(f"- {k}: {v}" for k, v in tags.items())
+
+
+class MlflowBackend:
+    """One MLflow experiment per results folder (named after it), one run per (row, seed), and a run named
+    "summary". An experiment rather than a parent run with nested runs: it is what MLflow's UI compares and
+    searches (the runs table, tags.verdict = 'better'), and a resume or report --track adds to it without a
+    parent run to reopen."""
+
+    name = "mlflow"
+
+    def __init__(self, uri: str | None = None):
+        self.uri, _ = mlflow_uri(uri)
+
+    def start(self, folder: Path, meta: dict) -> None:
+        from mlflow import MlflowClient
+
+        self.folder, self.meta = Path(folder), meta
+        self.client = MlflowClient(self.uri)
+        train = meta.get("spec", {}).get("plan") == TRAIN
+        self.experiment_id = self._experiment(TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
+
+    def _experiment(self, name: str, shared: bool) -> str:
+        """The folder's experiment: made once, found again on resume; a name another folder took (or a deleted
+        experiment holds) gets the time the folder was started added. shared: every `train` run's one."""
+        owner = "" if shared else f"{self.folder.resolve()}|{self.meta.get('started')}"
+        for attempt in (name, f"{name} ({self.meta.get('started')})"):
+            found = self.client.get_experiment_by_name(attempt)
+            if found is None:
+                store = _local_store(self.uri)  # a local store keeps artifacts beside it, not in the current folder
+                where = None if store is None else (store.parent / "mlartifacts" / slug(attempt)).resolve().as_uri()
+                return self.client.create_experiment(
+                    attempt, artifact_location=where, tags={"modern_gpt.folder": owner}
+                )
+            if found.lifecycle_stage == "active" and found.tags.get("modern_gpt.folder") == owner:
+                return found.experiment_id
+        raise UserError(f"MLflow's experiments {name!r} and {attempt!r} belong to other folders; give another --out.")
+
+    def _replace(self, key: str) -> None:
+        """Delete what an earlier attempt logged under this key (its id never reached the run file)."""
+        for run in self.client.search_runs([self.experiment_id], filter_string=f"tags.`modern_gpt.key` = '{key}'"):
+            self.client.delete_run(run.info.run_id)
+
+    def _new_run(self, key: str, name: str, tags: dict[str, str]) -> str:
+        self._replace(key)
+        run = self.client.create_run(self.experiment_id, run_name=name, tags={**tags, "modern_gpt.key": key})
+        return run.info.run_id
+
+    def _batch(self, run_id: str, params=None, metrics=None, tags=None) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        params = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        metrics = [Metric(k, v, now, step) for k, v, step in (metrics or [])]
+        tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        for i in range(0, len(params), 100):  # MLflow's batch limits: 100 params, 1000 metrics
+            self.client.log_batch(run_id, params=params[i : i + 100])
+        for i in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
+        if tags:
+            self.client.log_batch(run_id, tags=tags)
+
+    def log_run(self, record: dict) -> str:
+        tags = run_tags(self.meta, record, self.folder)
+        run_id = self._new_run(tags.pop("modern_gpt.key"), f"{record['variant']} seed {record['seed']}", tags)
+        step = int(record.get("steps_done") or 0)
+        points = [(name, value, s) for s, name, value in curve(record)]
+        points += [(k, v, step) for k, v in run_metrics(record).items()]
+        self._batch(run_id, params=run_params(self.meta, record), metrics=points)
+        self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED")
+        return run_id
+
+    def log_summary(self, folder: Path) -> None:
+        rows = summary_rows(folder)
+        run_id = self._new_run(
+            run_key(folder, self.meta, None), "summary", {"kind": "summary", "folder": Path(folder).name}
+        )
+        metrics, tags = [], {}
+        for row in rows:
+            at = f"row{int(row['row']):02d}"
+            metrics += [(f"{at}.{k}", v, 0) for k, v in row_stats(row).items()]
+            tags.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
+        self._batch(run_id, metrics=metrics, tags=tags)
+        for path in artifacts(folder):
+            self.client.log_artifact(run_id, str(path))
+        self.client.set_terminated(run_id, "FINISHED")
+        self._verdicts_on_runs(folder, rows)
+
+    def _verdicts_on_runs(self, folder: Path, rows: list[dict[str, str]]) -> None:
+        """Each seed's run gets its row's verdict and numbers as tags: search them with tags.verdict = 'better'."""
+        by_variant = {r["variant"]: r for r in rows}
+        for record in _tracked_records(folder, self.name):
+            row = by_variant.get(record["variant"])
+            if row is None or (row.get("lr") and _number(row["lr"]) != _number(record.get("lr"))):
+                continue
+            tags = {"verdict": row.get("verdict") or "", **{k: f"{v:.6g}" for k, v in row_stats(row).items()}}
+            self._batch(record["tracked"][self.name], tags=tags)
+
+    def close(self) -> None:
+        pass
+
+
+def _tracked_records(folder: Path, name: str) -> list[dict]:
+    """The folder's run files that this tracker logged."""
+    import json
+
+    out = []
+    for f in sorted((Path(folder) / "runs").glob("*.json")):
+        try:
+            record = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("tracked"), dict) and record["tracked"].get(name):
+            out.append(record)
+    return out
+
+
+def _wandb_backend():
+    raise UserError("--track wandb is not available yet.")  # the W&B backend is being written (issue 24)
+
+
+def backend(name: str, mlflow_uri_given: str | None = None) -> Backend:
+    if name == "tensorboard":
+        return TensorBoardBackend()
+    if name == "mlflow":
+        return MlflowBackend(mlflow_uri_given)
+    return _wandb_backend()
+
+
+# ---------------------------------------------------------------------------
+# Tracking: the open backends of one ablation (or one `train`)
+# ---------------------------------------------------------------------------
+def warn(text: str) -> None:
+    print(f"modern-gpt: warning: {text}", file=sys.stderr)
+
+
+class Tracking:
+    """The backends an ablation logs to. A backend that raises is switched off, with a warning, and its error
+    kept in errors (meta.json's tracking, then a footnote): the ablation goes on."""
+
+    def __init__(self, backends: list[Backend], on_warning=warn):
+        self.backends = backends
+        self.errors: dict[str, str] = {}
+        self.on_warning = on_warning
+
+    @classmethod
+    def open(cls, names, mlflow_uri_given: str | None, folder: Path, meta: dict, on_warning=warn) -> Tracking:
+        tracking = cls([], on_warning)
+        for name in check_names(names):
+            b = backend(name, mlflow_uri_given)
+            if tracking._safely(b, b.start, folder, meta):
+                tracking.backends.append(b)
+        return tracking
+
+    @property
+    def names(self) -> list[str]:
+        return [b.name for b in self.backends]
+
+    def _safely(self, b: Backend, call, *args):
+        try:
+            return call(*args) or True
+        except Exception as e:  # a tracker's failure never stops or loses a run
+            self.errors[b.name] = _first_line(e)
+            self.on_warning(f"{b.name} failed ({self.errors[b.name]}); the ablation goes on without it. {push(b.name)}")
+            if b in self.backends:
+                self.backends.remove(b)
+            return None
+
+    def log(self, record: dict) -> dict[str, str]:
+        """Log one finished run to every backend that has not logged it; returns its ids so far, by tracker."""
+        ids = dict(record.get("tracked") or {})
+        for b in list(self.backends):
+            if b.name not in ids:
+                run_id = self._safely(b, b.log_run, record)
+                if isinstance(run_id, str):
+                    ids[b.name] = run_id
+        return ids
+
+    def finish(self, folder: Path) -> None:
+        """The ablation's summary (summary.csv, the figures, each row's verdict) to every backend still open."""
+        for b in list(self.backends):
+            self._safely(b, b.log_summary, folder)
+
+    def close(self) -> None:
+        for b in list(self.backends):
+            self._safely(b, b.close)
+        self.backends = []
+
+    def state(self, names) -> dict[str, dict]:
+        """meta.json's tracking: per tracker asked for, its error (None while it works)."""
+        return {name: {"error": self.errors.get(name)} for name in check_names(names)}
+
+
+def push(name: str, folder: Path | str = "DIR") -> str:
+    return f"modern-gpt report {folder} --track {name} logs what is missing."
+
+
+def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
+    """The report's footnotes for trackers: per tracker asked for, the runs it does not hold and why. The one
+    place their wording lives."""
+    out = []
+    for name, state in (meta.get("tracking") or {}).items():
+        if not isinstance(state, dict):
+            continue
+        missing = [r for r in records.values() if not (isinstance(r.get("tracked"), dict) and r["tracked"].get(name))]
+        error = state.get("error")
+        if missing or error:
+            why = f" ({str(error).rstrip('.')})" if error else ""
+            what = f"{len(missing)} of {len(records)} runs are not in {name}" if missing else f"{name} failed"
+            out.append(f"{what}{why}; {push(name, folder)}")
+    return out
