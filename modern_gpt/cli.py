@@ -136,7 +136,9 @@ def _flag_help(s: Setting) -> str:
 def _setting_option(s: Setting, help: str | None = None) -> inspect.Parameter:
     flags = s.flags if s.type is not bool else (f"{s.flags[0]}/--no-{s.flags[0][2:]}",)
     kind = str if typing.get_args(s.type) else s.type  # int | str, a number or auto: its dataclass parses it
-    return _option(s.param, kind | None, None, *flags, help=help or _flag_help(s), panel=s.panel)
+    kind = list[str] if s.is_list else kind  # repeatable: --track mlflow --track tensorboard
+    metavar = "NAME" if s.is_list else None
+    return _option(s.param, kind | None, None, *flags, help=help or _flag_help(s), panel=s.panel, metavar=metavar)
 
 
 def _file_options() -> list[inspect.Parameter]:
@@ -208,11 +210,13 @@ def with_settings(
     exclude: tuple[str, ...] = (),
     options: tuple[str, ...] = (),
     helps: dict[str, str] | None = None,
+    other_options_ok: bool = False,
 ):
     """Adds --config, --smoke, one flag per setting, (optionally) the component switches, and the flags of these
     ablation options (AblationOptions' field names; helps: a command's own help of some) to a command. It is
     called with `settings`, the resolved Settings, and with options also `options`, the resolved AblationOptions:
-    each the defaults, then the config file, then the flags."""
+    each the defaults, then the config file, then the flags. other_options_ok: the config file's other [ablation]
+    keys are let be (train reads --track alone, and an ablation's config file trains one model too)."""
     settings = cli_settings(sections, exclude)
     chosen = [OPTIONS[f"{ABLATION}.{name}"] for name in options]
 
@@ -233,7 +237,8 @@ def with_settings(
             paths = [*file.pop("plugins", []), *(kw.pop("plugin") or [])]
             kw["settings"] = _with_plugins(resolve_values(file, overrides), paths, components)
             if options:
-                kw["options"] = resolve_options(file, given, func.__name__, options)
+                read = {k: v for k, v in file.items() if not other_options_ok or k in given}
+                kw["options"] = resolve_options(read, given, func.__name__, options)
             return func(**kw)
 
         wrapper.__signature__ = inspect.Signature(params)
@@ -247,6 +252,7 @@ def with_settings(
 # each with its check where the check is about the flag alone.
 # ---------------------------------------------------------------------------
 FORMATS = ("table", "markdown", "csv", "json")  # a results folder's table: ablate, duel and report
+TRACK_OPTIONS = ("track", "mlflow_uri")  # AblationOptions' trackers: ablate, duel, power and train
 TABLE_OR_JSON = ("table", "json")  # the other commands
 
 
@@ -327,8 +333,8 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 
 
 @app.command()
-@with_settings(exclude=("model.vocab_size",))
-def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
+@with_settings(exclude=("model.vocab_size",), options=TRACK_OPTIONS, other_options_ok=True)
+def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
     from . import render
     from .checkpoint import save_checkpoint
@@ -341,6 +347,7 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
     check_read(settings, [settings.model.components])
     out = Path(out) if out else _default_out("checkpoints", label(settings.model.components))
     check_free(out, "--out", force)
+    _check_tracking(options)
     corpus = load_corpus(settings.data)
     with run_progress(console, settings.train.steps, f"train {corpus.name}") as progress:
         result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
@@ -348,9 +355,11 @@ def train(settings, seed: Seed = 0, out: OutCheckpoint = None, force: Force = Fa
     metrics = result.to_dict()
     if result.diverged or result.error:
         save_checkpoint(out, None, settings, corpus.tokenizer, metrics)
+        _track_train(options, out, settings, seed, metrics)
         console.print(render.train_failed(result, out), markup=False)
         return
     save_checkpoint(out, model, settings, corpus.tokenizer, metrics)
+    _track_train(options, out, settings, seed, metrics)
     console.print(
         render.train_table(result, model.config.components, corpus.name, seed, render.train_windows(result, settings))
     )
@@ -484,6 +493,7 @@ def _run_ablation(
     from . import report  # pandas loads here, after the plan's checks
 
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
+    _check_tracking(options)
     from .running import resume as resume_ablation  # torch loads here, after every check of the flags
     from .running import start
 
@@ -491,6 +501,23 @@ def _run_ablation(
         _train(resume_ablation(resume, options), fmt, at_lr)
     else:
         _train(start(requested, out, _command_line(), options), fmt, at_lr)
+
+
+def _track_train(options: AblationOptions, out: Path, settings, seed: int, metrics: dict) -> None:
+    """train --track: its one run, logged after its checkpoint is written (a tracker's failure is a warning)."""
+    if options.track:
+        from .tracking import log_train
+
+        for name, run_id in log_train(options.track, options.mlflow_uri, out, settings, seed, metrics).items():
+            console.print(f"{name}: {run_id}", markup=False, highlight=False)
+
+
+def _check_tracking(options: AblationOptions) -> None:
+    """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
+    if options.track:
+        from .tracking import check
+
+        check(options.track, options.mlflow_uri)
 
 
 def _train(ablation, fmt: str, at_lr: float | None) -> None:
@@ -504,14 +531,19 @@ def _train(ablation, fmt: str, at_lr: float | None) -> None:
     log.print(render.run_count(spec, ablation.total, folder), markup=False, highlight=False)
     names = render.run_names(spec)
     try:
-        with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
-            ablation.run(display)
+        try:
+            with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
+                ablation.run(display)
+        except BaseException:
+            ablation.finish_tracking(summary=False)  # closed, without a summary of an ablation that stopped
+            raise
     except KeyboardInterrupt:
         report.write(folder, draw=False)  # the summary of what finished
         done = len(ablation.results.finished())
         print(render.interrupted(done, ablation.total, folder, spec.resume_command(folder)), file=sys.stderr)
         raise typer.Exit(130) from None
     report.write(folder)
+    ablation.finish_tracking()  # the summary, the figures and the verdicts to the trackers
     _print_report(folder, fmt, at_lr)
     if fmt == "table":
         console.print(render.results_line(folder, spec.lrs), highlight=False)
@@ -535,7 +567,10 @@ PANEL = "Ablation"
 
 # The ablation's options (AblationOptions, in config.py): their flags, help and defaults come from its fields.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
-POWER_OPTIONS = ("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
+POWER_OPTIONS = (
+    *("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries"),
+    *TRACK_OPTIONS,
+)
 
 
 POWER_SEEDS_HELP = f"Seeds to train it with, each also with the placebo init \\[default: {POWER_SEEDS}]."

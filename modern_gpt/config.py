@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, component_problem
 from .errors import ConfigError, setting
+from .tracking import DEFAULT_MLFLOW_URI, TRACKERS, check_names
 
 
 # ---------------------------------------------------------------------------
@@ -382,6 +383,16 @@ class AblationOptions:
     max_retries: int = setting(
         2, "times a run is started again when its worker process (or node) dies; then it is recorded as failed"
     )
+    track: tuple[str, ...] | None = setting(  # made a tuple by validate: () when unset
+        None,
+        f"log every run and the verdicts to this tracker: {' | '.join(TRACKERS)}; repeat for more (each needs pip "
+        'install -e ".[NAME]"; see README\'s Trackers)',
+    )
+    mlflow_uri: str | None = setting(
+        None,
+        "with --track mlflow: the tracking URI, a server (http://127.0.0.1:5000) or a store (sqlite:///PATH.db) "
+        f"(unset: MLFLOW_TRACKING_URI, else {DEFAULT_MLFLOW_URI} in the current folder, which mlflow ui opens)",
+    )
     # Not an option: the names a config file or a flag gave (as Settings.given); a default nobody typed is no choice.
     given: tuple[str, ...] = field(default=(), compare=False, metadata={"setting": False})
 
@@ -399,6 +410,9 @@ class AblationOptions:
             )
         if self.max_retries < 0:
             raise ConfigError(f"--max-retries must not be negative, got {self.max_retries}.")
+        self.track = check_names(self.track)
+        if self.mlflow_uri is not None and "mlflow" not in self.track:
+            raise ConfigError("--mlflow-uri goes with --track mlflow.")
 
     def _check_executor(self) -> None:
         if self.executor not in EXECUTORS:

@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from . import tracking
 from .components import COMPONENTS
 from .errors import UserError
 from .planning import POWER_MIN_SEEDS
@@ -588,6 +589,7 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> tuple[Met
     summary = summarize(meta, runs)
     duel_info = duel(meta, runs) if meta.spec.plan == "duel" else None
     notes = results.health_notes(scan.rejected) + footnotes(meta, runs, summary, str(results.path), verdicts)
+    notes += tracking.notes(results.read_meta(), scan.records, results.path)  # runs a tracker lacks (--track)
     return meta, summary, notes, duel_info
 
 

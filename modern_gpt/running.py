@@ -25,10 +25,12 @@ from .config import AUTO, AblationOptions
 from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_corpus
 from .errors import UserError
 from .executors import Executor, Local, Ray
+from .files import write_json
 from .model import ModelConfig, param_counts
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import Meta, ResultsDir, settings_hash
 from .settings import Settings
+from .tracking import Tracking
 from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
 
 
@@ -280,6 +282,7 @@ class Ablation:
     corpus: Corpus | None = None  # loaded and hashed by the driver: the tokens every run trains on
     options: AblationOptions = field(default_factory=AblationOptions)  # read for where the runs train alone
     executor: Executor = field(init=False)  # made with the ablation (a Ray cluster connected), closed at its end
+    tracking: Tracking | None = field(init=False, default=None)  # --track: opened by run(), closed by finish_tracking()
 
     def __post_init__(self) -> None:
         if self.options.on_ray:
@@ -338,11 +341,53 @@ class Ablation:
     def _run_jobs(self, jobs: list[Job], display) -> None:
         def on_record(record: dict) -> None:  # in this process: the only writer of the folder
             self.results.write_run(record)
+            self._track(record)
             display.finished(record)
 
         if jobs:
             display.at_once = self.executor.at_once(len(jobs))  # for the time estimate after the first run
             self.executor.run(jobs, self.corpus, display.step, on_record)
+
+    def _open_tracking(self) -> None:
+        """--track: the trackers opened on this folder, and asked for in meta.json's tracking (the report's
+        footnote counts the runs each lacks; a resume with other trackers keeps the earlier ones' entries)."""
+        if not self.options.track or self.tracking is not None:
+            return
+        self.tracking = Tracking.open(self.options.track, self.options.mlflow_uri, self.results.path, self.meta)
+        self.meta["tracking"] = {**(self.meta.get("tracking") or {}), **self.tracking.state(self.options.track)}
+
+    def _track(self, record: dict) -> None:
+        """Log a finished run, already written, to the trackers, then add their ids to its file: a kill between
+        the two leaves the run in the folder, and the tracker's copy is replaced when it is logged again."""
+        if self.tracking is None:
+            return
+        errors = dict(self.tracking.errors)
+        ids = self.tracking.log(record)
+        if ids:
+            record["tracked"] = ids
+            write_json(self.results.run_file(record["row"], record["seed"]), record)
+        if self.tracking.errors != errors:  # a tracker failed: meta.json says so (the report's footnote)
+            self.meta["tracking"].update(self.tracking.state(self.tracking.errors))
+            self.results.write_meta(self.meta)
+
+    def finish_tracking(self, summary: bool = True) -> None:
+        """After the report's files are written: the summary to the trackers (summary=False: none, after Ctrl-C),
+        then closed; a tracker that failed on the way is recorded in meta.json."""
+        if self.tracking is None:
+            return
+        try:
+            if summary:
+                self.tracking.finish(self.results.path)
+        finally:
+            self.tracking.close()
+            self.meta["tracking"].update(self.tracking.state(self.tracking.errors))
+            with contextlib.suppress(UserError):  # another process took the folder meanwhile: its meta.json wins
+                self.results.lock()
+                try:
+                    self.results.write_meta(self.meta)
+                finally:
+                    self.results.unlock()
+            self.tracking = None
 
     def _start_looks(self) -> None:
         """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run,
@@ -391,6 +436,7 @@ class Ablation:
         try:
             self.meta.update(status="running")
             self._start_looks()
+            self._open_tracking()
             self.results.write_meta(self.meta)
             # on resume, the CSVs are rebuilt from runs/, whatever befell them
             self.results.write_tables(self.results.finished())

@@ -39,6 +39,7 @@ PANELS = {
         f"{ABLATION}.{n}": "Where the runs train"
         for n in ("executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
     },
+    **{f"{ABLATION}.{n}": "Trackers" for n in ("track", "mlflow_uri")},
 }
 
 
@@ -48,7 +49,7 @@ class Setting:
 
     section: str
     name: str
-    type: type  # int, float, bool or str; or int | str (--seeds and --jobs: a number or auto)
+    type: type  # int, float, bool or str; int | str (--seeds and --jobs: a number or auto); tuple[str, ...] (--track)
     optional: bool  # None is a valid value
     default: object
     help: str  # the field's metadata["help"] (a component's: its COMPONENT_SUMMARY line), the one place it is written
@@ -69,6 +70,11 @@ class Setting:
     @property
     def panel(self) -> str:
         return PANELS.get(self.key, PANELS[self.section])
+
+    @property
+    def is_list(self) -> bool:
+        """A repeatable flag (--track), a list in TOML."""
+        return typing.get_origin(self.type) is tuple
 
     @property
     def is_component(self) -> bool:
@@ -157,6 +163,10 @@ def find_config(name: str) -> Path:
 def _check_value(setting: Setting, value, where: str):
     if value is None and setting.optional:
         return None
+    if setting.is_list:  # a list of strings in TOML, e.g. track = ["mlflow"]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise UserError(f"{where}: {setting.key} must be a list of strings, got {value!r}.")
+        return tuple(value)
     t = setting.type
     types_ = typing.get_args(t) or (t,)  # int | str: either
     ok = isinstance(value, t) and not (bool not in types_ and isinstance(value, bool))

@@ -11,7 +11,7 @@ Where each tracker puts an ablation:
     mlflow       one experiment per results folder (named after it), one MLflow run per (row, seed), and a run
                  named "summary" with summary.csv, curves.png and lr.png as artifacts and rowNN.* metrics and
                  tags; each seed's run also gets its row's verdict, delta_val, p_holm, ... as tags
-    wandb        see WandbBackend
+    wandb        one W&B group per results folder, offline by default: see tracking_wandb.py
 
 A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
 log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an
@@ -30,8 +30,6 @@ import re
 import shutil
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Protocol
 
@@ -120,6 +118,9 @@ def _check_writable(path: Path, where: str, is_file: bool) -> None:
 
 def _check_server(uri: str, where: str) -> None:
     """An http(s) tracking server answers its health check within a few seconds."""
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as answer:
             if answer.status == 200:
@@ -151,6 +152,10 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
         elif uri.startswith(("http://", "https://")):
             _check_server(uri, where)
         _probe_mlflow(uri, where)
+    if "wandb" in names:
+        from .tracking_wandb import check as check_wandb
+
+        check_wandb()
 
 
 def _probe_mlflow(uri: str, where: str) -> None:
@@ -477,7 +482,9 @@ def _tracked_records(folder: Path, name: str) -> list[dict]:
 
 
 def _wandb_backend():
-    raise UserError("--track wandb is not available yet.")  # the W&B backend is being written (issue 24)
+    from .tracking_wandb import WandbBackend  # its own module: wandb's offline runs, sync and login
+
+    return WandbBackend()
 
 
 def backend(name: str, mlflow_uri_given: str | None = None) -> Backend:
@@ -552,6 +559,28 @@ class Tracking:
         return {name: {"error": self.errors.get(name)} for name in check_names(names)}
 
 
+def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed: int, metrics: dict) -> dict[str, str]:
+    """`modern-gpt train --track`: its one run (settings: a settings.Settings), in MLflow's "modern-gpt train"
+    experiment and under the checkpoint's tensorboard/; returns the run ids by tracker."""
+    import datetime as dt
+
+    components = settings.model.components
+    record = {
+        **metrics,
+        "row": 0,
+        "seed": seed,
+        "variant": "+".join(components) or "classic",
+        "components": "+".join(components),
+        "lr": settings.train.lr,
+    }
+    meta = {"spec": {"settings": settings.to_dict(), "plan": TRAIN}, "started": dt.datetime.now().isoformat()}
+    tracking = Tracking.open(names, mlflow_uri_given, Path(folder), meta)
+    try:
+        return tracking.log(record)
+    finally:
+        tracking.close()
+
+
 def push(name: str, folder: Path | str = "DIR") -> str:
     return f"modern-gpt report {folder} --track {name} logs what is missing."
 
@@ -570,3 +599,53 @@ def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
             what = f"{len(missing)} of {len(records)} runs are not in {name}" if missing else f"{name} failed"
             out.append(f"{what}{why}; {push(name, folder)}")
     return out
+
+
+# ---------------------------------------------------------------------------
+# report DIR --track: a results folder pushed after the fact
+# ---------------------------------------------------------------------------
+def push_folder(folder: Path, names, mlflow_uri_given: str | None = None, on_warning=warn) -> dict[str, int]:
+    """Log every finished run of the folder that a tracker does not hold yet (its run file has no id of that
+    tracker), record the ids, then the summary; the summary again only when runs were added or it was never
+    logged, so a second push logs nothing. Returns the runs logged, by tracker. The folder is locked meanwhile
+    (an ablation still writing it is refused); a tracker that fails is one sentence after the rest is pushed."""
+    from .files import write_json
+    from .report import write
+    from .results import ResultsDir
+
+    results = ResultsDir(folder)
+    meta = results.read_meta()  # not a results folder: one sentence
+    names = check_names(names)
+    check(names, mlflow_uri_given)
+    results.lock()
+    try:
+        records = results.finished()
+        tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning)
+        logged = dict.fromkeys(names, 0)
+        for key in sorted(records, key=lambda rs: (rs[1], rs[0])):  # seed-major, as an ablation runs them
+            before = dict(records[key].get("tracked") or {})
+            ids = tracking.log(records[key])
+            if ids != before:
+                records[key]["tracked"] = ids
+                write_json(results.run_file(*key), records[key])
+                for name in ids.keys() - before.keys():
+                    logged[name] += 1
+        state = meta.get("tracking") or {}
+        stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
+        if stale:
+            write(results.path)  # summary.csv and curves.png of the runs the folder holds now
+        for b in stale:
+            tracking._safely(b, b.log_summary, results.path)
+        tracking.close()
+        done = {b.name for b in stale if b.name not in tracking.errors}
+        for name in names:
+            summary = name in done or (name not in tracking.errors and bool((state.get(name) or {}).get("summary")))
+            state[name] = {"error": tracking.errors.get(name), "summary": summary}
+        meta["tracking"] = state
+        results.write_meta(meta)
+    finally:
+        results.unlock()
+    if tracking.errors:
+        failed = {"tracking": {name: state[name] for name in tracking.errors}}
+        raise UserError(" ".join(notes(failed, records, results.path)))
+    return logged
