@@ -261,7 +261,11 @@ class TrainConfig:
         "the final loss is measured on the whole split, or on this many tokens of fixed, evenly spaced windows",
     )
     device: str = setting("auto", "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)")
-    compile: bool = setting(False, "torch.compile the model")  # faster on GPUs after a warm-up
+    compile: str | bool = setting(  # true and false: an older folder's or TOML file's, read as on and off
+        "auto",
+        "auto | on | off: torch.compile the training step; auto compiles when the ablation's runs are long enough "
+        "that the measured time it saves per step repays its compile time (one choice for every row)",
+    )
     threads: int = setting(0, "torch threads per run (0: the cores, divided among --jobs)")
 
     def __post_init__(self) -> None:
@@ -285,6 +289,20 @@ class TrainConfig:
             raise ConfigError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}.")
         if self.device not in DEVICES:
             raise ConfigError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
+        self.compile = compile_choice(self.compile)
+
+
+COMPILE_CHOICES = ("auto", "on", "off")
+
+
+def compile_choice(value: str | bool) -> str:
+    """--compile's value as auto, on or off: true and false (before auto existed) are on and off."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    choice = value.strip().lower() if isinstance(value, str) else value
+    if choice not in COMPILE_CHOICES:
+        raise ConfigError(f"--compile must be auto, on or off, got {value!r}.")
+    return choice
 
 
 # ---------------------------------------------------------------------------

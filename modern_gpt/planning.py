@@ -632,6 +632,8 @@ def resume_differences(stored: Spec, settings: Settings, choices: dict) -> list[
     now, held = settings.to_dict(), stored.settings.to_dict()
     for key in settings.given:
         section, name = key.split(".")
+        if key == "train.compile" and now["train"]["compile"] == "auto":  # the folder's choice is auto's
+            continue
         differ(f"settings.{key}", held[section].get(name), now[section][name])
     plan = choices.get("plan") or stored.plan
     differ("plan", stored.plan, plan)

@@ -120,6 +120,7 @@ META_SCHEMA = {  # written by running.start; planning.Spec checks the spec's val
     "status": str,
     "plugins?": [plugins.RECORD_SCHEMA],  # each plugin file the models use: name, path, sha256 (plugins.py)
     "threads?": (int, None),  # every run's torch threads, pinned by the first (running.first_threads)
+    "compile?": {"choice": str, "why": str},  # --compile's choice for every run, and why (compiling.decide)
     "sequential?": {  # --seeds auto: the boundary and every look
         "min_seeds": int,
         "max_seeds": int,
@@ -154,11 +155,16 @@ RUN_SCHEMA = {  # written by running.execute: train.RunResult and the run's iden
     "val_loss_test?": NUMBER,
     "spikes?": int,
     "lossless?": bool,
+    "compile?": str,  # on or off: the ablation's one choice (compiling.py)
 }
 
 
 def settings_hash(settings: dict, data_key: str) -> str:
     """A run's settings and data, in 16 hex digits: a run file carries it so that a foreign one is recognised."""
+    # compile on and off hash as the true and false they were before --compile auto: older run files stay theirs
+    train = settings["train"]
+    if train.get("compile") in ("on", "off"):
+        settings = {**settings, "train": {**train, "compile": train["compile"] == "on"}}
     text = json.dumps({"settings": settings, "data_key": data_key}, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

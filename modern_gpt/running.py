@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from . import __version__, plugins
+from . import __version__, compiling, plugins
 from .config import AUTO, AblationOptions
 from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_corpus
 from .errors import UserError
@@ -120,6 +120,7 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
         components="+".join(job.variant.components),
         mlp_width=cfg.hidden,
         lr=job.train.lr,
+        compile=job.train.compile,
         settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
     )
     return record
@@ -190,6 +191,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
     ablation = Ablation(spec, results, {}, corpus, options)  # an unreachable cluster is refused before the folder
     try:
         threads = ablation.run_threads()
+        compile_ = _choose_compile(spec, corpus, device, threads)
         ablation.meta = {
             "command": command,
             "spec": spec.to_dict(),
@@ -198,6 +200,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
             "plugins": plugins.records(variant_config(spec.settings.model, v) for v in spec.variants),
             "jobs": options.jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
+            "compile": compile_,
             "executor": ablation.executor.info(),
             **environment(device, ablation.executor.device_name()),
             "started": now(),
@@ -240,6 +243,17 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
     meta["threads"] = ablation.run_threads()
     meta["executor"] = ablation.executor.info()
     return ablation
+
+
+def _choose_compile(spec: Spec, corpus: Corpus, device: str, threads: int) -> dict:
+    """--compile auto decided once, here on the driver, for every run of the ablation (compiling.decide), and
+    written into the spec's settings: every row trains alike, and meta.json and --resume keep the choice."""
+    seeds = spec.min_seeds if spec.sequential else len(spec.seeds)  # --seeds auto: its first round, at least
+    vocab = corpus.tokenizer.vocab_size
+    models = [replace(variant_config(spec.settings.model, v), vocab_size=vocab) for v in spec.variants] * seeds
+    choice, why = compiling.decide(models, spec.settings.train, device, threads)
+    spec.settings = replace(spec.settings, train=replace(spec.settings.train, compile=choice))
+    return {"choice": choice, "why": why}
 
 
 def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:

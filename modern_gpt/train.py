@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
+from . import compiling
 from .config import DEVICES, ModelConfig, TrainConfig, param_counts  # noqa: F401 (TrainConfig re-exported)
 from .data import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
 from .errors import UserError
@@ -475,7 +476,10 @@ def build(
     torch.manual_seed(stream_seed(seed, init))
     model = GPT(model_cfg).to(device)
     torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
-    step_fn = torch.compile(model) if cfg.compile else model
+    step_fn = model
+    if compiling.decide([model_cfg], cfg, device, torch.get_num_threads())[0] == "on":  # an ablation's: on or off
+        compiling.share_cache()
+        step_fn = torch.compile(model)
     return model, step_fn, make_optimizer(model, cfg, device)
 
 

@@ -1,0 +1,81 @@
+"""--compile auto | on | off: whether the training step runs through torch.compile, chosen once per ablation.
+
+auto compiles when the seconds torch.compile saves over the ablation's training steps exceed the seconds its
+compiles cost (compile_balance, a pure function of the measured constants below). running.start decides it on the
+driver before any run, for every row at once, so that a row's delta is never partly the compiler's; meta.json holds
+the choice (spec.settings.train.compile, on or off, with compile.why), each run file carries it, and --resume
+trains with the recorded one. A lone `modern-gpt train` decides for its one run. Inductor's on-disk cache is one
+folder per user (share_cache), so a model compiled once compiles warm in every later worker, seed and ablation.
+Torch-free: the driver decides before torch is needed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .config import ModelConfig, TrainConfig, param_counts
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the rule needs of a device: the eager step's speed, the share of it compile saves, its compile time."""
+
+    gflops: float  # achieved GFLOP/s per thread of an eager training step (step_flops / seconds)
+    gain_classic: float  # 1 - compiled / eager step time, classic GPT-2
+    gain_modern: float  # the same with all six components; fusing norms, RoPE, SwiGLU and QK-norm is the gain
+    cold_s: float  # seconds to compile one model's step with an empty inductor cache
+    warm_s: float  # the same graph again in a fresh process, the cache warm
+
+
+# bench/bench_compile.py --config shakespeare, one thread (as --jobs auto runs), Intel Xeon (AVX-512), 2 cores,
+# shared with other work; torch 2.13.0+cpu; 2026-12-01. Eager classic 65.7 ms and all six 78.0 ms a step.
+CPU = Measured(gflops=80.0, gain_classic=0.0, gain_modern=0.32, cold_s=24.5, warm_s=5.5)
+# Assumed, NOT measured (no GPU was at hand): bench/bench_compile.py on a GPU should replace them.
+CUDA = Measured(gflops=20_000.0, gain_classic=0.2, gain_modern=0.4, cold_s=40.0, warm_s=10.0)
+GAINERS = ("rmsnorm", "rope", "swiglu", "qk_norm")  # the components whose elementwise work compile fuses
+
+
+def step_flops(cfg: ModelConfig, batch: int) -> int:
+    """Matmul FLOPs of one training step (forward and backward: 3x the forward's 2 per multiply-add): every
+    linear layer, the LM head (tied or not) and attention's two T x T products."""
+    c, T = param_counts(cfg), cfg.context
+    per_token = c["attention"] + c["mlp"] + cfg.vocab_size * cfg.dim
+    return 6 * batch * T * per_token + 12 * batch * cfg.layers * T * T * cfg.dim
+
+
+def gain(cfg: ModelConfig, m: Measured) -> float:
+    """The share of an eager step's time that compile saves: classic's measured gain, rising to all six's with
+    each component whose elementwise work it fuses (interpolated, not measured per component)."""
+    k = sum(getattr(cfg, c) for c in GAINERS)
+    return m.gain_classic + (m.gain_modern - m.gain_classic) * k / len(GAINERS)
+
+
+def compile_balance(runs: list[tuple[float, float]], steps: int, graphs: int, m: Measured) -> tuple[float, float]:
+    """(seconds saved, seconds spent) by compiling an ablation. runs: (eager seconds per step, gain) per run;
+    graphs: its distinct models, each compiled cold once, every other run warm from the shared cache."""
+    saved = sum(step_s * g for step_s, g in runs) * steps
+    spent = graphs * m.cold_s + max(0, len(runs) - graphs) * m.warm_s
+    return saved, spent
+
+
+def decide(models: list[ModelConfig], train: TrainConfig, device: str, threads: int) -> tuple[str, str]:
+    """--compile's choice for these runs (one model per run, repeats included), and why, in a phrase."""
+    if train.compile != "auto":
+        return train.compile, f"--compile {train.compile}"
+    if device not in ("cpu", "cuda"):
+        return "off", f"auto: off on {device}, where compile's gain is not measured"
+    m = CPU if device == "cpu" else CUDA
+    runs = [(step_flops(cfg, train.batch_size) / (m.gflops * 1e9 * threads), gain(cfg, m)) for cfg in models]
+    graphs = len({repr(cfg) for cfg in models})
+    saved, spent = compile_balance(runs, train.steps, graphs, m)
+    choice = "on" if saved > spent else "off"
+    return choice, f"auto: {choice}, compiling would save about {saved:.0f} s of steps for {spent:.0f} s of compiles"
+
+
+def share_cache() -> None:
+    """One inductor cache folder for every process of this user (beside the token cache, or TORCHINDUCTOR_CACHE_DIR):
+    a graph compiled once compiles warm in each later worker, seed and ablation. Set before torch first compiles."""
+    from .data import default_cache_dir
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_cache_dir() / "inductor"))
