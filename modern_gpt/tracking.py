@@ -222,9 +222,10 @@ def run_key(folder: Path, meta: dict, record: dict | None) -> str:
 
 
 def curve(record: dict) -> list[tuple[int, str, float]]:
-    """(step, train_loss or val_loss, value) of each finite point of the run's curve."""
+    """(step, curve/train_loss or curve/val_loss, value) of each finite point of the run's curve (named apart
+    from the final train_loss and val_loss, which are measured on more windows)."""
     return [
-        (int(p["step"]), name, float(p[name]))
+        (int(p["step"]), f"curve/{name}", float(p[name]))
         for p in record.get("curve") or []
         for name in ("train_loss", "val_loss")
         if isinstance(p.get(name), (int, float)) and math.isfinite(p[name])
@@ -309,7 +310,7 @@ class TensorBoardBackend:
         writer = self._fresh(path)
         try:
             for step, name, value in curve(record):
-                writer.add_scalar(f"loss/{name}", value, step)
+                writer.add_scalar(name, value, step)
             metrics = {f"final/{k}": v for k, v in run_metrics(record).items()}
             params = {
                 k: v if isinstance(v, (int, float, str, bool)) else str(v)
@@ -331,7 +332,8 @@ class TensorBoardBackend:
             rows = summary_rows(folder)
             for row in rows:
                 for key, value in row_stats(row).items():
-                    writer.add_scalar(f"{row['row']}-{slug(row['variant'])}/{key}", value, 0)
+                    name = f"{key}/{int(row['row']):02d}-{slug(row['variant'])}"  # a stat's rows side by side
+                    writer.add_scalar(name, value, 0)
             if rows:
                 verdicts = [{"variant": r["variant"], "verdict": r.get("verdict", ""), **_cells(r)} for r in rows]
                 writer.add_text("verdicts", _table(verdicts), 0)

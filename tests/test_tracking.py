@@ -1,0 +1,287 @@
+"""--track tensorboard and mlflow (issue 24): one tiny ablation logs each (row, seed) once, read back through the
+trackers' own readers (tensorboard's EventAccumulator, MLflow's MlflowClient on a sqlite:/// store); the summary
+and the verdicts are there; a resume logs only the runs it adds; bad input is one sentence before anything
+trains; a tracker that fails mid-ablation stops nothing (a warning and a footnote)."""
+
+import csv
+import json
+import math
+import shutil
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from modern_gpt import tracking
+from modern_gpt.cli import main
+
+from .clihelp import CLASSIC_ROPE, tiny
+from .errhelp import assert_user_error
+
+pytest.importorskip("mlflow")
+pytest.importorskip("tensorboard")
+
+TINY = tiny(steps=4, eval_every=2)
+ABLATE = ["ablate", *TINY, "--jobs", "1", *CLASSIC_ROPE]  # 3 rows (classic, its placebo, rope) x 2 seeds
+ROWS, SEEDS = 3, 2
+
+
+def _main(*args) -> None:
+    """The console script in this process, which must exit 0 (module fixtures cannot use run_ok)."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
+        with pytest.raises(SystemExit) as e:
+            main()
+    for s, h in handlers.items():
+        signal.signal(s, h)
+    assert not e.value.code
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    """One ablation logged to TensorBoard and to MLflow: (results folder, MLflow URI)."""
+    base = tmp_path_factory.mktemp("tracked")
+    uri = f"sqlite:///{base / 'mlflow.db'}"
+    _main(*ABLATE, "--out", base / "r", "--track", "tensorboard", "--track", "mlflow", "--mlflow-uri", uri)
+    return base / "r", uri
+
+
+def _records(folder: Path) -> dict[tuple[int, int], dict]:
+    records = [json.loads(f.read_text()) for f in sorted((folder / "runs").glob("*.json"))]
+    return {(r["row"], r["seed"]): r for r in records}
+
+
+def _runs(uri: str, experiment: str) -> list:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    return client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+
+
+def _summary(folder: Path) -> list[dict]:
+    with (folder / "summary.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+# ---------------------------------------------------------------------------
+# MLflow
+# ---------------------------------------------------------------------------
+def test_mlflow_holds_each_run_once_with_its_tags_settings_curve_and_final_metrics(tracked):
+    from mlflow import MlflowClient
+
+    folder, uri = tracked
+    runs = [r for r in _runs(uri, folder.name) if r.data.tags.get("kind") != "summary"]
+    records = _records(folder)
+    assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(records)
+    assert len(records) == ROWS * SEEDS
+    for run in runs:
+        record = records[int(run.data.tags["row"]), int(run.data.tags["seed"])]
+        assert record["tracked"]["mlflow"] == run.info.run_id  # the run file knows its MLflow run
+        tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
+        assert (tags["variant"], tags["folder"], tags["plan"]) == (record["variant"], "r", "custom")
+        assert metrics["val_loss"] == record["val_loss"] and metrics["val_bpc"] == record["val_bpc"]
+        assert metrics["tokens_per_s"] == record["tokens_per_s"] and metrics["diverged"] == 0.0
+        assert params["model.dim"] == "16" and params["seed"] == str(record["seed"])
+        assert params["components"] == record["components"] and float(params["lr"]) == record["lr"]
+        history = MlflowClient(uri).get_metric_history(run.info.run_id, "curve/val_loss")
+        assert [(m.step, m.value) for m in history] == [(p["step"], p["val_loss"]) for p in record["curve"]]
+        assert run.info.status == "FINISHED"
+
+
+def test_mlflow_summary_run_holds_the_table_figures_and_each_row_s_verdict(tracked):
+    from mlflow import MlflowClient
+
+    folder, uri = tracked
+    runs = _runs(uri, folder.name)
+    (summary,) = [r for r in runs if r.data.tags.get("kind") == "summary"]
+    client = MlflowClient(uri)
+    assert {a.path for a in client.list_artifacts(summary.info.run_id)} == {"summary.csv", "curves.png"}
+    table = _summary(folder)
+    rope = next(row for row in table if row["variant"] == "rope")
+    assert summary.data.metrics["row02.delta_val"] == pytest.approx(float(rope["delta_val"]), rel=1e-12)
+    assert summary.data.metrics["row02.p_holm"] == pytest.approx(float(rope["p_holm"]), rel=1e-12)
+    assert summary.data.tags["row02.verdict"] == rope["verdict"] and summary.data.tags["row02.variant"] == "rope"
+    assert "row00.delta_val" not in summary.data.metrics  # the reference row has no Δ
+    verdict = f"tags.verdict = '{rope['verdict']}' and tags.variant = 'rope'"  # the verdict is searchable
+    found = client.search_runs([summary.info.experiment_id], filter_string=verdict)
+    assert len(found) == SEEDS
+
+
+def test_a_run_logged_again_replaces_the_earlier_copy(tracked, tmp_path):
+    """A kill after logging and before the id reached the run file: logging it again leaves one copy."""
+    folder, uri = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "again"))
+    meta = json.loads((copy / "meta.json").read_text())
+    backend = tracking.MlflowBackend(uri)
+    backend.start(copy, meta)
+    record = _records(copy)[(2, 1)]
+    first, second = backend.log_run(record), backend.log_run(record)
+    assert first != second and [r.info.run_id for r in _runs(uri, "again")] == [second]
+
+
+def test_train_logs_its_one_run(tracked, run_ok, tmp_path):
+    _, uri = tracked
+    run_ok("train", *TINY, "--out", tmp_path / "ck", "--track", "mlflow", "--mlflow-uri", uri, "--track", "tensorboard")
+    metrics = json.loads((tmp_path / "ck" / "metrics.json").read_text())
+    (run,) = _runs(uri, tracking.TRAIN_EXPERIMENT)
+    assert run.data.metrics["val_loss"] == metrics["val_loss"] and run.data.tags["plan"] == "train"
+    assert len(list((tmp_path / "ck" / "tensorboard" / "00-classic" / "seed0").glob("events.*"))) == 1
+
+
+# ---------------------------------------------------------------------------
+# TensorBoard
+# ---------------------------------------------------------------------------
+def _events(path: Path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(path))
+    events.Reload()
+    return events
+
+
+def test_tensorboard_holds_each_run_once_with_its_curve_and_final_metrics(tracked):
+    folder, _ = tracked
+    root = folder / "tensorboard"
+    records = _records(folder)
+    runs = sorted(p.parent for p in root.glob("*/seed*/events.*"))
+    assert len(runs) == len(set(runs)) == ROWS * SEEDS  # one event file per run
+    for (row, seed), record in records.items():
+        path = folder / record["tracked"]["tensorboard"]
+        assert path.parent.name.startswith(f"{row:02d}-") and path.name == f"seed{seed}"
+        events = _events(path)
+        assert [(s.step, s.value) for s in events.Scalars("curve/val_loss")] == [
+            (p["step"], pytest.approx(p["val_loss"], rel=1e-6)) for p in record["curve"]
+        ]
+        (final,) = events.Scalars("final/val_loss")
+        assert final.value == pytest.approx(record["val_loss"], rel=1e-6) and final.step == record["steps_done"]
+
+
+def test_tensorboard_summary_holds_the_table_figure_and_verdicts(tracked):
+    folder, _ = tracked
+    events = _events(folder / "tensorboard" / "summary")
+    rope = next(row for row in _summary(folder) if row["variant"] == "rope")
+    (delta,) = events.Scalars("delta_val/02-rope")
+    assert delta.value == pytest.approx(float(rope["delta_val"]), rel=1e-6)
+    assert events.Tags()["images"] == ["curves"]
+    (text,) = events.Tensors("verdicts/text_summary")
+    table = text.tensor_proto.string_val[0].decode()
+    assert f"| rope | {rope['verdict']} |" in table
+
+
+# ---------------------------------------------------------------------------
+# Resume: only the runs it adds
+# ---------------------------------------------------------------------------
+def test_resume_logs_only_the_runs_it_adds(tracked, run_ok, tmp_path):
+    folder, uri = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "resumed"))
+    before = _records(copy)
+    for key in ((1, 1), (2, 1)):
+        (copy / "runs" / f"row{key[0]:02d}-seed{key[1]}.json").unlink()
+    run_ok("ablate", "--resume", copy, "--track", "mlflow", "--mlflow-uri", uri, "--track", "tensorboard")
+    after = _records(copy)
+    added = {k for k in after if after[k]["tracked"] != before[k]["tracked"]}
+    assert added == {(1, 1), (2, 1)}  # the others keep the ids of their first logging
+    runs = [r for r in _runs(uri, "resumed") if r.data.tags.get("kind") != "summary"]
+    assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(added)
+    assert len(_runs(uri, folder.name)) == ROWS * SEEDS + 1  # the first folder's experiment is untouched
+    assert len(list((copy / "tensorboard").glob("*/seed*/events.*"))) == ROWS * SEEDS
+
+
+# ---------------------------------------------------------------------------
+# Bad input: one sentence, exit 2, nothing trained
+# ---------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "flags, fragments",
+    [
+        (["--track", "comet"], ["unknown tracker 'comet' in --track", "tensorboard, mlflow or wandb"]),
+        (["--mlflow-uri", "sqlite:///x.db"], ["--mlflow-uri goes with --track mlflow"]),
+        (["--track", "mlflow", "--mlflow-uri", "sqlite:///no/such/folder/m.db"], ["does not exist"]),
+        (["--track", "mlflow", "--mlflow-uri", "sqlite:///."], ["sqlite:///.", "is not a file"]),
+    ],
+)
+def test_bad_tracking_flags_are_one_sentence_before_anything_trains(run, tmp_path, flags, fragments):
+    assert_user_error(run(*ABLATE, "--out", tmp_path / "out", *flags), *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_server_behind_the_uri_is_one_sentence_naming_it(run, tmp_path):
+    uri = f"http://127.0.0.1:{_free_port()}"
+    assert_user_error(run(*ABLATE, "--out", tmp_path / "o", "--track", "mlflow", "--mlflow-uri", uri), uri, "no MLflow")
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_environment_s_uri_is_named_when_it_chose(run, tmp_path, monkeypatch):
+    uri = f"http://127.0.0.1:{_free_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert_user_error(run(*ABLATE, "--out", tmp_path / "o", "--track", "mlflow"), f"MLFLOW_TRACKING_URI={uri}")
+
+
+def test_an_unwritable_store_is_one_sentence(run, tmp_path, monkeypatch):
+    store = tmp_path / "ro"
+    store.mkdir()
+    monkeypatch.setattr(tracking.os, "access", lambda path, mode: Path(path) != store)  # root may write anywhere
+    flags = ["--track", "mlflow", "--mlflow-uri", f"sqlite:///{store}/m.db"]
+    assert_user_error(run(*ABLATE, "--out", tmp_path / "o", *flags), str(store), "not writable")
+
+
+@pytest.mark.parametrize("name", ["mlflow", "tensorboard"])
+def test_a_tracker_not_installed_says_how_to_install_it(run, tmp_path, monkeypatch, name):
+    monkeypatch.setitem(sys.modules, name, None)  # what import finds when the package is missing
+    assert_user_error(run("train", *TINY, "--out", tmp_path / "c", "--track", name), f'pip install -e ".[{name}]"')
+    assert not (tmp_path / "c").exists()
+
+
+def test_track_in_the_config_file(tmp_path):
+    from modern_gpt.errors import UserError
+    from modern_gpt.settings import read_toml, resolve_options
+
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text('[ablation]\ntrack = ["tensorboard", "mlflow"]\nmlflow_uri = "sqlite:///m.db"\n')
+    bad.write_text('[ablation]\ntrack = "mlflow"\n')
+    options = resolve_options(read_toml(good), {}, "ablate", ("track", "mlflow_uri"))
+    assert options.track == ("tensorboard", "mlflow") and options.mlflow_uri == "sqlite:///m.db"
+    with pytest.raises(UserError, match="ablation.track must be a list of strings"):
+        read_toml(bad)
+
+
+# ---------------------------------------------------------------------------
+# A tracker that fails mid-ablation: a warning and a footnote, every run kept
+# ---------------------------------------------------------------------------
+def test_a_tracker_that_fails_mid_ablation_stops_nothing(run, tmp_path, monkeypatch):
+    log_run, calls = tracking.TensorBoardBackend.log_run, []
+
+    def dies_after_one(self, record):
+        calls.append(record["row"])
+        if len(calls) > 1:
+            raise ConnectionError("the server went away")
+        return log_run(self, record)
+
+    monkeypatch.setattr(tracking.TensorBoardBackend, "log_run", dies_after_one)
+    folder = tmp_path / "r"
+    code, out, err = run(*ABLATE, "--no-placebo", "--out", folder, "--track", "tensorboard")
+    assert code == 0, err
+    records = _records(folder)
+    assert len(records) == 4 and len(calls) == 2  # switched off after it failed: not called again
+    assert sum("tracked" in r for r in records.values()) == 1
+    assert err.count("warning: tensorboard failed (ConnectionError: the server went away)") == 1
+    note = f"3 of 4 runs are not in tensorboard (ConnectionError: the server went away); modern-gpt report {folder}"
+    assert note in " ".join(out.split())
+    assert json.loads((folder / "meta.json").read_text())["tracking"]["tensorboard"]["error"].startswith("Connection")
+    assert not (folder / "tensorboard" / "summary").exists()
+
+
+def test_notes_count_the_runs_a_tracker_lacks():
+    meta = {"tracking": {"mlflow": {"error": None}, "tensorboard": {"error": "OSError: disk full"}}}
+    records = {(0, 0): {"tracked": {"mlflow": "a", "tensorboard": "t"}}, (0, 1): {"tracked": {"mlflow": "b"}}}
+    (note,) = tracking.notes(meta, records, "DIR")
+    assert note == "1 of 2 runs are not in tensorboard (OSError: disk full); " + tracking.push("tensorboard", "DIR")
+    assert tracking.notes({}, records, "DIR") == [] and math.isnan(tracking.run_metrics({})["val_loss"])
