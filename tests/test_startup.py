@@ -21,7 +21,18 @@ from modern_gpt.cli import app
 
 pytestmark = pytest.mark.slow
 
-HEAVY = ("torch", "pandas", "matplotlib", "tokenizers", "safetensors", "pyarrow", "ray")
+HEAVY = (
+    "torch",
+    "pandas",
+    "matplotlib",
+    "tokenizers",
+    "safetensors",
+    "pyarrow",
+    "ray",
+    "mlflow",
+    "tensorboard",
+    "wandb",
+)
 # What the command line imported before any command ran, before it deferred them.
 EAGER = (
     "torch",
@@ -105,6 +116,8 @@ def strict_cases(files: dict[str, str]) -> list[tuple[list[str], int]]:
         ["train", "--tokenizer", "sentencepiece"],
         ["train", "--smoke", "--config", "mini"],
         ["train", "--config", "no-such-config"],
+        ["train", "--track", "comet"],  # an unknown tracker: no tracker imported to say so
+        ["ablate", "--mlflow-uri", "sqlite:///m.db"],
         ["generate", "checkpoint", "--seed", "-1"],
         ["report", "results", "--format", "xml"],
         ["params", "--format", "xml"],
