@@ -24,6 +24,7 @@ from .components import COMPONENT_SUMMARY, COMPONENTS
 from .config import AUTO, POWER_SEEDS, AblationOptions
 from .errors import UserError
 from .settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings, config_values, resolve_options, resolve_values
+from .tracking import TRACKERS
 
 app = typer.Typer(
     name="modern-gpt",
@@ -647,6 +648,21 @@ def power(
     _run_ablation("power", settings, options, choices, out=out, resume=resume, fmt=fmt)
 
 
+REPORT_TRACK_HELP = (
+    f"Push this folder to a tracker ({' | '.join(TRACKERS)}; repeat for more): the runs it does not hold yet, "
+    "then the summary and verdicts; pushing again logs nothing new."
+)
+ReportTrack = Annotated[
+    list[str] | None, typer.Option("--track", help=REPORT_TRACK_HELP, metavar="NAME", rich_help_panel="Trackers")
+]
+ReportMlflowUri = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow-uri", help=_flag_help(OPTIONS[f"{ABLATION}.mlflow_uri"]), metavar="URI", rich_help_panel="Trackers"
+    ),
+]
+
+
 @app.command()
 def report(
     folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate, duel or power.")],
@@ -656,6 +672,8 @@ def report(
     ] = False,
     at_lr: AtLr = None,
     plugin: RecordedPlugins = None,
+    track: ReportTrack = None,
+    mlflow_uri: ReportMlflowUri = None,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
     from . import report as rep
@@ -665,7 +683,18 @@ def report(
         rep.at_lr_index(rep.ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
         for path in rep.plot(folder):
             print(f"wrote {path}", file=sys.stderr)
+    if track or mlflow_uri:
+        _push(folder, track or [], mlflow_uri)
     _print_report(folder, fmt, at_lr)
+
+
+def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
+    """report --track: what each tracker lacks, logged once (tracking.push_folder)."""
+    from .tracking import push_folder
+
+    for name, n in push_folder(folder, names, mlflow_uri).items():
+        what = f"logged {n} run{'s' * (n != 1)} and the summary" if n else "holds every run already"
+        print(f"{name}: {what}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------
