@@ -4,6 +4,7 @@ Every Ray node the tests start listens on 127.0.0.1 only (conftest.py sets RAY_E
 before Ray is imported), and the tests check it.
 """
 
+import importlib.util
 import json
 import os
 import signal
@@ -25,6 +26,8 @@ from modern_gpt.settings import resolve
 
 from .clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, runner, wait_for_runs
 from .executor_jobs import FakeJob
+from .wandbread import offline_env
+from .wandbread import runs as wandb_runs
 
 # Tiny runs: 3 rows (classic, its placebo, rope) x 2 seeds of 40 steps
 TINY = ["--smoke", "--steps", "40", "--eval-every", "40", "--eval-tokens", "1024", *CLASSIC_ROPE]
@@ -208,24 +211,63 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The tiny ablation with --jobs 1: what every executor must give, bitwise."""
+def wandb_root(tmp_path_factory):
+    """W&B offline, one folder for the module: the --jobs 1 reference and the Ray ablation both log there, each as
+    the group of its folder's name (None without wandb). W&B, not MLflow: a fresh sqlite store costs seconds."""
+    if importlib.util.find_spec("wandb") is None:
+        yield None
+        return
+    root = tmp_path_factory.mktemp("wandb")
+    with pytest.MonkeyPatch.context() as mp:
+        offline_env(mp, root)
+        yield root
+
+
+def track(root) -> list[str]:
+    return ["--track", "wandb"] if root else []
+
+
+def tracked(root, group: str) -> dict[tuple[int, int], tuple]:
+    """What W&B holds of each (row, seed) of an ablation, less what differs by folder, run id and clock."""
+    clock = {"tokens_per_s", "secs", "_runtime", "_timestamp", "_wandb/runtime"}
+    runs = [r for r in wandb_runs(root) if r.group == group and r.job_type == "run"]
+    out = {
+        (r.config["row"], r.config["seed"]): (
+            sorted(t for t in r.tags if not t.startswith("folder=")),
+            {k: v for k, v in r.config.items() if k != "folder"},
+            {k: v for k, v in r.summary.items() if k not in clock},
+            [{k: v for k, v in h.items() if k not in clock} for h in r.history],
+        )
+        for r in runs
+    }
+    assert len(out) == len(runs)  # no (row, seed) logged twice
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, wandb_root):
+    """The tiny ablation with --jobs 1: what every executor must give, bitwise (logged to W&B as the group r)."""
     folder = tmp_path_factory.mktemp("jobs1") / "r"
-    invoke("ablate", *TINY, "--jobs", "1", "--out", folder)
+    invoke("ablate", *TINY, "--jobs", "1", "--out", folder, *track(wandb_root))
     return values(folder)
 
 
 @pytest.mark.slow
-def test_a_ray_ablation_equals_jobs_1_and_records_the_cluster(cluster, reference, tmp_path):
-    invoke("ablate", *TINY, "--executor", "ray", "--ray-address", cluster.address, "--out", tmp_path / "r")
-    pd.testing.assert_frame_equal(values(tmp_path / "r"), reference)
-    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+def test_a_ray_ablation_equals_jobs_1_and_records_the_cluster(cluster, reference, wandb_root, tmp_path):
+    folder = tmp_path / "ray"
+    invoke("ablate", *TINY, "--executor", "ray", "--ray-address", cluster.address, "--out", folder, *track(wandb_root))
+    pd.testing.assert_frame_equal(values(folder), reference)
+    if wandb_root:  # the driver logged the runs that came back from the cluster: the same runs as --jobs 1 logged
+        ray, jobs1 = tracked(wandb_root, "ray"), tracked(wandb_root, "r")
+        assert sorted(ray) == sorted(jobs1) == [(row, seed) for row in range(3) for seed in range(2)]
+        assert ray == jobs1 and all(summary["val_loss"] > 0 for _, _, summary, _ in ray.values())
+    meta = json.loads((folder / "meta.json").read_text())
     ex = meta["executor"]
     assert meta["status"] == "finished" and ex["name"] == "ray" and ex["ray_version"]
     assert ex["address"] == cluster.address and ex["cpus_per_run"] == 1 and ex["max_retries"] == 2
     assert len(ex["nodes"]) == 2 and {n["address"] for n in ex["nodes"]} == {"127.0.0.1"}  # loopback only
     assert ex["resources"]["CPU"] == 2
-    assert pd.read_csv(tmp_path / "r" / "runs.csv").threads.eq(1).all()
+    assert pd.read_csv(folder / "runs.csv").threads.eq(1).all()
 
 
 @pytest.mark.slow

@@ -9,22 +9,11 @@ import pandas as pd
 import pytest
 
 from .clihelp import CLASSIC_ROPE, invoke, tiny
-from .wandbread import runs
+from .wandbread import offline_env, runs
 
 pytest.importorskip("wandb")
 
 ARGS = [*tiny(4, 2), *CLASSIC_ROPE, "--jobs", "1"]
-
-
-def offline_env(mp: pytest.MonkeyPatch, root) -> None:
-    """W&B offline, writing only under root: no login, no network, nothing in the user's home."""
-    for name in ("WANDB_API_KEY", "WANDB_PROJECT", "MLFLOW_TRACKING_URI"):
-        mp.delenv(name, raising=False)
-    mp.setenv("WANDB_MODE", "offline")
-    mp.setenv("WANDB_SILENT", "true")
-    mp.setenv("WANDB_DIR", str(root))
-    for name in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
-        mp.setenv(name, str(root / name.lower()))
 
 
 @pytest.fixture(scope="module")

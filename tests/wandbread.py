@@ -8,6 +8,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 BLOCK = 32 * 1024
 HEADER = 7  # each record's and the file's
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
@@ -88,3 +90,14 @@ def read(folder: Path) -> Run:
 def runs(root: Path) -> list[Run]:
     """Every offline run under root/wandb (root: WANDB_DIR or the results folder)."""
     return [read(f) for f in sorted((Path(root) / "wandb").glob("offline-run-*")) if f.is_dir()]
+
+
+def offline_env(mp: pytest.MonkeyPatch, root: Path) -> None:
+    """W&B offline, writing only under root: no login, no network, nothing in the user's home."""
+    for name in ("WANDB_API_KEY", "WANDB_PROJECT", "MLFLOW_TRACKING_URI"):
+        mp.delenv(name, raising=False)
+    mp.setenv("WANDB_MODE", "offline")
+    mp.setenv("WANDB_SILENT", "true")
+    mp.setenv("WANDB_DIR", str(root))
+    for name in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        mp.setenv(name, str(root / name.lower()))
