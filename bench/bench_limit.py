@@ -13,10 +13,15 @@
 3. Runs `modern-gpt ablate` as a subprocess into a temporary folder, times it, and reads each run's secs.
 4. Prints the limit, FLOPs / (rate x cores in use, the concurrent single-thread runs of --jobs auto), the
    measured wall, their ratio, and per run the FLOPs, secs and achieved GFLOP/s.
+5. Prints where the wall went (breakdown), from each run's timing (train.RunResult.timing, timed inside the
+   worker): per run its start-up (model, optimizer, batches, windows), training steps, intermediate (curve)
+   evaluations, final evaluation and the rest; and for the ablation the driver's start before the first run
+   (imports, corpus, the worker pool's start and its imports), the time between runs (core-seconds while runs
+   were under way that no run used: a worker's start, a record's trip, the last runs' imbalance) and the tail
+   after the last run (the table, the plot).
 
-Not yet here: the breakdown of a run into training steps, curve evaluations, final evaluation and start-up. It
-needs timings inside modern_gpt/train.py and is left for a later change; a run's secs is its whole train_run.
-Speed is measured here, never asserted in a test (tests/test_bench_limit.py checks the FLOP count only).
+Speed is measured here, never asserted in a test (tests/test_bench_limit.py checks the FLOP count and the
+breakdown's arithmetic only).
 """
 
 from __future__ import annotations
@@ -104,17 +109,35 @@ def matmul_rate(configs: list[ModelConfig], batch: int, T: int, seconds: float =
         torch.set_num_threads(threads)
 
 
-def ablate(args, out: Path) -> float:
-    """Wall seconds of `modern-gpt ablate` into out."""
+PARTS = ("startup", "train_steps", "curve_evals", "final_eval", "other")  # train.RunResult.timing's seconds
+
+
+def breakdown(records: list[dict], launched: float, wall: float, cores: int) -> dict:
+    """Where an ablation's wall went, in seconds, from its runs' timing (Unix times, launched: the command's start):
+    each of PARTS summed over the runs; lead, the command's start to its first run's; tail, its last run's end to
+    the command's end; between, the core-seconds from the first run's start to the last one's end that no run
+    used (cores x that span - the runs' secs)."""
+    timed = [r for r in records if r.get("timing")]
+    parts = {k: sum(r["timing"][k] for r in timed) for k in PARTS}
+    if not timed:
+        return {**parts, "lead": 0.0, "tail": 0.0, "between": 0.0}
+    first = min(r["timing"]["started"] for r in timed)
+    last = max(r["timing"]["started"] + r["secs"] for r in timed)
+    between = cores * (last - first) - sum(r["secs"] for r in timed)
+    return {**parts, "lead": first - launched, "tail": launched + wall - last, "between": between}
+
+
+def ablate(args, out: Path) -> tuple[float, float]:
+    """The Unix time `modern-gpt ablate` into out started, and its wall seconds."""
     cmd = [sys.executable, "-m", "modern_gpt", "ablate", "--config", args.config, "--seeds", str(args.seeds)]
     cmd += ["--plan", args.plan, "--jobs", args.jobs, "--out", str(out), "--format", "csv"]
     cmd += ["--data", args.data] if args.data else []
-    t0 = time.perf_counter()
+    launched, t0 = time.time(), time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         sys.exit(f"modern-gpt ablate failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
-    return wall
+    return launched, wall
 
 
 def cpu_model() -> str:
@@ -130,7 +153,7 @@ def cpu_model() -> str:
 def measure(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ablation"
-        wall = ablate(args, out)
+        launched, wall = ablate(args, out)
         meta = json.loads((out / "meta.json").read_text())
         records = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))]
     spec = Spec.from_dict(meta["spec"])
@@ -159,6 +182,7 @@ def measure(args) -> dict:
                 "eval_flops": eval_flops,
                 "flops": total,
                 "secs": r["secs"],
+                **{k: (r.get("timing") or {}).get(k, 0.0) for k in PARTS},
                 "gflops_per_s": total / r["secs"] / 1e9 if r["secs"] > 0 else 0.0,
             }
         )
@@ -177,6 +201,7 @@ def measure(args) -> dict:
         "wall_s": wall,
         "ratio": wall / limit,
         "sum_run_secs": sum(r["secs"] for r in runs),
+        "breakdown": breakdown(records, launched, wall, cores),
         "machine": {
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
@@ -188,12 +213,18 @@ def measure(args) -> dict:
     }
 
 
+HEADS = {"startup": "start-up", "train_steps": "steps", "curve_evals": "curve", "final_eval": "final", "other": "other"}
+
+
 def show(result: dict) -> None:
-    print(f"{'variant':<22} {'seed':>4} {'GFLOP':>9} {'of it eval':>10} {'secs':>7} {'GFLOP/s':>8}")
+    parts = "".join(f" {HEADS[k]:>8}" for k in PARTS)
+    print(f"{'variant':<22} {'seed':>4} {'GFLOP':>9} {'of it eval':>10} {'secs':>7}{parts} {'GFLOP/s':>8}")
     for r in result["runs"]:
         gflop, share = r["flops"] / 1e9, r["eval_flops"] / r["flops"] if r["flops"] else 0.0
+        cells = "".join(f" {r[k]:>8.3f}" for k in PARTS)
         print(
-            f"{r['variant']:<22} {r['seed']:>4} {gflop:>9.2f} {share:>10.0%} {r['secs']:>7.2f} {r['gflops_per_s']:>8.1f}"
+            f"{r['variant']:<22} {r['seed']:>4} {gflop:>9.2f} {share:>10.0%} {r['secs']:>7.2f}{cells} "
+            f"{r['gflops_per_s']:>8.1f}"
         )
     m = result["machine"]
     print(
@@ -203,6 +234,13 @@ def show(result: dict) -> None:
     print(
         f"limit {result['limit_s']:.1f} s, wall {result['wall_s']:.1f} s: {result['ratio']:.1f}x the limit "
         f"(runs' own secs sum to {result['sum_run_secs']:.1f} s)"
+    )
+    b, cores = result["breakdown"], result["cores_in_use"]
+    runs = ", ".join(f"{HEADS[k]} {b[k]:.1f}" for k in PARTS)
+    print(f"runs' secs by part (summed over runs): {runs}")
+    print(
+        f"wall {result['wall_s']:.1f} s = driver start {b['lead']:.1f} + runs {result['wall_s'] - b['lead'] - b['tail']:.1f} "
+        f"+ tail (table, plot) {b['tail']:.1f}; between runs {b['between']:.1f} core-s of {cores} cores not in a run"
     )
     print(f"{m['cpu']}, {m['cores']} CPUs, torch {m['torch']}, {m['date']}, load average {m['load_average_end']:.1f}")
 

@@ -155,6 +155,7 @@ RUN_SCHEMA = {  # written by running.execute: train.RunResult and the run's iden
     "val_loss_test?": NUMBER,
     "spikes?": int,
     "lossless?": bool,
+    "timing?": (dict, None),  # where a run's secs went (train.RunResult.timing): the run's file only, not runs.csv
     "compile?": str,  # on or off: the ablation's one choice (compiling.py)
 }
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from . import compiling
 from .config import DEVICES, ModelConfig, TrainConfig, param_counts  # noqa: F401 (TrainConfig re-exported)
@@ -26,7 +27,12 @@ from .model import GPT
 
 # "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
 STREAMS = ("init", "batches", "dropout", "placebo")
-EVAL_CHUNK = 64  # windows per forward pass when evaluating
+# Tokens per forward pass when evaluating (eval_chunk). On one CPU thread, measured at the smoke and shakespeare
+# shapes (docs/measurements.md), 1,024-4,096 tokens ran at the same rate and 16,384 up to 1.5x slower: the
+# activations of a small chunk stay in cache. A GPU wants large chunks; both are capped so that the float32
+# logits (and their log-softmax) of a chunk stay under EVAL_LOGITS_BYTES with a large vocabulary.
+EVAL_CHUNK_TOKENS = {"cpu": 2048, "cuda": 65536}
+EVAL_LOGITS_BYTES = 1 << 28
 # On CUDA the loss stays on the GPU and is read back every SYNC_EVERY steps and at every evaluation: reading it
 # (loss.item()) stalls the host until the GPU has caught up, once per step, which for a small model costs more
 # than the step. A run whose loss turns NaN or infinite is still caught within SYNC_EVERY steps, and its record
@@ -80,6 +86,10 @@ class RunResult:
     spikes: int = 0  # after warm-up, times the training loss rose more than SPIKE nats above its running minimum
     error: str = ""  # a fault that ended the run (out of memory, say)
     curve: list[dict] = field(default_factory=list)  # {step, train_loss, val_loss} per evaluation
+    # Where secs went (Outcome.clock): startup (model, optimizer, batches, windows), train_steps, curve_evals,
+    # final_eval, other (the rest: progress updates), in seconds; started: the run's start as Unix time, so that
+    # a reader can place runs against each other and the ablation's wall (bench/bench_limit.py)
+    timing: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -254,19 +264,43 @@ def _autocast(device: str):
     return contextlib.nullcontext()
 
 
+def eval_chunk(context: int, vocab: int, device: str) -> int:
+    """Windows per forward pass when evaluating: about EVAL_CHUNK_TOKENS tokens, fewer with a large vocabulary."""
+    tokens = min(EVAL_CHUNK_TOKENS.get(device, EVAL_CHUNK_TOKENS["cpu"]), EVAL_LOGITS_BYTES // (8 * vocab))
+    return max(1, tokens // context)
+
+
 @torch.no_grad()
+def window_losses(model: GPT, parts: list[tuple[np.ndarray, np.ndarray]], context: int, device: str) -> list:
+    """Each window's summed loss (nats over its context targets, float64) for each (ids, offsets) part, in one
+    pass: the windows of every part share the forward passes, of eval_chunk windows each. No host sync per chunk."""
+    sizes = [len(offsets) for _, offsets in parts]
+    pairs = [windows(ids, offsets, context) for ids, offsets in parts if len(offsets)]
+    if not pairs:
+        return [np.zeros(0) for _ in parts]
+    x, y = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    n = eval_chunk(context, model.config.vocab_size, device)
+    model.eval()
+    sums = []
+    for start in range(0, len(x), n):
+        with _autocast(device):
+            logits, _ = model(to_device(x[start : start + n], device))
+        targets = to_device(y[start : start + n], device).reshape(-1)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets, reduction="none")  # as GPT.forward, per token
+        sums.append(loss.view(-1, context).double().sum(1))
+    model.train()
+    flat = torch.cat(sums).cpu().numpy()
+    return np.split(flat, np.cumsum(sizes)[:-1])
+
+
+def mean_loss(sums: np.ndarray, context: int) -> float:
+    """Mean loss per token of windows from their summed losses (window_losses); NaN for no window."""
+    return float(sums.sum()) / (len(sums) * context) if len(sums) else math.nan
+
+
 def evaluate(model: GPT, ids: np.ndarray, offsets: np.ndarray, context: int, device: str) -> float:
     """Mean loss in nats per token over the windows starting at offsets (every window has context targets)."""
-    model.eval()
-    total = 0.0
-    for start in range(0, len(offsets), EVAL_CHUNK):
-        chunk = offsets[start : start + EVAL_CHUNK]
-        x, y = windows(ids, chunk, context)
-        with _autocast(device):
-            _, loss = model(x.to(device), y.to(device))
-        total += loss.item() * len(chunk)
-    model.train()
-    return total / len(offsets)
+    return mean_loss(window_losses(model, [(ids, offsets)], context, device)[0], context)
 
 
 def is_oom(e: BaseException) -> bool:
@@ -405,27 +439,24 @@ def update(model: GPT, opt: AdamW | torch.optim.AdamW, loss: torch.Tensor, grad_
 
 
 def curve_point(model: GPT, corpus: Corpus, windows: EvalWindows, context: int, step: int, device: str) -> dict:
-    """An intermediate evaluation, on the smaller fixed subsets."""
-    train_loss = evaluate(model, corpus.train, windows.train, context, device)
-    val_loss = evaluate(model, corpus.val, windows.val, context, device)
-    return {"step": step, "train_loss": train_loss, "val_loss": val_loss}
+    """An intermediate evaluation, on the smaller fixed subsets, both splits in one pass."""
+    train, val = window_losses(model, [(corpus.train, windows.train), (corpus.val, windows.val)], context, device)
+    return {"step": step, "train_loss": mean_loss(train, context), "val_loss": mean_loss(val, context)}
 
 
 def final_losses(
     model: GPT, corpus: Corpus, windows: EvalWindows, context: int, last: dict, device: str
 ) -> FinalLosses:
-    """The losses on the full fixed sets (the train loss is the last curve point's when that was all of them);
-    all NaN when one is not finite. val_loss is the two halves' mean: alternate windows, each evenly spread over
-    the split."""
-    if len(windows.train_final) > len(windows.train):
-        train_loss = evaluate(model, corpus.train, windows.train_final, context, device)
-    else:
-        train_loss = last["train_loss"]
-    tune, test = windows.val_final[0::2], windows.val_final[1::2]
-    tune_loss = evaluate(model, corpus.val, tune, context, device)
-    test_loss = evaluate(model, corpus.val, test, context, device) if len(test) else math.nan
-    test_sum = test_loss * len(test) if len(test) else 0.0
-    final = FinalLosses(train_loss, (tune_loss * len(tune) + test_sum) / len(windows.val_final), tune_loss, test_loss)
+    """The losses on the full fixed sets, in one pass (the train loss is the last curve point's when that was all
+    of them); all NaN when one is not finite. val_loss averages the two halves' tokens: alternate windows, each
+    evenly spread over the split."""
+    full_train = len(windows.train_final) > len(windows.train)
+    parts = [(corpus.val, windows.val_final)] + ([(corpus.train, windows.train_final)] if full_train else [])
+    sums = window_losses(model, parts, context, device)
+    val = sums[0]
+    train_loss = mean_loss(sums[1], context) if full_train else last["train_loss"]
+    tune, test = mean_loss(val[0::2], context), mean_loss(val[1::2], context)
+    final = FinalLosses(train_loss, mean_loss(val, context), tune, test)
     return final if final.finite else FinalLosses()
 
 
@@ -451,6 +482,11 @@ class Outcome:
     error: str = ""  # an out-of-memory error that ended the run
     spikes: int = 0
     train_secs: float = 0.0  # TrainClock
+    timing: dict = field(default_factory=lambda: dict.fromkeys(("startup", "curve_evals", "final_eval"), 0.0))
+
+    def timed(self, part: str, since: float) -> None:
+        """Add the seconds since `since` (time.perf_counter) to timing[part]."""
+        self.timing[part] += time.perf_counter() - since
 
     @property
     def diverged(self) -> bool:
@@ -520,6 +556,7 @@ def run_result(
         spikes=out.spikes,
         error=out.error,
         curve=out.curve,
+        timing=out.timing,
         seed=seed,
         threads=threads,
         device=device,
@@ -542,17 +579,18 @@ def train_run(
     host reads of the loss (LossReader); None is sync_interval(device). Any value gives the same losses.
     A loss, update or evaluation that is not finite ends the run as diverged, and an out-of-memory error
     ends it with its message; neither raises."""
+    started, t0, out = time.time(), time.perf_counter(), Outcome()
     model_cfg, device = check_run(model_cfg, corpus, cfg)
     threads = threads or cfg.threads or default_threads()
     torch.set_num_threads(threads)  # pinned per run: CPU results depend on it
-    t0 = time.perf_counter()
     model, step_fn, opt = build(model_cfg, cfg, seed, init, device)
     reader = LossReader(sync_every or sync_interval(device), device, cfg.warmup_steps)
     context = model_cfg.context
     batches = BatchStream(corpus.train, context, cfg.batch_size, stream_seed(seed, "batches"))
     windows = EvalWindows.of(corpus, context, cfg)
 
-    out, clock, step = Outcome(), TrainClock(), 0
+    clock, step = TrainClock(), 0
+    out.timed("startup", t0)
     try:
         for step in range(1, cfg.steps + 1):
             clock.start()
@@ -574,15 +612,21 @@ def train_run(
             if progress is not None:
                 progress(step, reader.last)
             if evaluating:
+                since = time.perf_counter()
                 out.curve.append(curve_point(model, corpus, windows, context, step, device))
+                out.timed("curve_evals", since)
                 if not finite(out.curve[-1]):
                     break
         else:  # no break: every loss, update and evaluation was finite
+            since = time.perf_counter()
             out.final = final_losses(model, corpus, windows, context, out.curve[-1], device)
+            out.timed("final_eval", since)
     except (RuntimeError, MemoryError) as e:
         if not is_oom(e):
             raise
         out.error = oom_error(e, step, device)
     out.spikes, out.train_secs = reader.spikes.count, clock.secs
     secs = time.perf_counter() - t0
+    out.timing.update(train_steps=clock.secs, started=started)
+    out.timing["other"] = secs - sum(out.timing[k] for k in ("startup", "train_steps", "curve_evals", "final_eval"))
     return run_result(model_cfg, corpus, cfg, windows, out, seed=seed, threads=threads, device=device, secs=secs), model

@@ -74,3 +74,16 @@ def test_matmul_shapes_carry_the_step_flops():
         shapes = bench_limit.matmul_shapes(cfg, 3, cfg.context)
         flops = sum(2 * torch.Size(a).numel() * b[-1] for a, b in shapes)
         assert flops == bench_limit.flops_train_step(cfg, 3, cfg.context)
+
+
+def test_the_breakdown_places_runs_against_the_wall():
+    """Two workers: runs of 1 s and 2 s from t=10 on one, a run of 1.5 s from t=10.5 on the other; launched at
+    t=8, 6 s of wall. The parts sum over runs; lead, tail and the idle core-seconds follow from the times."""
+    parts = {"startup": 0.1, "train_steps": 0.6, "curve_evals": 0.1, "final_eval": 0.15, "other": 0.05}
+    runs = [(10.0, 1.0), (11.0, 2.0), (10.5, 1.5)]
+    records = [{"secs": secs, "timing": {**parts, "started": start}} for start, secs in runs]
+    records.append({"secs": 0.0, "timing": None})  # a failed run's record has no timing
+    b = bench_limit.breakdown(records, launched=8.0, wall=6.0, cores=2)
+    assert b["train_steps"] == pytest.approx(1.8) and b["startup"] == pytest.approx(0.3)
+    assert b["lead"] == pytest.approx(2.0) and b["tail"] == pytest.approx(1.0)
+    assert b["between"] == pytest.approx(2 * 3.0 - 4.5)
