@@ -606,7 +606,7 @@ def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
 # ---------------------------------------------------------------------------
 # report DIR --track: a results folder pushed after the fact
 # ---------------------------------------------------------------------------
-def push_folder(folder: Path, names, mlflow_uri_given: str | None = None, on_warning=warn) -> dict[str, int]:
+def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, int]:
     """Log every finished run of the folder that a tracker does not hold yet (its run file has no id of that
     tracker), record the ids, then the summary; the summary again only when runs were added or it was never
     logged, so a second push logs nothing. Returns the runs logged, by tracker. The folder is locked meanwhile
@@ -622,7 +622,8 @@ def push_folder(folder: Path, names, mlflow_uri_given: str | None = None, on_war
     results.lock()
     try:
         records = results.finished()
-        tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning)
+        quiet = lambda text: None  # noqa: E731 (a failure is the one sentence raised below)
+        tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning=quiet)
         logged = dict.fromkeys(names, 0)
         for key in sorted(records, key=lambda rs: (rs[1], rs[0])):  # seed-major, as an ablation runs them
             before = dict(records[key].get("tracked") or {})

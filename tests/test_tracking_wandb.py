@@ -146,3 +146,39 @@ def test_wandb_that_cannot_log_is_one_sentence_before_anything_trains(tmp_path, 
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if wandb were not installed
     code, out, err = run("ablate", *ARGS, "--track", "wandb", "--out", tmp_path / "a")
     assert code == 2 and 'pip install -e ".[wandb]"' in err and not (tmp_path / "a").exists(), err
+
+
+def test_what_a_tracker_that_failed_left_undone_is_pushed_by_report_track(tmp_path, monkeypatch, run):
+    """W&B fails after one run of the ablation (which goes on), then after one more run of a push (one sentence,
+    exit 2, that run's id kept); the next push logs the rest and the summary, and the footnote is gone."""
+    from modern_gpt.tracking_wandb import WandbBackend
+
+    offline_env(monkeypatch, tmp_path)
+    log_run, calls = WandbBackend.log_run, []
+
+    def fails_after(n):
+        def log(self, record):
+            calls.append(record["row"])
+            if len(calls) > n:
+                raise ConnectionError("wandb went away")
+            return log_run(self, record)
+
+        return log
+
+    monkeypatch.setattr(WandbBackend, "log_run", fails_after(1))
+    folder = tmp_path / "r"
+    code, out, err = run("ablate", *ARGS, "--no-placebo", "--out", folder, "--track", "wandb")
+    assert code == 0 and err.count("warning: wandb failed (ConnectionError: wandb went away)") == 1, err
+    assert len(run_files(folder)) == 4 and "3 of 4 runs are not in wandb (ConnectionError" in " ".join(out.split())
+    calls.clear()
+    code, out, err = run("report", folder, "--track", "wandb")
+    assert code == 2 and err.startswith("modern-gpt: error: 2 of 4 runs are not in wandb (ConnectionError"), err
+    assert err.rstrip().endswith(f"modern-gpt report {folder} --track wandb logs what is missing.")
+    monkeypatch.setattr(WandbBackend, "log_run", log_run)
+    code, out, err = run("report", folder, "--track", "wandb")
+    assert code == 0 and "wandb: logged 2 runs and the summary" in err and "not in wandb" not in out, (out, err)
+    assert sorted(r.id for r in seed_runs(tmp_path)) == sorted(
+        r["tracked"]["wandb"] for r in run_files(folder).values()
+    )
+    assert [r.name for r in runs(tmp_path) if r.job_type == "summary"] == ["summary"]
+    assert json.loads((folder / "meta.json").read_text())["tracking"]["wandb"] == {"error": None, "summary": True}
