@@ -379,20 +379,28 @@ def test_jobs_auto_gives_the_same_runs_as_jobs_1(tmp_path):
     pd.testing.assert_frame_equal(auto, one)
 
 
+# A third of the smoke ablation's rows and steps: nine runs, each long enough that a SIGKILL after the fifth
+# lands before the last.
+KILLED = ["--smoke", "--seeds", "3", "--steps", "30", "--eval-every", "30", "--plan", "custom", "--variants"]
+
+
 @pytest.mark.slow
-def test_a_killed_ablation_resumes_without_repeating_a_finished_run(smoke, tmp_path):
+def test_a_killed_ablation_resumes_without_repeating_a_finished_run(tmp_path):
+    reference = tmp_path / "uninterrupted"
+    invoke("ablate", *KILLED, "classic;rope", "--out", reference)
     folder = tmp_path / "killed"
-    proc = cli_process("ablate", "--smoke", "--seeds", 3, "--out", folder)
+    proc = cli_process("ablate", *KILLED, "classic;rope", "--out", folder)
     deadline = time.time() + 120
     while len(list((folder / "runs").glob("*.json"))) < 5 and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in (folder / "runs").glob("*.json")}
-    total = 3 * (len(COMPONENTS) + 2)
+    total = 3 * 3  # classic, its placebo and +rope
     assert 5 <= len(before) < total
     pd.read_csv(folder / "runs.csv")  # parseable after a SIGKILL
-    assert ResultsDir(folder).read_meta()["command"] == f"modern-gpt ablate --smoke --seeds 3 --out {folder}"
+    command = f"modern-gpt ablate {' '.join(KILLED)} 'classic;rope' --out {folder}"
+    assert ResultsDir(folder).read_meta()["command"] == command
 
     resumed = cli_process("ablate", "--resume", folder)
     out, err = resumed.communicate(timeout=300)
@@ -402,9 +410,9 @@ def test_a_killed_ablation_resumes_without_repeating_a_finished_run(smoke, tmp_p
     for name, stamp in before.items():
         f = folder / "runs" / name
         assert (f.stat().st_mtime_ns, f.read_bytes()) == stamp, f"{name} was run again"
-    expected = pd.read_csv(smoke[0] / "summary.csv").drop(columns=TIMING)
+    expected = pd.read_csv(reference / "summary.csv").drop(columns=TIMING)
     pd.testing.assert_frame_equal(pd.read_csv(folder / "summary.csv").drop(columns=TIMING), expected)
-    pd.testing.assert_frame_equal(_values(folder), _values(smoke[0]))
+    pd.testing.assert_frame_equal(_values(folder), _values(reference))
 
 
 def test_resume_refuses_other_settings(smoke):
