@@ -44,17 +44,19 @@ EAGER = (
     "modern_gpt.running",
 )
 
-# Runs each case of argv lists (JSON on stdin) through modern_gpt.cli.main, in this one process, each in a
-# fresh process when run once per case. Prints a JSON list: per case its exit code, stdout, stderr and the
-# heavy modules imported by then.
+# Runs each case of argv lists (JSON on stdin) through modern_gpt.cli.main: all in this one process, or with
+# `fork` each in a child forked once cli.py is loaded, whose sys.modules is that of a fresh process that loaded
+# cli.py (what the console script does first), without paying for a fresh interpreter per case. Prints a JSON
+# list: per case its exit code, stdout, stderr and the heavy modules imported by then.
 RUNNER = """
-import contextlib, importlib, io, json, sys
-cases, heavy, eager = json.load(sys.stdin)
+import contextlib, importlib, io, json, os, sys
+cases, heavy, eager, fork = json.load(sys.stdin)
 for name in eager:
     importlib.import_module(name)
 from modern_gpt import cli
-out = []
-for argv in cases:
+
+
+def run(argv):
     stdout, stderr = io.StringIO(), io.StringIO()
     sys.argv = ["modern-gpt", *argv]
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -64,16 +66,34 @@ for argv in cases:
         except SystemExit as e:
             code = e.code
     loaded = sorted(m for m in heavy if m in sys.modules)
-    out.append({"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue(), "heavy": loaded})
-sys.__stdout__.write(json.dumps(out))
+    return {"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue(), "heavy": loaded}
+
+
+def forked(argv):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.write(write, json.dumps(run(argv)).encode())  # a pipe write blocks until all is written
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        got = f.read()
+    assert os.waitpid(pid, 0)[1] == 0, argv
+    return json.loads(got)
+
+
+sys.__stdout__.write(json.dumps([(forked if fork else run)(argv) for argv in cases]))
 """
 
 
-def run_cases(cases: list[list[str]], eager: tuple[str, ...] = ()) -> list[dict]:
+def run_cases(cases: list[list[str]], eager: tuple[str, ...] = (), fork: bool = False) -> list[dict]:
     env = {**os.environ, "COLUMNS": "120"}  # one width for help and tables, terminal or not
     proc = subprocess.run(
         [sys.executable, "-c", RUNNER],
-        input=json.dumps([cases, HEAVY, eager]),
+        input=json.dumps([cases, HEAVY, eager, fork]),
         capture_output=True,
         text=True,
         env=env,
@@ -149,7 +169,7 @@ def test_help_argument_errors_and_params_import_no_torch_and_print_what_they_pri
     strict = strict_cases(files)
     cases = [argv for argv, _ in strict] + PLAN_ERRORS
     codes = [code for _, code in strict] + [2] * len(PLAN_ERRORS)
-    lazy = [run_cases([argv])[0] for argv in cases]  # a fresh process each: what that case alone imports
+    lazy = run_cases(cases, fork=True)  # a fresh fork each: what that case alone imports
     eager = run_cases(cases, EAGER)
     for argv, code, got in zip(cases, codes, lazy, strict=True):
         allowed = {"numpy"} if argv in PLAN_ERRORS else set()
