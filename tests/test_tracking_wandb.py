@@ -8,6 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
+from modern_gpt.results import ResultsDir
+
 from .clihelp import CLASSIC_ROPE, invoke, tiny
 from .wandbread import offline_env, runs
 
@@ -110,6 +112,13 @@ def test_report_track_pushes_what_a_tracker_lacks_once_and_replaces_a_half_logge
 ):
     folder, root = copy_of(logged, tmp_path, untrack=[(row, seed) for row in range(3) for seed in range(2)])
     offline_env(monkeypatch, root)
+    writer = ResultsDir(folder)
+    writer.lock()  # as an ablation still writing the folder holds it
+    try:
+        code, out, err = run("report", folder, "--track", "wandb")
+    finally:
+        writer.unlock()
+    assert code == 2 and f"{folder} is being written by another modern-gpt process" in err and not runs(root), err
     code, out, err = run("report", folder, "--track", "wandb")
     assert code == 0 and "wandb: logged 6 runs and the summary" in err, err
     assert len(seed_runs(root)) == 6 and len(runs(root)) == 7
