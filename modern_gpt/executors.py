@@ -143,8 +143,7 @@ class RemoteTraceback(Exception):
 def _worker_main(conn, corpus) -> None:
     """A pool process: runs the jobs it is sent, one at a time, on the driver's corpus, until it is sent None."""
     # Ctrl-C reaches every process of the terminal; the driver alone decides, and ends the workers. The
-    # signals were blocked while a spawned process started (see LocalPool._start), so none arrived before this; a
-    # worker forked from the fork server has them from its fork to here, a few milliseconds of unpickling.
+    # signals were blocked while this process started (see LocalPool._start), so none arrived before this.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -192,39 +191,10 @@ def _how_it_died(process) -> str:
     return f"exit code {code}"
 
 
-# The pool's workers fork from multiprocessing's fork server, which imports these once (torch among them) and
-# runs nothing: a fork of a process whose torch has started its threads can deadlock, a fork of this one cannot.
-# A spawned worker imports torch itself, about 1-2 s on this project's 2-core machine, every worker, every
-# ablation; prestart() starts the server while the driver imports torch, on the other core.
-WORKER_PRELOAD = ["modern_gpt.running"]
-
-
-def worker_context():
-    """The multiprocessing context of the pool's workers: the fork server where the platform has one (Linux,
-    macOS), else spawn (Windows)."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(WORKER_PRELOAD)  # no effect once the server runs: it keeps what it imported
-    return ctx
-
-
-def prestart(options: AblationOptions) -> None:
-    """Start the workers' fork server now, when a local pool may follow, so that its imports overlap the
-    driver's own (called before the driver imports torch)."""
-    if options.on_ray or options.jobs == 1 or (options.jobs == AUTO and (os.cpu_count() or 1) < 2):
-        return
-    ctx = worker_context()
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-
-
 class LocalPool:
-    """N worker processes on this machine, each started with the driver's corpus (forked from the fork server,
-    worker_context; spawned where there is none). A worker is started only for a run to do, and a dead one is
-    replaced while runs remain."""
+    """N worker processes on this machine, each started with the driver's corpus (spawned: a fork after torch
+    has started its threads can deadlock). A worker is started only for a run to do, and a dead one is replaced
+    while runs remain."""
 
     def __init__(self, workers: int, max_retries: int = 2):
         self.workers, self.max_retries = workers, max_retries
@@ -248,7 +218,7 @@ class LocalPool:
         return _Worker(process, ours)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
-        ctx = worker_context()
+        ctx = mp.get_context("spawn")
         todo = collections.deque(jobs)
         deaths: collections.Counter = collections.Counter()  # per run: the workers that died running it
         live: list[_Worker] = []  # started and not told to stop
