@@ -689,8 +689,8 @@ def report(
 
 
 def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
-    """report --track: what each tracker lacks, logged once (tracking.push_folder)."""
-    from .tracking import push_folder
+    """report --track: what each tracker lacks, logged once (tracking_push.push_folder)."""
+    from .tracking_push import push_folder
 
     for name, n in push_folder(folder, names, mlflow_uri).items():
         what = f"logged {n} run{'s' * (n != 1)} and the summary" if n else "holds every run already"

@@ -11,7 +11,7 @@ Where each tracker puts an ablation:
     mlflow       one experiment per results folder (named after it), one MLflow run per (row, seed), and a run
                  named "summary" with summary.csv, curves.png and lr.png as artifacts and rowNN.* metrics and
                  tags; each seed's run also gets its row's verdict, delta_val, p_holm, ... as tags
-    wandb        one W&B group per results folder, offline by default: see tracking_wandb.py
+    wandb        one W&B group per results folder, offline by default: see WandbBackend
 
 A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
 log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an
@@ -153,8 +153,6 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
             _check_server(uri, where)
         _probe_mlflow(uri, where)
     if "wandb" in names:
-        from .tracking_wandb import check as check_wandb
-
         check_wandb()
 
 
@@ -483,10 +481,137 @@ def _tracked_records(folder: Path, name: str) -> list[dict]:
     return out
 
 
-def _wandb_backend():
-    from .tracking_wandb import WandbBackend  # its own module: wandb's offline runs, sync and login
+# ---------------------------------------------------------------------------
+# Weights & Biases
+# ---------------------------------------------------------------------------
+WANDB_PROJECT = "modern-gpt"  # unless WANDB_PROJECT is set
+WANDB_OFFLINE = ("offline", "dryrun", "disabled")  # WANDB_MODE values that never reach the network
 
-    return WandbBackend()
+
+def wandb_mode() -> str:
+    """WANDB_MODE if set, else offline: an ablation never waits on a login prompt or the network."""
+    return os.environ.get("WANDB_MODE") or "offline"
+
+
+def wandb_root(folder: Path) -> Path:
+    """Where the run folders go: WANDB_DIR, else the results folder (wandb adds wandb/offline-run-...)."""
+    return Path(os.environ.get("WANDB_DIR") or folder)
+
+
+def check_wandb() -> None:
+    """Before anything trains: online mode has a key to log with, and WANDB_DIR (if set) is a writable folder."""
+    if wandb_mode() not in WANDB_OFFLINE and not os.environ.get("WANDB_API_KEY") and not _netrc_key():
+        raise UserError(
+            f"--track wandb with WANDB_MODE={wandb_mode()} needs a W&B login (wandb login, or WANDB_API_KEY); "
+            "leave WANDB_MODE unset to log offline and upload later with wandb sync."
+        )
+    where = os.environ.get("WANDB_DIR")
+    if where and not (Path(where).is_dir() and os.access(where, os.W_OK)):
+        raise UserError(f"--track wandb: WANDB_DIR={where} is not a writable folder; create it or unset it.")
+
+
+def _netrc_key() -> bool:
+    """A key saved by `wandb login` (in ~/.netrc, or the file NETRC names)."""
+    import netrc
+
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def _wandb_tag(key: str, value) -> str:
+    return f"{key}={value}"[:64]  # W&B's limit on a tag's length
+
+
+class WandbBackend:
+    """Offline unless WANDB_MODE says otherwise: nothing reaches the network and no login is needed; `wandb sync`
+    uploads the run folders later. An ablation is one W&B group (named after its results folder) in the project modern-gpt
+    (or WANDB_PROJECT): one W&B run per (row, seed), tagged folder=, plan=, row= and variant=, with its settings as
+    config, its curves as history and its final metrics in its summary; and one run named "summary" (job type
+    summary) holding summary.csv as a wandb.Table, curves.png and lr.png as images, and each row's Δ, CI, p_holm,
+    mde and verdict in its summary (rowNN.verdict), which the W&B runs table shows and filters.
+
+    A run's W&B id is its run_key, so logging it again (a kill after logging and before its run file was
+    written) replaces the earlier offline folder instead of adding a second run."""
+
+    name = "wandb"
+
+    def start(self, folder: Path, meta: dict) -> None:
+        import wandb
+
+        self.wandb, self.folder, self.meta = wandb, Path(folder), meta
+        self.root = wandb_root(self.folder)
+        train = meta.get("spec", {}).get("plan") == TRAIN
+        self.group = TRAIN_EXPERIMENT if train else self.folder.name
+
+    def _init(self, key: str, name: str, job_type: str, tags: list[str], config: dict):
+        """A new W&B run with the id key, after removing an earlier attempt's offline folder of that id."""
+        for old in (self.root / "wandb").glob(f"offline-run-*-{key}"):
+            shutil.rmtree(old, ignore_errors=True)
+        online = wandb_mode() not in WANDB_OFFLINE
+        settings = self.wandb.Settings(console="off", silent=True, x_disable_stats=True, x_save_requirements=False)
+        return self.wandb.init(
+            project=os.environ.get("WANDB_PROJECT") or WANDB_PROJECT,
+            group=self.group,
+            name=name,
+            id=key,
+            job_type=job_type,
+            tags=tags,
+            config=config,
+            dir=str(self.root),
+            mode=wandb_mode(),
+            resume="allow" if online else None,  # online, a second attempt continues the same run
+            reinit="create_new",
+            settings=settings,
+        )
+
+    def log_run(self, record: dict) -> str:
+        tags = run_tags(self.meta, record, self.folder)
+        key = tags.pop("modern_gpt.key")
+        labels = [_wandb_tag(k, tags[k]) for k in ("folder", "plan", "row", "variant")]
+        config = {**{k: v for k, v in tags.items() if v}, **run_params(self.meta, record), "row": record["row"]}
+        run = self._init(key, f"{record['variant']} seed {record['seed']}", "run", labels, config)
+        try:
+            steps: dict[int, dict[str, float]] = {}
+            for step, name, value in curve(record):
+                steps.setdefault(step, {})[name] = value
+            for step in sorted(steps):
+                run.log(steps[step], step=step)
+            run.summary.update(run_metrics(record))
+        finally:
+            run.finish(exit_code=1 if record.get("error") else 0)
+        return run.id
+
+    def log_summary(self, folder: Path) -> None:
+        rows = summary_rows(folder)
+        key = run_key(folder, self.meta, None)
+        plan = str(self.meta.get("spec", {}).get("plan", ""))
+        labels = [_wandb_tag("folder", Path(folder).name), _wandb_tag("plan", plan), "summary"]
+        run = self._init(key, "summary", "summary", labels, {"folder": Path(folder).name, "plan": plan})
+        try:
+            logged = {}
+            if rows:
+                columns = list(rows[0])
+                logged["summary"] = self.wandb.Table(
+                    columns=columns, data=[[r.get(c, "") for c in columns] for r in rows]
+                )
+            for path in artifacts(folder):
+                if path.suffix == ".png":
+                    logged[path.stem] = self.wandb.Image(str(path))
+            if logged:
+                run.log(logged)
+            verdicts = {}
+            for row in rows:
+                at = f"row{int(row['row']):02d}"
+                verdicts.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
+                verdicts.update({f"{at}.{k}": v for k, v in row_stats(row).items()})
+            run.summary.update(verdicts)
+        finally:
+            run.finish()
+
+    def close(self) -> None:
+        self.wandb.teardown()  # stops wandb's service process: nothing of it outlives the ablation
 
 
 def backend(name: str, mlflow_uri_given: str | None = None) -> Backend:
@@ -494,7 +619,7 @@ def backend(name: str, mlflow_uri_given: str | None = None) -> Backend:
         return TensorBoardBackend()
     if name == "mlflow":
         return MlflowBackend(mlflow_uri_given)
-    return _wandb_backend()
+    return WandbBackend()
 
 
 # ---------------------------------------------------------------------------
@@ -601,54 +726,3 @@ def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
             what = f"{len(missing)} of {len(records)} runs are not in {name}" if missing else f"{name} failed"
             out.append(f"{what}{why}; {push(name, folder)}")
     return out
-
-
-# ---------------------------------------------------------------------------
-# report DIR --track: a results folder pushed after the fact
-# ---------------------------------------------------------------------------
-def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, int]:
-    """Log every finished run of the folder that a tracker does not hold yet (its run file has no id of that
-    tracker), record the ids, then the summary; the summary again only when runs were added or it was never
-    logged, so a second push logs nothing. Returns the runs logged, by tracker. The folder is locked meanwhile
-    (an ablation still writing it is refused); a tracker that fails is one sentence after the rest is pushed."""
-    from .files import write_json
-    from .report import write
-    from .results import ResultsDir
-
-    results = ResultsDir(folder)
-    meta = results.read_meta()  # not a results folder: one sentence
-    names = check_names(names)
-    check(names, mlflow_uri_given)
-    results.lock()
-    try:
-        records = results.finished()
-        quiet = lambda text: None  # noqa: E731 (a failure is the one sentence raised below)
-        tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning=quiet)
-        logged = dict.fromkeys(names, 0)
-        for key in sorted(records, key=lambda rs: (rs[1], rs[0])):  # seed-major, as an ablation runs them
-            before = dict(records[key].get("tracked") or {})
-            ids = tracking.log(records[key])
-            if ids != before:
-                records[key]["tracked"] = ids
-                write_json(results.run_file(*key), records[key])
-                for name in ids.keys() - before.keys():
-                    logged[name] += 1
-        state = meta.get("tracking") or {}
-        stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
-        if stale:
-            write(results.path)  # summary.csv and curves.png of the runs the folder holds now
-        for b in stale:
-            tracking._safely(b, b.log_summary, results.path)
-        tracking.close()
-        done = {b.name for b in stale if b.name not in tracking.errors}
-        for name in names:
-            summary = name in done or (name not in tracking.errors and bool((state.get(name) or {}).get("summary")))
-            state[name] = {"error": tracking.errors.get(name), "summary": summary}
-        meta["tracking"] = state
-        results.write_meta(meta)
-    finally:
-        results.unlock()
-    if tracking.errors:
-        failed = {"tracking": {name: state[name] for name in tracking.errors}}
-        raise UserError(" ".join(notes(failed, records, results.path)))
-    return logged

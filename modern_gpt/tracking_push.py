@@ -1,0 +1,57 @@
+"""`modern-gpt report DIR --track NAME`: a results folder pushed to a tracker after the fact, once (what a tracker
+that failed midway, or was not asked for, left out). Its own module: it reads the folder as report does, and
+tracking.py, which report imports, must not import report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import UserError
+from .files import write_json
+from .report import write
+from .results import ResultsDir
+from .tracking import Tracking, check, check_names, notes
+
+
+def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, int]:
+    """Log every finished run of the folder that a tracker does not hold yet (its run file has no id of that
+    tracker), record the ids, then the summary; the summary again only when runs were added or it was never
+    logged, so a second push logs nothing. Returns the runs logged, by tracker. The folder is locked meanwhile
+    (an ablation still writing it is refused); a tracker that fails is one sentence after the rest is pushed."""
+    results = ResultsDir(folder)
+    meta = results.read_meta()  # not a results folder: one sentence
+    names = check_names(names)
+    check(names, mlflow_uri_given)
+    results.lock()
+    try:
+        records = results.finished()
+        quiet = lambda text: None  # noqa: E731 (a failure is the one sentence raised below)
+        tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning=quiet)
+        logged = dict.fromkeys(names, 0)
+        for key in sorted(records, key=lambda rs: (rs[1], rs[0])):  # seed-major, as an ablation runs them
+            before = dict(records[key].get("tracked") or {})
+            ids = tracking.log(records[key])
+            if ids != before:
+                records[key]["tracked"] = ids
+                write_json(results.run_file(*key), records[key])
+                for name in ids.keys() - before.keys():
+                    logged[name] += 1
+        state = meta.get("tracking") or {}
+        stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
+        if stale:
+            write(results.path)  # summary.csv and curves.png of the runs the folder holds now
+        for b in stale:
+            tracking._safely(b, b.log_summary, results.path)
+        tracking.close()
+        done = {b.name for b in stale if b.name not in tracking.errors}
+        for name in names:
+            summary = name in done or (name not in tracking.errors and bool((state.get(name) or {}).get("summary")))
+            state[name] = {"error": tracking.errors.get(name), "summary": summary}
+        meta["tracking"] = state
+        results.write_meta(meta)
+    finally:
+        results.unlock()
+    if tracking.errors:
+        failed = {"tracking": {name: state[name] for name in tracking.errors}}
+        raise UserError(" ".join(notes(failed, records, results.path)))
+    return logged
