@@ -23,7 +23,8 @@ from .errhelp import ABLATE, assert_user_error, make_results
 def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_path, how):
     folder = tmp_path / "r"
     jobs = ["--jobs", "2"] if "jobs" in how else []
-    short = ["--steps", "30", "--eval-every", "30"]  # runs of a third of the smoke's: the resume below is quick
+    # Nine runs (classic, its placebo and +rope) of a third of the smoke's steps: the resume below is quick.
+    short = ["--steps", "30", "--eval-every", "30", "--plan", "custom", "--variants", "classic;rope"]
     proc = cli_process("ablate", "--smoke", "--seeds", "3", *short, "--out", folder, *jobs, start_new_session=True)
     wait_for_runs(folder, 3, proc)
     sent = time.time()
@@ -39,7 +40,7 @@ def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_p
     kept = len(list((folder / "runs").glob("*.json")))
     meta = json.loads((folder / "meta.json").read_text())
     total = len(meta["variants"]) * 3
-    assert kept >= 3 and f"{kept} of {total} runs finished and kept" in err
+    assert total == 9 and kept >= 3 and f"{kept} of {total} runs finished and kept" in err
     assert meta["status"] == "interrupted"
     assert not (folder / ".lock").exists()
     if "group" not in how:
@@ -95,7 +96,8 @@ def test_ctrl_c_during_start_up_is_quiet(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_live_writer_locks_the_folder_and_a_dead_ones_lock_is_taken_over(tmp_path):
     folder = tmp_path / "r"
-    proc = cli_process("ablate", "--smoke", "--seeds", "3", "--out", folder)
+    # Its first run finishes soon (30 steps), and the 79 runs after it outlast the second command's start-up.
+    proc = cli_process("ablate", "--smoke", "--seeds", "10", "--steps", "30", "--eval-every", "30", "--out", folder)
     try:
         wait_for_runs(folder, 1, proc)
         second = cli("ablate", "--resume", folder)
