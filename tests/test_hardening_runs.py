@@ -39,23 +39,23 @@ def test_a_resume_on_a_machine_with_other_cores_gives_identical_values(run_ok, t
     --jobs divides them into) keeps the threads meta.json pinned, so the values equal an uninterrupted run's."""
     args = ["ablate", *THREADED, *CLASSIC_ROPE, "--no-placebo", "--jobs", "1"]
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    run_ok(*args, "--out", "whole")
     run_ok(*args, "--out", "cut")
+    whole = _values(tmp_path / "cut")  # uninterrupted; the runs the resume trains again must equal these
     assert ResultsDir(tmp_path / "cut").read_meta()["threads"] == 1
     _interrupt(tmp_path / "cut", keep=2)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # unpinned, --jobs 1 would now train with 2 threads
     run_ok("ablate", "--resume", "cut", "--jobs", "1")
     resumed = _values(tmp_path / "cut")
     assert set(resumed["threads"]) == {1}
-    pd.testing.assert_frame_equal(resumed, _values(tmp_path / "whole"))
+    pd.testing.assert_frame_equal(resumed, whole)
 
 
 def test_a_folder_from_before_the_pin_keeps_its_first_runs_threads(run_ok, tmp_path, monkeypatch):
     """A meta.json without threads (an older folder): the threads of its first finished run are kept."""
     args = ["ablate", *THREADED, *CLASSIC_ROPE, "--no-placebo", "--jobs", "1"]
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    run_ok(*args, "--out", "whole")
     run_ok(*args, "--out", "old")
+    whole = _values(tmp_path / "old")  # uninterrupted; the runs the resume trains again must equal these
     _interrupt(tmp_path / "old", keep=2)
     meta = json.loads((tmp_path / "old" / "meta.json").read_text())
     del meta["threads"]
@@ -63,7 +63,7 @@ def test_a_folder_from_before_the_pin_keeps_its_first_runs_threads(run_ok, tmp_p
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     run_ok("ablate", "--resume", "old", "--jobs", "1")
     assert ResultsDir(tmp_path / "old").read_meta()["threads"] == 1
-    pd.testing.assert_frame_equal(_values(tmp_path / "old"), _values(tmp_path / "whole"))
+    pd.testing.assert_frame_equal(_values(tmp_path / "old"), whole)
 
 
 @pytest.mark.slow
@@ -71,14 +71,14 @@ def test_a_resume_with_another_jobs_gives_identical_values(run_ok, tmp_path):
     """Started with --jobs 2 (a pool: one thread per run on two workers), resumed with --jobs 1 (in this
     process, which unpinned would take every core): the values equal the uninterrupted --jobs 2 run's, bitwise."""
     args = ["ablate", *THREADED, *CLASSIC_ROPE, "--no-placebo"]
-    run_ok(*args, "--jobs", "2", "--out", "whole")
     run_ok(*args, "--jobs", "2", "--out", "cut")
+    whole = _values(tmp_path / "cut")  # uninterrupted; the runs the resume trains again must equal these
     pinned = ResultsDir(tmp_path / "cut").read_meta()["threads"]
     _interrupt(tmp_path / "cut", keep=1)
     run_ok("ablate", "--resume", "cut", "--jobs", "1")
     resumed = _values(tmp_path / "cut")
     assert set(resumed["threads"]) == {pinned}
-    pd.testing.assert_frame_equal(resumed, _values(tmp_path / "whole"))
+    pd.testing.assert_frame_equal(resumed, whole)
 
 
 def test_hand_edited_threads_are_named(run, run_ok, tmp_path):
