@@ -138,10 +138,6 @@ def test_random_unicode_round_trips_through_every_tokenizer(seed):
 import json  # noqa: E402
 import shutil  # noqa: E402
 
-from .clihelp import CLASSIC_ROPE, cli, tiny  # noqa: E402
-
-TINY = tiny(steps=2)
-
 json_values = st.recursive(
     st.one_of(
         st.none(),
@@ -207,12 +203,11 @@ def damage_csv(data, text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
+def pristine(made, tmp_path_factory):
+    """A copy of the session's tiny results folder (a classic;rope ablation) and checkpoint (conftest.made)."""
     base = tmp_path_factory.mktemp("pristine")
-    made = cli("ablate", *TINY, "--jobs", "1", *CLASSIC_ROPE, "--out", base / "results", timeout=300)
-    assert made.returncode == 0, made.stderr
-    made = cli("train", *TINY, "--out", base / "ckpt", timeout=300)
-    assert made.returncode == 0, made.stderr
+    made("r", base / "results")
+    made("ckpt", base / "ckpt")
     return base
 
 
@@ -224,7 +219,7 @@ def assert_finished_or_one_sentence(result, args):
         assert code == 2 and last.startswith("modern-gpt: error: ") and last.endswith("."), (code, args, err)
 
 
-@pytest.mark.slow  # pristine starts the CLI as a subprocess
+@pytest.mark.slow  # a report and often a resume per example: kept out of quick runs
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(
@@ -254,7 +249,7 @@ def test_a_damaged_results_folder_ends_in_a_report_or_one_sentence(
         assert_finished_or_one_sentence(run_main(capsys, monkeypatch, *args), args)
 
 
-@pytest.mark.slow  # pristine starts the CLI as a subprocess
+@pytest.mark.slow  # a report and often a resume per example: kept out of quick runs
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_damaged_checkpoint_ends_in_text_or_one_sentence(capsys, monkeypatch, tmp_path_factory, pristine, data):
