@@ -131,30 +131,33 @@ def main() -> None:
         return child(args.child, args.config, args.threads)
     import torch
 
-    rows = []
+    from modern_gpt import compiling
+
+    rows, (model_cfg, train) = [], settings(args.config)
     for name in args.models.split(","):
         cold, warm = compile_seconds(name, args)
         eager_ms, compiled_ms = step_times(name, args)
+        flops = compiling.step_flops(model_cfg.with_components(MODELS[name]), train.batch_size)
         rows.append(
             {
                 "model": name,
                 "eager_ms": eager_ms,
                 "compiled_ms": compiled_ms,
                 "gain": 1 - compiled_ms / eager_ms,
+                "eager_gflops": flops / eager_ms / 1e6 / args.threads,  # per thread: compiling.Measured.gflops
                 "cold_s": cold,
                 "warm_s": warm,
             }
         )
-    model_cfg, train = settings(args.config)
     when = datetime.date.today().isoformat()
     shape = f"B{train.batch_size}·T{model_cfg.context}·d{model_cfg.dim}·L{model_cfg.layers}·V{VOCAB}"
     print(f"{machine()}; torch {torch.__version__}; {args.threads} thread(s); {when}; --config {args.config} ({shape})")
     print(f"medians of {args.rounds} interleaved rounds of {args.steps} steps\n")
-    print("| model | eager ms/step | compiled ms/step | gain | compile s, cold | compile s, warm |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| model | eager ms/step | eager GFLOP/s | compiled ms/step | gain | compile s, cold | compile s, warm |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(
-            f"| {r['model']} | {r['eager_ms']:.1f} | {r['compiled_ms']:.1f} | {r['gain']:.0%} | {r['cold_s']:.1f} "
+            f"| {r['model']} | {r['eager_ms']:.1f} | {r['eager_gflops']:.0f} | {r['compiled_ms']:.1f} | {r['gain']:.0%} | {r['cold_s']:.1f} "
             f"| {r['warm_s']:.1f} |"
         )
     if args.out:

@@ -2,7 +2,9 @@
 true and false, and (slow) bitwise determinism with compile on."""
 
 import json
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -86,6 +88,16 @@ def test_step_flops_counts_the_head_and_attention():
     assert compiling.step_flops(cfg, 2) == 6 * 2 * 4 * (linears + 10 * 8) + 12 * 2 * 1 * 4 * 4 * 8
 
 
+def test_every_process_shares_one_inductor_cache_beside_the_token_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("MODERN_GPT_CACHE", str(tmp_path / "c"))
+    compiling.share_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "c" / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's own folder wins
+    compiling.share_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
 def _meta(folder):
     return json.loads((folder / "meta.json").read_text())
 
@@ -124,6 +136,7 @@ def test_compile_on_is_bitwise_deterministic_and_jobs_auto_equals_jobs_1(tmp_pat
     ]
     pd.testing.assert_frame_equal(values[0], values[1])
     assert _meta(tmp_path / "one")["compile"] == {"choice": "on", "why": "--compile on"}
+    assert any((Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])).iterdir())  # the shared cache was written
     # control: compiled and eager runs are not bitwise alike (fused kernels round differently), yet close
     assert not values[1]["val_loss"].equals(values[2]["val_loss"])
     pd.testing.assert_series_equal(values[1]["val_loss"], values[2]["val_loss"], rtol=1e-3)
