@@ -499,6 +499,7 @@ def _run_ablation(
     from .running import start
 
     if resume is not None:
+        _check_resume_store(resume, options)
         _train(resume_ablation(resume, options), fmt, at_lr)
     else:
         _train(start(requested, out, _command_line(), options), fmt, at_lr)
@@ -511,6 +512,15 @@ def _track_train(options: AblationOptions, out: Path, settings, seed: int, metri
 
         for name, run_id in log_train(options.track, options.mlflow_uri, out, settings, seed, metrics).items():
             console.print(f"{name}: {run_id}", markup=False, highlight=False)
+
+
+def _check_resume_store(folder: Path, options: AblationOptions) -> None:
+    """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
+    if "mlflow" in options.track:
+        from .results import ResultsDir
+        from .tracking import check_resume_store
+
+        check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
 
 
 def _check_tracking(options: AblationOptions) -> None:
@@ -683,7 +693,7 @@ def report(
         rep.at_lr_index(rep.ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
         for path in rep.plot(folder):
             print(f"wrote {path}", file=sys.stderr)
-    if track or mlflow_uri:
+    if track or mlflow_uri is not None:
         _push(folder, track or [], mlflow_uri)
     _print_report(folder, fmt, at_lr)
 

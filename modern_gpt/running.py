@@ -30,7 +30,7 @@ from .model import ModelConfig, param_counts
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import Meta, ResultsDir, settings_hash
 from .settings import Settings
-from .tracking import Tracking
+from .tracking import Tracking, tracking_state
 from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
 
 
@@ -368,7 +368,7 @@ class Ablation:
         if not self.options.track or self.tracking is not None:
             return
         self.tracking = Tracking.open(self.options.track, self.options.mlflow_uri, self.results.path, self.meta)
-        self.meta["tracking"] = {**(self.meta.get("tracking") or {}), **self.tracking.state(self.options.track)}
+        self.meta["tracking"] = {**tracking_state(self.meta), **self.tracking.state(self.options.track)}
 
     def _track(self, record: dict) -> None:
         """Log a finished run, already written, to the trackers, then add their ids to its file: a kill between

@@ -104,10 +104,38 @@ def _local_store(uri: str) -> Path | None:
     return None
 
 
+def store_id(uri: str) -> str:
+    """An MLflow URI as the store it names, the same from any folder: a local store's path made absolute."""
+    store = _local_store(uri)
+    if store is None:
+        return uri.rstrip("/")
+    return f"sqlite:///{store.resolve()}" if uri.startswith("sqlite:") else store.resolve().as_uri()
+
+
+def other_store(meta: dict, mlflow_uri_given: str | None) -> str | None:
+    """The MLflow store this folder's runs were logged to, when the URI given now names another (None: the
+    same, or none recorded)."""
+    recorded = tracking_state(meta).get("mlflow", {}).get("uri")
+    if isinstance(recorded, str) and recorded != store_id(mlflow_uri(mlflow_uri_given)[0]):
+        return recorded
+    return None
+
+
+def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | None) -> None:
+    """--resume --track mlflow goes on logging into the store the earlier runs are in, else one sentence."""
+    recorded = other_store(meta, mlflow_uri_given) if "mlflow" in check_names(names) else None
+    if recorded:
+        _, where = mlflow_uri(mlflow_uri_given)
+        raise UserError(
+            f"{where}: the runs of {folder} are in the MLflow store {recorded}; resume with --mlflow-uri {recorded} "
+            f"(modern-gpt report {folder} --track mlflow --mlflow-uri URI copies a folder to another store)."
+        )
+
+
 def _check_writable(path: Path, where: str, is_file: bool) -> None:
     """A local store's file (sqlite) or folder (file:) can be written: its folder exists and is writable."""
     kind = "file" if is_file else "folder"
-    if path.exists() and path.is_file() != is_file:
+    if path.exists() and (path.is_file() if is_file else path.is_dir()) is False:  # a FIFO is neither
         raise UserError(f"{where}: {path} is not a {kind}; give another store.")
     folder = path.parent if is_file or not path.exists() else path
     if not folder.is_dir():
@@ -128,8 +156,9 @@ def _check_server(uri: str, where: str) -> None:
             why = f"HTTP {answer.status}"
     except urllib.error.HTTPError as e:
         why = f"HTTP {e.code}"
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        why = str(getattr(e, "reason", e))
+    except Exception as e:  # refused, timed out, or something else answering (http.client.BadStatusLine)
+        reason = getattr(e, "reason", e)
+        why = _first_line(reason) if isinstance(reason, BaseException) else str(reason)
     raise UserError(
         f"{where}: no MLflow server answers there ({why}); start one with mlflow server, or give another URI."
     )
@@ -140,6 +169,8 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
     the flag or URI otherwise. Called before anything trains. folder: where TensorBoard writes (checked by the
     results folder's own checks for an ablation)."""
     names = check_names(names)
+    if mlflow_uri_given is not None and not mlflow_uri_given.strip():
+        raise UserError("--mlflow-uri is empty; give a URI, or leave it out for MLFLOW_TRACKING_URI or the default.")
     if mlflow_uri_given and "mlflow" not in names:
         raise UserError("--mlflow-uri goes with --track mlflow.")
     for name in names:
@@ -147,6 +178,10 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
     if "mlflow" in names:
         uri, where = mlflow_uri(mlflow_uri_given)
         store = _local_store(uri)
+        if uri.rstrip("/") == "sqlite:":
+            raise UserError(
+                f"{where}: an in-memory sqlite store is lost when modern-gpt exits; give sqlite:///PATH.db."
+            )
         if store is not None:
             _check_writable(store, where, is_file=uri.startswith("sqlite:"))
         elif uri.startswith(("http://", "https://")):
@@ -174,6 +209,24 @@ def _first_line(e: BaseException) -> str:
 # ---------------------------------------------------------------------------
 # What is logged: pure functions of a run's record and the folder's meta.json
 # ---------------------------------------------------------------------------
+def tracked_ids(record: dict) -> dict[str, str]:
+    """A run file's tracker ids ("tracked"), those that are ids: a hand-edited field of another type, or an id
+    that is not a string, counts as not logged (logging it again replaces any copy, see run_key)."""
+    ids = record.get("tracked")
+    if not isinstance(ids, dict):
+        return {}
+    return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v}
+
+
+def tracking_state(meta: dict) -> dict[str, dict]:
+    """meta.json's tracking (per tracker asked for: its error, its summary, MLflow's store), those entries that
+    are objects: a hand-edited field of another type counts as none."""
+    state = meta.get("tracking")
+    if not isinstance(state, dict):
+        return {}
+    return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)}
+
+
 def run_params(meta: dict, record: dict) -> dict[str, object]:
     """A run's settings, flattened (model.dim, train.lr, ...), and its identity: variant, components, seed, lr."""
     settings = meta.get("spec", {}).get("settings", {})
@@ -199,16 +252,44 @@ def run_metrics(record: dict) -> dict[str, float]:
 
 
 def run_tags(meta: dict, record: dict, folder: Path) -> dict[str, str]:
-    """The tags a run is found by: the folder, the plan, its row and variant, and its key (see run_key)."""
+    """The tags a run is found by: the folder, the plan, its row (its run file's, one per variant and learning
+    rate), variant, seed and lr, and its key (see run_key)."""
     return {
         "folder": Path(folder).name,
         "plan": str(meta.get("spec", {}).get("plan", "")),
         "row": str(record["row"]),
         "variant": record["variant"],
         "seed": str(record["seed"]),
+        **({"lr": str(record["lr"])} if record.get("lr") is not None else {}),
         "error": (record.get("error") or "")[:500],
         "modern_gpt.key": run_key(folder, meta, record),
     }
+
+
+def several_lrs(meta: dict) -> bool:
+    """Trained with --lrs: a variant has a run row per learning rate, which its names must tell apart."""
+    return len(meta.get("spec", {}).get("lrs") or ()) > 1
+
+
+def run_name(meta: dict, record: dict) -> str:
+    """A run's display name: "rope seed 2", with --lrs "rope lr 0.003 seed 2"."""
+    lr = f" lr {record['lr']:g}" if several_lrs(meta) and isinstance(record.get("lr"), (int, float)) else ""
+    return f"{record['variant']}{lr} seed {record['seed']}"
+
+
+def run_row(meta: dict, row: dict[str, str]) -> int:
+    """The run row (the runs' row tag) of a summary.csv row: with --lrs, its variant's at the learning rate the
+    table shows it at (summary.csv's row counts table rows); else the same number."""
+    if several_lrs(meta):
+        variants = meta.get("spec", {}).get("variants") or []
+        for i, v in enumerate(variants):
+            if (
+                isinstance(v, dict)
+                and v.get("name") == row.get("variant")
+                and _number(v.get("lr")) == _number(row.get("lr"))
+            ):
+                return i
+    return int(_number(row.get("row")))
 
 
 def run_key(folder: Path, meta: dict, record: dict | None) -> str:
@@ -217,6 +298,16 @@ def run_key(folder: Path, meta: dict, record: dict | None) -> str:
     where = f"{Path(folder).resolve()}|{meta.get('started')}"
     what = "summary" if record is None else f"row{record['row']:02d}-seed{record['seed']}"
     return hashlib.sha256(f"{where}|{what}".encode()).hexdigest()[:20]
+
+
+def run_times(record: dict) -> tuple[int | None, int | None]:
+    """When the run started and ended, in Unix milliseconds (its timing.started and secs), so that a tracker shows
+    its training time rather than the moment it was logged; None for what the record lacks (an older file)."""
+    started, secs = _number((record.get("timing") or {}).get("started")), _number(record.get("secs"))
+    if not (math.isfinite(started) and started > 0):
+        return None, None
+    start = int(started * 1000)
+    return start, start + int(secs * 1000) if math.isfinite(secs) and secs >= 0 else None
 
 
 def curve(record: dict) -> list[tuple[int, str, float]]:
@@ -299,7 +390,8 @@ class TensorBoardBackend:
         return SummaryWriter(log_dir=str(path))
 
     def run_dir(self, record: dict) -> Path:
-        return self.root / f"{record['row']:02d}-{slug(record['variant'])}" / f"seed{record['seed']}"
+        lr = f"-lr{record['lr']:g}" if several_lrs(self.meta) and isinstance(record.get("lr"), (int, float)) else ""
+        return self.root / f"{record['row']:02d}-{slug(record['variant'])}{lr}" / f"seed{record['seed']}"
 
     def log_run(self, record: dict) -> str:
         from torch.utils.tensorboard.summary import hparams
@@ -330,7 +422,7 @@ class TensorBoardBackend:
             rows = summary_rows(folder)
             for row in rows:
                 for key, value in row_stats(row).items():
-                    name = f"{key}/{int(row['row']):02d}-{slug(row['variant'])}"  # a stat's rows side by side
+                    name = f"{key}/{run_row(self.meta, row):02d}-{slug(row['variant'])}"  # a stat's rows side by side
                     writer.add_scalar(name, value, 0)
             if rows:
                 verdicts = [{"variant": r["variant"], "verdict": r.get("verdict", ""), **_cells(r)} for r in rows]
@@ -407,10 +499,10 @@ class MlflowBackend:
         for run in self.client.search_runs([self.experiment_id], filter_string=f"tags.`modern_gpt.key` = '{key}'"):
             self.client.delete_run(run.info.run_id)
 
-    def _new_run(self, key: str, name: str, tags: dict[str, str]) -> str:
+    def _new_run(self, key: str, name: str, tags: dict[str, str], start_time: int | None = None) -> str:
         self._replace(key)
-        run = self.client.create_run(self.experiment_id, run_name=name, tags={**tags, "modern_gpt.key": key})
-        return run.info.run_id
+        tags = {**tags, "modern_gpt.key": key}
+        return self.client.create_run(self.experiment_id, start_time, tags, name).info.run_id
 
     def _batch(self, run_id: str, params=None, metrics=None, tags=None) -> None:
         from mlflow.entities import Metric, Param, RunTag
@@ -428,12 +520,13 @@ class MlflowBackend:
 
     def log_run(self, record: dict) -> str:
         tags = run_tags(self.meta, record, self.folder)
-        run_id = self._new_run(tags.pop("modern_gpt.key"), f"{record['variant']} seed {record['seed']}", tags)
+        start, end = run_times(record)
+        run_id = self._new_run(tags.pop("modern_gpt.key"), run_name(self.meta, record), tags, start)
         step = int(record.get("steps_done") or 0)
         points = [(name, value, s) for s, name, value in curve(record)]
         points += [(k, v, step) for k, v in run_metrics(record).items()]
         self._batch(run_id, params=run_params(self.meta, record), metrics=points)
-        self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED")
+        self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED", end)
         return run_id
 
     def log_summary(self, folder: Path) -> None:
@@ -443,7 +536,7 @@ class MlflowBackend:
         )
         metrics, tags = [], {}
         for row in rows:
-            at = f"row{int(row['row']):02d}"
+            at = f"row{run_row(self.meta, row):02d}"
             metrics += [(f"{at}.{k}", v, 0) for k, v in row_stats(row).items()]
             tags.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
         self._batch(run_id, metrics=metrics, tags=tags)
@@ -460,7 +553,7 @@ class MlflowBackend:
             if row is None or (row.get("lr") and _number(row["lr"]) != _number(record.get("lr"))):
                 continue
             tags = {"verdict": row.get("verdict") or "", **{k: f"{v:.6g}" for k, v in row_stats(row).items()}}
-            self._batch(record["tracked"][self.name], tags=tags)
+            self._batch(tracked_ids(record)[self.name], tags=tags)
 
     def close(self) -> None:
         pass
@@ -476,7 +569,7 @@ def _tracked_records(folder: Path, name: str) -> list[dict]:
             record = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(record, dict) and isinstance(record.get("tracked"), dict) and record["tracked"].get(name):
+        if isinstance(record, dict) and tracked_ids(record).get(name):
             out.append(record)
     return out
 
@@ -569,9 +662,10 @@ class WandbBackend:
     def log_run(self, record: dict) -> str:
         tags = run_tags(self.meta, record, self.folder)
         key = tags.pop("modern_gpt.key")
-        labels = [_wandb_tag(k, tags[k]) for k in ("folder", "plan", "row", "variant")]
+        keys = ("folder", "plan", "row", "variant", *(("lr",) if several_lrs(self.meta) and "lr" in tags else ()))
+        labels = [_wandb_tag(k, tags[k]) for k in keys]
         config = {**{k: v for k, v in tags.items() if v}, **run_params(self.meta, record), "row": record["row"]}
-        run = self._init(key, f"{record['variant']} seed {record['seed']}", "run", labels, config)
+        run = self._init(key, run_name(self.meta, record), "run", labels, config)
         try:
             steps: dict[int, dict[str, float]] = {}
             for step, name, value in curve(record):
@@ -603,7 +697,7 @@ class WandbBackend:
                 run.log(logged)
             verdicts = {}
             for row in rows:
-                at = f"row{int(row['row']):02d}"
+                at = f"row{run_row(self.meta, row):02d}"
                 verdicts.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
                 verdicts.update({f"{at}.{k}": v for k, v in row_stats(row).items()})
             run.summary.update(verdicts)
@@ -633,14 +727,15 @@ class Tracking:
     """The backends an ablation logs to. A backend that raises is switched off, with a warning, and its error
     kept in errors (meta.json's tracking, then a footnote): the ablation goes on."""
 
-    def __init__(self, backends: list[Backend], on_warning=warn):
+    def __init__(self, backends: list[Backend], on_warning=warn, mlflow_uri_given: str | None = None):
         self.backends = backends
         self.errors: dict[str, str] = {}
         self.on_warning = on_warning
+        self.mlflow_uri_given = mlflow_uri_given
 
     @classmethod
     def open(cls, names, mlflow_uri_given: str | None, folder: Path, meta: dict, on_warning=warn) -> Tracking:
-        tracking = cls([], on_warning)
+        tracking = cls([], on_warning, mlflow_uri_given)
         for name in check_names(names):
             b = backend(name, mlflow_uri_given)
             if tracking._safely(b, b.start, folder, meta):
@@ -663,7 +758,7 @@ class Tracking:
 
     def log(self, record: dict) -> dict[str, str]:
         """Log one finished run to every backend that has not logged it; returns its ids so far, by tracker."""
-        ids = dict(record.get("tracked") or {})
+        ids = tracked_ids(record)
         for b in list(self.backends):
             if b.name not in ids:
                 run_id = self._safely(b, b.log_run, record)
@@ -682,8 +777,10 @@ class Tracking:
         self.backends = []
 
     def state(self, names) -> dict[str, dict]:
-        """meta.json's tracking: per tracker asked for, its error (None while it works)."""
-        return {name: {"error": self.errors.get(name)} for name in check_names(names)}
+        """meta.json's tracking: per tracker asked for, its error (None while it works), and MLflow's store (the
+        run ids in the run files are that store's)."""
+        store = {"mlflow": {"uri": store_id(mlflow_uri(self.mlflow_uri_given)[0])}}
+        return {name: {"error": self.errors.get(name), **store.get(name, {})} for name in check_names(names)}
 
 
 def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed: int, metrics: dict) -> dict[str, str]:
@@ -716,10 +813,8 @@ def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
     """The report's footnotes for trackers: per tracker asked for, the runs it does not hold and why. The one
     place their wording lives."""
     out = []
-    for name, state in (meta.get("tracking") or {}).items():
-        if not isinstance(state, dict):
-            continue
-        missing = [r for r in records.values() if not (isinstance(r.get("tracked"), dict) and r["tracked"].get(name))]
+    for name, state in tracking_state(meta).items():
+        missing = [r for r in records.values() if not tracked_ids(r).get(name)]
         error = state.get("error")
         if missing or error:
             why = f" ({str(error).rstrip('.')})" if error else ""

@@ -10,7 +10,7 @@ from .errors import UserError
 from .files import write_json
 from .report import write
 from .results import ResultsDir
-from .tracking import Tracking, check, check_names, notes
+from .tracking import Tracking, check, check_names, notes, other_store, tracked_ids, tracking_state
 
 
 def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, int]:
@@ -25,18 +25,21 @@ def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dic
     results.lock()
     try:
         records = results.finished()
+        if "mlflow" in names and other_store(meta, mlflow_uri_given):  # another store: every run is logged there
+            for record in records.values():
+                record["tracked"] = {k: v for k, v in tracked_ids(record).items() if k != "mlflow"}
         quiet = lambda text: None  # noqa: E731 (a failure is the one sentence raised below)
         tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning=quiet)
         logged = dict.fromkeys(names, 0)
         for key in sorted(records, key=lambda rs: (rs[1], rs[0])):  # seed-major, as an ablation runs them
-            before = dict(records[key].get("tracked") or {})
+            before = tracked_ids(records[key])
             ids = tracking.log(records[key])
             if ids != before:
                 records[key]["tracked"] = ids
                 write_json(results.run_file(*key), records[key])
                 for name in ids.keys() - before.keys():
                     logged[name] += 1
-        state = meta.get("tracking") or {}
+        state = tracking_state(meta)
         stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
         if stale:
             write(results.path)  # summary.csv and curves.png of the runs the folder holds now
@@ -46,7 +49,7 @@ def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dic
         done = {b.name for b in stale if b.name not in tracking.errors}
         for name in names:
             summary = name in done or (name not in tracking.errors and bool((state.get(name) or {}).get("summary")))
-            state[name] = {"error": tracking.errors.get(name), "summary": summary}
+            state[name] = {**tracking.state([name])[name], "summary": summary}
         meta["tracking"] = state
         results.write_meta(meta)
     finally:

@@ -285,3 +285,146 @@ def test_notes_count_the_runs_a_tracker_lacks():
     (note,) = tracking.notes(meta, records, "DIR")
     assert note == "1 of 2 runs are not in tensorboard (OSError: disk full); " + tracking.push("tensorboard", "DIR")
     assert tracking.notes({}, records, "DIR") == [] and math.isnan(tracking.run_metrics({})["val_loss"])
+
+
+# ---------------------------------------------------------------------------
+# Review of issue 24: times, learning-rate sweeps, hostile URIs and hand-edited folders
+# ---------------------------------------------------------------------------
+def test_mlflow_runs_span_their_own_training_time_not_the_logging(tracked):
+    folder, uri = tracked
+    records = _records(folder)
+    for run in _runs(uri, folder.name):
+        if run.data.tags.get("kind") == "summary":
+            continue
+        record = records[int(run.data.tags["row"]), int(run.data.tags["seed"])]
+        start = int(record["timing"]["started"] * 1000)
+        assert (run.info.start_time, run.info.end_time) == (start, start + int(record["secs"] * 1000))
+
+
+def test_a_learning_rate_sweep_tells_its_runs_apart_and_names_the_table_rows_by_run_row(tmp_path):
+    variants = [{"name": n, "lr": lr} for n in ("classic", "rope") for lr in (1e-3, 3e-3)]
+    meta = {"spec": {"plan": "duel", "lrs": [1e-3, 3e-3], "variants": variants}, "started": "t"}
+    record = {"row": 3, "variant": "rope", "seed": 1, "lr": 3e-3}
+    tags = tracking.run_tags(meta, record, tmp_path / "f")
+    assert (tags["row"], tags["variant"], tags["seed"], tags["lr"]) == ("3", "rope", "1", "0.003")
+    assert tracking.run_name(meta, record) == "rope lr 0.003 seed 1"
+    backend = tracking.TensorBoardBackend()
+    backend.start(tmp_path / "f", meta)
+    assert backend.run_dir(record).relative_to(tmp_path / "f") == Path("tensorboard/03-rope-lr0.003/seed1")
+    # summary.csv counts table rows (rope is its row 1) and shows each at its best lr: its runs' row is 2 or 3
+    assert tracking.run_row(meta, {"row": "1", "variant": "rope", "lr": "0.001"}) == 2
+    assert tracking.run_row(meta, {"row": "1", "variant": "rope", "lr": "0.003"}) == 3
+    single = {"spec": {"plan": "custom", "lrs": None, "variants": variants[:1]}}
+    assert tracking.run_name(single, record) == "rope seed 1"
+    assert tracking.run_row(single, {"row": "1", "variant": "rope", "lr": "0.003"}) == 1
+
+
+def _serve(reply: bytes) -> socket.socket:
+    """A TCP server on 127.0.0.1 answering each connection with `reply`: something that is not MLflow."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(4096)
+                conn.sendall(reply)
+
+    threading.Thread(target=answer, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize(
+    "reply, why",
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n", "BadStatusLine"),
+        (b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n", "HTTP 404"),
+    ],
+)
+def test_something_else_than_mlflow_at_the_uri_is_one_sentence(run, tmp_path, reply, why):
+    server = _serve(reply)
+    try:
+        uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+        result = run(*ABLATE, "--out", tmp_path / "o", "--track", "mlflow", "--mlflow-uri", uri)
+    finally:
+        server.close()
+    assert_user_error(result, f"--mlflow-uri {uri}", why)
+    assert not (tmp_path / "o").exists()
+
+
+def test_garbage_uris_are_one_sentence_naming_them(run, tmp_path):
+    import os
+
+    fifo, file = tmp_path / "fifo", tmp_path / "file"
+    os.mkfifo(fifo)
+    file.write_text("x")
+    cases = {
+        "foo://bar": "MLflow cannot use this store",
+        f"file://{fifo}": f"{fifo} is not a folder",
+        f"file://{file}": f"{file} is not a folder",
+        f"sqlite:///{fifo}": f"{fifo} is not a file",
+        "sqlite://": "in-memory",
+        "": "--mlflow-uri is empty",
+    }
+    for uri, fragment in cases.items():
+        assert_user_error(run(*ABLATE, "--out", tmp_path / "o", "--track", "mlflow", "--mlflow-uri", uri), fragment)
+        assert not (tmp_path / "o").exists()
+
+
+def test_hand_edited_tracker_fields_count_as_not_logged():
+    assert tracking.tracked_ids({"tracked": "abc"}) == {} and tracking.tracked_ids({}) == {}
+    assert tracking.tracked_ids({"tracked": {"mlflow": 5, "tensorboard": "t", "comet": "c"}}) == {"tensorboard": "t"}
+    assert tracking.tracking_state({"tracking": ["mlflow"]}) == {}
+    assert tracking.tracking_state({"tracking": {"mlflow": "x", "wandb": {"error": None}}}) == {
+        "wandb": {"error": None}
+    }
+    records = {(0, 0): {"tracked": ["mlflow"]}, (0, 1): {"tracked": {"mlflow": 7}}}
+    (note,) = tracking.notes({"tracking": {"mlflow": {"error": None}}}, records, "DIR")
+    assert note.startswith("2 of 2 runs are not in mlflow")
+    assert tracking.notes({"tracking": "broken"}, records, "DIR") == []
+
+
+def test_report_track_on_a_hand_edited_folder_logs_the_damaged_runs_again(tracked, run, tmp_path):
+    folder, _ = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "edited"))
+    edits = {(0, 0): "abc", (1, 0): {"tensorboard": 5}, (2, 0): None}  # None: no tracked field at all
+    for (row, seed), value in edits.items():
+        path = copy / "runs" / f"row{row:02d}-seed{seed}.json"
+        record = json.loads(path.read_text())
+        record.pop("tracked") if value is None else record.update(tracked=value)
+        path.write_text(json.dumps(record))
+    meta = json.loads((copy / "meta.json").read_text())
+    (copy / "meta.json").write_text(json.dumps({**meta, "tracking": ["tensorboard"]}))
+    code, out, err = run("report", copy, "--track", "tensorboard")
+    assert code == 0 and "Traceback" not in err, err
+    assert "tensorboard: logged 3 runs and the summary" in err
+    records = _records(copy)
+    assert all(isinstance(r["tracked"]["tensorboard"], str) for r in records.values())
+    assert [r["tracked"]["mlflow"] for k, r in records.items() if k not in edits] == [
+        r["tracked"]["mlflow"] for k, r in _records(folder).items() if k not in edits
+    ]  # the other tracker's ids are kept
+
+
+def test_another_mlflow_store_gets_every_run_on_report_track_and_refuses_a_resume(tracked, run, tmp_path):
+    """The run files' MLflow ids belong to meta.json's tracking.mlflow.uri: a push to another store logs every
+    run there; a resume into another store would split the ablation, so it is one sentence."""
+    folder, uri = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "moved"))
+    meta = json.loads((copy / "meta.json").read_text())
+    assert meta["tracking"]["mlflow"]["uri"] == tracking.store_id(uri)
+    meta["tracking"]["mlflow"]["uri"] = "sqlite:////elsewhere/mlflow.db"
+    (copy / "meta.json").write_text(json.dumps(meta))
+    code, _, err = run("ablate", "--resume", copy, "--track", "mlflow", "--mlflow-uri", uri)
+    assert_user_error((code, "", err), "are in the MLflow store sqlite:////elsewhere/mlflow.db")
+    code, _, err = run("report", copy, "--track", "mlflow", "--mlflow-uri", uri)
+    assert code == 0 and f"mlflow: logged {ROWS * SEEDS} runs and the summary" in err, err
+    runs = [r for r in _runs(uri, "moved") if r.data.tags.get("kind") != "summary"]
+    assert sorted(r.info.run_id for r in runs) == sorted(r["tracked"]["mlflow"] for r in _records(copy).values())
+    assert json.loads((copy / "meta.json").read_text())["tracking"]["mlflow"]["uri"] == tracking.store_id(uri)
