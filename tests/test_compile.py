@@ -72,10 +72,11 @@ def test_gain_rises_from_classic_s_to_all_six_s_with_the_fused_components():
 
 def test_auto_compiles_a_long_ablation_of_modern_rows_and_not_a_short_or_classic_one():
     six = SHAKESPEARE.with_components(SIX)
-    long, short = TrainConfig(steps=20_000, batch_size=16), TrainConfig(steps=100, batch_size=16)
+    long, short = TrainConfig(steps=2000, batch_size=16), TrainConfig(steps=100, batch_size=16)
     assert compiling.decide([six] * 3, long, "cpu", 1)[0] == "on"
     assert compiling.decide([six] * 3, short, "cpu", 1)[0] == "off"
-    assert compiling.decide([SHAKESPEARE] * 3, long, "cpu", 1)[0] == "off"  # classic: nothing to fuse
+    assert compiling.decide([SHAKESPEARE] * 3, long, "cpu", 1)[0] == "off"  # classic: little to fuse
+    assert compiling.decide([SHAKESPEARE] * 3, replace(long, steps=200_000), "cpu", 1)[0] == "on"  # but it adds up
     choice, why = compiling.decide([six] * 3, long, "mps", 1)
     assert choice == "off" and "mps" in why
     for given in ("on", "off"):  # given: kept, whatever the rule would say
@@ -126,7 +127,7 @@ def test_help_explains_compile():
 def test_compile_on_is_bitwise_deterministic_and_jobs_auto_equals_jobs_1(tmp_path):
     """Compiled runs: the same seed twice gives the same values bitwise, in one process and in a pool of workers
     that share the inductor cache. Tiny, so that compiling stays short on two cores."""
-    flags = [*tiny(3), "--plan", "custom", "--variants", "classic;rmsnorm", "--seeds", 2, "--no-placebo"]
+    flags = [*tiny(3), "--plan", "custom", "--variants", "rmsnorm;rmsnorm", "--seeds", 2, "--no-placebo"]  # one graph
     invoke("ablate", *flags, "--compile", "on", "--jobs", "auto", "--out", tmp_path / "auto")
     invoke("ablate", *flags, "--compile", "on", "--jobs", "1", "--out", tmp_path / "one")
     invoke("ablate", *flags, "--compile", "off", "--jobs", "1", "--out", tmp_path / "eager")
