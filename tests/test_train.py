@@ -193,6 +193,53 @@ def test_adamw_equals_torch_adamw(kind):
     assert all(not torch.equal(a, b) for a, b in zip(ours.parameters(), start, strict=True))  # every one moved
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_flat_adamw_is_bitwise_the_per_tensor_one(threads, tmp_path):
+    """The flat step (parameters as views into one buffer) against the per-tensor one, gradients clipped inside it
+    as clip_grad_norm_ clips them: equal bits, on odd-sized tensors (the kernels' scalar tails), on steps where
+    the clip binds and where it does not, and on steps where a parameter has no gradient. release() keeps the
+    values and gives each parameter its own storage again, which safetensors needs to save the model."""
+    from safetensors.torch import save_model
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        cfg = ModelConfig(context=16, dim=24, heads=2, layers=1, vocab_size=67)  # 67 x 24: not a multiple of 8
+        torch.manual_seed(0)
+        ours, reference = GPT(cfg), GPT(cfg)
+        reference.load_state_dict(ours.state_dict())
+        flat, per_tensor = make_optimizer(ours, TRAIN), make_optimizer(reference, TRAIN)
+        per_tensor.release()
+        assert flat.flat is not None and per_tensor.flat is None
+        clipped = []
+        for step in range(12):
+            x = torch.randint(0, cfg.vocab_size, (4, 16))
+            _, loss = ours(x, x)
+            loss.backward()
+            if step % 4 == 3:
+                ours.lm_head.weight.grad = None  # a parameter without a gradient: the per-tensor path, on views
+            for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
+                b.grad = None if a.grad is None else a.grad.clone()
+            max_norm = 0.05 if step % 2 else 0.0 if step == 4 else 1e3
+            clipped.append(
+                max_norm > 0
+                and torch.nn.utils.get_total_norm([p.grad for p in ours.parameters() if p.grad is not None]) > max_norm
+            )
+            for opt in (flat, per_tensor):
+                opt.step(max_norm)
+                opt.zero_grad()
+            assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), reference.parameters(), strict=True)), step
+        assert any(clipped) and not all(clipped)
+        values = [p.detach().clone() for p in ours.parameters()]
+        assert len({p.untyped_storage().data_ptr() for p in ours.parameters()}) == 1
+        flat.release()
+        assert len({p.untyped_storage().data_ptr() for p in ours.parameters()}) == len(values)
+        assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), values, strict=True))
+        save_model(ours, str(tmp_path / "model.safetensors"))
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_cuda_gets_torchs_fused_adamw_with_the_same_groups():
     model = GPT(MODEL)
     fused, ours = make_optimizer(model, TRAIN, "cuda"), make_optimizer(model, TRAIN, "cpu")
