@@ -27,6 +27,7 @@ import hashlib
 import math
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -732,10 +733,12 @@ class Tracking:
         self.errors: dict[str, str] = {}
         self.on_warning = on_warning
         self.mlflow_uri_given = mlflow_uri_given
+        self.folder: Path | str = "DIR"  # the results folder, named in the command that pushes what a tracker lacks
 
     @classmethod
     def open(cls, names, mlflow_uri_given: str | None, folder: Path, meta: dict, on_warning=warn) -> Tracking:
         tracking = cls([], on_warning, mlflow_uri_given)
+        tracking.folder = Path(folder)
         for name in check_names(names):
             b = backend(name, mlflow_uri_given)
             if tracking._safely(b, b.start, folder, meta):
@@ -751,7 +754,8 @@ class Tracking:
             return call(*args) or True
         except Exception as e:  # a tracker's failure never stops or loses a run
             self.errors[b.name] = _first_line(e)
-            self.on_warning(f"{b.name} failed ({self.errors[b.name]}); the ablation goes on without it. {push(b.name)}")
+            again = push(b.name, self.folder, self.state([b.name])[b.name].get("uri"))
+            self.on_warning(f"{b.name} failed ({self.errors[b.name]}); the ablation goes on without it. {again}")
             if b in self.backends:
                 self.backends.remove(b)
             return None
@@ -805,8 +809,10 @@ def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed:
         tracking.close()
 
 
-def push(name: str, folder: Path | str = "DIR") -> str:
-    return f"modern-gpt report {folder} --track {name} logs what is missing."
+def push(name: str, folder: Path | str = "DIR", uri: str | None = None) -> str:
+    """The command that pushes what a tracker lacks: MLflow's into the store its runs are in (uri)."""
+    store = f" --mlflow-uri {shlex.quote(uri)}" if name == "mlflow" and isinstance(uri, str) else ""
+    return f"modern-gpt report {shlex.quote(str(folder))} --track {name}{store} logs what is missing."
 
 
 def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
@@ -819,5 +825,5 @@ def notes(meta: dict, records: dict, folder: Path | str) -> list[str]:
         if missing or error:
             why = f" ({str(error).rstrip('.')})" if error else ""
             what = f"{len(missing)} of {len(records)} runs are not in {name}" if missing else f"{name} failed"
-            out.append(f"{what}{why}; {push(name, folder)}")
+            out.append(f"{what}{why}; {push(name, folder, state.get('uri'))}")
     return out

@@ -273,6 +273,7 @@ def test_a_tracker_that_fails_mid_ablation_stops_nothing(run, tmp_path, monkeypa
     assert len(records) == 4 and len(calls) == 2  # switched off after it failed: not called again
     assert sum("tracked" in r for r in records.values()) == 1
     assert err.count("warning: tensorboard failed (ConnectionError: the server went away)") == 1
+    assert f"goes on without it. modern-gpt report {folder} --track tensorboard logs what is missing" in err
     note = f"3 of 4 runs are not in tensorboard (ConnectionError: the server went away); modern-gpt report {folder}"
     assert note in " ".join(out.split())
     assert json.loads((folder / "meta.json").read_text())["tracking"]["tensorboard"]["error"].startswith("Connection")
@@ -285,6 +286,12 @@ def test_notes_count_the_runs_a_tracker_lacks():
     (note,) = tracking.notes(meta, records, "DIR")
     assert note == "1 of 2 runs are not in tensorboard (OSError: disk full); " + tracking.push("tensorboard", "DIR")
     assert tracking.notes({}, records, "DIR") == [] and math.isnan(tracking.run_metrics({})["val_loss"])
+    at = {"tracking": {"mlflow": {"error": "E", "uri": "http://h:5000"}}}  # pushed into the store its runs are in
+    (note,) = tracking.notes(at, {(0, 0): {}}, "my results")
+    assert (
+        note
+        == "1 of 1 runs are not in mlflow (E); modern-gpt report 'my results' --track mlflow --mlflow-uri http://h:5000 logs what is missing."
+    )
 
 
 # ---------------------------------------------------------------------------
