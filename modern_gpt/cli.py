@@ -702,8 +702,9 @@ def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
     """report --track: what each tracker lacks, logged once (tracking_push.push_folder)."""
     from .tracking_push import push_folder
 
-    for name, n in push_folder(folder, names, mlflow_uri).items():
-        what = f"logged {n} run{'s' * (n != 1)} and the summary" if n else "holds every run already"
+    for name, (n, summary) in push_folder(folder, names, mlflow_uri).items():
+        what = f"logged {n} run{'s' * (n != 1)}" if n else "holds every run already"
+        what += (" and the summary" if n else "; logged the summary") if summary else ""
         print(f"{name}: {what}", file=sys.stderr)
 
 

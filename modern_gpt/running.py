@@ -392,6 +392,8 @@ class Ablation:
         try:
             if summary:
                 self.tracking.finish(self.results.path)
+                for name in self.tracking.names:  # still open: it holds the summary (report --track logs it not again)
+                    self.meta["tracking"][name]["summary"] = True
         finally:
             self.tracking.close()
             self.meta["tracking"].update(self.tracking.state(self.tracking.errors))

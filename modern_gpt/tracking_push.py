@@ -13,10 +13,10 @@ from .results import ResultsDir
 from .tracking import Tracking, check, check_names, notes, other_store, tracked_ids, tracking_state
 
 
-def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, int]:
+def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, tuple[int, bool]]:
     """Log every finished run of the folder that a tracker does not hold yet (its run file has no id of that
     tracker), record the ids, then the summary; the summary again only when runs were added or it was never
-    logged, so a second push logs nothing. Returns the runs logged, by tracker. The folder is locked meanwhile
+    logged, so a second push logs nothing. Returns, by tracker, the runs logged and whether the summary was. The folder is locked meanwhile
     (an ablation still writing it is refused); a tracker that fails is one sentence after the rest is pushed."""
     results = ResultsDir(folder)
     meta = results.read_meta()  # not a results folder: one sentence
@@ -57,4 +57,4 @@ def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dic
     if tracking.errors:
         failed = {"tracking": {name: state[name] for name in tracking.errors}}
         raise UserError(" ".join(notes(failed, records, results.path)))
-    return logged
+    return {name: (logged[name], name in done) for name in names}

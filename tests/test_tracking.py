@@ -419,6 +419,16 @@ def test_report_track_on_a_hand_edited_folder_logs_the_damaged_runs_again(tracke
     ]  # the other tracker's ids are kept
 
 
+def test_report_track_after_a_tracked_ablation_logs_nothing(tracked, run, tmp_path):
+    folder, uri = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "again"))
+    summary = sorted((copy / "tensorboard" / "summary").iterdir())
+    code, _, err = run("report", copy, "--track", "tensorboard")
+    assert code == 0 and "tensorboard: holds every run already\n" in err, err  # its summary too: not logged again
+    assert sorted((copy / "tensorboard" / "summary").iterdir()) == summary
+    assert json.loads((copy / "meta.json").read_text())["tracking"]["tensorboard"]["summary"] is True
+
+
 def test_another_mlflow_store_gets_every_run_on_report_track_and_refuses_a_resume(tracked, run, tmp_path):
     """The run files' MLflow ids belong to meta.json's tracking.mlflow.uri: a push to another store logs every
     run there; a resume into another store would split the ablation, so it is one sentence."""
