@@ -3,7 +3,7 @@
     python bench/bench_peer.py [--threads 2] [--rounds 7] [--steps 5] [--no-compile] [--out peer.json]
 
 Pairs at B32 x T128 x d128 x L4 x V1024 (the issue's shape), each model built from a config with random weights
-(nothing is downloaded), each pair with the same parameter count:
+(nothing is downloaded), each pair with the same parameter count but six-llama (QK-norm's 256 gains):
 - gpt2: modern-gpt's classic model against transformers' GPT2LMHeadModel (nanoGPT's architecture: GPT-2);
 - six-llama: modern-gpt with all six components against transformers' LlamaForCausalLM (RMSNorm, RoPE, SwiGLU at
   modern-gpt's hidden width, no biases, 2 KV heads of 4, tied embeddings). Llama has no QK-norm, so the

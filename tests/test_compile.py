@@ -89,6 +89,22 @@ def test_step_flops_counts_the_head_and_attention():
     assert compiling.step_flops(cfg, 2) == 6 * 2 * 4 * (linears + 10 * 8) + 12 * 2 * 1 * 4 * 4 * 8
 
 
+def test_step_flops_is_bench_limit_s_count_for_every_built_in_combination():
+    """Two formulas for one fact (the rule's estimate, torch-free; the bench's, checked against FlopCounterMode in
+    tests/test_bench_limit.py): held equal here for all 64 combinations."""
+    import importlib.util
+    from itertools import combinations
+
+    path = Path(__file__).parent.parent / "bench" / "bench_limit.py"
+    spec = importlib.util.spec_from_file_location("bench_limit", path)
+    bench_limit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_limit)
+    for k in range(len(SIX) + 1):
+        for combo in combinations(SIX, k):
+            cfg = SHAKESPEARE.with_components(combo)
+            assert compiling.step_flops(cfg, 16) == bench_limit.flops_train_step(cfg, 16, cfg.context), combo
+
+
 def test_every_process_shares_one_inductor_cache_beside_the_token_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("MODERN_GPT_CACHE", str(tmp_path / "c"))
