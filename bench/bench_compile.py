@@ -9,8 +9,8 @@ characters), one training step as train.py takes it (forward and loss, backward,
    Each is the time of the first compiled step less an eager step's.
 2. step time, eager and compiled, in one process, in interleaved rounds (eager, compiled, eager, ...), so that the
    noise of a shared machine falls on both alike; medians of the rounds, and the gain: 1 - compiled / eager.
-Prints a Markdown table ready for docs/measurements.md, with the machine, the date and torch's version; the numbers
-that modern_gpt/compiling.py's rule takes are printed below it.
+Prints a Markdown table ready for docs/measurements.md, with the machine, the date and torch's version: its eager
+GFLOP/s (per thread, by compiling.step_flops), gains and compile seconds are the fields of compiling.Measured.
 """
 
 from __future__ import annotations
