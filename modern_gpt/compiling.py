@@ -28,12 +28,11 @@ class Measured:
     warm_s: float  # the same graph again in a fresh process, the cache warm
 
 
-# The 2-core machine, --config shakespeare's step, one thread (as --jobs auto runs), torch 2.13.0+cpu. Times (the
-# step's rate, compile seconds): issue 23's figures on the quiet machine, 2026-11-30 (classic 65.7 ms a step, about
-# 80 GFLOP/s; compile 24.5 s cold, 4.9-5.7 s warm). Gains: the median of the issue's (0% and 32%) and two runs of
-# bench/bench_compile.py on 2026-12-01 at a load of 5-7 (17% and 59%; 7% and 30%), whose interleaved ratios
-# survive load better than its absolute times (docs/measurements.md). Shakespeare's 24 runs of 600 steps: off.
-CPU = Measured(gflops=80.0, gain_classic=0.07, gain_modern=0.32, cold_s=24.5, warm_s=5.5)
+# bench/bench_compile.py --config shakespeare --rounds 7 --steps 10, twice, on the 2-core machine (AMD EPYC, at a load
+# of 1-2), one thread (as --jobs auto runs), torch 2.13.0+cpu, commit 163bf19, 2026-12-01: eager 60-72 GFLOP/s
+# (73.7-81.4 ms a step); gains classic 7% and 2%, all six 16% and 18%; compile 20.4-31.7 s cold, 1.7-2.2 s warm
+# (docs/measurements.md). Here their means. Shakespeare's 24 runs of 600 steps: off.
+CPU = Measured(gflops=66.0, gain_classic=0.045, gain_modern=0.17, cold_s=24.0, warm_s=1.9)
 # Assumed, NOT measured (no GPU was at hand): bench/bench_compile.py on a GPU should replace them.
 CUDA = Measured(gflops=20_000.0, gain_classic=0.2, gain_modern=0.4, cold_s=40.0, warm_s=10.0)
 GAINERS = ("rmsnorm", "rope", "swiglu", "qk_norm")  # the components whose elementwise work compile fuses
