@@ -112,7 +112,12 @@ class Local:
     def run(self, jobs, corpus, on_step, on_record) -> None:
         n = self.at_once(len(jobs))
         way = InProcess() if n <= 1 else LocalPool(n, self.max_retries)
-        way.run(jobs, corpus, on_step, on_record)
+        try:
+            way.run(jobs, corpus, on_step, on_record)
+        except BaseException:
+            release_warm(at_once=True)
+            raise
+        release_warm()  # those prestarted that it did not take
 
     def info(self) -> dict:
         return {"name": "local", "jobs": self.jobs, "max_retries": self.max_retries}
@@ -141,7 +146,8 @@ class RemoteTraceback(Exception):
 
 
 def _worker_main(conn, corpus) -> None:
-    """A pool process: runs the jobs it is sent, one at a time, on the driver's corpus, until it is sent None."""
+    """A pool process: runs the jobs it is sent, one at a time, on the driver's corpus, until it is sent None.
+    A prestarted worker (corpus None) imports torch first, then waits for its corpus, or None: not needed."""
     # Ctrl-C reaches every process of the terminal; the driver alone decides, and ends the workers. The
     # signals were blocked while this process started (see LocalPool._start), so none arrived before this.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -149,6 +155,15 @@ def _worker_main(conn, corpus) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
+    if corpus is None:
+        from . import running  # noqa: F401 (torch, while the driver imports its own)
+
+        try:
+            corpus = conn.recv()
+        except (EOFError, OSError):  # the driver is gone
+            return
+        if corpus is None:
+            return
     on_step = _throttled(lambda *step: conn.send(("step", *step)))
     while True:
         try:
@@ -191,31 +206,76 @@ def _how_it_died(process) -> str:
     return f"exit code {code}"
 
 
+# Workers spawned by prestart() before the driver imported torch, each importing its own meanwhile and then
+# waiting for its corpus. A spawned worker imports torch in about 1-2 s on this project's 2-core machine; started
+# after the driver's own import, as LocalPool starts them, that second import delays the first runs.
+_WARM: list[_Worker] = []
+
+
+def prestart(options: AblationOptions, runs: int) -> None:
+    """Spawn now the workers that a local pool of `runs` runs on this machine's CPU would start, so that their
+    imports overlap the driver's (called before the driver imports torch). LocalPool takes them; release_warm()
+    stops those it did not take."""
+    if options.on_ray or options.jobs == 1 or _WARM:
+        return
+    n = workers(options.jobs, "cpu", runs)
+    if n > 1:
+        _WARM.extend(_start_process(mp.get_context("spawn"), None) for _ in range(n))
+
+
+def release_warm(at_once: bool = False) -> None:
+    """Stop the prestarted workers that no pool took (fewer runs, one at a time, an error, Ctrl-C): told to stop
+    once their import is done, or, at_once, terminated."""
+    while _WARM:
+        w = _WARM.pop()
+        if at_once:
+            w.process.terminate()
+        else:
+            _give(w, None)
+        w.process.join(5)
+        if w.process.is_alive():
+            w.process.terminate()
+
+
+def _start_process(ctx, corpus) -> _Worker:
+    """A spawned worker process; corpus None: it waits for the corpus on its pipe (prestart)."""
+    ours, theirs = ctx.Pipe()
+    process = ctx.Process(target=_worker_main, args=(theirs, corpus), daemon=True)
+    # A worker ignores the terminal's signals once it runs _worker_main; until then a Ctrl-C would print a
+    # traceback from it, so it is born with those signals blocked.
+    terminal = {getattr(signal, n) for n in ("SIGINT", "SIGHUP") if hasattr(signal, n)}
+    masked = hasattr(signal, "pthread_sigmask")
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, terminal) if masked else None
+    try:
+        process.start()
+    finally:
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    theirs.close()
+    return _Worker(process, ours)
+
+
 class LocalPool:
     """N worker processes on this machine, each started with the driver's corpus (spawned: a fork after torch
-    has started its threads can deadlock). A worker is started only for a run to do, and a dead one is replaced
-    while runs remain."""
+    has started its threads can deadlock), or prestarted and sent it. A worker is started only for a run to do,
+    and a dead one is replaced while runs remain."""
 
     def __init__(self, workers: int, max_retries: int = 2):
         self.workers, self.max_retries = workers, max_retries
         self.started = 0  # worker processes started so far
 
     def _start(self, ctx, corpus) -> _Worker:
-        ours, theirs = ctx.Pipe()
-        process = ctx.Process(target=_worker_main, args=(theirs, corpus), daemon=True)
-        # A worker ignores the terminal's signals once it runs _worker_main; until then a Ctrl-C would print a
-        # traceback from it, so it is born with those signals blocked.
-        terminal = {getattr(signal, n) for n in ("SIGINT", "SIGHUP") if hasattr(signal, n)}
-        masked = hasattr(signal, "pthread_sigmask")
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, terminal) if masked else None
-        try:
-            process.start()
-        finally:
-            if masked:
-                signal.pthread_sigmask(signal.SIG_SETMASK, before)
-        theirs.close()
+        while _WARM:  # a prestarted one, unless it died waiting
+            w = _WARM.pop(0)
+            try:
+                w.conn.send(corpus)
+            except OSError:
+                w.process.join(1)
+                continue
+            self.started += 1
+            return w
         self.started += 1
-        return _Worker(process, ours)
+        return _start_process(ctx, corpus)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ctx = mp.get_context("spawn")

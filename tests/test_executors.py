@@ -189,6 +189,32 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     assert executors.workers("auto", "cpu", 3) == 3 and executors.workers("auto", "cpu", 20) == 8
 
 
+@pytest.mark.slow
+def test_prestarted_workers_are_taken_by_the_pool_and_the_rest_are_stopped():
+    """prestart spawns the workers a pool would start; the pool sends them the corpus (skipping one that died
+    waiting), and those it does not take are stopped once it is done, or at once after an error."""
+    executors.prestart(AblationOptions(jobs=3), runs=3)
+    warm = list(executors._WARM)
+    assert len(warm) == 3 and all(w.process.is_alive() for w in warm)
+    os.kill(warm[0].process.pid, signal.SIGKILL)
+    warm[0].process.join(10)
+    records = []
+    executors.Local(2, "cpu", 1).run([FakeJob(0, s) for s in range(3)], "the corpus", lambda *s: None, records.append)
+    assert sorted(r["seed"] for r in records) == [0, 1, 2] and all(r["corpus"] == "the corpus" for r in records)
+    assert {r["pid"] for r in records} == {warm[1].process.pid, warm[2].process.pid} and not executors._WARM
+    executors.prestart(AblationOptions(jobs=2), runs=5)
+    unused = list(executors._WARM)
+    executors.Local(1, "cpu", 1).run([FakeJob(0, 0)], "the corpus", lambda *s: None, records.append)  # in-process
+    assert not executors._WARM and all(w.process.exitcode == 0 for w in unused)  # told to stop, and stopped
+    executors.prestart(AblationOptions(jobs=2), runs=5)
+    unused = list(executors._WARM)
+    with pytest.raises(ValueError, match="cannot start"):
+        executors.Local(1, "cpu", 1).run([FakeJob(0, 0, raises=True)], None, lambda *s: None, records.append)
+    assert not executors._WARM and all(w.process.exitcode is not None for w in unused)
+    executors.prestart(AblationOptions(jobs=1), runs=5)  # one at a time: nothing to prestart
+    assert not executors._WARM
+
+
 # ---------------------------------------------------------------------------
 # Ray: one cluster for the module, a head and a worker node, 1 CPU each
 # ---------------------------------------------------------------------------
