@@ -156,7 +156,7 @@ def _worker_main(conn, corpus) -> None:
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
     if corpus is None:
-        from . import running  # noqa: F401 (torch, while the driver imports its own)
+        import torch  # noqa: F401 (most of a run's imports, while the driver does its own)
 
         try:
             corpus = conn.recv()

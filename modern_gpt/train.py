@@ -297,6 +297,12 @@ class AdamW:
                 p.grad = None
 
 
+def release(opt: AdamW | torch.optim.AdamW) -> None:
+    """The hand-written AdamW's parameters each in its own storage again (AdamW.release); torch's own holds none."""
+    if isinstance(opt, AdamW):
+        opt.release()
+
+
 def clip_factor(params: list, max_norm: float) -> torch.Tensor:
     """The factor (at most 1) that brings the gradients' total norm to max_norm, computed as
     torch.nn.utils.clip_grad_norm_ computes it (the same operations in the same order: the same bits)."""
@@ -704,8 +710,7 @@ def train_run(
         if not is_oom(e):
             raise
         out.error = oom_error(e, step, device)
-    if isinstance(opt, AdamW):
-        opt.release()  # the model leaves with a storage per parameter (a checkpoint saves it)
+    release(opt)  # the model leaves with a storage per parameter (a checkpoint saves it)
     out.spikes, out.train_secs = reader.spikes.count, clock.secs
     secs = time.perf_counter() - t0
     out.timing.update(train_steps=clock.secs, started=started)
