@@ -546,7 +546,10 @@ def final_losses(
 
 
 def oom_error(e: BaseException, step: int, device: str) -> str:
-    """The record's error for a run that ran out of memory; frees what CUDA's allocator holds for the next run."""
+    """The record's error for a run that ran out of memory; frees what CUDA's allocator holds for the next run.
+    Any other error is raised again: it is a defect, not a run's outcome."""
+    if not is_oom(e):
+        raise e
     if device == "cuda":
         torch.cuda.empty_cache()
     return f"out of memory at step {step}: {(str(e).splitlines() or [type(e).__name__])[0]}"
@@ -572,6 +575,22 @@ class Outcome:
     def timed(self, part: str, since: float) -> None:
         """Add the seconds since `since` (time.perf_counter) to timing[part]."""
         self.timing[part] += time.perf_counter() - since
+
+    def measured(self, part: str, evaluate, *args):
+        """evaluate(*args), its seconds added to timing[part]."""
+        since = time.perf_counter()
+        value = evaluate(*args)
+        self.timed(part, since)
+        return value
+
+    def close(self, started: float, t0: float) -> float:
+        """The run's seconds since t0 (time.perf_counter), with its training steps (train_secs), its start (Unix
+        time) and what no part accounts for ("other") written into timing."""
+        secs = time.perf_counter() - t0
+        self.timing.update(train_steps=self.train_secs, started=started)
+        parts = ("startup", "train_steps", "curve_evals", "final_eval")
+        self.timing["other"] = secs - sum(self.timing[k] for k in parts)
+        return secs
 
     @property
     def diverged(self) -> bool:
@@ -697,22 +716,15 @@ def train_run(
             if progress is not None:
                 progress(step, reader.last)
             if evaluating:
-                since = time.perf_counter()
-                out.curve.append(curve_point(model, corpus, windows, context, step, device))
-                out.timed("curve_evals", since)
-                if not finite(out.curve[-1]):
+                point = out.measured("curve_evals", curve_point, model, corpus, windows, context, step, device)
+                out.curve.append(point)
+                if not finite(point):
                     break
         else:  # no break: every loss, update and evaluation was finite
-            since = time.perf_counter()
-            out.final = final_losses(model, corpus, windows, context, out.curve[-1], device)
-            out.timed("final_eval", since)
+            out.final = out.measured("final_eval", final_losses, model, corpus, windows, context, out.curve[-1], device)
     except (RuntimeError, MemoryError) as e:
-        if not is_oom(e):
-            raise
-        out.error = oom_error(e, step, device)
+        out.error = oom_error(e, step, device)  # any other error is raised again
     release(opt)  # the model leaves with a storage per parameter (a checkpoint saves it)
     out.spikes, out.train_secs = reader.spikes.count, clock.secs
-    secs = time.perf_counter() - t0
-    out.timing.update(train_steps=clock.secs, started=started)
-    out.timing["other"] = secs - sum(out.timing[k] for k in ("startup", "train_steps", "curve_evals", "final_eval"))
+    secs = out.close(started, t0)
     return run_result(model_cfg, corpus, cfg, windows, out, seed=seed, threads=threads, device=device, secs=secs), model
