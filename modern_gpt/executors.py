@@ -145,9 +145,13 @@ class RemoteTraceback(Exception):
         return self.args[0]
 
 
+_PRESTARTED = "prestarted"  # in place of a corpus: the worker waits for its corpus (any value, None too) on its pipe
+
+
 def _worker_main(conn, corpus) -> None:
     """A pool process: runs the jobs it is sent, one at a time, on the driver's corpus, until it is sent None.
-    A prestarted worker (corpus None) imports torch first, then waits for its corpus, or None: not needed."""
+    A prestarted worker (corpus _PRESTARTED) imports torch first, then waits for its corpus; the driver stops one
+    it does not need by closing its pipe (release_warm)."""
     # Ctrl-C reaches every process of the terminal; the driver alone decides, and ends the workers. The
     # signals were blocked while this process started (see LocalPool._start), so none arrived before this.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -155,14 +159,12 @@ def _worker_main(conn, corpus) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
-    if corpus is None:
+    if isinstance(corpus, str) and corpus == _PRESTARTED:  # compared by value: spawn pickles it
         import torch  # noqa: F401 (most of a run's imports, while the driver does its own)
 
         try:
             corpus = conn.recv()
-        except (EOFError, OSError):  # the driver is gone
-            return
-        if corpus is None:
+        except (EOFError, OSError):  # the driver is gone, or closed the pipe: not needed
             return
     on_step = _throttled(lambda *step: conn.send(("step", *step)))
     while True:
@@ -220,25 +222,24 @@ def prestart(options: AblationOptions, runs: int) -> None:
         return
     n = workers(options.jobs, "cpu", runs)
     if n > 1:
-        _WARM.extend(_start_process(mp.get_context("spawn"), None) for _ in range(n))
+        _WARM.extend(_start_process(mp.get_context("spawn"), _PRESTARTED) for _ in range(n))
 
 
 def release_warm(at_once: bool = False) -> None:
     """Stop the prestarted workers that no pool took (fewer runs, one at a time, an error, Ctrl-C): told to stop
-    once their import is done, or, at_once, terminated."""
+    once their import is done (their pipe closed), or, at_once, terminated."""
     while _WARM:
         w = _WARM.pop()
         if at_once:
             w.process.terminate()
-        else:
-            _give(w, None)
+        w.conn.close()
         w.process.join(5)
         if w.process.is_alive():
             w.process.terminate()
 
 
 def _start_process(ctx, corpus) -> _Worker:
-    """A spawned worker process; corpus None: it waits for the corpus on its pipe (prestart)."""
+    """A spawned worker process; corpus _PRESTARTED: it waits for the corpus on its pipe (prestart)."""
     ours, theirs = ctx.Pipe()
     process = ctx.Process(target=_worker_main, args=(theirs, corpus), daemon=True)
     # A worker ignores the terminal's signals once it runs _worker_main; until then a Ctrl-C would print a
