@@ -19,13 +19,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import replace
+
+from common import machine
 
 VOCAB = 65  # tinyshakespeare's characters: the shakespeare config's vocabulary
 MODELS = {"classic": (), "all six": ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")}
@@ -105,16 +106,6 @@ def step_times(name: str, args) -> tuple[float, float]:
         for key, fn in (("eager", eager), ("compiled", compiled)):
             rounds[key].append(statistics.median([fn() for _ in range(args.steps)]) * 1e3)
     return statistics.median(rounds["eager"]), statistics.median(rounds["compiled"])
-
-
-def machine() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from common import cpu_model
 
 from modern_gpt.config import ModelConfig
 from modern_gpt.data import load_corpus
@@ -138,16 +139,6 @@ def ablate(args, out: Path) -> tuple[float, float]:
     if done.returncode != 0:
         sys.exit(f"modern-gpt ablate failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
     return launched, wall
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure(args) -> dict:

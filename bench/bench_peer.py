@@ -27,6 +27,7 @@ import time
 from dataclasses import replace
 
 import torch
+from common import machine
 
 from modern_gpt import compiling
 from modern_gpt.config import ModelConfig, TrainConfig
@@ -142,19 +143,6 @@ def measure(args) -> list[dict]:
                  "peer_ms": peer_ms, "ratio": ours_ms / peer_ms, "rounds": rounds}
             )  # fmt: skip
     return rows
-
-
-def machine() -> str:
-    import os
-    import platform
-
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def main() -> None:

@@ -4,9 +4,7 @@ torch does not count its CPU attention kernel, so the reference replaces the mod
 same arithmetic written as plain matmuls, which it does count.
 """
 
-import importlib.util
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +14,9 @@ from modern_gpt import model as model_module
 from modern_gpt.config import ModelConfig
 from modern_gpt.model import GPT
 
-spec = importlib.util.spec_from_file_location("bench_limit", Path(__file__).parent.parent / "bench" / "bench_limit.py")
-bench_limit = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench_limit)
+from .benchload import load
+
+bench_limit = load("bench_limit")
 
 BASE = ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2, tie_embeddings=False)
 ALL_SIX = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")

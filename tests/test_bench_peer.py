@@ -2,16 +2,13 @@
 each computes a finite loss on the same tokens (a mis-built peer would make the side-by-side times meaningless).
 No timing is asserted."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
+from .benchload import load
+
 pytest.importorskip("transformers")
-spec = importlib.util.spec_from_file_location("bench_peer", Path(__file__).parent.parent / "bench" / "bench_peer.py")
-bench_peer = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench_peer)
+bench_peer = load("bench_peer")
 
 
 @pytest.mark.parametrize("pair", ["gpt2", "llama", "qwen3"])

@@ -94,13 +94,11 @@ def test_step_flops_counts_the_head_and_attention():
 def test_step_flops_is_bench_limit_s_count_for_every_built_in_combination():
     """Two formulas for one fact (the rule's estimate, torch-free; the bench's, checked against FlopCounterMode in
     tests/test_bench_limit.py): held equal here for all 64 combinations."""
-    import importlib.util
     from itertools import combinations
 
-    path = Path(__file__).parent.parent / "bench" / "bench_limit.py"
-    spec = importlib.util.spec_from_file_location("bench_limit", path)
-    bench_limit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_limit)
+    from .benchload import load
+
+    bench_limit = load("bench_limit")
     for k in range(len(SIX) + 1):
         for combo in combinations(SIX, k):
             cfg = SHAKESPEARE.with_components(combo)
