@@ -48,23 +48,29 @@ def in_session(sid: int) -> list[str]:
     return left
 
 
-def stop(head: subprocess.Popen) -> list[str]:
-    """`ray start --block` stops its processes on SIGTERM; anything left of its session is killed. Returns what was
-    still there after the SIGTERM (empty: a clean stop)."""
-    if head.poll() is None:
-        head.terminate()
+def stop_session(proc: subprocess.Popen, group: bool = False, patience: float = 30) -> list[str]:
+    """SIGTERM to a process that leads its own session (or to its whole process group), SIGKILL after `patience`
+    seconds, then SIGKILL to whatever of its session is left. Returns what was still there after the SIGTERM
+    (empty: a clean stop)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM) if group else proc.terminate()
         try:
-            head.wait(30)
+            proc.wait(patience)
         except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait(10)
-    deadline = time.time() + 30
-    while in_session(head.pid) and time.time() < deadline:
+            os.killpg(proc.pid, signal.SIGKILL) if group else proc.kill()
+            proc.wait(10)
+    deadline = time.time() + patience
+    while in_session(proc.pid) and time.time() < deadline:
         time.sleep(0.2)
-    left = in_session(head.pid)
+    left = in_session(proc.pid)
     if left:
-        os.killpg(head.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
     return left
+
+
+def stop(head: subprocess.Popen) -> list[str]:
+    """`ray start --block` stops its processes on SIGTERM; anything left of its session is killed."""
+    return stop_session(head)
 
 
 @pytest.fixture(scope="module")

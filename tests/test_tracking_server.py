@@ -4,7 +4,6 @@ every process of that session (the server and its uvicorn worker); then its URI 
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from .clihelp import CLASSIC_ROPE, invoke, tiny
-from .test_ray_start import free_port, in_session
+from .test_ray_start import free_port, in_session, stop_session
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("mlflow")
@@ -29,22 +28,8 @@ def healthy(url: str) -> bool:
 
 
 def stop(server: subprocess.Popen) -> list[str]:
-    """SIGTERM to the server's whole process group, SIGKILL to what is left after 20 s; returns what the
-    SIGTERM left (empty: a clean stop)."""
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(10)
-    deadline = time.time() + 20
-    while in_session(server.pid) and time.time() < deadline:
-        time.sleep(0.2)
-    left = in_session(server.pid)
-    if left:
-        os.killpg(server.pid, signal.SIGKILL)
-    return left
+    """SIGTERM to the server's whole process group (its workers too), SIGKILL to what is left after 20 s."""
+    return stop_session(server, group=True, patience=20)
 
 
 @pytest.fixture(scope="module")
