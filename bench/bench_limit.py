@@ -41,25 +41,17 @@ from pathlib import Path
 import torch
 from common import cpu_model
 
+from modern_gpt import compiling
 from modern_gpt.config import ModelConfig
 from modern_gpt.data import load_corpus
 from modern_gpt.executors import workers
 from modern_gpt.planning import Spec, variant_config
 from modern_gpt.train import EvalWindows, curve_windows
 
-
-def flops_forward(cfg: ModelConfig, batch: int, T: int) -> int:
-    """Matmul FLOPs (2 per multiply-add) of one forward pass over batch sequences of T tokens."""
-    d, hd, H, Hkv = cfg.dim, cfg.head_dim, cfg.heads, cfg.n_kv_heads
-    mlp = (3 if cfg.swiglu else 2) * d * cfg.hidden
-    per_token = (d * (H + 2 * Hkv) * hd + d * d + mlp) * cfg.layers + d * cfg.vocab_size
-    attention = 2 * H * T * T * hd * cfg.layers  # QK^T and AV per sequence, the full square (as the kernel does)
-    return 2 * (batch * T * per_token + batch * attention)
-
-
-def flops_train_step(cfg: ModelConfig, batch: int, T: int) -> int:
-    """Forward and backward: the backward computes two products (input and weight gradients) per forward one."""
-    return 3 * flops_forward(cfg, batch, T)
+# The one count of a model's arithmetic is compiling's (--compile auto prices a step with it): the forward pass,
+# and a training step (forward and backward), of batch sequences of T tokens.
+flops_forward = compiling.forward_flops
+flops_train_step = compiling.step_flops
 
 
 def eval_windows_count(cfg_train, windows: EvalWindows, steps_done: int) -> tuple[int, int]:

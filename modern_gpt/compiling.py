@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .config import ModelConfig, TrainConfig, param_counts
+from .config import ModelConfig, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,22 @@ CUDA = Measured(gflops=20_000.0, gain_classic=0.2, gain_modern=0.4, cold_s=40.0,
 GAINERS = ("rmsnorm", "rope", "swiglu", "qk_norm")  # the components whose elementwise work compile fuses
 
 
-def step_flops(cfg: ModelConfig, batch: int) -> int:
-    """Matmul FLOPs of one training step (forward and backward: 3x the forward's 2 per multiply-add): every
-    linear layer, the LM head (tied or not) and attention's two T x T products."""
-    c, T = param_counts(cfg), cfg.context
-    per_token = c["attention"] + c["mlp"] + cfg.vocab_size * cfg.dim
-    return 6 * batch * T * per_token + 12 * batch * cfg.layers * T * T * cfg.dim
+def forward_flops(cfg: ModelConfig, batch: int, T: int) -> int:
+    """Matmul FLOPs (2 per multiply-add) of one forward pass over batch sequences of T tokens: every linear layer,
+    the LM head (tied or not) and attention's QK^T and AV, the full T x T square (as the kernel computes it). The one
+    count of a model's arithmetic: bench/bench_limit.py counts with it too (checked against torch's FlopCounterMode
+    in tests/test_bench_limit.py)."""
+    d, hd, H, Hkv = cfg.dim, cfg.head_dim, cfg.heads, cfg.n_kv_heads
+    mlp = (3 if cfg.swiglu else 2) * d * cfg.hidden
+    per_token = (d * (H + 2 * Hkv) * hd + d * d + mlp) * cfg.layers + d * cfg.vocab_size
+    attention = 2 * H * T * T * hd * cfg.layers
+    return 2 * (batch * T * per_token + batch * attention)
+
+
+def step_flops(cfg: ModelConfig, batch: int, T: int | None = None) -> int:
+    """Matmul FLOPs of one training step of batch sequences of T tokens (the model's context by default): the
+    forward's, and the backward's two products (input and weight gradients) per forward one."""
+    return 3 * forward_flops(cfg, batch, cfg.context if T is None else T)
 
 
 def gain(cfg: ModelConfig, m: Measured) -> float:
