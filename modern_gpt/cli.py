@@ -495,22 +495,18 @@ def _run_ablation(
 
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     _check_tracking(options)
-    from .executors import prestart, release_warm
+    from .executors import prestart
 
-    if resume is None:  # a new ablation: its workers import torch while this process does (executors.prestart)
+    if resume is None:  # a new ablation: the workers' fork server imports torch while this process does
         prestart(options, len(requested.variants) * len(requested.seeds))
-    try:
-        from .running import resume as resume_ablation  # torch loads here, after every check of the flags
-        from .running import start
+    from .running import resume as resume_ablation  # torch loads here, after every check of the flags
+    from .running import start
 
-        if resume is not None:
-            _check_resume_store(resume, options)
-            _train(resume_ablation(resume, options), fmt, at_lr)
-        else:
-            _train(start(requested, out, _command_line(), options), fmt, at_lr)
-    except BaseException:
-        release_warm(at_once=True)
-        raise
+    if resume is not None:
+        _check_resume_store(resume, options)
+        _train(resume_ablation(resume, options), fmt, at_lr)
+    else:
+        _train(start(requested, out, _command_line(), options), fmt, at_lr)
 
 
 def _track_train(options: AblationOptions, out: Path, settings, seed: int, metrics: dict) -> None:

@@ -112,12 +112,7 @@ class Local:
     def run(self, jobs, corpus, on_step, on_record) -> None:
         n = self.at_once(len(jobs))
         way = InProcess() if n <= 1 else LocalPool(n, self.max_retries)
-        try:
-            way.run(jobs, corpus, on_step, on_record)
-        except BaseException:
-            release_warm(at_once=True)
-            raise
-        release_warm()  # those prestarted that it did not take
+        way.run(jobs, corpus, on_step, on_record)
 
     def info(self) -> dict:
         return {"name": "local", "jobs": self.jobs, "max_retries": self.max_retries}
@@ -145,27 +140,19 @@ class RemoteTraceback(Exception):
         return self.args[0]
 
 
-_PRESTARTED = "prestarted"  # in place of a corpus: the worker waits for its corpus (any value, None too) on its pipe
-
-
-def _worker_main(conn, corpus) -> None:
+def _worker_main(conn, corpus, environ: dict) -> None:
     """A pool process: runs the jobs it is sent, one at a time, on the driver's corpus, until it is sent None.
-    A prestarted worker (corpus _PRESTARTED) imports torch first, then waits for its corpus; the driver stops one
-    it does not need by closing its pipe (release_warm)."""
+    environ: the driver's environment when the pool started (a fork of the fork server has the server's own,
+    from before the driver set, say, TORCHINDUCTOR_CACHE_DIR)."""
     # Ctrl-C reaches every process of the terminal; the driver alone decides, and ends the workers. The
-    # signals were blocked while this process started (see LocalPool._start), so none arrived before this.
+    # signals were blocked while this process started (see _start_process), so none arrived before this.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
-    if isinstance(corpus, str) and corpus == _PRESTARTED:  # compared by value: spawn pickles it
-        import torch  # noqa: F401 (most of a run's imports, while the driver does its own)
-
-        try:
-            corpus = conn.recv()
-        except (EOFError, OSError):  # the driver is gone, or closed the pipe: not needed
-            return
+    os.environ.clear()
+    os.environ.update(environ)
     on_step = _throttled(lambda *step: conn.send(("step", *step)))
     while True:
         try:
@@ -208,78 +195,104 @@ def _how_it_died(process) -> str:
     return f"exit code {code}"
 
 
-# Workers spawned by prestart() before the driver imported torch, each importing its own meanwhile and then
-# waiting for its corpus. A spawned worker imports torch in about 1-2 s on this project's 2-core machine; started
-# after the driver's own import, as LocalPool starts them, that second import delays the first runs.
-_WARM: list[_Worker] = []
+# Workers are forks of a fork server (multiprocessing's "forkserver"), which imported torch and the training code
+# once; where the platform has none (Windows), they are spawned, each importing its own. The server is a fresh
+# process that runs no torch operation, so forking it is safe, where forking the driver, once torch has started
+# its threads, can deadlock. prestart() starts it before the driver imports torch, so that the two imports overlap:
+# on this project's 2-core machine a spawned worker took 1-2 s to import torch, and three processes importing it
+# at once (the driver and two workers) held up the first runs of `make smoke` by about a second.
+SERVER_PRELOAD = ["modern_gpt.running"]  # what a job needs to unpickle and run: torch, the model, training
+
+
+def _context():
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def prestart(options: AblationOptions, runs: int) -> None:
-    """Spawn now the workers that a local pool of `runs` runs on this machine's CPU would start, so that their
-    imports overlap the driver's (called before the driver imports torch). LocalPool takes them; release_warm()
-    stops those it did not take."""
-    if options.on_ray or options.jobs == 1 or _WARM:
+    """Start the fork server now, if a local pool of `runs` runs on this machine's CPU would use one, so that its
+    imports overlap the driver's (called before the driver imports torch). Idempotent; it ends with this process."""
+    if options.on_ray or workers(options.jobs, "cpu", runs) <= 1:
         return
-    n = workers(options.jobs, "cpu", runs)
-    if n > 1:
-        _WARM.extend(_start_process(mp.get_context("spawn"), _PRESTARTED) for _ in range(n))
+    _ensure_server(_context())
 
 
-def release_warm(at_once: bool = False) -> None:
-    """Stop the prestarted workers that no pool took (fewer runs, one at a time, an error, Ctrl-C): told to stop
-    once their import is done (their pipe closed), or, at_once, terminated."""
-    while _WARM:
-        w = _WARM.pop()
-        if at_once:
-            w.process.terminate()
-        w.conn.close()
-        w.process.join(5)
-        if w.process.is_alive():
-            w.process.terminate()
+def _ensure_server(ctx) -> None:
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    ctx.set_forkserver_preload(SERVER_PRELOAD)
+    with _terminal_signals_blocked():  # the server ignores Ctrl-C only once its imports are done
+        forkserver.ensure_running()
 
 
-def _start_process(ctx, corpus) -> _Worker:
-    """A spawned worker process; corpus _PRESTARTED: it waits for the corpus on its pipe (prestart)."""
-    ours, theirs = ctx.Pipe()
-    process = ctx.Process(target=_worker_main, args=(theirs, corpus), daemon=True)
-    # A worker ignores the terminal's signals once it runs _worker_main; until then a Ctrl-C would print a
-    # traceback from it, so it is born with those signals blocked.
+def stop_server() -> None:
+    """Stop the fork server at once, if this process started one (a later pool starts another): at the end of a
+    command, where its own teardown (the interpreter's, with torch loaded: about 0.6 s) would only keep this
+    process's stdout and stderr open, and anyone reading them waiting."""
+    if _context().get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # CPython's, private: where it changes, the server stops as it would anyway
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid and hasattr(server, "_stop"):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)  # its workers are not its children: their runs are not touched
+        with contextlib.suppress(OSError):  # its socket file may be gone with this process's temporary folder
+            server._stop()  # reaped, and forgotten
+
+
+@contextlib.contextmanager
+def _terminal_signals_blocked():
+    """SIGINT and SIGHUP blocked in this thread, and so in a process started meanwhile. A worker ignores the
+    terminal's signals once it runs _worker_main; until then a Ctrl-C would print a traceback from it."""
     terminal = {getattr(signal, n) for n in ("SIGINT", "SIGHUP") if hasattr(signal, n)}
     masked = hasattr(signal, "pthread_sigmask")
     before = signal.pthread_sigmask(signal.SIG_BLOCK, terminal) if masked else None
     try:
-        process.start()
+        yield
     finally:
         if masked:
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _start_process(ctx, corpus) -> _Worker:
+    """A worker process, sent the corpus and this process's environment, with the terminal's signals blocked.
+    A fork server found dead (killed from outside, by the out-of-memory killer) is started again, once."""
+    for attempt in (1, 2):
+        _ensure_server(ctx)
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(target=_worker_main, args=(theirs, corpus, dict(os.environ)), daemon=True)
+        try:
+            with _terminal_signals_blocked():
+                process.start()
+            break
+        except (OSError, EOFError):  # no server answered on its socket, or it died answering
+            ours.close()
+            theirs.close()
+            if attempt == 2 or ctx.get_start_method() != "forkserver":
+                raise
+            stop_server()
     theirs.close()
     return _Worker(process, ours)
 
 
 class LocalPool:
-    """N worker processes on this machine, each started with the driver's corpus (spawned: a fork after torch
-    has started its threads can deadlock), or prestarted and sent it. A worker is started only for a run to do,
-    and a dead one is replaced while runs remain."""
+    """N worker processes on this machine (forks of the fork server, see above), each started with the driver's
+    corpus. A worker is started only for a run to do, and a dead one is replaced while runs remain."""
 
     def __init__(self, workers: int, max_retries: int = 2):
         self.workers, self.max_retries = workers, max_retries
         self.started = 0  # worker processes started so far
 
     def _start(self, ctx, corpus) -> _Worker:
-        while _WARM:  # a prestarted one, unless it died waiting
-            w = _WARM.pop(0)
-            try:
-                w.conn.send(corpus)
-            except OSError:
-                w.process.join(1)
-                continue
-            self.started += 1
-            return w
         self.started += 1
         return _start_process(ctx, corpus)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
-        ctx = mp.get_context("spawn")
+        ctx = _context()
         todo = collections.deque(jobs)
         deaths: collections.Counter = collections.Counter()  # per run: the workers that died running it
         live: list[_Worker] = []  # started and not told to stop

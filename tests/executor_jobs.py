@@ -15,6 +15,7 @@ class FakeJob:
     seed: int
     dies: str = ""  # "" never, "always", or a path: dies unless the path exists
     raises: bool = False
+    env: str = ""  # an environment variable whose value the record carries
 
     def __call__(self, corpus, on_step=None) -> dict:
         if on_step is not None:
@@ -25,7 +26,9 @@ class FakeJob:
             if self.dies != "always":
                 Path(self.dies).touch()
             os.kill(os.getpid(), signal.SIGKILL)
-        return {"row": self.row, "seed": self.seed, "error": "", "pid": os.getpid(), "corpus": corpus}
+        env = os.environ.get(self.env) if self.env else None
+        record = {"row": self.row, "seed": self.seed, "error": "", "pid": os.getpid(), "corpus": corpus}
+        return {**record, "ppid": os.getppid(), "env": env}
 
     def failed(self, corpus, error: str) -> dict:
         return {"row": self.row, "seed": self.seed, "error": error, "pid": None, "corpus": corpus}

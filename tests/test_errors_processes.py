@@ -50,6 +50,30 @@ def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_p
     assert len(pd.read_csv(folder / "runs.csv")) == total
 
 
+@pytest.mark.slow
+def test_an_ablation_leaves_no_process_behind(tmp_path):
+    """The workers' fork server ends with the command (executors.stop_server): communicate() returns once every
+    holder of the command's pipes has closed them, and then nothing of its session is left running (a zombie is
+    dead already: reaping it is init's work, and in some containers PID 1 does it late)."""
+    short = ["--steps", "5", "--eval-every", "5", "--eval-tokens", "1024", "--plan", "custom", "--variants", "rope"]
+    args = ("ablate", "--smoke", "--seeds", "2", *short, "--jobs", "2", "--out", tmp_path / "r")
+    proc = cli_process(*args, start_new_session=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 4
+    running = [p for p in Path("/proc").glob("[0-9]*") if _state_in_session(p, proc.pid) not in (None, "Z")]
+    assert running == [], [(p / "cmdline").read_bytes() for p in running]
+
+
+def _state_in_session(proc_dir: Path, session: int) -> str | None:
+    """The state letter of the process proc_dir when it belongs to the session, else None."""
+    try:  # /proc/PID/stat: "pid (comm) state ppid pgrp session ...", comm may hold spaces
+        fields = (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0] if fields[3] == str(session) else None
+
+
 # A sitecustomize.py for the command's process: the first import of $HELD_IMPORT touches $HELD_FILE and then
 # waits a minute, so that a SIGINT sent once the file exists lands inside that import, however fast the machine.
 HOLD_AN_IMPORT = """
@@ -206,14 +230,20 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
-def test_a_worker_killed_from_outside_has_its_run_started_again_and_the_ablation_ends(tmp_path):
+@pytest.mark.parametrize("killed", ["a worker", "the fork server and a worker"])
+def test_a_worker_killed_from_outside_has_its_run_started_again_and_the_ablation_ends(tmp_path, killed):
     """kill -9 of one pool process: its run is started again (--max-retries), the ablation ends, and every run is
-    recorded exactly once."""
+    recorded exactly once. The workers are forks of a fork server (executors.py); killed too, it is started
+    again for the worker that replaces the dead one."""
     folder = tmp_path / "r"
     proc = cli_process("ablate", "--smoke", *CLASSIC_ROPE, "--eval-tokens", "1024", "--jobs", "2", "--out", folder)
     wait_for_runs(folder, 1, proc)
-    workers = [c for c in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{c}/cmdline").read_text()]
+    server = [c for c in _children(proc.pid) if "forkserver" in Path(f"/proc/{c}/cmdline").read_text()]
+    assert len(server) == 1
+    workers = _children(server[0])
     assert workers
+    if killed != "a worker":
+        os.kill(server[0], signal.SIGKILL)
     os.kill(workers[0], signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err

@@ -189,30 +189,38 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     assert executors.workers("auto", "cpu", 3) == 3 and executors.workers("auto", "cpu", 20) == 8
 
 
+def server_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return forkserver._forkserver._forkserver_pid
+
+
 @pytest.mark.slow
-def test_prestarted_workers_are_taken_by_the_pool_and_the_rest_are_stopped():
-    """prestart spawns the workers a pool would start; the pool sends them the corpus (skipping one that died
-    waiting), and those it does not take are stopped once it is done, or at once after an error."""
-    executors.prestart(AblationOptions(jobs=3), runs=3)
-    warm = list(executors._WARM)
-    assert len(warm) == 3 and all(w.process.is_alive() for w in warm)
-    os.kill(warm[0].process.pid, signal.SIGKILL)
-    warm[0].process.join(10)
+def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(monkeypatch):
+    """prestart starts the fork server only when a pool will run; each worker is a fork of it, with the driver's
+    environment as it is when the pool starts (not the server's, older one); stop_server ends it at once, and a
+    later pool starts another."""
+    executors.stop_server()  # one an earlier test started
+    executors.prestart(AblationOptions(jobs=1), runs=5)  # one at a time: nothing to start
+    executors.prestart(AblationOptions(jobs="auto"), runs=1)  # a single run: in this process
+    assert server_pid() is None
+    executors.prestart(AblationOptions(jobs=2), runs=5)
+    first = server_pid()
+    assert first is not None and os.waitpid(first, os.WNOHANG) == (0, 0)  # alive
+    monkeypatch.setenv("MODERN_GPT_TEST_VALUE", "set after the server started")
+    jobs = [FakeJob(0, s, env="MODERN_GPT_TEST_VALUE") for s in range(3)]
     records = []
-    executors.Local(2, "cpu", 1).run([FakeJob(0, s) for s in range(3)], "the corpus", lambda *s: None, records.append)
+    executors.Local(2, "cpu", 1).run(jobs, "the corpus", lambda *s: None, records.append)
     assert sorted(r["seed"] for r in records) == [0, 1, 2] and all(r["corpus"] == "the corpus" for r in records)
-    assert {r["pid"] for r in records} == {warm[1].process.pid, warm[2].process.pid} and not executors._WARM
-    executors.prestart(AblationOptions(jobs=2), runs=5)
-    unused = list(executors._WARM)
-    executors.Local(1, "cpu", 1).run([FakeJob(0, 0)], "the corpus", lambda *s: None, records.append)  # in-process
-    assert not executors._WARM and all(w.process.exitcode == 0 for w in unused)  # told to stop, and stopped
-    executors.prestart(AblationOptions(jobs=2), runs=5)
-    unused = list(executors._WARM)
-    with pytest.raises(ValueError, match="cannot start"):
-        executors.Local(1, "cpu", 1).run([FakeJob(0, 0, raises=True)], None, lambda *s: None, records.append)
-    assert not executors._WARM and all(w.process.exitcode is not None for w in unused)
-    executors.prestart(AblationOptions(jobs=1), runs=5)  # one at a time: nothing to prestart
-    assert not executors._WARM
+    assert {r["ppid"] for r in records} == {first} and len({r["pid"] for r in records}) == 2
+    assert {r["env"] for r in records} == {"set after the server started"}
+    executors.stop_server()
+    assert server_pid() is None
+    with pytest.raises(ChildProcessError):  # gone, and reaped
+        os.waitpid(first, os.WNOHANG)
+    records.clear()
+    executors.Local(2, "cpu", 1).run(jobs[:2], "again", lambda *s: None, records.append)
+    assert server_pid() not in (None, first) and {r["ppid"] for r in records} == {server_pid()}
 
 
 # ---------------------------------------------------------------------------
