@@ -18,15 +18,18 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from . import plugins
 from .errors import UserError
 from .files import FolderLock, atomic_path, not_regular, write_json
 from .planning import Spec, SpecError, resume_command
 from .schema import problem
+
+if TYPE_CHECKING:  # pandas (about 0.3 s, and pyarrow's allocator thread) loads where a frame is made: a worker,
+    import pandas as pd  # which imports this module for settings_hash, never makes one (executors.SERVER_PRELOAD)
 
 RUN_COLUMNS = [
     "row",
@@ -211,8 +214,11 @@ def _write_csv(path: Path, frame: pd.DataFrame) -> None:
 
 
 TEXT_COLUMNS = ("variant", "components", "error", "verdict", "device")
-# pandas 3 reads floats back exactly by default; older versions need to be asked
-_EXACT = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+
+
+def _exact(pd) -> dict:
+    """pandas 3 reads floats back exactly by default; older versions need to be asked."""
+    return {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
 
 
 def _foreign(record: dict, spec: Spec, hashes: dict[float, str]) -> str | None:
@@ -247,8 +253,10 @@ def _hashes(spec: Spec) -> dict[float, str]:
 def _reread(frame: pd.DataFrame) -> pd.DataFrame:
     """A frame exactly as pandas.read_csv reads it back from the CSV file written from it (text columns as
     text, "" when empty): the table is the same whether computed while the runs are written or later."""
+    import pandas as pd
+
     text = {c: str for c in TEXT_COLUMNS if c in frame}
-    out = pd.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=text, **_EXACT)
+    out = pd.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=text, **_exact(pd))
     for col in text:
         out[col] = out[col].fillna("")
     return out
@@ -267,10 +275,14 @@ class Scan:
 
     def runs_frame(self) -> pd.DataFrame:
         """runs.csv as a frame: what is written (runs() is what the table reads)."""
+        import pandas as pd
+
         return pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in self._ordered()], columns=RUN_COLUMNS)
 
     def curves_frame(self) -> pd.DataFrame:
         """curves.csv as a frame: what is written (curves() is what the plot reads)."""
+        import pandas as pd
+
         points = [
             {"variant": r["variant"], "row": r["row"], "seed": r["seed"], **point}
             for r in self._ordered()
@@ -506,4 +518,6 @@ class ResultsDir:
         _write_csv(self.path / "curves.csv", curves)
 
     def write_summary(self, rows: list[dict]) -> None:
+        import pandas as pd
+
         _write_csv(self.path / "summary.csv", pd.DataFrame(rows, columns=SUMMARY_COLUMNS))
