@@ -491,14 +491,14 @@ def _run_ablation(
     """What ablate, duel and power share: plan (or check a --resume), start or resume on the chosen executor, and
     train with a progress display; then write and print the report. choices: see _plan_choices."""
     requested, lrs = _plan(default_plan, settings, choices, out, resume)
+    from .executors import prestart
+
+    if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
+        prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
     from . import report  # pandas loads here, after the plan's checks
 
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     _check_tracking(options)
-    from .executors import prestart
-
-    if resume is None:  # a new ablation: the workers' fork server imports torch while this process does
-        prestart(options, len(requested.variants) * len(requested.seeds))
     from .running import resume as resume_ablation  # torch loads here, after every check of the flags
     from .running import start
 
@@ -538,7 +538,7 @@ def _check_tracking(options: AblationOptions) -> None:
 def _train(ablation, fmt: str, at_lr: float | None) -> None:
     """Train what is pending with a progress display; then write the report and print it. Ctrl-C: the summary of
     what finished, the command that resumes, exit code 130."""
-    from . import render, report
+    from . import plot, render, report
     from .progress import AblationDisplay
 
     folder, spec = ablation.results.path, ablation.spec
@@ -547,7 +547,8 @@ def _train(ablation, fmt: str, at_lr: float | None) -> None:
     names = render.run_names(spec)
     try:
         try:
-            with AblationDisplay(console, log, names, spec.settings.train.steps, live=console.is_terminal) as display:
+            steps, live = spec.settings.train.steps, console.is_terminal
+            with AblationDisplay(console, log, names, steps, live, last_runs=plot.warm) as display:
                 ablation.run(display)
         except BaseException:
             ablation.finish_tracking(summary=False)  # closed, without a summary of an ablation that stopped

@@ -4,6 +4,7 @@ learning rate, one line per table row)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -12,12 +13,28 @@ from .files import atomic_path
 from .results import Meta, failed
 
 
-def plot_curves(meta: Meta, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no screen needed
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def warm() -> None:
+    """Import matplotlib (about 0.4 s) in a background thread, once: called while the last runs of an ablation
+    train and a core is free (progress.AblationDisplay), so that the figures that follow them start at once."""
+    if not _warming:
+        _warming.append(threading.Thread(target=_pyplot, name="import matplotlib", daemon=True))
+        _warming[0].start()
+
+
+_warming: list[threading.Thread] = []
+
+
+def plot_curves(meta: Meta, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
+    plt = _pyplot()
     # Runs that diverged or failed are left out, as they are of the table's means.
     good = runs[~failed(runs)][["row", "seed"]]
     curves = curves.merge(good, on=["row", "seed"])
@@ -52,11 +69,7 @@ def plot_lrs(meta: Meta, runs: pd.DataFrame, path: Path) -> Path:
     """lr.png: final val loss (test half) against learning rate on a log axis, one line per table row with its
     mean and min-max band over seeds; a learning rate at which a run diverged or failed is marked with an x at
     the top of the axis. A component that buys stability shows as a flatter, wider line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     spec = meta.spec
     bad, table_row = failed(runs), runs["row"].map(lambda run: spec.place(run)[0])
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
@@ -102,8 +115,7 @@ def _over_seeds(seeds: int) -> str:
 
 def _finish(fig, ax, xlabel: str, spec, path: Path) -> Path:
     """Axis labels, grid and legend, then the figure written atomically (a reader never sees half a PNG)."""
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"validation loss (nats per {spec.settings.data.tokenizer} token)")
     ax.grid(alpha=0.3)

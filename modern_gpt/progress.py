@@ -56,8 +56,10 @@ class AblationDisplay:
     on stderr, so that CI logs stay readable and stdout stays clean for --format.
     """
 
-    def __init__(self, console: Console, log: Console, variants: list[str], steps: int, live: bool):
+    def __init__(self, console: Console, log: Console, variants: list[str], steps: int, live: bool, last_runs=None):
+        """last_runs: called once, when runs are left but fewer than train at once: a core is free."""
         self.console, self.log, self.variants, self.steps, self.live = console, log, variants, steps, live
+        self.last_runs = last_runs
         self.bar = _bar(console) if live else None
         self.total = self.done = self.rounds = 0
         self.at_once, self.estimated = 1, False  # runs training at once (set by the ablation); estimate printed
@@ -109,6 +111,9 @@ class AblationDisplay:
     def finished(self, record: dict) -> None:
         self.done += 1
         self._estimate(record)
+        if self.last_runs is not None and 0 < self.total - self.done < self.at_once:
+            self.last_runs()
+            self.last_runs = None
         key = (record["row"], record["seed"])
         if self.bar:
             if key in self.tasks:

@@ -579,3 +579,44 @@ def test_a_placebo_within_the_margin_is_not_a_warning():
     assert summary[1]["verdict"] == "same"
     note = next(n for n in report.footnotes(meta, runs, summary) if n.startswith("Placebo"))
     assert "what initialisation alone does" in note and "within --margin" in note and "read the other" not in note
+
+
+# ---------------------------------------------------------------------------
+# the figure's import, warmed while the last runs train
+# ---------------------------------------------------------------------------
+def test_the_display_calls_last_runs_once_when_fewer_runs_are_left_than_train_at_once():
+    import io
+
+    from rich.console import Console
+
+    from modern_gpt.progress import AblationDisplay
+
+    quiet = Console(file=io.StringIO())
+    record = {"row": 0, "seed": 0, "error": "", "diverged": False, "secs": 1.0, "val_loss": 2.0, "train_loss": 2.0}
+
+    def calls_at(at_once: int, total: int) -> list[int]:
+        """The runs done each time last_runs is called, over an ablation of `total` runs."""
+        calls = []
+        display = AblationDisplay(quiet, quiet, ["a"], 10, live=False, last_runs=lambda: calls.append(display.done))
+        display.at_once = at_once  # as running.Ablation sets it
+        display.start(total, 0)
+        for _ in range(total):
+            display.finished(record)
+        return calls
+
+    assert calls_at(2, 5) == [4] and calls_at(3, 5) == [3] and calls_at(2, 2) == [1]
+    assert calls_at(1, 5) == []  # one at a time: no core is ever free
+
+
+def test_plot_warm_imports_pyplot_with_agg_once_in_a_background_thread(monkeypatch):
+    import sys
+
+    from modern_gpt import plot
+
+    monkeypatch.setattr(plot, "_warming", [])
+    plot.warm()
+    plot.warm()
+    assert len(plot._warming) == 1 and plot._warming[0].daemon
+    plot._warming[0].join(60)
+    assert not plot._warming[0].is_alive()
+    assert sys.modules["matplotlib"].get_backend().lower() == "agg" and "matplotlib.pyplot" in sys.modules
