@@ -145,7 +145,7 @@ def _best_row(out: str) -> str:
 
 
 def test_the_duel_labels_its_best_val_loss_truthfully(run_ok):
-    duel = ["duel", *tiny(4), "--seeds", "2", "--no-placebo", "--jobs", "1", "--lrs", "1e-3,3e-3"]
+    duel = ["duel", *tiny(4), "--batch-size", "8", "--seeds", "2", "--no-placebo", "--jobs", "1", "--lrs", "1e-3,3e-3"]
     # 1 batch of 8 windows on the curve; the final loss on the 256 of --eval-tokens 4096 at context 16
     row = _best_row(run_ok(*duel, "--eval-batches", "1", "--eval-tokens", "4096", "--out", "part"))
     assert "curve: 8 of 256 windows" in row and "all windows" not in row
@@ -154,7 +154,9 @@ def test_the_duel_labels_its_best_val_loss_truthfully(run_ok):
 
 
 def test_train_labels_its_best_val_loss_truthfully(run_ok):
-    out = run_ok("train", *tiny(4), "--eval-batches", "1", "--eval-tokens", "4096", "--out", "ckpt")
+    out = run_ok(
+        "train", *tiny(4), "--batch-size", "8", "--eval-batches", "1", "--eval-tokens", "4096", "--out", "ckpt"
+    )
     assert "best val loss (step; curve: 8 of 256 windows)" in _best_row(out)
 
 
