@@ -153,7 +153,23 @@ def _worker_main(conn, corpus, environ: dict) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})
     os.environ.clear()
     os.environ.update(environ)
-    on_step = _throttled(lambda *step: conn.send(("step", *step)))
+    with contextlib.suppress(_DriverGone):
+        _serve(conn, corpus)
+
+
+class _DriverGone(BaseException):
+    """The driver's end of a worker's pipe is closed: it has ended, or given this worker up (taken for dead when
+    the fork server died). The worker ends quietly; a BaseException, so that no run records it as its error."""
+
+
+def _serve(conn, corpus) -> None:
+    def send(message) -> None:
+        try:
+            conn.send(message)
+        except OSError:
+            raise _DriverGone from None
+
+    on_step = _throttled(lambda *step: send(("step", *step)))
     while True:
         try:
             job = conn.recv()
@@ -163,15 +179,17 @@ def _worker_main(conn, corpus, environ: dict) -> None:
             return
         try:
             record = job(corpus, on_step)
+        except _DriverGone:
+            raise
         except BaseException as e:
             text = "".join(traceback.format_exception(e))
             try:
                 pickle.dumps(e)
             except Exception:
                 e = RuntimeError(f"{type(e).__name__}: {e}")
-            conn.send(("error", e, text))
+            send(("error", e, text))
             return
-        conn.send(("done", record))
+        send(("done", record))
 
 
 class _Worker:
@@ -220,9 +238,10 @@ def prestart(options: AblationOptions, runs: int) -> None:
 def _ensure_server(ctx) -> None:
     if ctx.get_start_method() != "forkserver":
         return
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
 
     ctx.set_forkserver_preload(SERVER_PRELOAD)
+    resource_tracker.ensure_running()  # first: starting its process unblocks SIGINT in this thread
     with _terminal_signals_blocked():  # the server ignores Ctrl-C only once its imports are done
         forkserver.ensure_running()
 
@@ -340,6 +359,7 @@ class LocalPool:
         """A worker that died: the run it held goes back to the queue, or, once it has killed more than
         max_retries workers, is recorded as failed."""
         w.process.join()
+        w.conn.close()  # one that lives on, its fork server dead, ends at its next message (_DriverGone)
         if w.job is None:
             return
         key = (w.job.row, w.job.seed)

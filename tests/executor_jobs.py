@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ class FakeJob:
     dies: str = ""  # "" never, "always", or a path: dies unless the path exists
     raises: bool = False
     env: str = ""  # an environment variable whose value the record carries
+    kills_server: str = ""  # a path: unless it exists, kill the fork server (this process's parent), then go on
 
     def __call__(self, corpus, on_step=None) -> dict:
         if on_step is not None:
@@ -26,6 +28,12 @@ class FakeJob:
             if self.dies != "always":
                 Path(self.dies).touch()
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.kills_server and not Path(self.kills_server).exists():
+            Path(self.kills_server).touch()
+            os.kill(os.getppid(), signal.SIGKILL)
+            for step in range(2, 40):  # a run still in progress, reporting steps, for a few seconds
+                time.sleep(0.1)
+                on_step(self.row, self.seed, step, 0.5)
         env = os.environ.get(self.env) if self.env else None
         record = {"row": self.row, "seed": self.seed, "error": "", "pid": os.getpid(), "corpus": corpus}
         return {**record, "ppid": os.getppid(), "env": env}

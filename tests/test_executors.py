@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -221,6 +222,52 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     records.clear()
     executors.Local(2, "cpu", 1).run(jobs[:2], "again", lambda *s: None, records.append)
     assert server_pid() not in (None, first) and {r["ppid"] for r in records} == {server_pid()}
+
+
+# A driver of its own (this test process has a resource tracker and a fork server already): a pool of two
+# FakeJobs after prestart, with what a test adds in place of {} (jobs among it), then each record's ppid by seed, and any error.
+DRIVER = """
+import os, signal, sys
+from multiprocessing import forkserver
+from modern_gpt import executors
+from modern_gpt.config import AblationOptions
+from tests.executor_jobs import FakeJob
+
+executors.prestart(AblationOptions(jobs=2), runs=2)
+server = forkserver._forkserver._forkserver_pid
+{}
+records = []
+executors.Local(2, "cpu", 1).run(jobs, "corpus", lambda *s: None, records.append)
+records.sort(key=lambda r: r["seed"])
+print(server, *(r["ppid"] for r in records), *(r["error"] for r in records if r["error"]))
+"""
+
+
+def drive(code: str) -> tuple[list[str], str]:
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", DRIVER.format(code)], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split(), proc.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_fork_server_imports_is_ignored_by_it():
+    """A terminal's Ctrl-C reaches the fork server too, while it imports torch (prestart, before the driver's
+    own imports): it has the terminal's signals blocked, as a worker has (multiprocessing's resource tracker,
+    started first, unblocks SIGINT as it starts: the server must not be started in that state)."""
+    out, err = drive("os.kill(server, signal.SIGINT)\njobs = [FakeJob(0, 0), FakeJob(0, 1)]")
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert out[1:3] == [out[0], out[0]]  # both workers are forks of the first server: it lived on
+
+
+@pytest.mark.slow
+def test_a_fork_server_killed_mid_run_leaves_no_worker_running_and_no_traceback(tmp_path):
+    """kill -9 of the fork server while its workers train: the driver, which learns of a worker's end from the
+    server, takes them for dead and starts their runs again; the workers it gave up end at their next progress
+    update, quietly (run() returns when every holder of its stderr has closed it)."""
+    out, err = drive(f"jobs = [FakeJob(0, 0, kills_server={str(tmp_path / 'killed')!r}), FakeJob(0, 1)]")
+    assert "Traceback" not in err and "Error" not in err, err
+    assert out[1] != out[0] and out[3:] == []  # the run under way finished under a new server; none failed
 
 
 # ---------------------------------------------------------------------------
