@@ -319,6 +319,12 @@ class LocalPool:
         try:
             while todo or live:
                 self._fill(ctx, corpus, todo, live)
+                for w in [w for w in live if w.job is None]:  # idle once _fill is done: nothing is left for it
+                    live.remove(w)  # it ends now, and frees its memory
+                    stopping.append(w)
+                    _give(w, None)
+                if not live:
+                    break
                 handles = {h: w for w in live for h in (w.conn, w.process.sentinel)}
                 for handle in wait_ready(list(handles), timeout=1.0):
                     w = handles[handle]
@@ -330,10 +336,6 @@ class LocalPool:
                     if not alive:
                         live.remove(w)
                         self._bury(w, corpus, todo, deaths, on_record)
-                    elif w.job is None and not todo:
-                        live.remove(w)  # nothing left for it: it ends now, and frees its memory
-                        stopping.append(w)
-                        _give(w, None)
         except BaseException:
             for w in live + stopping:  # at once: Ctrl-C or a failure must not wait for runs in progress
                 with contextlib.suppress(Exception):

@@ -224,6 +224,29 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     assert server_pid() not in (None, first) and {r["ppid"] for r in records} == {server_pid()}
 
 
+@pytest.mark.slow
+def test_workers_that_finish_in_the_same_wait_are_each_stopped_or_given_a_run(monkeypatch):
+    """Two workers whose runs end before the driver looks (a slow driver, a loaded machine) and one run left: one
+    takes it, the other is stopped. It was left idle, and the driver waited on it for ever."""
+    wait = executors.wait_ready
+
+    def late(handles, timeout=None):  # the driver looks only once both quick runs are done
+        time.sleep(0.5)
+        return wait(handles, timeout)
+
+    monkeypatch.setattr(executors, "wait_ready", late)
+    records: list = []
+    pool = threading.Thread(
+        target=LocalPool(2).run,
+        args=([FakeJob(0, s) for s in range(3)], None, lambda *s: None, records.append),
+        daemon=True,  # should it wait for ever, the test process still ends
+    )
+    pool.start()
+    pool.join(60)
+    assert not pool.is_alive(), "the pool waits for ever on an idle worker"
+    assert sorted(r["seed"] for r in records) == [0, 1, 2]
+
+
 # A driver of its own (this test process has a resource tracker and a fork server already): a pool of two
 # FakeJobs after prestart, with what a test adds in place of {} (jobs among it), then each record's ppid by seed, and any error.
 DRIVER = """
