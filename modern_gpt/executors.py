@@ -216,9 +216,10 @@ def _how_it_died(process) -> str:
 # Workers are forks of a fork server (multiprocessing's "forkserver"), which imported torch and the training code
 # once; where the platform has none (Windows), they are spawned, each importing its own. The server is a fresh
 # process that runs no torch operation, so it has none of torch's threads and forking it is safe, where forking
-# the driver, once torch has started its threads, can deadlock. prestart() starts it before the driver imports torch, so that the two imports overlap:
-# on this project's 2-core machine a spawned worker took 1-2 s to import torch, and three processes importing it
-# at once (the driver and two workers) held up the first runs of `make smoke` by about a second.
+# the driver, once torch has started its threads, can deadlock. prestart() starts it before the driver imports
+# torch, so that the two imports overlap: on this project's 2-core machine a spawned worker took 1-2 s to import
+# torch, and three processes importing it at once (the driver and two workers) held up the first runs of
+# `make smoke` by about a second.
 SERVER_PRELOAD = ["modern_gpt.running"]  # what a job needs to unpickle and run: torch, the model, training
 
 
