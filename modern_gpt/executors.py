@@ -223,9 +223,18 @@ def _how_it_died(process) -> str:
 SERVER_PRELOAD = ["modern_gpt.running"]  # what a job needs to unpickle and run: torch, the model, training
 
 
+# True once the fork server could not start in this process (say, AF_UNIX path too long: it listens on a Unix
+# socket in TMPDIR, and a cluster's per-job TMPDIR can be longer than such a path may be): this process's workers
+# are then spawned, as where there is no fork server.
+_serverless = False
+
+
+def _has_fork_server() -> bool:
+    return "forkserver" in mp.get_all_start_methods()
+
+
 def _context():
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    return mp.get_context("forkserver" if _has_fork_server() and not _serverless else "spawn")
 
 
 def prestart(options: AblationOptions, runs: int) -> None:
@@ -233,25 +242,30 @@ def prestart(options: AblationOptions, runs: int) -> None:
     imports overlap the driver's (called before the driver imports torch). Idempotent; it ends with this process."""
     if options.on_ray or workers(options.jobs, "cpu", runs) <= 1:
         return
-    _ensure_server(_context())
+    _ensure_server()
 
 
-def _ensure_server(ctx) -> None:
+def _ensure_server() -> None:
+    global _serverless
+    ctx = _context()
     if ctx.get_start_method() != "forkserver":
         return
     from multiprocessing import forkserver, resource_tracker
 
     ctx.set_forkserver_preload(SERVER_PRELOAD)
     resource_tracker.ensure_running()  # first: starting its process unblocks SIGINT in this thread
-    with _terminal_signals_blocked():  # the server ignores Ctrl-C only once its imports are done
-        forkserver.ensure_running()
+    try:
+        with _terminal_signals_blocked():  # the server ignores Ctrl-C only once its imports are done
+            forkserver.ensure_running()
+    except OSError:  # no socket for it: spawned workers from now on
+        _serverless = True
 
 
 def stop_server() -> None:
     """Stop the fork server at once, if this process started one (a later pool starts another): at the end of a
     command, where its own teardown (the interpreter's, with torch loaded: about 0.6 s) would only keep this
     process's stdout and stderr open, and anyone reading them waiting."""
-    if _context().get_start_method() != "forkserver":
+    if not _has_fork_server():
         return
     from multiprocessing import forkserver
 
@@ -278,11 +292,12 @@ def _terminal_signals_blocked():
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def _start_process(ctx, corpus) -> _Worker:
+def _start_process(corpus) -> _Worker:
     """A worker process, sent the corpus and this process's environment, with the terminal's signals blocked.
     A fork server found dead (killed from outside, by the out-of-memory killer) is started again, once."""
     for attempt in (1, 2):
-        _ensure_server(ctx)
+        _ensure_server()
+        ctx = _context()  # spawn, once the fork server cannot start
         ours, theirs = ctx.Pipe()
         process = ctx.Process(target=_worker_main, args=(theirs, corpus, dict(os.environ)), daemon=True)
         try:
@@ -307,19 +322,18 @@ class LocalPool:
         self.workers, self.max_retries = workers, max_retries
         self.started = 0  # worker processes started so far
 
-    def _start(self, ctx, corpus) -> _Worker:
+    def _start(self, corpus) -> _Worker:
         self.started += 1
-        return _start_process(ctx, corpus)
+        return _start_process(corpus)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
-        ctx = _context()
         todo = collections.deque(jobs)
         deaths: collections.Counter = collections.Counter()  # per run: the workers that died running it
         live: list[_Worker] = []  # started and not told to stop
         stopping: list[_Worker] = []
         try:
             while todo or live:
-                self._fill(ctx, corpus, todo, live)
+                self._fill(corpus, todo, live)
                 for w in [w for w in live if w.job is None]:  # idle once _fill is done: nothing is left for it
                     live.remove(w)  # it ends now, and frees its memory
                     stopping.append(w)
@@ -349,13 +363,13 @@ class LocalPool:
             if w.process.is_alive():
                 w.process.terminate()
 
-    def _fill(self, ctx, corpus, todo: collections.deque, live: list[_Worker]) -> None:
+    def _fill(self, corpus, todo: collections.deque, live: list[_Worker]) -> None:
         """Idle workers take the next runs; new ones start while fewer than asked run."""
         for w in live:
             if w.job is None and todo:
                 _give(w, todo.popleft())
         while todo and len(live) < self.workers:
-            live.append(self._start(ctx, corpus))
+            live.append(self._start(corpus))
             _give(live[-1], todo.popleft())
 
     def _bury(self, w: _Worker, corpus, todo: collections.deque, deaths: collections.Counter, on_record) -> None:

@@ -65,6 +65,28 @@ def test_an_ablation_leaves_no_process_behind(tmp_path):
     assert running == [], [(p / "cmdline").read_bytes() for p in running]
 
 
+@pytest.mark.slow
+def test_a_tmpdir_too_long_for_the_fork_servers_socket_spawns_the_workers_instead(tmp_path, monkeypatch):
+    """The fork server listens on a Unix socket in TMPDIR, whose path may hold about 100 bytes; a longer TMPDIR
+    (a cluster's per-job folder) made it raise AF_UNIX path too long, a traceback. The workers are then spawned,
+    as where there is no fork server, and the values are those of --jobs 1."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    short = ["--steps", "5", "--eval-every", "5", "--eval-tokens", "1024", *CLASSIC_ROPE]
+    args = ("ablate", "--smoke", *short, "--no-placebo")  # 2 seeds of classic and rope: 4 runs
+    monkeypatch.setenv("TMPDIR", str(deep))
+    proc = cli_process(*args, "--jobs", "2", "--out", tmp_path / "pool")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    monkeypatch.delenv("TMPDIR")
+    proc = cli_process(*args, "--jobs", "1", "--out", tmp_path / "one")
+    assert proc.communicate(timeout=120) and proc.returncode == 0
+    columns = ["row", "seed", "train_loss", "val_loss"]
+    pool, one = (pd.read_csv(tmp_path / f / "runs.csv")[columns] for f in ("pool", "one"))
+    assert len(pool) == 4
+    pd.testing.assert_frame_equal(pool, one)
+
+
 def _state_in_session(proc_dir: Path, session: int) -> str | None:
     """The state letter of the process proc_dir when it belongs to the session, else None."""
     try:  # /proc/PID/stat: "pid (comm) state ppid pgrp session ...", comm may hold spaces
