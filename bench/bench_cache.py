@@ -14,7 +14,8 @@ from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from modern_gpt.data import DataConfig, load_corpus
+from modern_gpt.core.config import DataConfig
+from modern_gpt.data.corpus import load_corpus
 
 
 def main() -> None:

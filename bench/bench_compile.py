@@ -33,7 +33,7 @@ MODELS = {"classic": (), "all six": ("rmsnorm", "rope", "swiglu", "no_bias", "gq
 
 
 def settings(config: str):
-    from modern_gpt.settings import resolve
+    from modern_gpt.core.settings import resolve
 
     s = resolve(config, False, {})
     return replace(s.model, vocab_size=VOCAB), s.train
@@ -43,8 +43,8 @@ def parts(name: str, config: str, threads: int, compiled: bool):
     """The model, the module each step calls and the optimizer, built as train.build builds them (seed 0)."""
     import torch
 
-    from modern_gpt.model import GPT
-    from modern_gpt.train import make_optimizer
+    from modern_gpt.model.gpt import GPT
+    from modern_gpt.run.train import make_optimizer
 
     torch.set_num_threads(threads)
     model_cfg, train = settings(config)
@@ -57,7 +57,7 @@ def step_timer(name: str, config: str, threads: int, compiled: bool):
     """A function that takes one training step and returns its seconds."""
     import torch
 
-    from modern_gpt.train import update
+    from modern_gpt.run.train import update
 
     model, fn, opt, model_cfg, train = parts(name, config, threads, compiled)
     gen = torch.Generator().manual_seed(1)
@@ -122,7 +122,7 @@ def main() -> None:
         return child(args.child, args.config, args.threads)
     import torch
 
-    from modern_gpt import compiling
+    from modern_gpt.run import compiling
 
     rows, (model_cfg, train) = [], settings(args.config)
     for name in args.models.split(","):

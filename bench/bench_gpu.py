@@ -58,7 +58,7 @@ def elapsed() -> float:
 # (a) step times
 # ---------------------------------------------------------------------------
 def mini_config(components=()):
-    from modern_gpt.settings import resolve
+    from modern_gpt.core.settings import resolve
 
     s = resolve("mini", False, {})
     return replace(s.model, vocab_size=s.data.vocab_size).with_components(components), s.train
@@ -68,7 +68,7 @@ def hf_model(cfg):
     """The transformers class that holds cfg exactly, from the config.json that `modern-gpt export` writes."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from modern_gpt.export import target_for
+    from modern_gpt.hf.export import target_for
 
     target = target_for(cfg)
     d = target.config(cfg, target)
@@ -82,7 +82,7 @@ def time_steps(model, logits_of, cfg, train, device, steps, warmup, optimizer="f
     import torch
     import torch.nn.functional as F
 
-    from modern_gpt.train import AdamW, _autocast, param_groups, torch_adamw
+    from modern_gpt.run.train import AdamW, _autocast, param_groups, torch_adamw
 
     model = model.to(device).train()
     groups = param_groups(model, train)
@@ -128,7 +128,7 @@ def random_corpus(vocab_size: int, n_train: int, n_val: int):
     """A Corpus of uniformly random token ids: train_run at a given vocabulary without a tokenizer to train."""
     import numpy as np
 
-    from modern_gpt.data import Corpus
+    from modern_gpt.data.corpus import Corpus
 
     rng = np.random.default_rng(0)
     tokenizer = type("RandomTokenizer", (), {"vocab_size": vocab_size})()
@@ -183,7 +183,7 @@ def part_a(args, device, compiled: bool, rows: list, skipped: list) -> None:
 
 def part_a_shapes(dry: bool):
     """(a)'s three model shapes (classic, all-modern, all-modern without QK-norm) and its training settings."""
-    from modern_gpt.model import COMPONENTS
+    from modern_gpt.core.components import COMPONENTS
 
     classic, train = mini_config()
     modern, _ = mini_config(COMPONENTS)
@@ -196,7 +196,7 @@ def part_a_shapes(dry: bool):
 
 def step_candidates(classic, modern, llama_shape, compiled: bool) -> list[tuple]:
     """(name, build the model, its logits, its shape, the optimizer) for each row of (a)."""
-    from modern_gpt.model import GPT
+    from modern_gpt.model.gpt import GPT
 
     def ours(fn, x):
         return fn(x)[0]
@@ -231,7 +231,7 @@ def step_candidates(classic, modern, llama_shape, compiled: bool) -> list[tuple]
 
 def time_loop(args, device, classic, train, rows: list) -> None:
     """The whole loop: train_run, data from the host, the loss read every step or every SYNC_EVERY steps."""
-    from modern_gpt.train import SYNC_EVERY, train_run
+    from modern_gpt.run.train import SYNC_EVERY, train_run
 
     tokens_per_step = train.batch_size * classic.context
     loop_steps = 20 if args.cpu_dry_run else (100 if args.quick else 200)
@@ -267,7 +267,7 @@ def time_loop(args, device, classic, train, rows: list) -> None:
 # (b) concurrent runs
 # ---------------------------------------------------------------------------
 def shakespeare_settings(data: str | None, device: str, dry: bool):
-    from modern_gpt.settings import resolve
+    from modern_gpt.core.settings import resolve
 
     overrides = {"data.path": data or None, "train.device": device}
     if dry:
@@ -279,8 +279,8 @@ def worker(spec: dict) -> None:
     """One run of (b): build, warm up, say ready, wait for go, train, report one JSON line."""
     import torch
 
-    from modern_gpt.data import load_corpus
-    from modern_gpt.train import train_run
+    from modern_gpt.data.corpus import load_corpus
+    from modern_gpt.run.train import train_run
 
     s = shakespeare_settings(spec["data"], spec["device"], spec["dry"])
     corpus = load_corpus(s.data)
@@ -363,7 +363,7 @@ def readline(proc, timeout: float) -> str:
 
 
 def part_b(args, device, env, tmp: Path, rows: list, skipped: list) -> None:
-    from modern_gpt.train import default_threads
+    from modern_gpt.run.train import default_threads
 
     steps = 40 if args.cpu_dry_run else (300 if args.quick else SHAKESPEARE_STEPS)
     for k in args.levels:
@@ -605,8 +605,8 @@ def run_parts(args, device: str, rows: list, skipped: list) -> None:
         env = {**os.environ, "MODERN_GPT_CACHE": str(Path(tmp) / "cache"), "PYTHONPATH": path}
         os.environ["MODERN_GPT_CACHE"] = env["MODERN_GPT_CACHE"]  # every token cache the bench builds goes in tmp
         if "b" in args.parts or "c" in args.parts:  # the corpus cached once, before the subprocesses read it
-            from modern_gpt.data import load_corpus
-            from modern_gpt.settings import resolve
+            from modern_gpt.core.settings import resolve
+            from modern_gpt.data.corpus import load_corpus
 
             load_corpus(shakespeare_settings(args.data, device, args.cpu_dry_run).data)
             load_corpus(resolve(None, True, {}).data)

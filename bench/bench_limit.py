@@ -41,12 +41,12 @@ from pathlib import Path
 import torch
 from common import cpu_model
 
-from modern_gpt import compiling
-from modern_gpt.config import ModelConfig
-from modern_gpt.data import load_corpus
-from modern_gpt.executors import workers
-from modern_gpt.planning import Spec, variant_config
-from modern_gpt.train import EvalWindows, curve_windows
+from modern_gpt.ablation.executors import workers
+from modern_gpt.ablation.planning import Spec, variant_config
+from modern_gpt.core.config import ModelConfig
+from modern_gpt.data.corpus import load_corpus
+from modern_gpt.run import compiling
+from modern_gpt.run.train import EvalWindows, curve_windows
 
 # The one count of a model's arithmetic is compiling's (--compile auto prices a step with it): the forward pass,
 # and a training step (forward and backward), of batch sequences of T tokens.

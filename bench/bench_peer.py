@@ -29,10 +29,10 @@ from dataclasses import replace
 import torch
 from common import machine
 
-from modern_gpt import compiling
-from modern_gpt.config import ModelConfig, TrainConfig
-from modern_gpt.model import GPT
-from modern_gpt.train import make_optimizer, update
+from modern_gpt.core.config import ModelConfig, TrainConfig
+from modern_gpt.model.gpt import GPT
+from modern_gpt.run import compiling
+from modern_gpt.run.train import make_optimizer, update
 
 B, T, D, L, V, HEADS = 32, 128, 128, 4, 1024, 4
 SIX = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")

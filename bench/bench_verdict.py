@@ -26,21 +26,11 @@ import time
 
 import numpy as np
 
-from modern_gpt import train as train_module
-from modern_gpt.data import DataConfig, load_corpus, random_offsets
-from modern_gpt.model import ModelConfig
-from modern_gpt.stats import (
-    BETTER,
-    INCONCLUSIVE,
-    WORSE,
-    boundary,
-    decide,
-    holm,
-    mde,
-    sequential,
-    t_sf2,
-)
-from modern_gpt.train import TrainConfig, evaluate, train_run
+from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
+from modern_gpt.data.corpus import load_corpus, random_offsets
+from modern_gpt.run import train as train_module
+from modern_gpt.run.train import evaluate, train_run
+from modern_gpt.verdict.stats import BETTER, INCONCLUSIVE, WORSE, boundary, decide, holm, mde, sequential, t_sf2
 
 SIZES = (3, 5, 10)  # seeds per table
 SHIFTS = (1.0, 2.0, 3.0)  # injected into one row, in paired sds of the pool

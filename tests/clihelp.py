@@ -9,7 +9,7 @@ import time
 
 from typer.testing import CliRunner
 
-from modern_gpt.cli import app, main
+from modern_gpt.cli.commands import app, main
 
 runner = CliRunner()
 # A two-variant ablation, classic then RoPE (three rows with the placebo), two seeds each: six runs.

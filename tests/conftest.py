@@ -42,7 +42,8 @@ def run_ok(run):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """The built-in smoke corpus, tokenized once per test module into a cache of the module's own."""
-    from modern_gpt.data import DataConfig, load_corpus
+    from modern_gpt.core.config import DataConfig
+    from modern_gpt.data.corpus import load_corpus
 
     return load_corpus(DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache"))))
 
@@ -56,7 +57,7 @@ def made(tmp_path_factory):
     import sys
     from pathlib import Path
 
-    from modern_gpt.cli import main
+    from modern_gpt.cli.commands import main
 
     from .errhelp import ABLATE, TINY
 

@@ -12,14 +12,16 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from modern_gpt import planning, render, report
-from modern_gpt.cli import app
-from modern_gpt.config import DataConfig, TrainConfig
-from modern_gpt.errors import UserError
-from modern_gpt.model import COMPONENTS, ModelConfig, non_embedding_params, param_counts
-from modern_gpt.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, Meta, ResultsDir
-from modern_gpt.settings import Settings, resolve
-from modern_gpt.stats import boundary, mde, sd_bound
+from modern_gpt.ablation import planning
+from modern_gpt.ablation.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, Meta, ResultsDir
+from modern_gpt.cli import render
+from modern_gpt.cli.commands import app
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig, non_embedding_params, param_counts
+from modern_gpt.core.errors import UserError
+from modern_gpt.core.settings import Settings, resolve
+from modern_gpt.verdict import report
+from modern_gpt.verdict.stats import boundary, mde, sd_bound
 
 from .clihelp import cli_process
 
@@ -590,7 +592,7 @@ def test_the_display_calls_last_runs_once_when_fewer_runs_are_left_than_train_at
 
     from rich.console import Console
 
-    from modern_gpt.progress import AblationDisplay
+    from modern_gpt.cli.progress import AblationDisplay
 
     quiet = Console(file=io.StringIO())
     record = {"row": 0, "seed": 0, "error": "", "diverged": False, "secs": 1.0, "val_loss": 2.0, "train_loss": 2.0}
@@ -612,7 +614,7 @@ def test_the_display_calls_last_runs_once_when_fewer_runs_are_left_than_train_at
 def test_plot_warm_imports_pyplot_with_agg_once_in_a_background_thread(monkeypatch):
     import sys
 
-    from modern_gpt import plot
+    from modern_gpt.ablation import plot
 
     monkeypatch.setattr(plot, "_warming", [])
     plot.warm()

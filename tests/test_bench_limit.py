@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from modern_gpt import model as model_module
-from modern_gpt.config import ModelConfig
-from modern_gpt.model import GPT
+from modern_gpt.core.config import ModelConfig
+from modern_gpt.model import gpt as model_module
+from modern_gpt.model.gpt import GPT
 
 from .benchload import load
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from modern_gpt import compiling, settings
-from modern_gpt.config import ModelConfig, TrainConfig, compile_choice
-from modern_gpt.errors import ConfigError
-from modern_gpt.results import ResultsDir, settings_hash
+from modern_gpt.ablation.results import ResultsDir, settings_hash
+from modern_gpt.core import settings
+from modern_gpt.core.config import ModelConfig, TrainConfig, compile_choice
+from modern_gpt.core.errors import ConfigError
+from modern_gpt.run import compiling
 
 from .clihelp import invoke, tiny
 

@@ -26,16 +26,28 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-import modern_gpt
-import modern_gpt.components as components_module
-import modern_gpt.config as config
-import modern_gpt.model as model
-from modern_gpt.errors import UserError
+import modern_gpt.core.components as components_module
+import modern_gpt.core.config as config
+import modern_gpt.model.gpt as model
+from modern_gpt.core.errors import UserError
 
 NEW = "parallel_block"
 # what the new component's branch edits, and errors
-KEPT = ("modern_gpt", "modern_gpt.components", "modern_gpt.config", "modern_gpt.model", "modern_gpt.errors")
-CONSUMERS = ("explain", "export", "planning", "settings", "cli")
+KEPT = (
+    "modern_gpt",
+    "modern_gpt.core.components",
+    "modern_gpt.core.config",
+    "modern_gpt.model.gpt",
+    "modern_gpt.core.errors",
+)
+# each consumer by its short name, and where it lives
+CONSUMERS = {
+    "explain": "hf.explain",
+    "export": "hf.export",
+    "planning": "ablation.planning",
+    "settings": "core.settings",
+    "cli": "cli.commands",
+}
 NUMBER_WORDS = {5: "five", 6: "six", 7: "seven", 8: "eight"}
 
 
@@ -60,18 +72,18 @@ def _import_anew() -> dict[str, types.ModuleType]:
     """The consumers imported again (with everything they import but KEPT), as at startup."""
     for name in _modern_gpt_modules():
         del sys.modules[name]
-    return {name: importlib.import_module(f"modern_gpt.{name}") for name in CONSUMERS}
+    return {name: importlib.import_module(f"modern_gpt.{path}") for name, path in CONSUMERS.items()}
 
 
 def _restore(saved: dict[str, types.ModuleType]) -> None:
+    """sys.modules as saved, and each package's attribute for its submodule as import left it."""
     for name in _modern_gpt_modules():
         del sys.modules[name]
-        if "." not in name.removeprefix("modern_gpt.") and not name.startswith("modern_gpt.__"):
-            delattr(modern_gpt, name.removeprefix("modern_gpt."))
     sys.modules.update(saved)
     for name, module in saved.items():
-        if name.count(".") == 1:
-            setattr(modern_gpt, name.removeprefix("modern_gpt."), module)
+        parent, _, leaf = name.rpartition(".")
+        if parent in sys.modules:
+            setattr(sys.modules[parent], leaf, module)
 
 
 @pytest.fixture
@@ -80,12 +92,14 @@ def seventh(monkeypatch):
     new_config = dataclasses.make_dataclass("ModelConfig", [(NEW, bool, False)], bases=(config.ModelConfig,))
     longer = (*components_module.COMPONENTS, NEW)
     for module in (components_module, config, model):  # each kept module's own name for the one list
-        monkeypatch.setattr(module, "COMPONENTS", longer)
+        if hasattr(module, "COMPONENTS"):
+            monkeypatch.setattr(module, "COMPONENTS", longer)
     monkeypatch.setitem(
         components_module.COMPONENT_SUMMARY, NEW, "attention, then the MLP -> attention and the MLP in parallel"
     )
     for module in (config, model):
-        monkeypatch.setattr(module, "ModelConfig", new_config)
+        if hasattr(module, "ModelConfig"):
+            monkeypatch.setattr(module, "ModelConfig", new_config)
     monkeypatch.setattr(model, "Block", ParallelBlock)
     saved = _modern_gpt_modules()
     try:
@@ -98,8 +112,12 @@ def seventh(monkeypatch):
 def world(request):
     """(the consumers as modules, the components they must cover, the new ones among them)."""
     if request.param == "shipped":
-        return {n: importlib.import_module(f"modern_gpt.{n}") for n in CONSUMERS}, model.COMPONENTS, ()
-    return request.getfixturevalue("seventh"), model.COMPONENTS, (NEW,)
+        return (
+            {n: importlib.import_module(f"modern_gpt.{p}") for n, p in CONSUMERS.items()},
+            components_module.COMPONENTS,
+            (),
+        )
+    return request.getfixturevalue("seventh"), components_module.COMPONENTS, (NEW,)
 
 
 def combinations(components):
@@ -108,9 +126,9 @@ def combinations(components):
 
 def test_the_summary_has_one_classic_to_modern_line_per_component(world):
     _, components, _ = world
-    assert list(model.COMPONENT_SUMMARY) == list(components)
-    assert all(" -> " in line for line in model.COMPONENT_SUMMARY.values())  # export names both sides
-    fields = {f.name for f in dataclasses.fields(model.ModelConfig)}
+    assert list(components_module.COMPONENT_SUMMARY) == list(components)
+    assert all(" -> " in line for line in components_module.COMPONENT_SUMMARY.values())  # export names both sides
+    fields = {f.name for f in dataclasses.fields(config.ModelConfig)}
     assert set(components) <= fields
 
 
@@ -143,7 +161,7 @@ def test_export_holds_each_combination_or_refuses_it_by_name(world):
     assert {c for t in export.TARGETS for c in t.holds} <= set(components)  # no stale names
     held_on = {c for t in export.TARGETS for c in components if t.state(c) != export.CLASSIC}
     assert set(components) - held_on <= set(new)  # every shipped component exports when on
-    base = model.ModelConfig(vocab_size=61, context=16, dim=32, heads=4, layers=2)
+    base = config.ModelConfig(vocab_size=61, context=16, dim=32, heads=4, layers=2)
     exported = 0
     for combo in combinations(components):
         cfg = base.with_components(combo)
@@ -182,14 +200,14 @@ def test_the_cli_has_one_switch_per_component_and_settings_take_every_component(
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     for c, flag in flags.items():
-        assert any(f" {flag} " in line and model.COMPONENT_SUMMARY[c] in line for line in lines), flag
+        assert any(f" {flag} " in line and components_module.COMPONENT_SUMMARY[c] in line for line in lines), flag
     # the last component's switch works end to end, and --modern switches on every component
     result = CliRunner().invoke(cli.app, ["params", flags[components[-1]], "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["components"] == [components[-1]]
     modern = json.loads(CliRunner().invoke(cli.app, ["params", "--modern", "--format", "json"]).output)
     assert modern["components"] == list(components)
-    assert modern["total"] == model.param_counts(model.ModelConfig().with_components(components))["total"]
+    assert modern["total"] == config.param_counts(config.ModelConfig().with_components(components))["total"]
     # the TOML key of a component, and the flags a setting gets (components have switches instead)
     toml = tmp_path / "c.toml"
     toml.write_text(f"[model]\n{components[-1]} = true\n")
@@ -203,13 +221,13 @@ def test_the_cli_has_one_switch_per_component_and_settings_take_every_component(
 
 def test_the_prototype_is_a_real_parallel_block(seventh):
     """The new component builds, counts, caches and trains like the others; off, it changes nothing."""
-    cfg = model.ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
+    cfg = config.ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
     torch.manual_seed(0)
     sequential = model.GPT(cfg).eval()
     torch.manual_seed(0)
     parallel = model.GPT(cfg.with_components([NEW])).eval()
     x = torch.randint(0, 50, (2, 16))
-    assert model.param_counts(cfg.with_components([NEW]))["total"] == sum(p.numel() for p in parallel.parameters())
+    assert config.param_counts(cfg.with_components([NEW]))["total"] == sum(p.numel() for p in parallel.parameters())
     state = parallel.state_dict()
     assert all(torch.equal(state[k], v) for k, v in sequential.state_dict().items())  # the same weights...
     assert not torch.allclose(sequential(x)[0], parallel(x)[0])  # ...wired differently
@@ -226,10 +244,10 @@ def test_a_plugin_component_is_covered_by_every_consumer(monkeypatch):
     not-detected list, and refused by name by export and beside the built-in that fills its slot."""
     import pathlib
 
-    import modern_gpt.explain as explain
-    import modern_gpt.export as export
-    import modern_gpt.planning as planning
-    import modern_gpt.plugins as plugins
+    import modern_gpt.ablation.planning as planning
+    import modern_gpt.hf.explain as explain
+    import modern_gpt.hf.export as export
+    import modern_gpt.model.plugins as plugins
 
     monkeypatch.setattr(plugins, "LOADED", {})
     monkeypatch.setattr(components_module, "PLUGINS", {})
@@ -237,14 +255,17 @@ def test_a_plugin_component_is_covered_by_every_consumer(monkeypatch):
         monkeypatch.setattr(module, "PLUGINS", components_module.PLUGINS, raising=False)
     examples = pathlib.Path(__file__).parent.parent / "examples" / "components"
     plugins.load([examples / "relu2.py"])
-    assert planning.parse_variant("modern+relu2") == (*(c for c in model.COMPONENTS if c != "swiglu"), "relu2")
-    assert planning.parse_variant("modern") == model.COMPONENTS  # --modern stays the six
+    assert planning.parse_variant("modern+relu2") == (
+        *(c for c in components_module.COMPONENTS if c != "swiglu"),
+        "relu2",
+    )
+    assert planning.parse_variant("modern") == components_module.COMPONENTS  # --modern stays the six
     rows = planning.make_plan("cumulative", ("rmsnorm", "relu2"))
     assert [r.components for r in rows] == [(), ("rmsnorm",), ("rmsnorm", "relu2")]
     leave = planning.make_plan("leave-one-out", ("rope",))  # the six then, each plan's rows from the one list
     assert [r.name for r in leave] == ["modern", "-rope"] and "relu2" not in leave[0].components
-    cfg = model.ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2).with_components(("relu2",))
-    assert model.param_counts(cfg)["total"] == sum(p.numel() for p in model.GPT(cfg).parameters())
+    cfg = config.ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2).with_components(("relu2",))
+    assert config.param_counts(cfg)["total"] == sum(p.numel() for p in model.GPT(cfg).parameters())
     assert "relu2" in explain.not_detected()
     with pytest.raises(UserError, match="relu2 .from the plugin .*relu2.py. does not export"):
         export.target_for(cfg)

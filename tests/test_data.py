@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-import modern_gpt.data as data
-from modern_gpt.data import (
+import modern_gpt.data.corpus as data
+from modern_gpt.core.config import DataConfig
+from modern_gpt.data.corpus import (
     BatchStream,
     ByteTokenizer,
     CharTokenizer,
-    DataConfig,
     DataError,
     eval_offsets,
     load_corpus,

@@ -63,7 +63,8 @@ def test_misleading_messages_name_the_real_cause(run, tmp_path):
 
 
 def test_data_messages_and_the_token_cache(run, tmp_path, monkeypatch):
-    from modern_gpt.data import DataConfig, load_corpus
+    from modern_gpt.core.config import DataConfig
+    from modern_gpt.data.corpus import load_corpus
 
     fifo = tmp_path / "tok.json"
     os.mkfifo(fifo)

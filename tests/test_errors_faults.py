@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-import modern_gpt.model as model_module
+import modern_gpt.model.gpt as model_module
 
 from .clihelp import Quiet
 from .errhelp import ABLATE, TINY, assert_ablation_error, assert_user_error, write
@@ -77,8 +77,8 @@ def test_a_full_disk_is_one_sentence_and_keeps_finished_runs(run, tmp_path, monk
 
 
 def test_a_failure_during_the_ablation_marks_the_folder_failed(run, tmp_path, monkeypatch):
-    import modern_gpt.running as running
-    from modern_gpt.errors import UserError
+    import modern_gpt.ablation.running as running
+    from modern_gpt.core.errors import UserError
 
     train_run = running.train_run
 
@@ -139,9 +139,9 @@ def test_safetensors_own_full_disk_error_is_one_sentence(run, tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
-    from modern_gpt import planning, running
-    from modern_gpt.config import AblationOptions
-    from modern_gpt.settings import resolve
+    from modern_gpt.ablation import planning, running
+    from modern_gpt.core.config import AblationOptions
+    from modern_gpt.core.settings import resolve
 
     corpus = write(tmp_path / "corpus.txt", ("the quick brown fox jumps over the lazy dog. " * 200).encode())
     overrides = {

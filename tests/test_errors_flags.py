@@ -3,7 +3,7 @@ the traceback."""
 
 import pytest
 
-from modern_gpt.model import COMPONENTS
+from modern_gpt.core.components import COMPONENTS
 
 from .clihelp import cli
 from .errhelp import TINY, assert_user_error

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from modern_gpt.results import ResultsDir
+from modern_gpt.ablation.results import ResultsDir
 
 from .clihelp import CLASSIC_ROPE, cli, cli_process, wait_for_runs
 from .errhelp import ABLATE, assert_user_error, make_results
@@ -123,7 +123,7 @@ def test_ctrl_c_during_start_up_is_quiet(tmp_path, monkeypatch):
     (tmp_path / "sitecustomize.py").write_text(HOLD_AN_IMPORT)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     monkeypatch.chdir(tmp_path)  # train writes its checkpoint here, were it ever to get that far
-    for module, args in (("modern_gpt.cli", ["params"]), ("torch", ["train", "--smoke", "--steps", "1"])):
+    for module, args in (("modern_gpt.cli.commands", ["params"]), ("torch", ["train", "--smoke", "--steps", "1"])):
         held = tmp_path / f"holding-{module}"
         monkeypatch.setenv("HELD_IMPORT", module)
         monkeypatch.setenv("HELD_FILE", str(held))
@@ -169,7 +169,7 @@ def test_the_report_tells_a_dead_or_live_writer(run, tmp_path):
     code, out, err = run("report", folder)
     assert code == 0 and "stopped before the end (it holds no lock)" in out
     holder = cli_process_python(
-        f"from modern_gpt.results import ResultsDir; r = ResultsDir({str(folder)!r}); r.lock(); print('locked', flush=True); input()"
+        f"from modern_gpt.ablation.results import ResultsDir; r = ResultsDir({str(folder)!r}); r.lock(); print('locked', flush=True); input()"
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -197,7 +197,7 @@ def test_odd_lock_files(run, tmp_path):
 
 def _contend(folder: str, barrier, outcomes) -> None:
     """Take the folder's lock at the instant the barrier opens; while holding it, no other holder may exist."""
-    from modern_gpt.errors import UserError
+    from modern_gpt.core.errors import UserError
 
     results = ResultsDir(folder)
     barrier.wait()

@@ -18,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from modern_gpt import executors, planning, running
-from modern_gpt.cli import app
-from modern_gpt.config import AblationOptions
-from modern_gpt.errors import UserError
-from modern_gpt.executors import LocalPool
-from modern_gpt.settings import resolve
+from modern_gpt.ablation import executors, planning, running
+from modern_gpt.ablation.executors import LocalPool
+from modern_gpt.cli.commands import app
+from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.errors import UserError
+from modern_gpt.core.settings import resolve
 
 from .clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, runner, wait_for_runs
 from .executor_jobs import FakeJob
@@ -252,8 +252,8 @@ def test_workers_that_finish_in_the_same_wait_are_each_stopped_or_given_a_run(mo
 DRIVER = """
 import os, signal, sys
 from multiprocessing import forkserver
-from modern_gpt import executors
-from modern_gpt.config import AblationOptions
+from modern_gpt.ablation import executors
+from modern_gpt.core.config import AblationOptions
 from tests.executor_jobs import FakeJob
 
 executors.prestart(AblationOptions(jobs=2), runs=2)

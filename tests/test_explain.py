@@ -8,11 +8,13 @@ import json
 import pytest
 import torch
 
-from modern_gpt.explain import DETECTORS, FAMILIES, WRAPPERS, explain_config, read_config
-from modern_gpt.export import CLASSIC, TABLE, TARGETS, export_hf
-from modern_gpt.model import COMPONENTS, GPT, ModelConfig, param_counts
-from modern_gpt.render import explain_lines
-from modern_gpt.settings import shipped_configs
+from modern_gpt.cli.render import explain_lines
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import ModelConfig, param_counts
+from modern_gpt.core.settings import shipped_configs
+from modern_gpt.hf.explain import DETECTORS, FAMILIES, WRAPPERS, explain_config, read_config
+from modern_gpt.hf.export import CLASSIC, TABLE, TARGETS, export_hf
+from modern_gpt.model.gpt import GPT
 
 # The components Qwen3 has: all that export's Qwen3ForCausalLM can hold.
 QWEN3 = [c for c in COMPONENTS if next(t for t in TARGETS if t.model_type == "qwen3").state(c) != CLASSIC]

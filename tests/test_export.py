@@ -15,9 +15,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from modern_gpt.errors import UserError
-from modern_gpt.export import CLASSIC, COPY, TABLE, TARGETS, WRITTEN, export_hf, target_for, write_model
-from modern_gpt.model import COMPONENTS, GPT, ModelConfig, apply_rope
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import ModelConfig
+from modern_gpt.core.errors import UserError
+from modern_gpt.hf.export import CLASSIC, COPY, TABLE, TARGETS, WRITTEN, export_hf, target_for, write_model
+from modern_gpt.model.gpt import GPT, apply_rope
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install modern-gpt[hf])")
 
@@ -232,7 +234,7 @@ def test_control_each_class_default_that_differs_fails(components, key, value, t
 
 def test_control_tiled_kv_heads_fail_in_gpt2(tmp_path, monkeypatch):
     """GPT-2 with gqa: query head h reads K/V head h // group. Tiling the K/V heads (h % kv_heads) must fail."""
-    import modern_gpt.export as export
+    import modern_gpt.hf.export as export
 
     model = build(("gqa",), heads=4, kv_heads=2)
     export_hf(model, tmp_path / "right")
@@ -253,7 +255,7 @@ def test_control_tiled_kv_heads_fail_in_gpt2(tmp_path, monkeypatch):
 @pytest.mark.parametrize("components", [QWEN3, ("rmsnorm", "rope", "no_bias", "qk_norm")], ids=label)
 def test_control_rope_then_qk_norm_fails(components, tmp_path, monkeypatch):
     """Qwen3, Apertus (and modern-gpt) normalise q and k, then rotate; the other order must be caught."""
-    import modern_gpt.model as m
+    import modern_gpt.model.gpt as m
 
     model = build(components)
     export_hf(model, tmp_path / "hf")
@@ -300,7 +302,8 @@ def pretrained_tokenizer_file(tmp_path, text):
 
 
 def tokenizer_of(kind, tmp_path):
-    from modern_gpt.data import SMOKE, DataConfig, read_raw, train_tokenizer
+    from modern_gpt.core.config import DataConfig
+    from modern_gpt.data.corpus import SMOKE, read_raw, train_tokenizer
 
     text = read_raw(DataConfig())[1][0][1].decode()
     assert SMOKE and "ß" not in text
@@ -373,7 +376,7 @@ def _byte_bpe(special: list[str]):
 def test_a_pretrained_tokenizers_bos_and_eos_go_into_the_config(template, bos, eos, tmp_path):
     from tokenizers import processors
 
-    from modern_gpt.data import PretrainedTokenizer
+    from modern_gpt.data.corpus import PretrainedTokenizer
 
     special = ["<pad>", "<s>", "</s>"]
     tok = _byte_bpe(special)
@@ -409,7 +412,7 @@ def test_a_pretrained_tokenizers_bos_and_eos_go_into_the_config(template, bos, e
 def test_bos_and_eos_are_the_files_special_tokens_by_their_own_names(processor, bos, eos, tmp_path):
     from tokenizers import processors
 
-    from modern_gpt.data import PretrainedTokenizer
+    from modern_gpt.data.corpus import PretrainedTokenizer
 
     special = ["<pad>", "<s>", "</s>", "[CLS]", "[SEP]"]
     tok = _byte_bpe(special)
@@ -432,7 +435,7 @@ def test_bos_and_eos_are_the_files_special_tokens_by_their_own_names(processor, 
 
 
 def test_a_char_tokenizer_whose_text_has_u_fffd_decodes_id_0_the_same(tmp_path):
-    from modern_gpt.data import CharTokenizer
+    from modern_gpt.data.corpus import CharTokenizer
 
     tok = CharTokenizer.train("ROMEO: \ufffd replaced, and more text.\n")
     export_hf(build(QWEN3, vocab_size=tok.vocab_size), tmp_path / "hf", tok)
@@ -448,8 +451,8 @@ def test_a_char_tokenizer_whose_text_has_u_fffd_decodes_id_0_the_same(tmp_path):
 def test_a_pretrained_tokenizers_truncation_and_padding_are_not_exported():
     from tokenizers import Tokenizer
 
-    from modern_gpt.data import PretrainedTokenizer
-    from modern_gpt.export import hf_tokenizer
+    from modern_gpt.data.corpus import PretrainedTokenizer
+    from modern_gpt.hf.export import hf_tokenizer
 
     from .test_hf_data import sentencepiece_style_tokenizer
 
@@ -463,7 +466,7 @@ def test_a_pretrained_tokenizers_truncation_and_padding_are_not_exported():
 
 @pytest.mark.parametrize("components", GREEDY, ids=label)
 def test_greedy_generation_in_transformers_equals_modern_gpts(components, tmp_path):
-    from modern_gpt.checkpoint import generate_text
+    from modern_gpt.run.checkpoint import generate_text
 
     tok = tokenizer_of("char", tmp_path)
     # untied: with tied random weights every model only repeats its last token, which would test little;
@@ -539,8 +542,8 @@ def test_greedy_generation_equals_transformers_with_a_sentencepiece_style_tokeni
     the new ids are decoded together, as transformers decodes a generated sequence; decoded alone, the new ids
     lose the space between 'ROMEO:' and '▁there'. (transformers 5's text-generation pipeline decodes the new ids
     alone and loses it too, so its text is not the reference here.)"""
-    from modern_gpt.checkpoint import generate_text
-    from modern_gpt.data import PretrainedTokenizer
+    from modern_gpt.data.corpus import PretrainedTokenizer
+    from modern_gpt.run.checkpoint import generate_text
 
     from .test_hf_data import sentencepiece_style_tokenizer
 
@@ -565,10 +568,9 @@ def test_greedy_generation_equals_transformers_with_a_sentencepiece_style_tokeni
 # export --force into a folder that holds files, and a transformers folder given where a checkpoint belongs.
 # ---------------------------------------------------------------------------
 def checkpoint_of(model: GPT, tokenizer, folder):
-    from modern_gpt.checkpoint import save_checkpoint
-    from modern_gpt.data import DataConfig
-    from modern_gpt.settings import Settings
-    from modern_gpt.train import TrainConfig
+    from modern_gpt.core.config import DataConfig, TrainConfig
+    from modern_gpt.core.settings import Settings
+    from modern_gpt.run.checkpoint import save_checkpoint
 
     save_checkpoint(folder, model, Settings(model.config, TrainConfig(), DataConfig()), tokenizer, {})
     return folder
@@ -608,7 +610,7 @@ STALE = {
 
 def test_export_force_removes_what_transformers_would_read(tmp_path, capsys, monkeypatch):
     """A stale generation_config.json made transformers generate something else; --force removes every such file."""
-    from modern_gpt.checkpoint import generate_text
+    from modern_gpt.run.checkpoint import generate_text
 
     from .clihelp import run_main
 
@@ -651,7 +653,7 @@ def test_export_refuses_a_folder_named_like_a_file_transformers_reads(tmp_path, 
 
 def test_export_force_into_another_checkpoint_is_refused_and_leaves_it_whole(tmp_path, capsys, monkeypatch):
     """Before, --force overwrote its config.json and model.safetensors: a checkpoint that no longer loaded."""
-    from modern_gpt.checkpoint import load_checkpoint
+    from modern_gpt.run.checkpoint import load_checkpoint
 
     tok = tokenizer_of("char", tmp_path)
     ckpt = checkpoint_of(build((), vocab_size=tok.vocab_size), tok, tmp_path / "ckpt")

@@ -48,7 +48,7 @@ def folders(tmp_path_factory):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_output_is_byte_identical(name, folders, capsys, monkeypatch):
-    from modern_gpt import cli
+    from modern_gpt.cli import commands as cli
 
     monkeypatch.chdir(folders)
     monkeypatch.setattr(cli.console, "width", WIDTH)

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import modern_gpt.model as model_module
-from modern_gpt import executors
-from modern_gpt.model import COMPONENTS, GPT, ModelConfig
-from modern_gpt.train import SYNC_EVERY, AdamW, TrainConfig, make_optimizer, train_run
+import modern_gpt.model.gpt as model_module
+from modern_gpt.ablation import executors
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import ModelConfig, TrainConfig
+from modern_gpt.model.gpt import GPT
+from modern_gpt.run.train import SYNC_EVERY, AdamW, make_optimizer, train_run
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ModelConfig(context=32, dim=64, heads=4, layers=2)

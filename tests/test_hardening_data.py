@@ -9,15 +9,8 @@ import random
 import pandas as pd
 import pytest
 
-from modern_gpt.data import (
-    DataConfig,
-    DataError,
-    join_text,
-    load_corpus,
-    lost_chars,
-    read_raw,
-    train_tokenizer,
-)
+from modern_gpt.core.config import DataConfig
+from modern_gpt.data.corpus import DataError, join_text, load_corpus, lost_chars, read_raw, train_tokenizer
 
 from .clihelp import cli, tiny
 
@@ -241,7 +234,7 @@ def test_a_tokenizer_that_cannot_encode_the_corpus_is_one_sentence(run, tmp_path
 def test_lost_characters_are_counted_for_every_kind_of_tokenizer():
     from tokenizers import normalizers
 
-    from modern_gpt.data import PretrainedTokenizer
+    from modern_gpt.data.corpus import PretrainedTokenizer
 
     assert lost_chars(PretrainedTokenizer(letters_only()), "hello world\n") == 0
     assert lost_chars(PretrainedTokenizer(letters_only()), "Hello, World!\n") == 4  # H , W ! dropped
@@ -333,10 +326,9 @@ def test_resume_names_the_tokenizer_file_or_the_data_that_changed(run, tmp_path)
 
 
 def test_a_huge_vocabulary_is_named_not_the_width(monkeypatch):
-    from modern_gpt import train
-    from modern_gpt.errors import UserError
-    from modern_gpt.model import ModelConfig
-    from modern_gpt.train import TrainConfig
+    from modern_gpt.core.config import ModelConfig, TrainConfig
+    from modern_gpt.core.errors import UserError
+    from modern_gpt.run import train
 
     monkeypatch.setattr(train, "memory_bytes", lambda device: 1 << 30)  # a machine of 1 GiB
     small = dict(dim=64, heads=2, layers=2, context=16)
@@ -364,7 +356,7 @@ def fifo_in_place_of(path):
 def test_a_pipe_in_place_of_any_file_the_cli_reads_is_named_never_opened(run, tmp_path):
     import shutil
 
-    from modern_gpt.checkpoint import FILES
+    from modern_gpt.run.checkpoint import FILES
 
     assert run("train", *TINY, "--out", "ckpt")[0] == 0
     for name in FILES:

@@ -7,7 +7,7 @@ import os
 import pandas as pd
 import pytest
 
-from modern_gpt.results import ResultsDir
+from modern_gpt.ablation.results import ResultsDir
 
 from .clihelp import CLASSIC_ROPE, tiny
 
@@ -95,8 +95,8 @@ def test_hand_edited_threads_are_named(run, run_ok, tmp_path):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("lr", "weight_decay"), [(1e300, 0.1), (3.5e38, 0.0), (1e-3, 1e300)])
 def test_an_update_beyond_float32_is_a_diverged_run(corpus, lr, weight_decay):
-    from modern_gpt.model import ModelConfig
-    from modern_gpt.train import TrainConfig, train_run
+    from modern_gpt.core.config import ModelConfig, TrainConfig
+    from modern_gpt.run.train import train_run
 
     cfg = TrainConfig(steps=3, eval_every=3, lr=lr, weight_decay=weight_decay, warmup_steps=0, device="cpu")
     result, _ = train_run(ModelConfig(context=16, dim=16, heads=2, layers=1), corpus, cfg, seed=0)
@@ -132,8 +132,9 @@ def test_an_overflowing_lr_is_recorded_fresh_and_on_resume(run_ok, tmp_path):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("eval_tokens", "eval_batches", "batch_size"), [(8192, 4, 8), (256, 4, 8), (4096, 1, 3)])
 def test_curve_windows_counts_what_the_curve_evaluates(corpus, eval_tokens, eval_batches, batch_size):
-    from modern_gpt.data import eval_offsets, subset
-    from modern_gpt.train import TrainConfig, curve_windows
+    from modern_gpt.core.config import TrainConfig
+    from modern_gpt.data.corpus import eval_offsets, subset
+    from modern_gpt.run.train import curve_windows
 
     final = eval_offsets(len(corpus.val), 16, eval_tokens)
     cfg = TrainConfig(eval_tokens=eval_tokens, eval_batches=eval_batches, batch_size=batch_size)

@@ -6,7 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from modern_gpt.data import DataConfig, DataError, cache_key, join_text, load_corpus, read_raw, tokenizer_from_json
+from modern_gpt.core.config import DataConfig
+from modern_gpt.data.corpus import DataError, cache_key, join_text, load_corpus, read_raw, tokenizer_from_json
 
 from .clihelp import tiny
 
@@ -232,7 +233,7 @@ def test_train_and_generate_with_a_gapped_vocabulary(run, tmp_path):
     ids=["surrogate", "nul", "deep", "long-int"],
 )
 def test_jsonl_escapes_and_limits_are_errors_naming_the_file_and_line(tmp_path, line, message):
-    from modern_gpt.data import validation_text
+    from modern_gpt.data.corpus import validation_text
 
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "fine"}\n' + line + "\n", encoding="utf-8")
@@ -271,8 +272,8 @@ def sentencepiece_style_tokenizer():
 def test_generation_keeps_the_space_a_sentencepiece_style_decoder_strips_only_at_the_start():
     import torch
 
-    from modern_gpt.checkpoint import generate_text
-    from modern_gpt.data import PretrainedTokenizer
+    from modern_gpt.data.corpus import PretrainedTokenizer
+    from modern_gpt.run.checkpoint import generate_text
 
     tok = PretrainedTokenizer(sentencepiece_style_tokenizer())
     new = [tok.tok.token_to_id(t) for t in ("▁there", "▁Romeo")]

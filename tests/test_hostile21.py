@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from modern_gpt.data import DataConfig, DataError, check_length, corpus_files, folder_files, load_corpus
+from modern_gpt.core.config import DataConfig
+from modern_gpt.data.corpus import DataError, check_length, corpus_files, folder_files, load_corpus
 
 
 def _tokenizer_file(path, vocab, unk="[UNK]"):
@@ -92,7 +93,7 @@ NULL_KV_BASE = dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, 
 def test_explain_reads_null_kv_heads_as_transformers_does(kind):
     # Qwen2/Qwen3 default to 32 K/V heads when the field is left out, but null means one per query head:
     # counted with 32 it printed 199,616 parameters for a model of 83,136, exit 0.
-    from modern_gpt.explain import explain_config
+    from modern_gpt.hf.explain import explain_config
 
     from .test_explain import mismatches
 
@@ -104,8 +105,8 @@ def test_explain_reads_null_kv_heads_as_transformers_does(kind):
 
 @pytest.mark.parametrize("kind", ["mistral", "gemma", "gemma2", "starcoder2", "stablelm"])
 def test_explain_refuses_null_kv_heads_where_the_class_does(kind):
-    from modern_gpt.errors import UserError
-    from modern_gpt.explain import explain_config
+    from modern_gpt.core.errors import UserError
+    from modern_gpt.hf.explain import explain_config
 
     with pytest.raises(UserError, match="num_key_value_heads is null, which .* does not accept"):
         explain_config(dict(model_type=kind, num_key_value_heads=None, **NULL_KV_BASE))
@@ -134,14 +135,14 @@ def test_vocab_size_without_bpe_is_refused_not_ignored(run):
 def test_one_diverged_step_is_singular(tmp_path):
     import json
 
-    from modern_gpt.checkpoint import _failed_run
+    from modern_gpt.run.checkpoint import _failed_run
 
     for steps, words in ((1, "after 1 step"), (7, "after 7 steps")):
         (tmp_path / "metrics.json").write_text(json.dumps({"diverged": True, "steps_done": steps}))
         assert _failed_run(tmp_path).endswith(words)
     import pandas as pd
 
-    from modern_gpt.report import _failure_notes
+    from modern_gpt.verdict.report import _failure_notes
 
     runs = pd.DataFrame(
         {

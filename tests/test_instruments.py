@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 import torch
 
-from modern_gpt.checkpoint import load_checkpoint
-from modern_gpt.errors import UserError
-from modern_gpt.explain import explain_config, read_config, shape
-from modern_gpt.export import export_hf
-from modern_gpt.settings import shipped_configs
+from modern_gpt.core.errors import UserError
+from modern_gpt.core.settings import shipped_configs
+from modern_gpt.hf.explain import explain_config, read_config, shape
+from modern_gpt.hf.export import export_hf
+from modern_gpt.run.checkpoint import load_checkpoint
 
 from .clihelp import tiny
 
@@ -22,10 +22,10 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     """Tiny trained models: all classic, Llama-style with and without GQA, and RoPE alone."""
-    from modern_gpt.checkpoint import save_checkpoint
-    from modern_gpt.data import load_corpus
-    from modern_gpt.settings import resolve
-    from modern_gpt.train import train_run
+    from modern_gpt.core.settings import resolve
+    from modern_gpt.data.corpus import load_corpus
+    from modern_gpt.run.checkpoint import save_checkpoint
+    from modern_gpt.run.train import train_run
 
     root = tmp_path_factory.mktemp("ckpts")
     variants = {
@@ -99,7 +99,7 @@ def test_learned_positions_report_a_wall_and_rope_keeps_going(run_ok, checkpoint
 
 
 def test_extrapolate_refuses_nonsense_lengths():
-    from modern_gpt.extrapolate import parse_contexts
+    from modern_gpt.run.extrapolate import parse_contexts
 
     with pytest.raises(UserError, match="whole numbers"):
         parse_contexts("128,lots")

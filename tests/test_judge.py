@@ -1,4 +1,4 @@
-"""modern-gpt judge and modern_gpt.verdict: SciPy's numbers on tables of anyone's runs, report's table on a
+"""modern-gpt judge and modern_gpt.judge: SciPy's numbers on tables of anyone's runs, report's table on a
 results folder's runs.csv, and one sentence for every kind of bad input."""
 
 import json
@@ -14,9 +14,9 @@ import pytest
 from scipy import stats as sp
 
 import modern_gpt
-from modern_gpt import judge
-from modern_gpt.errors import UserError
-from modern_gpt.results import ResultsDir
+from modern_gpt.ablation.results import ResultsDir
+from modern_gpt.core.errors import UserError
+from modern_gpt.verdict import judge
 
 from .clihelp import CLASSIC_ROPE, invoke, tiny
 
@@ -43,7 +43,7 @@ def test_each_row_against_the_row_above_matches_scipy():
     rng = np.random.default_rng(19)
     base = rng.normal(2.0, 0.05, 6)
     table = {"a": base, "b": base - 0.04 + rng.normal(0, 0.01, 6), "c": base - 0.041 + rng.normal(0, 0.02, 6)}
-    out = modern_gpt.verdict(_long(table))
+    out = modern_gpt.judge(_long(table))
     assert list(out["variant"]) == ["a", "b", "c"] and list(out["reference"][1:]) == ["a", "b"]
     ps = []
     for i, (name, ref) in enumerate((("b", "a"), ("c", "b")), start=1):
@@ -69,7 +69,7 @@ def test_higher_is_better_keeps_the_metric_honest():
         "mixup": [0.731, 0.722, 0.735, 0.720, 0.729],
         "dropout": [0.700, 0.699, 0.711, 0.690, 0.707],
     }
-    out = modern_gpt.verdict(_long(acc, "acc"), metric="acc", higher_is_better=True, reference="baseline")
+    out = modern_gpt.judge(_long(acc, "acc"), metric="acc", higher_is_better=True, reference="baseline")
     rows = out.set_index("variant")
     for name, word in (("mixup", "better"), ("dropout", "worse")):
         d = np.asarray(acc[name]) - np.asarray(acc["baseline"])
@@ -89,7 +89,7 @@ def test_margin_gives_same_by_tost_as_scipy():
     rng = np.random.default_rng(5)
     a = rng.normal(1.0, 0.1, 8)
     table = {"a": a, "b": a + rng.normal(0.001, 0.003, 8)}
-    out = modern_gpt.verdict(_long(table), margin=0.02)
+    out = modern_gpt.judge(_long(table), margin=0.02)
     d = table["b"] - a
     upper = sp.ttest_1samp(d, 0.02, alternative="less").pvalue
     lower = sp.ttest_1samp(d, -0.02, alternative="greater").pvalue
@@ -181,7 +181,7 @@ def test_every_format_and_suffix_case_gives_one_table(tmp_path, run_ok):
         for f in ("runs.CSV", "runs.JsonL", "runs.Parquet")
     ]
     assert docs[0]["rows"] == docs[1]["rows"] == docs[2]["rows"]
-    api = modern_gpt.verdict(frame)
+    api = modern_gpt.judge(frame)
     assert list(api["p"][1:]) == [r["p"] for r in docs[0]["rows"][1:]]
 
 
@@ -362,7 +362,7 @@ def test_footnotes_speak_of_the_metric_not_of_nats():
     base = rng.normal(0.8, 0.01, 3)
     table = {"a": base, "a again": base + 0.05 + rng.normal(0, 0.001, 3)}
     table |= {f"+{i}": base + 0.001 * i + rng.normal(0, 0.004, 3) for i in range(5)}
-    out = modern_gpt.verdict(_long(table, "acc"), metric="acc", higher_is_better=True, placebo="a again")
+    out = modern_gpt.judge(_long(table, "acc"), metric="acc", higher_is_better=True, placebo="a again")
     notes = out.attrs["footnotes"]
     assert any(n.startswith("Placebo: a again") for n in notes)
     assert not any("nats" in n or "val loss" in n for n in notes), notes
@@ -371,7 +371,7 @@ def test_footnotes_speak_of_the_metric_not_of_nats():
 def test_the_api_on_another_loops_accuracies():
     accuracies = {"resnet18": [0.912, 0.915, 0.909, 0.914], "resnet18+cutout": [0.921, 0.925, 0.918, 0.924]}
     df = _long(accuracies, "test_acc")
-    out = modern_gpt.verdict(df, metric="test_acc", higher_is_better=True)
+    out = modern_gpt.judge(df, metric="test_acc", higher_is_better=True)
     assert list(out.columns[:10]) == list(judge.FIRST[:10])
     row = out.iloc[1]
     assert row["verdict"] == "better" and row["delta"] == pytest.approx(0.0095) and row["pairs"] == 4
@@ -381,14 +381,14 @@ def test_the_api_on_another_loops_accuracies():
 def test_the_api_names_the_row_and_column():
     df = _long({"a": [1.0, 1.1], "b": [0.9, float("inf")]})
     with pytest.raises(UserError, match=r"^the DataFrame, row 3, column val_loss: inf is not a finite number"):
-        modern_gpt.verdict(df)
+        modern_gpt.judge(df)
     df.index = ["w", "x", "y", "z"]
     df.loc["z", "val_loss"] = 1.0
     df.loc["z", "seed"] = 0
     with pytest.raises(UserError, match=r"row 3 \(index 'z'\), columns variant and seed: .* on row 2 \(index 'y'\)"):
-        modern_gpt.verdict(df)
+        modern_gpt.judge(df)
     with pytest.raises(UserError, match="not a list"):
-        modern_gpt.verdict([1, 2])
+        modern_gpt.judge([1, 2])
 
 
 def test_the_runs_csv_copy_is_read_like_any_file(ablation, tmp_path):
@@ -475,12 +475,12 @@ def test_the_api_refuses_settings_of_the_wrong_type():
     """higher_is_better='no' is truthy: the table would turn upside down without a word."""
     df = _long(TABLE)
     with pytest.raises(UserError, match="^higher_is_better must be True or False, not 'no'"):
-        modern_gpt.verdict(df, higher_is_better="no")
+        modern_gpt.judge(df, higher_is_better="no")
     for key in ("alpha", "margin"):
         with pytest.raises(UserError, match=f"^{key} must be a number, not '0.05'"):
-            modern_gpt.verdict(df, **{key: "0.05"})
+            modern_gpt.judge(df, **{key: "0.05"})
     ints = df.assign(variant=df["variant"].map({"classic": 1, "rope": 2, "swiglu": 3}))
-    out = modern_gpt.verdict(ints, reference=1, placebo=3)  # names as the variant column holds them
+    out = modern_gpt.judge(ints, reference=1, placebo=3)  # names as the variant column holds them
     assert list(out["reference"][1:]) == ["1", "1"] and list(out["placebo"]) == [False, False, True]
 
 

@@ -9,15 +9,16 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from modern_gpt import planning, report
-from modern_gpt.cli import app
-from modern_gpt.data import DataConfig, eval_offsets, load_corpus
-from modern_gpt.errors import UserError
-from modern_gpt.model import ModelConfig
-from modern_gpt.render import to_json
-from modern_gpt.results import Meta, ResultsDir
-from modern_gpt.settings import Settings, resolve
-from modern_gpt.train import Spikes, TrainConfig, evaluate, train_run
+from modern_gpt.ablation import planning
+from modern_gpt.ablation.results import Meta, ResultsDir
+from modern_gpt.cli.commands import app
+from modern_gpt.cli.render import to_json
+from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
+from modern_gpt.core.errors import UserError
+from modern_gpt.core.settings import Settings, resolve
+from modern_gpt.data.corpus import eval_offsets, load_corpus
+from modern_gpt.run.train import Spikes, evaluate, train_run
+from modern_gpt.verdict import report
 
 runner = CliRunner()
 TINY = ["--smoke", "--steps", 12, "--eval-every", 12, "--eval-tokens", 1024, "--jobs", 1]

@@ -7,20 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from modern_gpt.model import (
-    COMPONENTS,
-    GPT,
-    PIECES,
-    ConfigError,
-    ContextWall,
-    KVCache,
-    ModelConfig,
-    apply_rope,
-    causal_attention,
-    kv_cache_bytes_per_token,
-    non_embedding_params,
-    param_counts,
-)
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import PIECES, ModelConfig, kv_cache_bytes_per_token, non_embedding_params, param_counts
+from modern_gpt.core.errors import ConfigError
+from modern_gpt.model.gpt import GPT, ContextWall, apply_rope, causal_attention
+from modern_gpt.model.inference import KVCache
 
 TINY = dict(vocab_size=50, context=16, dim=32, heads=4, layers=2)
 ALL_VARIANTS = [c for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)]

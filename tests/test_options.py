@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from modern_gpt import cli, planning, settings
-from modern_gpt.config import AblationOptions
-from modern_gpt.errors import ConfigError, UserError
+from modern_gpt.ablation import planning
+from modern_gpt.cli import commands as cli
+from modern_gpt.core import settings
+from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.errors import ConfigError, UserError
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 START, END = "<!-- ablation options table start", "<!-- ablation options table end -->"
@@ -46,7 +48,7 @@ def test_the_settings_page_s_options_table_is_the_generated_one():
     assert text.count(START) == 1 and text.count(END) == 1, "docs/settings.md needs the options table's two markers"
     table = text.split(START, 1)[1].split("-->", 1)[1].split(END, 1)[0].lstrip("\n")
     assert table == settings.markdown_table(("ablation",)), (
-        "docs/settings.md's options table differs from the code: paste the output of python -c 'from modern_gpt.settings "
+        "docs/settings.md's options table differs from the code: paste the output of python -c 'from modern_gpt.core.settings "
         'import markdown_table; print(markdown_table(("ablation",)), end="")\''
     )
     assert "[ablation]" not in settings.markdown_table()  # the run's settings table is the other one
@@ -80,8 +82,8 @@ def test_the_defaults_are_written_once():
     """planning's defaults are the options' own, and no other 0.05 is written in the package."""
     assert planning.ALPHA is AblationOptions.alpha and planning.DEFAULT_SEEDS is AblationOptions.seeds
     assert (planning.AUTO_MIN_SEEDS, planning.AUTO_MAX_SEEDS) == (AblationOptions.min_seeds, AblationOptions.max_seeds)
-    package = Path(cli.__file__).parent
-    written = [p.name for p in package.glob("*.py") if re.search(r"(?<![\d.])0\.05(?!\d)", p.read_text("utf-8"))]
+    package = Path(cli.__file__).parent.parent
+    written = [p.name for p in package.rglob("*.py") if re.search(r"(?<![\d.])0\.05(?!\d)", p.read_text("utf-8"))]
     assert written == ["config.py"], written
 
 
@@ -155,7 +157,7 @@ class Started(Exception):
 
 @pytest.fixture
 def started(monkeypatch):
-    from modern_gpt import running
+    from modern_gpt.ablation import running
 
     def start(spec, out, command, options):
         raise Started(spec, options)

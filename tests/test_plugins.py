@@ -12,13 +12,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import modern_gpt.components as components
-import modern_gpt.plugins as plugins
-from modern_gpt.config import ModelConfig
-from modern_gpt.data import load_corpus
-from modern_gpt.errors import UserError
-from modern_gpt.model import GPT, linear
-from modern_gpt.results import ResultsDir
+import modern_gpt.core.components as components
+import modern_gpt.model.plugins as plugins
+from modern_gpt.ablation.results import ResultsDir
+from modern_gpt.core.config import ModelConfig
+from modern_gpt.core.errors import UserError
+from modern_gpt.data.corpus import load_corpus
+from modern_gpt.model.gpt import GPT, linear
 from tests.clihelp import run_main, tiny
 from tests.test_executors import cluster as _two_node_cluster
 
@@ -32,7 +32,7 @@ def fresh(monkeypatch):
     """Each test loads its own plugins: the registry is emptied before and restored after."""
     monkeypatch.setattr(components, "PLUGINS", {})
     monkeypatch.setattr(plugins, "PLUGINS", components.PLUGINS)
-    for module in ("config", "model", "planning", "export", "explain"):
+    for module in ("core.config", "model.gpt", "ablation.planning", "hf.export", "hf.explain"):
         mod = __import__(f"modern_gpt.{module}", fromlist=["x"])
         if hasattr(mod, "PLUGINS"):
             monkeypatch.setattr(mod, "PLUGINS", components.PLUGINS)
@@ -96,7 +96,7 @@ def test_relu2_is_a_hand_written_squared_relu_model_bitwise(monkeypatch):
     plugins.load([EXAMPLES / "relu2.py"])
     torch.manual_seed(0)
     mine = GPT(SMALL.with_components(("rmsnorm", "rope", "relu2"))).eval()
-    import modern_gpt.model as model
+    import modern_gpt.model.gpt as model
 
     monkeypatch.setattr(model, "MLP", HandReLU2)  # the classic MLP's place, with the same init stream
     torch.manual_seed(0)
@@ -144,7 +144,7 @@ def test_resume_refuses_a_changed_plugin_and_takes_an_unchanged_copy(capsys, mon
 
 def _plugin(tmp_path, text, name="p.py") -> Path:
     path = tmp_path / name
-    path.write_text("from modern_gpt.components import Component\nimport torch.nn as nn\n" + text)
+    path.write_text("from modern_gpt import Component\nimport torch.nn as nn\n" + text)
     return path
 
 
@@ -311,7 +311,7 @@ def test_each_reader_takes_an_unchanged_copy_and_refuses_a_changed_or_missing_on
 # Workers and Ray tasks get the plugin by value
 # ---------------------------------------------------------------------------
 def _tiny_settings():
-    from modern_gpt.settings import resolve
+    from modern_gpt.core.settings import resolve
 
     tiny_model = {"model.context": 16, "model.dim": 16, "model.heads": 2, "model.layers": 1}
     return resolve(None, True, {"train.steps": 2, "train.eval_every": 2, "train.eval_tokens": 1024, **tiny_model})
@@ -323,8 +323,8 @@ def test_a_spawned_worker_trains_a_plugin_component_whose_file_is_gone(tmp_path)
     relu2, to the value this process gets; the same job without its sources cannot (negative control)."""
     import math
 
-    from modern_gpt import planning, running
-    from modern_gpt.executors import LocalPool
+    from modern_gpt.ablation import planning, running
+    from modern_gpt.ablation.executors import LocalPool
 
     mine = tmp_path / "relu2.py"
     shutil.copy(EXAMPLES / "relu2.py", mine)
@@ -406,7 +406,7 @@ def test_an_installed_packages_module_with_a_relative_import_loads_and_travels_w
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "layers.py").write_text((EXAMPLES / "relu2.py").read_text().replace("COMPONENTS", "_UNUSED"))
-    comps = "from modern_gpt.components import Component\nfrom .layers import ReLU2\n"
+    comps = "from modern_gpt import Component\nfrom .layers import ReLU2\n"
     comps += "COMPONENTS = [Component('relu2', 'GELU MLP -> squared ReLU', 'mlp', ReLU2)]\n"
     (pkg / "comps.py").write_text(comps)
     _installed(monkeypatch, tmp_path, "mg_rel_pkg.comps", None)
@@ -474,7 +474,7 @@ def test_a_qk_component_of_the_wrong_shape_is_refused_on_one_token(tmp_path):
 
 
 QK_ROTATION = """
-from modern_gpt.model import Rotary, apply_rope
+from modern_gpt.model.gpt import Rotary, apply_rope
 class QKRotation(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -497,7 +497,7 @@ def test_a_position_applied_to_q_and_k_is_rope_when_it_rotates_as_rope_does(tmp_
     assert mine.pos_emb is None and mine.position is None and mine.blocks[0].attn.qk_position is not None
     x = torch.randint(0, 50, (2, 16))
     assert torch.equal(mine(x)[0], rope(x)[0])
-    from modern_gpt.model import KVCache
+    from modern_gpt.model.inference import KVCache
 
     cache = KVCache()
     one_by_one = torch.cat([mine(x[:, t : t + 1], cache=cache)[0] for t in range(16)], dim=1)
@@ -512,7 +512,7 @@ def test_a_position_on_q_and_k_that_ignores_the_cache_start_fails_the_cache_chec
     torch.manual_seed(0)
     mine = GPT(SMALL.with_components(("myrope",))).eval()
     x = torch.randint(0, 50, (2, 16))
-    from modern_gpt.model import KVCache
+    from modern_gpt.model.inference import KVCache
 
     cache = KVCache()
     one_by_one = torch.cat([mine(x[:, t : t + 1], cache=cache)[0] for t in range(16)], dim=1)
@@ -591,8 +591,8 @@ def test_debug_shows_the_traceback_of_a_plugin_that_fails_to_load(capsys, monkey
 
 
 def test_match_params_sizes_a_plugin_row_from_its_built_modules():
-    from modern_gpt.config import non_embedding_params
-    from modern_gpt.planning import plan_spec, variant_config
+    from modern_gpt.ablation.planning import plan_spec, variant_config
+    from modern_gpt.core.config import non_embedding_params
 
     plugins.load([EXAMPLES / "relu2.py"])
     settings = _tiny_settings()
@@ -618,8 +618,8 @@ def test_the_counter_of_built_modules_agrees_with_the_formula_for_every_built_in
     model's price is counted the way a built-in's is."""
     import itertools
 
-    from modern_gpt.components import COMPONENTS
-    from modern_gpt.config import param_counts
+    from modern_gpt.core.components import COMPONENTS
+    from modern_gpt.core.config import param_counts
 
     base = ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
     for n in range(len(COMPONENTS) + 1):

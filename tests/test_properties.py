@@ -8,7 +8,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modern_gpt.model import COMPONENTS, GPT, ConfigError, ModelConfig
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import ModelConfig
+from modern_gpt.core.errors import ConfigError
+from modern_gpt.model.gpt import GPT
 
 from .clihelp import run_main
 
@@ -119,7 +122,7 @@ def test_the_model_builds_and_runs_or_refuses_in_one_sentence(
 def test_random_unicode_round_trips_through_every_tokenizer(seed):
     import random
 
-    from modern_gpt.data import train_tokenizer
+    from modern_gpt.data.corpus import train_tokenizer
 
     rng = random.Random(seed)
     text = "".join(

@@ -18,15 +18,15 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from modern_gpt import report
-from modern_gpt.config import DataConfig, ModelConfig, TrainConfig
-from modern_gpt.errors import UserError
-from modern_gpt.planning import Spec
-from modern_gpt.results import RUN_COLUMNS
-from modern_gpt.stats import BETTER, INCONCLUSIVE, SAME, WORSE, honest_mde
+from modern_gpt.ablation.planning import Spec
+from modern_gpt.ablation.results import RUN_COLUMNS
+from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
+from modern_gpt.core.errors import UserError
+from modern_gpt.verdict import report
+from modern_gpt.verdict.stats import BETTER, INCONCLUSIVE, SAME, WORSE, honest_mde
 
 try:
-    from modern_gpt.results import Meta
+    from modern_gpt.ablation.results import Meta
 except ImportError:  # report from before issue 22's Spec: meta.json's dict
     Meta = None
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from modern_gpt import cli, settings
-from modern_gpt.data import DataConfig
-from modern_gpt.errors import ConfigError, UserError
-from modern_gpt.model import COMPONENT_SUMMARY, COMPONENTS, ModelConfig
-from modern_gpt.train import TrainConfig
+from modern_gpt.cli import commands as cli
+from modern_gpt.core import settings
+from modern_gpt.core.components import COMPONENT_SUMMARY, COMPONENTS
+from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
+from modern_gpt.core.errors import ConfigError, UserError
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 START, END = "<!-- settings table start", "<!-- settings table end -->"
@@ -37,7 +37,7 @@ def test_the_settings_page_s_table_is_the_generated_one():
     table = text.split(START, 1)[1].split("-->", 1)[1].split(END, 1)[0].lstrip("\n")
     assert table == settings.markdown_table(), (
         "docs/settings.md's settings table differs from the code: paste the output of "
-        "python -c 'from modern_gpt.settings import markdown_table; print(markdown_table(), end=\"\")'"
+        "python -c 'from modern_gpt.core.settings import markdown_table; print(markdown_table(), end=\"\")'"
     )
 
 
@@ -148,7 +148,7 @@ def test_one_error_type_for_the_three_configs(make):
         make()
     assert type(caught.value) is ConfigError  # the same type from each config, not a subclass of its own
     assert isinstance(caught.value, UserError)  # which main() prints as one sentence
-    from modern_gpt import model
+    from modern_gpt.model import gpt as model
 
     assert model.ConfigError is ConfigError  # the name model.py's users import
 

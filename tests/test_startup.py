@@ -17,7 +17,7 @@ import sys
 import pytest
 import typer
 
-from modern_gpt.cli import app
+from modern_gpt.cli.commands import app
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +37,11 @@ HEAVY = (
 EAGER = (
     "torch",
     "pandas",
-    "modern_gpt.model",
-    "modern_gpt.train",
-    "modern_gpt.data",
-    "modern_gpt.report",
-    "modern_gpt.running",
+    "modern_gpt.model.gpt",
+    "modern_gpt.run.train",
+    "modern_gpt.data.corpus",
+    "modern_gpt.verdict.report",
+    "modern_gpt.ablation.running",
 )
 
 # Runs each case of argv lists (JSON on stdin) through modern_gpt.cli.main: all in this one process, or with
@@ -53,7 +53,7 @@ import contextlib, importlib, io, json, os, sys
 cases, heavy, eager, fork = json.load(sys.stdin)
 for name in eager:
     importlib.import_module(name)
-from modern_gpt import cli
+from modern_gpt.cli import commands as cli
 
 
 def run(argv):

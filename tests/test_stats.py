@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from modern_gpt.stats import (
+from modern_gpt.verdict.stats import (
     BETTER,
     BONFERRONI,
     INCONCLUSIVE,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from modern_gpt import tracking
-from modern_gpt.cli import main
+from modern_gpt.cli.commands import main
+from modern_gpt.trackers import tracking
 
 from .clihelp import CLASSIC_ROPE, tiny
 from .errhelp import assert_user_error
@@ -241,8 +241,8 @@ def test_a_tracker_not_installed_says_how_to_install_it(run, tmp_path, monkeypat
 
 
 def test_track_in_the_config_file(tmp_path):
-    from modern_gpt.errors import UserError
-    from modern_gpt.settings import read_toml, resolve_options
+    from modern_gpt.core.errors import UserError
+    from modern_gpt.core.settings import read_toml, resolve_options
 
     good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
     good.write_text('[ablation]\ntrack = ["tensorboard", "mlflow"]\nmlflow_uri = "sqlite:///m.db"\n')

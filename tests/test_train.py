@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-import modern_gpt.model as model_module
-from modern_gpt.data import eval_offsets
-from modern_gpt.model import COMPONENTS, GPT, ModelConfig
-from modern_gpt.train import (
+import modern_gpt.model.gpt as model_module
+from modern_gpt.core.components import COMPONENTS
+from modern_gpt.core.config import ModelConfig, TrainConfig
+from modern_gpt.data.corpus import eval_offsets
+from modern_gpt.model.gpt import GPT
+from modern_gpt.run.train import (
     STREAMS,
     SYNC_EVERY,
     AdamW,
-    TrainConfig,
     evaluate,
     lr_at,
     make_optimizer,
@@ -319,7 +320,7 @@ def test_random_streams_are_independent():
 
 @pytest.mark.parametrize("field,value", [("steps", 0), ("batch_size", -1), ("lr", 0.0), ("lr", -1e-3)])
 def test_nonsense_training_settings_are_refused(corpus, field, value):
-    from modern_gpt.errors import UserError
+    from modern_gpt.core.errors import UserError
 
     with pytest.raises(UserError, match=field):
         train_run(MODEL, corpus, TrainConfig(**{**vars(TRAIN), field: value}), seed=0)

@@ -8,7 +8,7 @@ some layers. It fills the position slot (in place of the learned table, or of Ro
 import torch
 import torch.nn as nn
 
-from modern_gpt.components import Component
+from modern_gpt import Component
 
 
 class NoPositions(nn.Module):

@@ -5,8 +5,8 @@ their matrix multiplications can run at once; PaLM reported about 15% faster tra
 One norm per block instead of two.
 """
 
-from modern_gpt.components import Component
-from modern_gpt.model import Block
+from modern_gpt import Component
+from modern_gpt.model.gpt import Block
 
 
 class ParallelBlock(Block):

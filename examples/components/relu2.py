@@ -9,8 +9,8 @@ Two matrices at 4*dim, as GPT-2's GELU MLP: only the activation changes.
 import torch.nn as nn
 import torch.nn.functional as F
 
-from modern_gpt.components import Component
-from modern_gpt.model import linear
+from modern_gpt import Component
+from modern_gpt.model.gpt import linear
 
 
 class ReLU2(nn.Module):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .config import ModelConfig, TrainConfig
+from ..core.config import ModelConfig, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,6 @@ def decide(models: list[ModelConfig], train: TrainConfig, device: str, threads: 
 def share_cache() -> None:
     """One inductor cache folder for every process of this user (beside the token cache, or TORCHINDUCTOR_CACHE_DIR):
     a graph compiled once compiles warm in each later worker, seed and ablation. Set before torch first compiles."""
-    from .data import default_cache_dir
+    from ..data.corpus import default_cache_dir
 
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_cache_dir() / "inductor"))

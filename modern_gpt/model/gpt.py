@@ -24,17 +24,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..core.components import COMPONENT_SUMMARY, COMPONENTS, component_problem, plugin_for  # noqa: F401 (re-exported)
+from ..core.config import ModelConfig
+from ..core.errors import ConfigError, UserError  # noqa: F401 (ConfigError re-exported)
 from . import inference
-from .components import COMPONENT_SUMMARY, COMPONENTS, component_problem, plugin_for  # noqa: F401 (re-exported)
-from .config import (  # noqa: F401 (re-exported: model.ModelConfig, model.param_counts, ... still work)
-    PIECES,
-    ModelConfig,
-    Shapes,
-    kv_cache_bytes_per_token,
-    non_embedding_params,
-    param_counts,
-)
-from .errors import ConfigError, UserError  # noqa: F401 (ConfigError re-exported)
 from .inference import KVCache, cached_attention_mask
 
 

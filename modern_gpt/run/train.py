@@ -19,11 +19,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..core.config import DEVICES, ModelConfig, TrainConfig, param_counts  # noqa: F401 (TrainConfig re-exported)
+from ..core.errors import UserError
+from ..data.corpus import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
+from ..model.gpt import GPT
 from . import compiling
-from .config import DEVICES, ModelConfig, TrainConfig, param_counts  # noqa: F401 (TrainConfig re-exported)
-from .data import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
-from .errors import UserError
-from .model import GPT
 
 # "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
 STREAMS = ("init", "batches", "dropout", "placebo")

@@ -10,8 +10,8 @@ import math
 import shlex
 from dataclasses import dataclass, replace
 
-from .components import COMPONENTS, PLUGINS, SLOTS, component_problem
-from .config import (
+from ..core.components import COMPONENTS, PLUGINS, SLOTS, component_problem
+from ..core.config import (
     AUTO,
     POWER_SEEDS,
     AblationOptions,
@@ -20,10 +20,10 @@ from .config import (
     non_embedding_params,
     param_counts,
 )
-from .errors import UserError
-from .schema import short
-from .settings import ALL, Settings, from_dict, saved_settings_problem
-from .stats import FIXED, Boundary, boundary
+from ..core.errors import UserError
+from ..core.schema import short
+from ..core.settings import ALL, Settings, from_dict, saved_settings_problem
+from ..verdict.stats import FIXED, Boundary, boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
 JUDGE = "judge"  # the plan of a table `modern-gpt judge` reads from a file: its rows and seeds are the file's

@@ -20,18 +20,19 @@ from pathlib import Path
 
 import torch
 
-from . import __version__, compiling, plugins
-from .config import AUTO, AblationOptions
-from .data import Corpus, DataConfig, changed, check_length, eval_offsets, load_corpus
-from .errors import UserError
+from .. import __version__
+from ..core.config import AUTO, AblationOptions, DataConfig, ModelConfig, TrainConfig, param_counts
+from ..core.errors import UserError
+from ..core.files import write_json
+from ..core.settings import Settings
+from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corpus
+from ..model import plugins
+from ..run import compiling
+from ..run.train import RunResult, check_memory, default_threads, is_oom, resolve_device, train_run
+from ..trackers.tracking import Tracking, tracking_state
 from .executors import Executor, Local, Ray
-from .files import write_json
-from .model import ModelConfig, param_counts
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import Meta, ResultsDir, settings_hash
-from .settings import Settings
-from .tracking import Tracking, tracking_state
-from .train import RunResult, TrainConfig, check_memory, default_threads, is_oom, resolve_device, train_run
 
 
 def environment(device: str, device_name: str | None = None) -> dict:
@@ -423,7 +424,7 @@ class Ablation:
         """Every pending run: all seeds at once, or with --seeds auto a round of seeds at a time, testing every
         row after each round and stopping once every row is decided or futile, or at --max-seeds. The looks are
         recomputed from the finished runs on --resume, so a resumed ablation stops where the first would have."""
-        from .report import take_look  # the verdicts, computed as the table computes them
+        from ..verdict.report import take_look  # the verdicts, computed as the table computes them
 
         rows, seq = len(self.spec.variants), self.meta.get("sequential")
         n = self.spec.min_seeds if self.spec.sequential else len(self.spec.seeds)

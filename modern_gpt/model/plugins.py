@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError  # noqa: F401 (re-exported)
-from .config import PIECES, ModelConfig
+from ..core.components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError  # noqa: F401 (re-exported)
+from ..core.config import PIECES, ModelConfig
 
 ENTRY_POINTS = "modern_gpt.components"  # an installed package's plugin: [project.entry-points] name = "module"
 
@@ -126,7 +126,7 @@ def _declared(module, path: str) -> list[Component]:
 
 def _component_problem(c, names: set) -> str | None:
     if not isinstance(c, Component):
-        return f"{c!r} in COMPONENTS is not a modern_gpt.components.Component"
+        return f"{c!r} in COMPONENTS is not a modern_gpt.Component"
     if not isinstance(c.name, str) or not c.name.isidentifier():
         return f"a component has no name (a Python identifier such as relu2), got {c.name!r}"
     if not isinstance(c.summary, str) or not c.summary.strip():
@@ -199,7 +199,7 @@ def built_counts(cfg: ModelConfig) -> dict[str, int]:
     which config.param_counts answers with when a plugin component is on."""
     import torch
 
-    from .model import GPT
+    from .gpt import GPT
 
     with torch.device("meta"):
         model = GPT(cfg)
@@ -235,7 +235,7 @@ def check_forward(cfg: ModelConfig) -> None:
         return
     import torch
 
-    from .model import GPT
+    from .gpt import GPT
 
     cfg, T = replace(cfg, dropout=0.0), min(2, cfg.context)
     with torch.random.fork_rng(devices=[]):

@@ -15,12 +15,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from . import tracking
-from .components import COMPONENTS
-from .errors import UserError
-from .planning import POWER_MIN_SEEDS
-from .results import Meta, ResultsDir, failed, unstable
-from .schema import count, short
+from ..ablation.planning import POWER_MIN_SEEDS
+from ..ablation.results import Meta, ResultsDir, failed, unstable
+from ..core.components import COMPONENTS
+from ..core.errors import UserError
+from ..core.schema import count, short
+from ..trackers import tracking
 from .stats import (
     FIXED,
     FUTILITY,
@@ -401,7 +401,7 @@ def footnotes(
         notes.append(sequential_note(meta, runs, summary))
     notes += _failure_notes(runs)
     if "lossless" in runs and (runs["lossless"].astype(str).str.lower() == "false").any():
-        from .data import lossy_note  # the sentence train prints too
+        from ..data.corpus import lossy_note  # the sentence train prints too
 
         kept = meta.corpus or {}
         notes.append(lossy_note(meta.spec.settings.data.tokenizer, kept.get("val_lost_chars"), kept.get("val_chars")))
@@ -549,7 +549,7 @@ def sequential_note(meta: Meta, runs: pd.DataFrame, summary: list[dict]) -> str:
 def sweep_notes(sweep: dict, summary: list[dict]) -> list[str]:
     """What a table over several learning rates must say: how each row's learning rate was chosen, what
     stable counts, and the runs that diverged at the learning rates not shown."""
-    from .train import SPIKE  # here, not at the top: train loads torch, which --at-lr's check never needs
+    from ..run.train import SPIKE  # here, not at the top: train loads torch, which --at-lr's check never needs
 
     lrs = ", ".join(f"{x:g}" for x in sweep["lrs"])
     if sweep["at"] is None:
@@ -605,7 +605,7 @@ def write(folder, draw: bool = True) -> None:
 def plot(folder, scan=None) -> list:
     """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files
     (folder: a path or its ResultsDir; scan: its runs/, when already read); returns their paths."""
-    from .plot import plot_curves, plot_lrs
+    from ..ablation.plot import plot_curves, plot_lrs
 
     results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
     meta, scan = results.read(), scan or results.scan()
@@ -655,7 +655,7 @@ def _duel_windows(meta: Meta, good: pd.DataFrame) -> dict:
     tokens = good["val_tokens"].max() if "val_tokens" in good and len(good) else math.nan
     if not math.isfinite(tokens):
         return {"all": None, "curve": None}
-    from .train import curve_windows  # here: train loads torch
+    from ..run.train import curve_windows  # here: train loads torch
 
     every = int(tokens) // meta.spec.settings.model.context
     return {"all": every, "curve": curve_windows(meta.spec.settings.train, every)}

@@ -10,13 +10,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 
-from . import plugins
-from .data import tokenizer_from_json
-from .errors import UserError
-from .files import atomic_path, not_regular, write_json
-from .model import GPT
-from .schema import count, problem
-from .settings import Settings, from_dict, saved_settings_problem
+from ..core.errors import UserError
+from ..core.files import atomic_path, not_regular, write_json
+from ..core.schema import count, problem
+from ..core.settings import Settings, from_dict, saved_settings_problem
+from ..data.corpus import tokenizer_from_json
+from ..model import plugins
+from ..model.gpt import GPT
 
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "metrics.json")
 

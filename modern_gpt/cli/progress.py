@@ -8,7 +8,7 @@ import math
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .schema import count
+from ..core.schema import count
 
 
 def _duration(secs: float) -> str:

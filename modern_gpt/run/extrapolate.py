@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .data import bits_per_char
-from .errors import UserError
-from .model import GPT, ContextWall
+from ..core.errors import UserError
+from ..data.corpus import bits_per_char
+from ..model.gpt import GPT, ContextWall
 
 
 @dataclass

@@ -24,12 +24,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .components import COMPONENT_SUMMARY, COMPONENTS, PLUGINS
-from .config import ModelConfig
-from .errors import UserError
-from .files import atomic_path, write_json, write_text
-from .model import GPT
-from .planning import label
+from ..ablation.planning import label
+from ..core.components import COMPONENT_SUMMARY, COMPONENTS, PLUGINS
+from ..core.config import ModelConfig
+from ..core.errors import UserError
+from ..core.files import atomic_path, write_json, write_text
+from ..model.gpt import GPT
 
 CLASSIC, MODERN, EITHER = "classic", "modern", "either"
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.table import Table
 
-from .config import PIECES, POWER_SEEDS, ModelConfig, kv_cache_bytes_per_token, param_counts
-from .planning import label
-from .schema import count
-from .stats import INCONCLUSIVE, MAX_PAIRS
+from ..ablation.planning import label
+from ..core.config import PIECES, POWER_SEEDS, ModelConfig, kv_cache_bytes_per_token, param_counts
+from ..core.schema import count
+from ..verdict.stats import INCONCLUSIVE, MAX_PAIRS
 
 if TYPE_CHECKING:
-    from .results import Meta
+    from ..ablation.results import Meta
 
 # pandas, report, results and train (torch) are imported inside the functions that need them: `params`
 # renders its table here, and must start without them.
@@ -114,7 +114,7 @@ def train_table(result, components, corpus_name: str, seed: int, windows: dict |
 
 def train_windows(result, settings) -> dict:
     """A run's validation windows: of its final loss (all) and of its curve (where best val loss comes from)."""
-    from .train import curve_windows
+    from ..run.train import curve_windows
 
     every = result.val_tokens // settings.model.context
     return {"all": every, "curve": curve_windows(settings.train, every)}
@@ -245,7 +245,7 @@ def results_line(folder: Path, lrs) -> str:
 
 def title(meta: Meta) -> str:
     """The table's title: the plan, the data, the seeds and the budget."""
-    from .report import seeds_planned
+    from ..verdict.report import seeds_planned
 
     spec, s = meta.spec, meta.spec.settings
     seeds = seeds_planned(meta)
@@ -429,7 +429,7 @@ def markdown(meta: Meta, summary: list[dict], notes: list[str], duel_info: dict 
 def csv_text(summary: list[dict]) -> str:
     import pandas as pd
 
-    from .results import SUMMARY_COLUMNS
+    from ..ablation.results import SUMMARY_COLUMNS
 
     buf = io.StringIO()
     pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(buf, index=False)
@@ -502,7 +502,7 @@ def _judge_cells(row: dict, d: str) -> list[str]:
 def judge_table(meta: Meta, rows: list[dict]) -> Table:
     from rich.markup import escape
 
-    from .judge import title as judge_title
+    from ..verdict.judge import title as judge_title
 
     # names and the file's come from the user: "[" is text, never rich markup
     table = Table(title=escape(judge_title(meta)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -518,7 +518,7 @@ def judge_table(meta: Meta, rows: list[dict]) -> Table:
 
 
 def judge_markdown(meta: Meta, rows: list[dict], notes: list[str]) -> str:
-    from .judge import title as judge_title
+    from ..verdict.judge import title as judge_title
 
     headers = _judge_headers(meta.judge["metric"])
     lines = [
@@ -544,7 +544,7 @@ def judge_csv(rows: list[dict]) -> str:
 
 
 def judge_json(meta: Meta, rows: list[dict], notes: list[str]) -> str:
-    from .judge import title as judge_title
+    from ..verdict.judge import title as judge_title
 
     j = meta.judge
     doc = {"title": judge_title(meta), "metric": j["metric"], "higher_is_better": j["higher_is_better"]}

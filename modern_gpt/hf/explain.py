@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .components import COMPONENTS, all_components, summary
-from .config import ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
-from .errors import ConfigError, UserError
-from .files import not_regular
+from ..core.components import COMPONENTS, all_components, summary
+from ..core.config import ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
+from ..core.errors import ConfigError, UserError
+from ..core.files import not_regular
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 QK_NORM_FIELDS = ("qk_norm", "use_qk_norm", "qk_layernorm")  # the switches for QK-norm that some families have

@@ -19,12 +19,21 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from . import __version__
-from .components import COMPONENT_SUMMARY, COMPONENTS
-from .config import AUTO, POWER_SEEDS, AblationOptions
-from .errors import UserError
-from .settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings, config_values, resolve_options, resolve_values
-from .tracking import TRACKERS
+from .. import __version__
+from ..core.components import COMPONENT_SUMMARY, COMPONENTS
+from ..core.config import AUTO, POWER_SEEDS, AblationOptions
+from ..core.errors import UserError
+from ..core.settings import (
+    ABLATION,
+    OPTIONS,
+    SECTIONS,
+    Setting,
+    cli_settings,
+    config_values,
+    resolve_options,
+    resolve_values,
+)
+from ..trackers.tracking import TRACKERS
 
 app = typer.Typer(
     name="modern-gpt",
@@ -166,7 +175,7 @@ def _with_plugins(settings, paths: list[str], switch_on: bool):
     on (a collision with a built-in switch is refused by name)."""
     from dataclasses import replace
 
-    from .plugins import load
+    from ..model.plugins import load
 
     loaded = load(paths)  # and the installed packages' (entry points), which only the ablations switch on
     if switch_on and paths:
@@ -188,7 +197,7 @@ def _load_plugins(paths: list[str] | None) -> None:
     """report, generate, extrapolate and export: the --plugin files, loaded before the folder or checkpoint is
     read, so that its recorded plugins match them by source wherever they lie (plugins.check_recorded)."""
     if paths:
-        from .plugins import load
+        from ..model.plugins import load
 
         load(paths)
 
@@ -273,7 +282,7 @@ def _format_of(allowed: tuple[str, ...]):
 
 
 def _seed(value: int) -> int:
-    from .planning import MAX_SEED  # the one largest seed: an ablation's, stored in runs.csv's 64-bit columns
+    from ..ablation.planning import MAX_SEED  # the one largest seed: an ablation's, stored in runs.csv's 64-bit columns
 
     if not 0 <= value <= MAX_SEED:
         raise UserError(f"--seed must be between 0 and {MAX_SEED}, got {value}.")
@@ -311,8 +320,8 @@ Force = Annotated[bool, typer.Option("--force", help=FORCE_HELP)]
 @with_settings(sections=("model",))
 def params(settings, fmt: TableOrJson = "table") -> None:
     """The price of each piece: parameters per piece (embedding, positions, attention, MLP, norms, biases)."""
+    from ..ablation.planning import check_read
     from . import render
-    from .planning import check_read
 
     check_read(settings, [settings.model.components])
     info = render.params_info(settings.model)
@@ -337,13 +346,13 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 @with_settings(exclude=("model.vocab_size",), options=TRACK_OPTIONS, other_options_ok=True)
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
+    from ..ablation.planning import check_read, label
+    from ..core.files import check_free
+    from ..data.corpus import load_corpus, lossy_note
+    from ..run.checkpoint import save_checkpoint
+    from ..run.train import train_run
     from . import render
-    from .checkpoint import save_checkpoint
-    from .data import load_corpus, lossy_note
-    from .files import check_free
-    from .planning import check_read, label
     from .progress import run_progress
-    from .train import train_run
 
     check_read(settings, [settings.model.components])
     out = Path(out) if out else _default_out("checkpoints", label(settings.model.components))
@@ -383,8 +392,8 @@ def generate(
     plugin: RecordedPlugins = None,
 ) -> None:
     """Continue a prompt with a trained checkpoint; every model setting is read from the checkpoint."""
-    from .checkpoint import check_sampling, generate_text, load_checkpoint
-    from .train import resolve_device
+    from ..run.checkpoint import check_sampling, generate_text, load_checkpoint
+    from ..run.train import resolve_device
 
     check_sampling(tokens, temperature, top_k)  # before the checkpoint is read
     _load_plugins(plugin)
@@ -403,7 +412,8 @@ def _command_line() -> str:
 
 
 def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
-    from . import render, report
+    from ..verdict import report
+    from . import render
 
     results = report.ResultsDir(folder)
     power = fmt in TABLE_OR_JSON and results.spec.plan == "power"
@@ -459,7 +469,7 @@ def _plan_choices(options: AblationOptions, **rows) -> dict:
 def _plan(default_plan: str, settings, choices: dict, out: str | None, resume: Path | None):
     """The Spec of a new ablation, or None with --resume, whose flags given must agree with its folder; and the
     learning rates, for --at-lr."""
-    from .planning import check_resume, command_of, parse_seeds, plan_spec
+    from ..ablation.planning import check_resume, command_of, parse_seeds, plan_spec
 
     if default_plan == "power" and parse_seeds(choices["seeds"]) == AUTO:
         raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
@@ -469,7 +479,7 @@ def _plan(default_plan: str, settings, choices: dict, out: str | None, resume: P
         return spec, spec.lrs
     if out is not None and os.path.realpath(out) != os.path.realpath(resume):  # a link loop is no traceback
         raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
-    from .results import ResultsDir
+    from ..ablation.results import ResultsDir
 
     results = ResultsDir(resume)
     results.check_resumed_by(command_of(default_plan))
@@ -491,16 +501,16 @@ def _run_ablation(
     """What ablate, duel and power share: plan (or check a --resume), start or resume on the chosen executor, and
     train with a progress display; then write and print the report. choices: see _plan_choices."""
     requested, lrs = _plan(default_plan, settings, choices, out, resume)
-    from .executors import prestart
+    from ..ablation.executors import prestart
 
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
         prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
-    from . import report  # pandas loads here, after the plan's checks
+    from ..verdict import report  # pandas loads here, after the plan's checks
 
     report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     _check_tracking(options)
-    from .running import resume as resume_ablation  # torch loads here, after every check of the flags
-    from .running import start
+    from ..ablation.running import resume as resume_ablation  # torch loads here, after every check of the flags
+    from ..ablation.running import start
 
     if resume is not None:
         _check_resume_store(resume, options)
@@ -512,7 +522,7 @@ def _run_ablation(
 def _track_train(options: AblationOptions, out: Path, settings, seed: int, metrics: dict) -> None:
     """train --track: its one run, logged after its checkpoint is written (a tracker's failure is a warning)."""
     if options.track:
-        from .tracking import log_train
+        from ..trackers.tracking import log_train
 
         for name, run_id in log_train(options.track, options.mlflow_uri, out, settings, seed, metrics).items():
             console.print(f"{name}: {run_id}", markup=False, highlight=False)
@@ -521,8 +531,8 @@ def _track_train(options: AblationOptions, out: Path, settings, seed: int, metri
 def _check_resume_store(folder: Path, options: AblationOptions) -> None:
     """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
     if "mlflow" in options.track:
-        from .results import ResultsDir
-        from .tracking import check_resume_store
+        from ..ablation.results import ResultsDir
+        from ..trackers.tracking import check_resume_store
 
         check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
 
@@ -530,7 +540,7 @@ def _check_resume_store(folder: Path, options: AblationOptions) -> None:
 def _check_tracking(options: AblationOptions) -> None:
     """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
     if options.track:
-        from .tracking import check
+        from ..trackers.tracking import check
 
         check(options.track, options.mlflow_uri)
 
@@ -538,7 +548,9 @@ def _check_tracking(options: AblationOptions) -> None:
 def _train(ablation, fmt: str, at_lr: float | None) -> None:
     """Train what is pending with a progress display; then write the report and print it. Ctrl-C: the summary of
     what finished, the command that resumes, exit code 130."""
-    from . import plot, render, report
+    from ..ablation import plot
+    from ..verdict import report
+    from . import render
     from .progress import AblationDisplay
 
     folder, spec = ablation.results.path, ablation.spec
@@ -691,7 +703,7 @@ def report(
     mlflow_uri: ReportMlflowUri = None,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
-    from . import report as rep
+    from ..verdict import report as rep
 
     _load_plugins(plugin)
     if plot:
@@ -705,7 +717,7 @@ def report(
 
 def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
     """report --track: what each tracker lacks, logged once (tracking_push.push_folder)."""
-    from .tracking_push import push_folder
+    from ..trackers.push import push_folder
 
     for name, (n, summary) in push_folder(folder, names, mlflow_uri).items():
         what = f"logged {n} run{'s' * (n != 1)}" if n else "holds every run already"
@@ -749,8 +761,8 @@ def judge(
 
     A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json).
     """
-    from .judge import JudgeSettings, judge_file, names
-    from .planning import ALPHA
+    from ..ablation.planning import ALPHA
+    from ..verdict.judge import JudgeSettings, judge_file, names
 
     settings = JudgeSettings(
         variant_col,
@@ -808,12 +820,12 @@ def extrapolate(
     """Val loss, bits/char and ms per token at context lengths past the trained one: the context wall."""
     from dataclasses import replace
 
+    from ..data.corpus import lossy_note, lost_chars, validation_text
+    from ..run.checkpoint import load_checkpoint
+    from ..run.extrapolate import extrapolate as run
+    from ..run.extrapolate import parse_contexts
+    from ..run.train import resolve_device
     from . import render
-    from .checkpoint import load_checkpoint
-    from .data import lossy_note, lost_chars, validation_text
-    from .extrapolate import extrapolate as run
-    from .extrapolate import parse_contexts
-    from .train import resolve_device
 
     lengths = parse_contexts(contexts)
     _load_plugins(plugin)
@@ -843,8 +855,8 @@ def explain(
 ) -> None:
     """Explain a real model's config.json in terms of modern-gpt's components, with its parameter count and KV
     cache."""
+    from ..hf.explain import explain_config, read_config
     from . import render
-    from .explain import explain_config, read_config
 
     info = explain_config(read_config(config_json), str(config_json))
     if as_flags:
@@ -868,9 +880,9 @@ def export(
     plugin: RecordedPlugins = None,
 ) -> None:
     """Write a checkpoint and its tokenizer as the Hugging Face transformers model that holds it exactly (GPT-2, Starcoder2, StableLM, Arcee, Apertus, Llama or Qwen3)."""
-    from .checkpoint import load_checkpoint
-    from .export import export_hf
-    from .files import check_free
+    from ..core.files import check_free
+    from ..hf.export import export_hf
+    from ..run.checkpoint import load_checkpoint
 
     hf = Path(hf)
     check_free(hf, "--hf", force, source=checkpoint)

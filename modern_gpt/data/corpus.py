@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import TOKENIZERS, DataConfig  # noqa: F401 (DataConfig re-exported: data.DataConfig still works)
-from .errors import UserError
-from .files import not_regular, write_json
+from ..core.config import TOKENIZERS, DataConfig  # noqa: F401 (DataConfig re-exported: data.DataConfig still works)
+from ..core.errors import UserError
+from ..core.files import not_regular, write_json
 
 # The kind of each file a --data folder is read from, by its suffix in any case (data.JSONL is JSON lines).
 FORMATS = {

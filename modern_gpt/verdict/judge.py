@@ -1,4 +1,4 @@
-"""`modern-gpt judge FILE` and `modern_gpt.verdict(df)`: the verdict table for runs that modern-gpt did not train.
+"""`modern-gpt judge FILE` and `modern_gpt.judge(df)`: the verdict table for runs that modern-gpt did not train.
 
 A long table, one row per run (variant, seed, metric), becomes what a results folder gives report.py: a meta
 dict (alpha, margin, the rows and their references) and a runs frame. report.summarize and report.footnotes
@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import DataConfig, ModelConfig, TrainConfig
-from .errors import UserError
-from .files import not_regular
-from .planning import ALPHA, JUDGE, Spec, Variant, check_statistics
-from .results import Meta
-from .settings import Settings
+from ..ablation.planning import ALPHA, JUDGE, Spec, Variant, check_statistics
+from ..ablation.results import Meta
+from ..core.config import DataConfig, ModelConfig, TrainConfig
+from ..core.errors import UserError
+from ..core.files import not_regular
+from ..core.settings import Settings
 
 SUFFIXES = (".csv", ".jsonl", ".parquet")
 # Optional columns that mark a failed run, as modern-gpt's runs.csv does: left out of the means and pairs.

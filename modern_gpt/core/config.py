@@ -13,9 +13,9 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..trackers.tracking import DEFAULT_MLFLOW_URI, TRACKERS, check_names
 from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, component_problem
 from .errors import ConfigError, setting
-from .tracking import DEFAULT_MLFLOW_URI, TRACKERS, check_names
 
 
 # ---------------------------------------------------------------------------

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import plugins
-from .errors import UserError
-from .files import FolderLock, atomic_path, not_regular, write_json
+from ..core.errors import UserError
+from ..core.files import FolderLock, atomic_path, not_regular, write_json
+from ..core.schema import problem
+from ..model import plugins
 from .planning import Spec, SpecError, resume_command
-from .schema import problem
 
 if TYPE_CHECKING:  # pandas (about 0.3 s, and pyarrow's allocator thread) loads where a frame is made: a worker,
     import pandas as pd  # which imports this module for settings_hash, never makes one (executors.SERVER_PRELOAD)

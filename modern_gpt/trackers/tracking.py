@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from .errors import UserError
+from ..core.errors import UserError
 
 TRACKERS = ("tensorboard", "mlflow", "wandb")  # the one place the names live
 DEFAULT_MLFLOW_URI = "sqlite:///mlflow.db"  # MLflow's own default: `mlflow ui` in the same folder opens it

@@ -41,11 +41,11 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import wait as wait_ready
 from typing import TYPE_CHECKING, Protocol
 
-from .config import AUTO
-from .errors import UserError
+from ..core.config import AUTO
+from ..core.errors import UserError
 
 if TYPE_CHECKING:
-    from .config import AblationOptions
+    from ..core.config import AblationOptions
 
 PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough for a display, cheap to send
 # --jobs auto on CUDA: runs at once on the GPU. 1 until measured: bench/bench_gpu.py (b) prints the total tokens/s
@@ -220,7 +220,7 @@ def _how_it_died(process) -> str:
 # torch, so that the two imports overlap: on this project's 2-core machine a spawned worker took 1-2 s to import
 # torch, and three processes importing it at once (the driver and two workers) held up the first runs of
 # `make smoke` by about a second.
-SERVER_PRELOAD = ["modern_gpt.running"]  # what a job needs to unpickle and run: torch, the model, training
+SERVER_PRELOAD = ["modern_gpt.ablation.running"]  # what a job needs to unpickle and run: torch, the model, training
 
 
 # True once the fork server could not start in this process (say, AF_UNIX path too long: it listens on a Unix

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .files import atomic_path
+from ..core.files import atomic_path
 from .results import Meta, failed
 
 

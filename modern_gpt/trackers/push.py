@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UserError
-from .files import write_json
-from .report import write
-from .results import ResultsDir
+from ..ablation.results import ResultsDir
+from ..core.errors import UserError
+from ..core.files import write_json
+from ..verdict.report import write
 from .tracking import Tracking, check, check_names, notes, other_store, tracked_ids, tracking_state
 
 

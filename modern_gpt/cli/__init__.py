@@ -1,0 +1,1 @@
+"""The modern-gpt command: flags, printing and the live display, over the library."""

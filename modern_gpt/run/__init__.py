@@ -1,0 +1,1 @@
+"""One run: the training loop, checkpoints, the context wall, and when torch.compile pays."""
