@@ -3,25 +3,22 @@
 import math
 import signal
 import time
-from dataclasses import replace
 from unittest.mock import ANY
 
-import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from modern_gpt.ablation import planning
-from modern_gpt.ablation.results import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, Meta, ResultsDir
-from modern_gpt.cli import render
+from modern_gpt.ablation import planning, report
+from modern_gpt.ablation.results import CURVE_COLUMNS, RUN_COLUMNS, ResultsDir
 from modern_gpt.cli.commands import app
 from modern_gpt.core.components import COMPONENTS
-from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig, non_embedding_params, param_counts
+from modern_gpt.core.config import ModelConfig, non_embedding_params, param_counts
 from modern_gpt.core.errors import UserError
-from modern_gpt.core.settings import Settings, resolve
-from modern_gpt.verdict import report
-from modern_gpt.verdict.stats import boundary, mde, sd_bound
+from modern_gpt.core.settings import resolve
+from modern_gpt.verdict.design import SUMMARY_COLUMNS
+from modern_gpt.verdict.stats import boundary, mde
 
 from .clihelp import cli_process
 
@@ -105,7 +102,7 @@ def test_seeds_auto_and_the_statistics_flags_are_checked():
     settings = resolve(None, True, {})
     spec = planning.plan_spec(settings, "cumulative", seeds="auto", max_seeds=6)
     assert spec.seeds == list(range(6)) and spec.min_seeds == 3 and spec.variants[1].placebo
-    assert spec.tested_rows == len(COMPONENTS)  # the placebo is tested alone, outside Holm's family
+    assert spec.design.tested_rows == len(COMPONENTS)  # the placebo is tested alone, outside Holm's family
     assert spec.boundary() == boundary(0.05, len(COMPONENTS), 3, 6)
     assert planning.plan_spec(settings, "cumulative", seeds="4", placebo=False).boundary() is None
     for kwargs, message in [
@@ -136,168 +133,6 @@ def test_match_params_brings_every_row_within_one_percent():
     assert (
         rows[5].mlp_hidden > planning.variant_config(base, planning.make_plan("cumulative")[5]).hidden
     )  # gqa's savings go to the MLP
-
-
-# ---------------------------------------------------------------------------
-# the summary, from known per-seed values
-# ---------------------------------------------------------------------------
-_SETTINGS = Settings(
-    ModelConfig(context=8, dim=16, layers=1), TrainConfig(lr=1e-3, steps=10, batch_size=2), DataConfig()
-)
-
-
-def _meta(
-    vals: list[list[float]],
-    seeds: list[int],
-    refs: dict | None = None,
-    placebo: int | None = None,
-    planned: list[int] | None = None,
-    **spec,
-) -> tuple[Meta, pd.DataFrame]:
-    """A folder's meta.json and runs by hand: rows base, a, b, ... each compared with the row above (refs: other
-    references by row; placebo: the row that is the placebo), the runs' val losses one list per row at `seeds`;
-    planned: the Spec's seeds (by default `seeds`); spec: its other fields (margin, min_seeds)."""
-    names = ["base", "a", "b", "c", "d", "e"][: len(vals)]
-    refs = {i: i - 1 if i else None for i in range(len(names))} | (refs or {})
-    rows = [planning.Variant(n, (), refs[i], placebo=i == placebo) for i, n in enumerate(names)]
-    plan = planning.Spec(_SETTINGS, "custom", rows, seeds if planned is None else planned, **spec)
-    variants = [{**v.to_dict(), "params": 1000, "hidden": 4, "kv_cache_bytes_per_token": 8} for v in rows]
-    runs = [
-        {
-            "row": i,
-            "variant": names[i],
-            "components": "",
-            "seed": s,
-            "params": 1000,
-            "train_loss": v - 0.05,
-            "val_loss": v,
-            "secs": 1.0,
-            "val_bpc": v / math.log(2),
-            "tokens_per_s": 10.0,
-            "epochs": 0.5,
-            "diverged": False,
-            "error": "",
-            "steps_done": 10,
-        }
-        for i, row in enumerate(vals)
-        for s, v in zip(seeds, row, strict=True)
-    ]
-    return Meta(plan, variants), pd.DataFrame(runs)
-
-
-def test_known_values_give_the_documented_verdicts_and_holm_p_values():
-    vals = [[2.00, 2.02, 2.01], [1.90, 1.91, 1.89], [2.10, 2.12, 2.11], [2.11, 2.115, 2.13]]
-    meta, runs = _meta(vals, [0, 1, 2])
-    summary = report.summarize(meta, runs)
-    assert [r["verdict"] for r in summary] == ["", "better", "worse", "inconclusive"]
-    assert summary[1]["delta_val"] == pytest.approx(-0.11) and [r["pairs"] for r in summary] == [0, 3, 3, 3]
-    assert summary[0]["spread"] == pytest.approx(0.02)
-    # by hand: paired t-tests, then Holm over the three comparisons
-    p = [
-        scipy_stats.ttest_1samp([x - y for x, y in zip(vals[i], vals[i - 1], strict=True)], 0).pvalue for i in (1, 2, 3)
-    ]
-    order = sorted(range(3), key=lambda i: p[i])
-    adjusted = [0.0] * 3
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (3 - rank) * p[i]))
-        adjusted[i] = running
-    assert math.isnan(summary[0]["p_holm"])
-    assert [r["p"] for r in summary[1:]] == pytest.approx(p, rel=1e-9)
-    assert [r["p_holm"] for r in summary[1:]] == pytest.approx(adjusted, rel=1e-9)
-    # what the inconclusive row would need, checked with SciPy's noncentral t at Holm's first step (0.05 / 3),
-    # at the 80% upper confidence bound on its paired sd (chi-square, from SciPy)
-    row = summary[3]
-    deltas = [x - y for x, y in zip(vals[3], vals[2], strict=True)]
-    level = 0.05 / 3
-    assert row["sd"] == pytest.approx(np.std(deltas, ddof=1), rel=1e-12)
-    sd = np.std(deltas, ddof=1) * math.sqrt(2 / scipy_stats.chi2.ppf(0.2, 2))
-    assert abs(row["delta_val"]) >= row["sd"] / math.sqrt(3)  # |t| >= 1: need is shown
-
-    def power(effect, n):
-        crit, nc = scipy_stats.t.ppf(1 - level / 2, n - 1), effect * math.sqrt(n) / sd
-        return scipy_stats.nct.sf(crit, n - 1, nc) + scipy_stats.nct.sf(crit, n - 1, -nc)  # the lower tail by symmetry
-
-    assert power(row["mde"], 3) == pytest.approx(0.8, abs=1e-4), (row, sd, level)
-    need = int(row["seeds_needed"])
-    assert power(abs(row["delta_val"]), need) >= 0.8 > power(abs(row["delta_val"]), need - 1)
-    assert math.isnan(summary[1]["seeds_needed"])  # decided rows need nothing more
-
-
-def test_need_is_left_blank_below_one_standard_error_and_the_placebo_is_tested_alone():
-    """need from a |Δ| under one standard error would be post-hoc power on noise; the placebo row is not in the
-    components' Holm family (its p_holm is its own p) and its mde is at alpha, not alpha / rows."""
-    vals = [[2.00, 2.02, 2.01], [2.03, 2.00, 2.02], [1.90, 1.91, 1.89], [1.91, 1.90, 1.90]]
-    meta, runs = _meta(vals, [0, 1, 2], refs={1: 0, 2: 0}, placebo=1)
-    summary = report.summarize(meta, runs)
-    placebo, clear, noise = summary[1], summary[2], summary[3]
-    assert placebo["p_holm"] == placebo["p"] and placebo["mde"] == pytest.approx(
-        mde(placebo["sd"] * sd_bound(3), 3, 0.05)
-    )
-    assert clear["p_holm"] == pytest.approx(min(1.0, 2 * clear["p"]))  # Holm over the two components only
-    assert abs(noise["delta_val"]) < noise["sd"] / math.sqrt(3) and math.isnan(noise["seeds_needed"])
-    meta, runs = _meta(
-        vals, [0, 1, 2], refs={1: 0, 2: 0}, placebo=1, margin=0.01
-    )  # need asked of every inconclusive row
-    assert not math.isnan(report.summarize(meta, runs)[3]["seeds_needed"])
-
-
-def test_few_seeds_in_a_big_table_are_footnoted_with_what_they_can_see():
-    meta, runs = _meta([[2.0, 2.1, 2.05]] * 4, [0, 1, 2])
-    summary = report.summarize(meta, runs)
-    assert not any(n.startswith("Few seeds") for n in report.footnotes(meta, runs, summary))  # 3 rows: quiet
-    vals = [[2.0 + 0.01 * i, 2.1 - 0.02 * i, 2.05 + 0.003 * i] for i in range(6)]
-    meta, runs = _meta(vals, [0, 1, 2])
-    summary = report.summarize(meta, runs)
-    note = next(n for n in report.footnotes(meta, runs, summary) if n.startswith("Few seeds"))
-    assert f"at least {mde(1.0, 3, 0.05 / 5):.1f} paired sds" in note and "5 seeds need" in note
-
-
-def test_a_margin_adds_same_and_the_equivalence_p_values():
-    vals = [[2.00, 2.02, 2.01, 2.03, 2.00], [2.001, 2.019, 2.011, 2.029, 2.0015]]
-    meta, runs = _meta(vals, [0, 1, 2, 3, 4], margin=0.01)
-    row = report.summarize(meta, runs)[1]
-    deltas = [x - y for x, y in zip(vals[1], vals[0], strict=True)]
-    lower = scipy_stats.ttest_1samp(deltas, -0.01, alternative="greater").pvalue
-    upper = scipy_stats.ttest_1samp(deltas, 0.01, alternative="less").pvalue
-    assert row["p_same"] == pytest.approx(max(lower, upper), rel=1e-9) and row["verdict"] == "same"
-    assert "same when an equivalence test" in report.footnotes(meta, runs, [row, row])[-1]
-
-
-def test_one_seed_is_always_inconclusive_and_says_why():
-    meta, runs = _meta([[2.0], [1.0]], [0])
-    summary = report.summarize(meta, runs)
-    assert summary[1]["verdict"] == "inconclusive" and math.isnan(summary[1]["ci_low"])
-    assert any(n.startswith("One seed: every verdict is inconclusive") for n in report.footnotes(meta, runs, summary))
-
-
-def test_pairs_counts_complete_pairs_when_the_reference_diverged():
-    meta, runs = _meta([[2.0, 2.1, 2.2], [1.0, 1.1, 1.25]], [0, 1, 2])
-    runs.loc[(runs.row == 0) & (runs.seed == 1), ["diverged", "val_loss"]] = [True, math.nan]
-    row = report.summarize(meta, runs)[1]
-    assert row["seeds"] == 3 and row["pairs"] == 2  # its own runs, and the pairs actually compared
-    assert row["delta_val"] == pytest.approx(-0.975)  # seeds 0 and 2: (-1.0 - 0.95) / 2
-
-
-def test_diverged_runs_are_left_out_of_the_means_and_named():
-    meta, runs = _meta([[2.0, 2.1, 2.2], [1.0, 1.1, 1.2]], [0, 1, 2])
-    runs.loc[(runs.row == 1) & (runs.seed == 2), ["diverged", "val_loss"]] = [True, math.nan]
-    summary = report.summarize(meta, runs)
-    assert summary[1]["val_loss"] == pytest.approx(1.05) and summary[1]["diverged"] == 1 and summary[1]["seeds"] == 2
-    assert summary[1]["delta_val"] == pytest.approx(-1.0)  # paired over the seeds both rows finished
-    notes = report.footnotes(meta, runs, summary)
-    assert any(n.startswith("a, seed 2: diverged") for n in notes)
-    assert "(1 diverged)" in render.markdown(meta, summary, notes)
-
-
-def test_memorisation_and_parameter_mismatch_are_footnoted():
-    meta, runs = _meta([[2.0, 2.1], [1.0, 1.1]], [0, 1])
-    meta.variants[1]["params"] = 1100
-    runs.loc[runs.row == 1, "epochs"] = 3.5
-    summary = report.summarize(meta, runs)
-    notes = report.footnotes(meta, runs, summary)
-    assert any(n.startswith("Parameter mismatch: a has 1,100 parameters, +10.0%") for n in notes)
-    assert any(n.startswith("Memorisation risk: a: its runs saw 3.5 epochs") for n in notes)
 
 
 # ---------------------------------------------------------------------------
@@ -496,7 +331,8 @@ def test_power_prints_the_mde_table_and_checks_the_placebo(tmp_path):
     sd = summary.sd[1]
     assert doc["paired_sd"] == pytest.approx(sd, rel=1e-12) and doc["placebo"]["verdict"] == summary.verdict[1]
     assert "Placebo check" in invoke("report", tmp_path / "p")
-    info = report.power_info(*report.load(tmp_path / "p")[:2])
+    folder = report.load(tmp_path / "p")
+    info = report.power_info(folder.spec, folder.summary)
     assert info["mde"][1]["one_comparison"]["mde"] == pytest.approx(mde(sd, 5, 0.05))
     assert info["mde"][0]["table_row"]["mde"] == pytest.approx(mde(sd, 3, 0.05 / len(COMPONENTS)))
     assert (
@@ -547,17 +383,6 @@ def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tiny_folder, 
         assert "meta.json" in str(result.exception) and message in str(result.exception)
 
 
-def test_a_sequential_folder_is_judged_by_its_looks_alone():
-    """--seeds auto killed during its first round: meta.json has no looks yet, so no verdict has been reached,
-    however clear the runs look; once a look is recorded, the verdict is the boundary's at that look."""
-    meta, runs = _meta([[2.0, 2.1, 2.05], [1.0, 1.1, 1.05]], [0, 1, 2], min_seeds=3, planned=list(range(10)))
-    meta = replace(meta, sequential={"min_seeds": 3, "max_seeds": 10, "looks": []})
-    assert report.summarize(meta, runs)[1]["verdict"] == "inconclusive"
-    assert meta.spec.family_boundary() == boundary(0.05, 1, 3, 10)
-    meta.sequential["looks"] = [{"seeds": 3, "decided": 1, "rows": 1, "futile": 0}]
-    assert report.summarize(meta, runs)[1]["verdict"] == "better"  # every seed moved by exactly -1: p is 0
-
-
 def test_seeds_auto_and_power_refuse_what_they_cannot_do():
     settings = resolve(None, True, {})
     with pytest.raises(UserError, match="--max-seeds must be at most 30"):
@@ -574,14 +399,6 @@ def test_every_run_diverged_is_a_finished_table_not_an_error(tmp_path):
     summary = pd.read_csv(tmp_path / "d" / "summary.csv")
     assert set(summary.verdict.dropna()) == {"inconclusive"} and (summary.diverged == 2).all()
     assert ResultsDir(tmp_path / "d").read_meta()["status"] == "finished"
-
-
-def test_a_placebo_within_the_margin_is_not_a_warning():
-    meta, runs = _meta([[2.0, 2.02, 2.01, 2.03], [2.001, 2.019, 2.011, 2.029]], [0, 1, 2, 3], placebo=1, margin=0.01)
-    summary = report.summarize(meta, runs)
-    assert summary[1]["verdict"] == "same"
-    note = next(n for n in report.footnotes(meta, runs, summary) if n.startswith("Placebo"))
-    assert "what initialisation alone does" in note and "within --margin" in note and "read the other" not in note
 
 
 # ---------------------------------------------------------------------------

@@ -142,7 +142,7 @@ def test_one_diverged_step_is_singular(tmp_path):
         assert _failed_run(tmp_path).endswith(words)
     import pandas as pd
 
-    from modern_gpt.verdict.report import _failure_notes
+    from modern_gpt.verdict.table import _failure_notes
 
     runs = pd.DataFrame(
         {

@@ -1,6 +1,7 @@
 """modern-gpt judge and modern_gpt.judge: SciPy's numbers on tables of anyone's runs, report's table on a
 results folder's runs.csv, and one sentence for every kind of bad input."""
 
+import dataclasses
 import json
 import math
 import os
@@ -17,8 +18,13 @@ import modern_gpt
 from modern_gpt.ablation.results import ResultsDir
 from modern_gpt.core.errors import UserError
 from modern_gpt.verdict import judge
+from modern_gpt.verdict.design import SummaryRow, judge_columns
 
 from .clihelp import CLASSIC_ROPE, invoke, tiny
+
+# The summary's columns that describe a training run (judge has none), and judge's names for report's columns.
+TRAINING = {f.name for f in dataclasses.fields(SummaryRow) if f.metadata["training"]}
+RENAMES = {f.name: f.metadata["judge"] for f in dataclasses.fields(SummaryRow) if f.metadata["judge"]}
 
 
 def _long(table: dict[str, list[float]], metric: str = "val_loss") -> pd.DataFrame:
@@ -123,12 +129,12 @@ def test_judge_on_runs_csv_gives_reports_table(ablation):
     compared = 0
     for ours, theirs in zip(mine["rows"], report["rows"], strict=True):
         for key, value in theirs.items():
-            if key in judge.TRAINING:
+            if key in TRAINING:
                 continue
             if key == "reference":
                 assert ours[key] == (None if value is None else names[int(value)])
             else:
-                assert ours[judge.RENAMES.get(key, key)] == value, key
+                assert ours[RENAMES.get(key, key)] == value, key
                 compared += 1
     assert compared >= 15 * 3  # every statistic column of every row, not a few
     rope = mine["rows"][2]
@@ -148,8 +154,8 @@ def test_judge_csv_has_reports_numbers(ablation):
         )
     )
     for key in report.columns:
-        if key not in judge.TRAINING and key != "reference":
-            theirs, ours = report[key], mine[judge.RENAMES.get(key, key)]
+        if key not in TRAINING and key != "reference":
+            theirs, ours = report[key], mine[RENAMES.get(key, key)]
             if theirs.dtype.kind == "f":
                 assert np.allclose(ours, theirs, rtol=1e-12, atol=0, equal_nan=True), key
             else:
@@ -372,7 +378,7 @@ def test_the_api_on_another_loops_accuracies():
     accuracies = {"resnet18": [0.912, 0.915, 0.909, 0.914], "resnet18+cutout": [0.921, 0.925, 0.918, 0.924]}
     df = _long(accuracies, "test_acc")
     out = modern_gpt.judge(df, metric="test_acc", higher_is_better=True)
-    assert list(out.columns[:10]) == list(judge.FIRST[:10])
+    assert list(out.columns[:10]) == [shown for _, shown in judge_columns()][:10]
     row = out.iloc[1]
     assert row["verdict"] == "better" and row["delta"] == pytest.approx(0.0095) and row["pairs"] == 4
     assert out.attrs["footnotes"][-1].startswith("verdict:")

@@ -9,16 +9,17 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from modern_gpt.ablation import planning
-from modern_gpt.ablation.results import Meta, ResultsDir
+from modern_gpt.ablation import planning, report
+from modern_gpt.ablation.results import ResultsDir
 from modern_gpt.cli.commands import app
 from modern_gpt.cli.render import to_json
 from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
 from modern_gpt.core.errors import UserError
-from modern_gpt.core.settings import Settings, resolve
+from modern_gpt.core.settings import resolve
 from modern_gpt.data.corpus import eval_offsets, load_corpus
 from modern_gpt.run.train import Spikes, evaluate, train_run
-from modern_gpt.verdict import report
+from modern_gpt.verdict.design import Design, Row
+from modern_gpt.verdict.table import footnotes, lr_view, summarize
 
 runner = CliRunner()
 TINY = ["--smoke", "--steps", 12, "--eval-every", 12, "--eval-tokens", 1024, "--jobs", 1]
@@ -68,13 +69,11 @@ def test_a_spike_is_a_loss_over_one_nat_above_its_running_minimum_after_warm_up(
 LRS = [1e-3, 1e-2, 1e-1]
 
 
-def _sweep(tune: dict, test: dict, bad=(), spiky=()) -> tuple[Meta, pd.DataFrame]:
+def _sweep(tune: dict, test: dict, bad=(), spiky=()) -> tuple[Design, pd.DataFrame]:
     """Two table rows (a, b compared with a) at three learning rates and two seeds, from per-run losses keyed
     (row, lr index, seed); `bad` runs diverged, `spiky` ones spiked."""
-    rows = planning.expand_lrs([planning.Variant("a", (), None), planning.Variant("b", ("rope",), 0)], LRS)
-    variants = [{**v.to_dict(), "params": 100, "hidden": 4, "kv_cache_bytes_per_token": 8} for v in rows]
-    settings = Settings(ModelConfig(context=8), TrainConfig(lr=3e-3, steps=10, batch_size=2), DataConfig())
-    spec = planning.Spec(settings, "custom", rows, [0, 1], lrs=LRS)
+    rows = [Row("ab"[b], None if b == 0 else j, lr=lr, params=100) for b in range(2) for j, lr in enumerate(LRS)]
+    design = Design(rows, [0, 1], lrs=LRS, lr=3e-3)
     records = []
     for (b, j, seed), t in tune.items():
         diverged = (b, j, seed) in bad
@@ -84,23 +83,16 @@ def _sweep(tune: dict, test: dict, bad=(), spiky=()) -> tuple[Meta, pd.DataFrame
                 "seed": seed,
                 "variant": "ab"[b],
                 "lr": LRS[j],
-                "train_loss": 1.0,
                 "val_loss": math.nan if diverged else (t + test[b, j, seed]) / 2,
                 "val_loss_tune": math.nan if diverged else t,
                 "val_loss_test": math.nan if diverged else test[b, j, seed],
                 "val_bpc": 1.0,
-                "secs": 1.0,
-                "tokens_per_s": 1.0,
-                "epochs": 0.1,
-                "best_val_loss": 1.0,
-                "best_step": 10,
-                "steps_done": 10,
                 "diverged": diverged,
                 "error": "",
                 "spikes": int((b, j, seed) in spiky),
             }
         )
-    return Meta(spec, variants), pd.DataFrame(records)
+    return design, pd.DataFrame(records)
 
 
 def test_each_row_gets_the_learning_rate_with_the_lowest_mean_tuning_loss_and_is_reported_on_the_test_half():
@@ -124,35 +116,35 @@ def test_each_row_gets_the_learning_rate_with_the_lowest_mean_tuning_loss_and_is
             (1, 0, 0): 1.9, (1, 0, 1): 2.0, (1, 1, 0): 1.2, (1, 1, 1): 1.4, (1, 2, 0): 1.5, (1, 2, 1): 1.6}  # fmt: skip
     # row 0's lr 0.1 has the lowest tuning loss, but seed 1 diverged there: never chosen, and it is not stable
     meta, runs = _sweep(tune, test, bad={(0, 2, 1)}, spiky={(1, 0, 0)})
-    view_meta, view = report.lr_view(meta, runs)
-    summary = report.summarize(view_meta, view)
+    view_meta, view = lr_view(meta, runs)
+    summary = summarize(view_meta, view)
     # by hand: row 0's mean tuning losses 2.1 / 1.6 / inf -> lr 0.01; row 1's 2.0 / 1.6 / 1.55 -> lr 0.1
-    assert [r["lr"] for r in summary] == [1e-2, 1e-1]
-    assert [r["stable"] for r in summary] == [2, 2] and [r["lrs"] for r in summary] == [3, 3]
-    assert summary[0]["val_loss"] == pytest.approx((1.4 + 1.6) / 2) and summary[1]["val_loss"] == pytest.approx(1.55)
-    assert summary[1]["delta_val"] == pytest.approx(((1.5 - 1.4) + (1.6 - 1.6)) / 2)  # paired, each at its own best
-    assert summary[1]["pairs"] == 2 and summary[1]["reference"] == 0
-    notes = report.footnotes(view_meta, view, summary)
+    assert [r.lr for r in summary] == [1e-2, 1e-1]
+    assert [r.stable for r in summary] == [2, 2] and [r.lrs for r in summary] == [3, 3]
+    assert summary[0].val_loss == pytest.approx((1.4 + 1.6) / 2) and summary[1].val_loss == pytest.approx(1.55)
+    assert summary[1].delta_val == pytest.approx(((1.5 - 1.4) + (1.6 - 1.6)) / 2)  # paired, each at its own best
+    assert summary[1].pairs == 2 and summary[1].reference == 0
+    notes = footnotes(view_meta, view, summary)
     assert any("At lr 0.1, of 4 runs 1 diverged or failed: a" in n for n in notes)
     assert any("At lr 0.001, of 4 runs 1 spiked: b" in n for n in notes)
 
     # --at-lr: everyone at one learning rate, still on the test half
-    at = report.summarize(*report.lr_view(meta, runs, at_lr=1e-3))
-    assert [r["lr"] for r in at] == [1e-3, 1e-3] and at[0]["val_loss"] == pytest.approx(2.2)
+    at = summarize(*lr_view(meta, runs, at_lr=1e-3))
+    assert [r.lr for r in at] == [1e-3, 1e-3] and at[0].val_loss == pytest.approx(2.2)
     with pytest.raises(UserError, match="not one of the learning rates tried: 0.001, 0.01, 0.1"):
-        report.lr_view(meta, runs, at_lr=3e-3)
+        lr_view(meta, runs, at_lr=3e-3)
 
     # every learning rate of row 0 with a failed run: the fewest failures win (lr 0.01: one of two; the others two)
     meta3, runs3 = _sweep(tune, test, bad={(0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 2, 0), (0, 2, 1)})
-    few = report.summarize(*report.lr_view(meta3, runs3))
-    assert few[0]["lr"] == 1e-2 and few[0]["seeds"] == 1 and few[0]["stable"] == 0
+    few = summarize(*lr_view(meta3, runs3))
+    assert few[0].lr == 1e-2 and few[0].seeds == 1 and few[0].stable == 0
     # nothing of row 0 trained at all: no best learning rate to show
     meta4, runs4 = _sweep(tune, test, bad={(0, j, s) for j in range(3) for s in range(2)})
-    assert math.isnan(report.summarize(*report.lr_view(meta4, runs4))[0]["lr"])
+    assert math.isnan(summarize(*lr_view(meta4, runs4))[0].lr)
 
     # a row whose tuning losses are ordered like its test losses would pick the same; here they differ on purpose
-    flipped = report.summarize(*report.lr_view(*_sweep(test, tune, bad={(0, 2, 1)})))
-    assert flipped[1]["lr"] == 1e-2 and flipped[1]["val_loss"] == pytest.approx(1.6)
+    flipped = summarize(*lr_view(*_sweep(test, tune, bad={(0, 2, 1)})))
+    assert flipped[1].lr == 1e-2 and flipped[1].val_loss == pytest.approx(1.6)
 
 
 # ---------------------------------------------------------------------------
@@ -179,7 +171,7 @@ def test_every_row_is_planned_at_every_learning_rate_against_its_reference_at_th
     settings = resolve(None, True, {})
     spec = planning.plan_spec(settings, "cumulative", components="rmsnorm,rope", lrs="1e-3,1e-2")
     assert (
-        spec.lrs == [1e-3, 1e-2] and spec.tested_rows == 2
+        spec.lrs == [1e-3, 1e-2] and spec.design.tested_rows == 2
     )  # +rmsnorm, +rope (the placebo is tested alone): not one per lr
     assert [(v.name, v.lr, v.reference) for v in spec.variants] == [
         ("classic", 1e-3, None), ("classic", 1e-2, None),
@@ -270,15 +262,16 @@ def test_at_lr_and_a_damaged_sweep_are_one_sentence(tmp_path):
     )
     # runs.csv is written for the reader, never read back: edited or cut by hand, it changes no table (the
     # choice is made from runs/, whose tuning losses say otherwise than the edit)
-    truth = to_json(report.load(folder)[1:3])
+    truth = to_json([[r.to_dict() for r in report.load(folder).summary], report.load(folder).notes])
     runs = pd.read_csv(folder / "runs.csv")
     edited = runs.assign(val_loss_tune=[9.9, 0.1])
     edited.to_csv(folder / "runs.csv", index=False)
-    _, summary, notes, _ = report.load(folder)
-    assert summary[0]["lr"] == runs.sort_values("val_loss_tune").lr.iloc[0]  # not the edited 0.1's
-    assert to_json([summary, notes]) == truth
+    table = report.load(folder)
+    assert table.summary[0].lr == runs.sort_values("val_loss_tune").lr.iloc[0]  # not the edited 0.1's
+    assert to_json([[r.to_dict() for r in table.summary], table.notes]) == truth
     runs.drop(columns=["spikes"]).to_csv(folder / "runs.csv", index=False)
-    assert to_json(report.load(folder)[1:3]) == truth
+    again = report.load(folder)
+    assert to_json([[r.to_dict() for r in again.summary], again.notes]) == truth
     meta = json.loads((folder / "meta.json").read_text())
     meta["spec"]["variants"][1]["lr"] = 0.5
     (folder / "meta.json").write_text(json.dumps(meta))

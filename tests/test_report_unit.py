@@ -1,11 +1,11 @@
-"""The verdict logic on hand-built ablations, without training anything: report.summarize (means, paired Δ,
-CI and p against scipy, Holm over the component rows with the placebo tested alone, TOST), report.lr_view (each
-row's learning rate chosen on the tuning half, reported on the test half) and report.footnotes (diverged, failed,
+"""The verdict engine on hand-built ablation folders, without training anything: table.summarize (means, paired
+Δ, CI and p against scipy, Holm over the component rows with the placebo tested alone, TOST), table.lr_view (each
+row's learning rate chosen on the tuning half, reported on the test half) and table.footnotes (diverged, failed,
 unfinished and lossy runs, the placebo, the verdict rule). Each test takes well under a second, nearly all of it
 in stats.mde's numerical integral (the mde column).
 
-Every test builds its input through `ablation`, and reaches report through the wrappers below it (and a table's
-rows through `rows_of`): when report's signatures change, only they change.
+Every test builds its input (a folder's meta.json and runs) through `ablation`, and reaches the engine through the
+wrappers below it (and a table's rows through `rows_of`): when the engine's signatures change, only they change.
 """
 
 from __future__ import annotations
@@ -19,24 +19,22 @@ import pytest
 from scipy import stats as scipy_stats
 
 from modern_gpt.ablation.planning import Spec
+from modern_gpt.ablation.report import design_of
 from modern_gpt.ablation.results import RUN_COLUMNS
 from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
 from modern_gpt.core.errors import UserError
-from modern_gpt.verdict import report
+from modern_gpt.verdict import table
 from modern_gpt.verdict.stats import BETTER, INCONCLUSIVE, SAME, WORSE, honest_mde
-
-try:
-    from modern_gpt.ablation.results import Meta
-except ImportError:  # report from before issue 22's Spec: meta.json's dict
-    Meta = None
 
 
 @dataclasses.dataclass
 class Ablation:
-    """What a results folder holds for the report: meta.json, as report takes it, and its runs as a DataFrame."""
+    """What a results folder holds for its table: meta.json as the engine takes it (a Design), its runs as a
+    DataFrame, and the folder's Spec."""
 
     meta: object
     runs: pd.DataFrame
+    spec: Spec | None = None
 
 
 def ablation(
@@ -138,32 +136,27 @@ def ablation(
             }
             records.append({**record, **given})
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
-    return Ablation(as_report_takes_it(meta), runs)
+    spec = Spec.from_dict(meta["spec"])
+    return Ablation(design_of(meta, spec), runs, spec)
 
 
-# The only lines that know report's signatures: how it takes meta.json, its table rows, and the three calls.
-def as_report_takes_it(meta: dict):
-    """meta.json's dict as report's functions take it: a results.Meta, with the Spec it holds."""
-    if Meta is None:  # report from before the Spec owned meta.json (issue 22): the dict itself
-        return meta
-    return Meta.of(meta, Spec.from_dict(meta["spec"]))
-
-
+# The only lines that know the engine's signatures: a table's rows, and the three calls.
 def rows_of(a: Ablation) -> list[dict]:
     """The rows of the table (after lr_view: one per table row, with its lr, stable and lrs)."""
-    return a.meta["variants"] if isinstance(a.meta, dict) else a.meta.variants
+    return [dataclasses.asdict(r) for r in a.meta.rows]
 
 
 def summarize(a: Ablation) -> list[dict]:
-    return report.summarize(a.meta, a.runs)
+    return [r.to_dict() for r in table.summarize(a.meta, a.runs)]
 
 
 def lr_view(a: Ablation, at_lr: float | None = None) -> Ablation:
-    return Ablation(*report.lr_view(a.meta, a.runs, at_lr))
+    return Ablation(*table.lr_view(a.meta, a.runs, at_lr), a.spec)
 
 
 def footnotes(a: Ablation, folder: str = "", verdicts: bool = True) -> list[str]:
-    return report.footnotes(a.meta, a.runs, summarize(a), folder, verdicts)
+    design = dataclasses.replace(a.meta, resume=a.spec.resume_command(folder)) if folder else a.meta
+    return table.footnotes(design, a.runs, table.summarize(design, a.runs), verdicts)
 
 
 # ---------------------------------------------------------------------------

@@ -148,9 +148,6 @@ def test_one_error_type_for_the_three_configs(make):
         make()
     assert type(caught.value) is ConfigError  # the same type from each config, not a subclass of its own
     assert isinstance(caught.value, UserError)  # which main() prints as one sentence
-    from modern_gpt.model import gpt as model
-
-    assert model.ConfigError is ConfigError  # the name model.py's users import
 
 
 def test_resolved_settings_keep_what_was_given(tmp_path):

@@ -40,7 +40,8 @@ EAGER = (
     "modern_gpt.model.gpt",
     "modern_gpt.run.train",
     "modern_gpt.data.corpus",
-    "modern_gpt.verdict.report",
+    "modern_gpt.verdict.table",
+    "modern_gpt.ablation.report",
     "modern_gpt.ablation.running",
 )
 

@@ -23,12 +23,10 @@ from ..core.config import (
 from ..core.errors import UserError
 from ..core.schema import short
 from ..core.settings import ALL, Settings, from_dict, saved_settings_problem
-from ..verdict.stats import FIXED, Boundary, boundary
+from ..verdict.design import ALPHA, MAX_SEED, Design, DesignError, Row, check_statistics
+from ..verdict.stats import Boundary
 
 PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
-JUDGE = "judge"  # the plan of a table `modern-gpt judge` reads from a file: its rows and seeds are the file's
-ALPHA = AblationOptions.alpha  # the default family-wise error rate of a table's verdicts (--alpha)
-MAX_SEED = 2**63 - 1  # a seed must fit the 64-bit integer columns of runs.csv (torch takes any below 2**64)
 POWER_MIN_SEEDS = 3  # the fewest pairs whose paired sd power reports an mde from
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
@@ -52,6 +50,10 @@ class Variant:
         }
         return out if self.lr is None else {**out, "lr": self.lr}
 
+    def row(self) -> Row:
+        """This run row as a table's Row (its facts, params and the rest, come from the folder's meta.json)."""
+        return Row(self.name, self.reference, self.placebo, self.lr, self.components)
+
     @classmethod
     def from_dict(cls, d: dict) -> Variant:
         return cls(
@@ -62,12 +64,6 @@ class Variant:
 # ---------------------------------------------------------------------------
 # Plans
 # ---------------------------------------------------------------------------
-def label(components) -> str:
-    """The name of a set of components, as parse_variant reads it back: 'classic' for none, else the names
-    joined by '+' (e.g. 'rmsnorm+rope'). Checkpoint folders, tables and messages name a model by it."""
-    return "+".join(components) or "classic"
-
-
 def parse_components(text: str | None) -> tuple[str, ...]:
     """A comma list of component names, checked and in the order given."""
     if text is None:
@@ -335,47 +331,38 @@ class Spec:
         )
         return plan if isinstance(plan, str) else None
 
-    # -- the layout of run rows: table row b at lrs[j] is run row b * K + j -------------------------------
+    # -- the table it plans: its Design ---------------------------------------------------------------------
     @property
-    def runs_per_row(self) -> int:
-        """K: the run rows of each table row (its learning rates; 1 without --lrs)."""
-        return len(self.lrs) if self.lrs else 1
-
-    def run_row(self, row: int, j: int = 0) -> int:
-        """The run row of table row `row` at its j-th learning rate."""
-        return run_row(row, j, self.runs_per_row)
-
-    def place(self, run: int) -> tuple[int, int]:
-        """The table row and learning-rate index of a run row: run_row's inverse."""
-        return divmod(run, self.runs_per_row)
+    def design(self) -> Design:
+        """The table this spec plans, as the verdict engine reads it: the rows (without the facts a folder's
+        meta.json adds: ablation/report.py), the seeds, the learning-rate grid and the statistics settings."""
+        rows = tuple(v.row() for v in self.variants)
+        return Design(
+            rows,
+            tuple(self.seeds),
+            self.alpha,
+            self.margin,
+            self.min_seeds,
+            self.lrs,
+            lr=self.settings.train.lr,
+            source=self.data_name,
+            prefix="spec.",
+            rows_key="variants",
+        )
 
     @property
     def table_variants(self) -> list[Variant]:
-        """The table's rows: each table row's first run row."""
-        return [self.variants[self.run_row(b)] for b in range(len(self.variants) // self.runs_per_row)]
+        """The table's rows: each table row's first run row (run row b * K + j is table row b at lrs[j])."""
+        k = len(self.lrs) if self.lrs else 1
+        return self.variants[::k]
 
-    # -- what the verdicts read --------------------------------------------------------------------------
     @property
     def sequential(self) -> bool:
         return self.min_seeds is not None
 
-    @property
-    def tested_rows(self) -> int:
-        """The component rows with a reference: the family whose false positives Holm controls (the placebo is
-        tested alone)."""
-        return sum(v.reference is not None and not v.placebo for v in self.table_variants)
-
-    def family_boundary(self, placebo: bool = False) -> Boundary:
-        """The thresholds a table is judged by: alpha / r for a fixed number of seeds, or the --seeds auto
-        boundary; for the placebo, a family of one. Recomputed from the spec, never read from meta.json."""
-        rows = 1 if placebo else max(1, self.tested_rows)
-        if not self.sequential:
-            return Boundary(self.alpha, (len(self.seeds),), tuple((self.alpha / r,) for r in range(1, rows + 1)), FIXED)
-        return boundary(self.alpha, rows, self.min_seeds, len(self.seeds))
-
     def boundary(self) -> Boundary | None:
         """--seeds auto's thresholds; None for a fixed number of seeds."""
-        return self.family_boundary() if self.sequential else None
+        return self.design.boundary()
 
     # -- the folder ----------------------------------------------------------------------------------------
     @property
@@ -389,62 +376,21 @@ class Spec:
 
     # -- checks ----------------------------------------------------------------------------------------------
     def problem(self) -> str | None:
-        """Why these fields are not an ablation's (or a judged table's), naming meta.json's key; None when they are."""
-        if self.plan not in (*PLANS, JUDGE):
+        """Why these fields are not an ablation's, naming meta.json's key; None when they are."""
+        if self.plan not in PLANS:
             return f"spec.plan {self.plan!r} is not one of {', '.join(PLANS)}"
         if not self.variants:
             return "spec.variants is empty"
-        return (
-            self._lrs_problem()
-            or self._rows_problem()
-            or self._seeds_problem()
-            or statistics_problem(self.alpha, self.margin, lambda key: f"spec.{key}")
-            or self._plan_problem()
+        try:
+            self.design  # noqa: B018 (a Design checks itself as it is made)
+        except DesignError as e:
+            return str(e)
+        unknown = next(
+            ((i, why) for i, v in enumerate(self.variants) if (why := component_problem(v.components))), None
         )
-
-    def _lrs_problem(self) -> str | None:
-        """With --lrs: two or more distinct positive learning rates, and each table row's run rows at them in order."""
-        lrs, variants = self.lrs, self.variants
-        if lrs is None:
-            bad = next((i for i, v in enumerate(variants) if v.lr is not None), None)
-            return None if bad is None else f"spec.variants[{bad}] has an lr, but spec.lrs is missing"
-        if len(lrs) < 2 or not all(0 < x < math.inf for x in lrs) or len(set(lrs)) < len(lrs):
-            return f"spec.lrs must be two or more distinct positive learning rates, got {lrs}"
-        if len(variants) % len(lrs):
-            return f"spec.variants has {len(variants)} rows, not one per learning rate of spec.lrs for each row"
-        for i, v in enumerate(variants):
-            j = self.place(i)[1]
-            if v.lr != lrs[j]:
-                return f"spec.variants[{i}].lr is {v.lr!r}, not spec.lrs[{j}] {lrs[j]!r}"
-        return None
-
-    def _rows_problem(self) -> str | None:
-        """Known components, and each run row compared with a row above it at its own learning rate (the first
-        table row with none). A judged table's reference may be any other row, or none (--reference)."""
-        for i, v in enumerate(self.variants):
-            unknown = component_problem(v.components)
-            if unknown:
-                return f"spec.variants[{i}]: {unknown}"
-            ref, (row, j) = v.reference, self.place(i)
-            if self.plan == JUDGE:
-                wrong = ref is not None and not (0 <= ref < len(self.variants) and ref != i)
-            else:
-                wrong = (ref is None) != (row == 0) or (
-                    ref is not None and not (0 <= ref < i and self.place(ref)[1] == j)
-                )
-            if wrong:
-                return f"spec.variants[{i}].reference {ref!r} is not a row above it"
-        return None
-
-    def _seeds_problem(self) -> str | None:
-        seeds, judged = self.seeds, self.plan == JUDGE  # a judged file's seeds are only labels that pair runs
-        if not seeds or len(set(seeds)) < len(seeds) or (not judged and min(seeds) < 0):
-            return f"spec.seeds must be distinct seeds of 0 or more, got {short(seeds, 60)}"
-        if not judged and max(seeds) > MAX_SEED:
-            return f"spec.seeds holds {max(seeds)}, above the largest seed {MAX_SEED}"
-        if self.min_seeds is not None and not 2 <= self.min_seeds <= len(seeds):
-            return f"spec.min_seeds must be between 2 and the {len(seeds)} seeds, got {self.min_seeds!r}"
-        return None
+        if unknown:
+            return f"spec.variants[{unknown[0]}]: {unknown[1]}"
+        return self._plan_problem()
 
     def _plan_problem(self) -> str | None:
         """Why a plan's name and its rows disagree (what report reads for a duel or power folder), or None."""
@@ -585,9 +531,6 @@ def _auto_seeds(seed_list_text: str | None, min_seeds: int | None, max_seeds: in
     return low, high
 
 
-MIN_ALPHA = 1e-10  # a row's level, alpha over rows and looks, keeps its t quantile to about 1e-5
-
-
 # Settings that one component alone reads: given while no model has it, they would change nothing, silently.
 READ_BY = {"model.kv_heads": "gqa", "model.rope_base": "rope", "model.multiple_of": "swiglu"}
 
@@ -691,25 +634,3 @@ def check_resume(folder, stored: Spec, settings: Settings, choices: dict) -> Non
             f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "
             f"or with --resume {shlex.quote(str(folder))} alone, which reuses them."
         )
-
-
-def statistics_problem(alpha, margin, name=lambda key: f"--{key}") -> str | None:
-    """Why alpha or margin cannot be a table's, named as name(key) says (a flag, or meta.json's spec.alpha);
-    None when both can."""
-    if not 0 < alpha < 1:
-        return f"{name('alpha')} must be between 0 and 1, got {alpha!r}"
-    if alpha < MIN_ALPHA:  # a row's level alpha/rows/looks near 1e-16 is 1 - q == 0 for the t quantile
-        return (
-            f"{name('alpha')} {alpha:g} is below {MIN_ALPHA:g}, where the t quantiles lose their precision; give "
-            f"{MIN_ALPHA:g} or more"
-        )
-    if margin is not None and not (0 < margin < math.inf):
-        return f"{name('margin')} must be a positive number of nats, got {margin!r}"
-    return None
-
-
-def check_statistics(alpha: float, margin: float | None) -> None:
-    """--alpha and --margin, refused in one sentence."""
-    why = statistics_problem(alpha, margin)
-    if why:
-        raise UserError(f"{why}.")

@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.files import atomic_path
-from .results import Meta, failed
+from ..verdict.design import Design
+from ..verdict.table import failed
+from .planning import Spec
 
 
 def _pyplot():
@@ -33,48 +35,47 @@ def warm() -> None:
 _warming: list[threading.Thread] = []
 
 
-def plot_curves(meta: Meta, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
+def plot_curves(spec: Spec, design: Design, runs: pd.DataFrame, curves: pd.DataFrame, path: Path) -> Path:
     plt = _pyplot()
     # Runs that diverged or failed are left out, as they are of the table's means.
     good = runs[~failed(runs)][["row", "seed"]]
     curves = curves.merge(good, on=["row", "seed"])
     seeds = runs["seed"].nunique()
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
-    for row, variant in enumerate(meta.variants):
+    for row, variant in enumerate(design.rows):
         mine = curves[curves["row"] == row].groupby("step")["val_loss"]
         if not len(mine):
             continue
         mean = mine.mean()
-        lr = f" at lr {variant['lr']:g}" if variant.get("lr") is not None else ""
+        lr = f" at lr {variant.lr:g}" if variant.lr is not None else ""
         (line,) = ax.plot(
             mean.index,
             mean.values,
             marker="o",
             markersize=3,
-            label=f"{variant['name']}{lr} ({variant['params']:,} params)",
+            label=f"{variant.name}{lr} ({variant.params:,} params)",
         )
         if seeds > 1:
             ax.fill_between(
                 mean.index, mine.min().values, mine.max().values, color=line.get_color(), alpha=0.18, linewidth=0
             )
-    spec, model = meta.spec, meta.spec.settings.model
+    model = spec.settings.model
     ax.set_title(
         f"{spec.plan} on {spec.data_name}: dim {model.dim}, {model.layers} layers, "
-        f"{meta.variants[0]['params']:,} params\nvalidation loss, {_over_seeds(seeds)}"
+        f"{design.rows[0].params:,} params\nvalidation loss, {_over_seeds(seeds)}"
     )
     return _finish(fig, ax, "training step", spec, path)
 
 
-def plot_lrs(meta: Meta, runs: pd.DataFrame, path: Path) -> Path:
+def plot_lrs(spec: Spec, design: Design, runs: pd.DataFrame, path: Path) -> Path:
     """lr.png: final val loss (test half) against learning rate on a log axis, one line per table row with its
     mean and min-max band over seeds; a learning rate at which a run diverged or failed is marked with an x at
     the top of the axis. A component that buys stability shows as a flatter, wider line."""
     plt = _pyplot()
-    spec = meta.spec
-    bad, table_row = failed(runs), runs["row"].map(lambda run: spec.place(run)[0])
+    bad, table_row = failed(runs), runs["row"].map(lambda run: design.place(run)[0])
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     failures = []  # (row, colour, lr) of every learning rate at which a run of a row diverged or failed
-    for b, variant in enumerate(spec.table_variants):
+    for b, variant in enumerate(design.table_rows):
         mine, trouble = runs[table_row == b], bad[table_row == b]
         good = mine[~trouble].groupby("lr")["val_loss_test"]
         if len(good):

@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..core.errors import UserError
 from ..core.files import FolderLock, atomic_path, not_regular, write_json
 from ..core.schema import problem
 from ..model import plugins
+from ..verdict.design import SUMMARY_COLUMNS, SummaryRow
 from .planning import Spec, SpecError, resume_command
 
 if TYPE_CHECKING:  # pandas (about 0.3 s, and pyarrow's allocator thread) loads where a frame is made: a worker,
@@ -61,39 +60,6 @@ RUN_COLUMNS = [
     "error",
 ]
 CURVE_COLUMNS = ["variant", "row", "seed", "step", "train_loss", "val_loss"]
-SUMMARY_COLUMNS = [
-    "variant",
-    "params",
-    "train_loss",
-    "val_loss",
-    "delta_val",
-    "spread",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "secs",
-    "val_bpc",
-    "tokens_per_s",
-    "kv_cache_bytes_per_token",
-    "pairs",
-    "sd",
-    "p",
-    "p_holm",
-    "p_same",
-    "p_same_holm",
-    "mde",
-    "seeds_needed",
-    "row",
-    "components",
-    "reference",
-    "mlp_width",
-    "seeds",
-    "diverged",
-    "epochs",
-    "lr",
-    "stable",
-    "lrs",
-]
 
 # What each file must hold for --resume and report to trust it (the notation is in schema.py). Other keys are
 # tolerated; a key that the code reads back gets a line here.
@@ -198,16 +164,6 @@ def check_meta(meta, path: Path) -> Spec:
     return spec
 
 
-def failed(runs: pd.DataFrame) -> pd.Series:
-    """Which runs diverged or failed: the table leaves them out of its means and the plot out of its curves."""
-    return runs["diverged"].astype(bool) | (runs["error"] != "") | ~np.isfinite(runs["val_loss"].astype(float))
-
-
-def unstable(runs: pd.DataFrame) -> pd.Series:
-    """Which runs did not train stably (what the `stable` column of a --lrs table counts): failed, or a loss spike."""
-    return failed(runs) | (runs["spikes"] > 0)
-
-
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -295,31 +251,6 @@ class Scan:
 
     def curves(self) -> pd.DataFrame:
         return _reread(self.curves_frame())
-
-
-@dataclass(frozen=True)
-class Meta:
-    """meta.json as a table reads it: the Spec, one dict per row, the --seeds auto looks and the corpus's facts.
-
-    variants: per run row, the Variant's fields and what meta.json adds (params, hidden, kv_cache_bytes_per_token);
-    report.lr_view makes them one per table row (with its lr, stable, lrs) and adds sweep.
-    """
-
-    spec: Spec
-    variants: list[dict]
-    sequential: dict | None = None
-    corpus: dict | None = None
-    sweep: dict | None = None  # report.lr_view: the learning rates, --at-lr and every run
-    judge: dict | None = None  # judge.py: the metric and its direction
-
-    @classmethod
-    def of(cls, meta: dict, spec: Spec) -> Meta:
-        facts = ("params", "hidden", "kv_cache_bytes_per_token")
-        variants = [
-            {**v.to_dict(), **{k: row[k] for k in facts}}
-            for v, row in zip(spec.variants, meta["variants"], strict=True)
-        ]
-        return cls(spec, variants, meta.get("sequential"), meta.get("corpus"))
 
 
 class ResultsDir:
@@ -417,10 +348,6 @@ class ResultsDir:
         self.read_meta()
         return self._spec
 
-    def read(self) -> Meta:
-        """meta.json as a table reads it."""
-        return Meta.of(self.read_meta(), self.spec)
-
     def check_resumed_by(self, command: str) -> None:
         """--resume with the command that wrote the folder; another command is refused, naming the right one."""
         if self.spec.command != command:
@@ -517,7 +444,8 @@ class ResultsDir:
         _write_csv(self.path / "runs.csv", runs)
         _write_csv(self.path / "curves.csv", curves)
 
-    def write_summary(self, rows: list[dict]) -> None:
+    def write_summary(self, rows: list[SummaryRow]) -> None:
         import pandas as pd
 
-        _write_csv(self.path / "summary.csv", pd.DataFrame(rows, columns=SUMMARY_COLUMNS))
+        frame = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in rows], columns=SUMMARY_COLUMNS)
+        _write_csv(self.path / "summary.csv", frame)

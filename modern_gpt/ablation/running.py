@@ -32,7 +32,7 @@ from ..run.train import RunResult, check_memory, default_threads, is_oom, resolv
 from ..trackers.tracking import Tracking, tracking_state
 from .executors import Executor, Local, Ray
 from .planning import Spec, Variant, variant_config, variant_info
-from .results import Meta, ResultsDir, settings_hash
+from .results import ResultsDir, settings_hash
 
 
 def environment(device: str, device_name: str | None = None) -> dict:
@@ -424,7 +424,8 @@ class Ablation:
         """Every pending run: all seeds at once, or with --seeds auto a round of seeds at a time, testing every
         row after each round and stopping once every row is decided or futile, or at --max-seeds. The looks are
         recomputed from the finished runs on --resume, so a resumed ablation stops where the first would have."""
-        from ..verdict.report import take_look  # the verdicts, computed as the table computes them
+        from ..verdict.table import take_look  # the verdicts, computed as the table computes them
+        from .report import design_of
 
         rows, seq = len(self.spec.variants), self.meta.get("sequential")
         n = self.spec.min_seeds if self.spec.sequential else len(self.spec.seeds)
@@ -434,7 +435,8 @@ class Ablation:
             self._run_jobs(jobs, display)
             if not self.spec.sequential:
                 return
-            look, stop = take_look(Meta.of(self.meta, self.spec), self.results.scan().runs(), n)
+            design = design_of(self.meta, self.spec, self.results.path)
+            look, stop = take_look(design, self.results.scan().runs(), n)
             seq["looks"].append({**look, "at": now()})
             seq["stopped"] = stop or n >= len(self.spec.seeds)
             self.results.write_meta(self.meta)

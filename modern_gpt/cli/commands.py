@@ -21,7 +21,7 @@ from rich.console import Console
 
 from .. import __version__
 from ..core.components import COMPONENT_SUMMARY, COMPONENTS
-from ..core.config import AUTO, POWER_SEEDS, AblationOptions
+from ..core.config import AUTO, POWER_SEEDS, TRACKERS, AblationOptions
 from ..core.errors import UserError
 from ..core.settings import (
     ABLATION,
@@ -33,7 +33,6 @@ from ..core.settings import (
     resolve_options,
     resolve_values,
 )
-from ..trackers.tracking import TRACKERS
 
 app = typer.Typer(
     name="modern-gpt",
@@ -346,9 +345,11 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 @with_settings(exclude=("model.vocab_size",), options=TRACK_OPTIONS, other_options_ok=True)
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
-    from ..ablation.planning import check_read, label
+    from ..ablation.planning import check_read
+    from ..core.components import label
+    from ..core.config import lossy_note
     from ..core.files import check_free
-    from ..data.corpus import load_corpus, lossy_note
+    from ..data.corpus import load_corpus
     from ..run.checkpoint import save_checkpoint
     from ..run.train import train_run
     from . import render
@@ -412,28 +413,29 @@ def _command_line() -> str:
 
 
 def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
-    from ..verdict import report
+    from ..ablation import report
+    from ..ablation.results import ResultsDir
     from . import render
 
-    results = report.ResultsDir(folder)
+    results = ResultsDir(folder)
     power = fmt in TABLE_OR_JSON and results.spec.plan == "power"
-    meta, summary, notes, duel_info = report.load(results, at_lr, verdicts=not power)
+    rep = report.load(results, at_lr, verdicts=not power)
     if power:  # what `modern-gpt power` printed, with the notes every folder gets
-        _print_power(report.power_info(meta, summary), notes, fmt)
+        _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
         return
     if fmt == "table":
-        console.print(render.rich_table(meta, summary))
-        if duel_info:
-            console.print(render.duel_table(duel_info))
-            console.print(render.duel_sentence(duel_info), highlight=False, markup=False)
-        for note in notes:
+        console.print(render.rich_table(rep))
+        if rep.duel:
+            console.print(render.duel_table(rep.duel))
+            console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
+        for note in rep.notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
-        print(render.markdown(meta, summary, notes, duel_info), end="")
+        print(render.markdown(rep), end="")
     elif fmt == "csv":
-        print(render.csv_text(summary), end="")
+        print(render.csv_text(rep.summary), end="")
     else:
-        print(render.json_text(meta, summary, notes, duel_info))
+        print(render.json_text(rep))
 
 
 def _print_power(info: dict, notes: list[str], fmt: str) -> None:
@@ -505,9 +507,9 @@ def _run_ablation(
 
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
         prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
-    from ..verdict import report  # pandas loads here, after the plan's checks
+    from ..verdict.table import at_lr_index  # pandas loads here, after the plan's checks
 
-    report.at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
+    at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
     _check_tracking(options)
     from ..ablation.running import resume as resume_ablation  # torch loads here, after every check of the flags
     from ..ablation.running import start
@@ -548,8 +550,7 @@ def _check_tracking(options: AblationOptions) -> None:
 def _train(ablation, fmt: str, at_lr: float | None) -> None:
     """Train what is pending with a progress display; then write the report and print it. Ctrl-C: the summary of
     what finished, the command that resumes, exit code 130."""
-    from ..ablation import plot
-    from ..verdict import report
+    from ..ablation import plot, report
     from . import render
     from .progress import AblationDisplay
 
@@ -703,12 +704,14 @@ def report(
     mlflow_uri: ReportMlflowUri = None,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
-    from ..verdict import report as rep
+    from ..ablation.report import plot as draw
+    from ..ablation.results import ResultsDir
+    from ..verdict.table import at_lr_index
 
     _load_plugins(plugin)
     if plot:
-        rep.at_lr_index(rep.ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
-        for path in rep.plot(folder):
+        at_lr_index(ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
+        for path in draw(folder):
             print(f"wrote {path}", file=sys.stderr)
     if track or mlflow_uri is not None:
         _push(folder, track or [], mlflow_uri)
@@ -717,7 +720,7 @@ def report(
 
 def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
     """report --track: what each tracker lacks, logged once (tracking_push.push_folder)."""
-    from ..trackers.push import push_folder
+    from ..ablation.push import push_folder
 
     for name, (n, summary) in push_folder(folder, names, mlflow_uri).items():
         what = f"logged {n} run{'s' * (n != 1)}" if n else "holds every run already"
@@ -761,7 +764,7 @@ def judge(
 
     A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json).
     """
-    from ..ablation.planning import ALPHA
+    from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file, names
 
     settings = JudgeSettings(
@@ -775,22 +778,22 @@ def judge(
         ALPHA if alpha is None else alpha,
         margin,
     )
-    _print_judged(*judge_file(file, settings), fmt)
+    _print_judged(settings, *judge_file(file, settings), fmt)
 
 
-def _print_judged(meta, rows: list[dict], notes: list[str], fmt: str) -> None:
+def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str) -> None:
     from . import render
 
     if fmt == "table":
-        console.print(render.judge_table(meta, rows))
+        console.print(render.judge_table(design, settings, rows))
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
-        print(render.judge_markdown(meta, rows, notes), end="")
+        print(render.judge_markdown(design, settings, rows, notes), end="")
     elif fmt == "csv":
         print(render.judge_csv(rows), end="")
     else:
-        print(render.judge_json(meta, rows, notes))
+        print(render.judge_json(design, settings, rows, notes))
 
 
 # ---------------------------------------------------------------------------
@@ -820,7 +823,8 @@ def extrapolate(
     """Val loss, bits/char and ms per token at context lengths past the trained one: the context wall."""
     from dataclasses import replace
 
-    from ..data.corpus import lossy_note, lost_chars, validation_text
+    from ..core.config import lossy_note
+    from ..data.corpus import lost_chars, validation_text
     from ..run.checkpoint import load_checkpoint
     from ..run.extrapolate import extrapolate as run
     from ..run.extrapolate import parse_contexts

@@ -11,20 +11,23 @@ import io
 import json
 import math
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
 from rich.table import Table
 
-from ..ablation.planning import label
+from ..core.components import label
 from ..core.config import PIECES, POWER_SEEDS, ModelConfig, kv_cache_bytes_per_token, param_counts
 from ..core.schema import count
+from ..verdict.design import SUMMARY_COLUMNS, SummaryRow, table_columns
 from ..verdict.stats import INCONCLUSIVE, MAX_PAIRS
 
 if TYPE_CHECKING:
-    from ..ablation.results import Meta
+    from ..ablation.report import Report
+    from ..verdict.design import Design
+    from ..verdict.judge import JudgeSettings
 
 # pandas, report, results and train (torch) are imported inside the functions that need them: `params`
 # renders its table here, and must start without them.
@@ -243,16 +246,14 @@ def results_line(folder: Path, lrs) -> str:
     return f"results: {folder} (curves.png: validation loss against step{lr})"
 
 
-def title(meta: Meta) -> str:
+def title(rep: Report) -> str:
     """The table's title: the plan, the data, the seeds and the budget."""
-    from ..verdict.report import seeds_planned
-
-    spec, s = meta.spec, meta.spec.settings
-    seeds = seeds_planned(meta)
+    spec, design, s = rep.spec, rep.design, rep.spec.settings
+    seeds = design.seeds_planned()
     what = "classic-vs-modern duel" if spec.plan == "duel" else f"{spec.plan} ablation"
     auto = f" (--seeds auto, at most {len(spec.seeds)})" if spec.sequential else ""
     if spec.lrs:
-        at = (meta.sweep or {}).get("at")
+        at = design.sweep.at if design.sweep else None
         which = "each row at its best" if at is None else f"all at {at:g}"
         auto += f", {len(spec.lrs)} learning rates ({which})"
     return (
@@ -360,86 +361,87 @@ def _num(x, spec: str) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def _cells(row: dict, show_mlp: bool) -> list[str]:
-    val = _num(row["val_loss"], ".4f")
-    if row["diverged"]:
-        val = "diverged" if not row["seeds"] else f"{val} ({row['diverged']} diverged)"
-    ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
-    need = row["seeds_needed"]
-    cells = [row["variant"], f"{row['params']:,}"]
-    if show_mlp:
-        cells.append(str(row["mlp_width"]))
-    if row["lrs"] > 1:
-        cells += [_num(row["lr"], "g"), f"{row['stable']}/{row['lrs']}"]
-    return cells + [
-        _num(row["train_loss"], ".4f"),
-        val,
-        _num(row["delta_val"], "+.4f"),
-        _num(row["spread"], ".4f"),
-        ci,
-        _p(row["p_holm"]),
-        row["verdict"],
-        _num(row["mde"], ".4f"),
-        f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
-        _num(row["secs"], ".1f"),
-    ]
+def cell(row: SummaryRow, name: str, fmt: str | None = None) -> str:
+    """One cell of the table as printed: by the column's fmt (SummaryRow's metadata, unless given), a format
+    spec or a named cell that reads more than its own column."""
+    fmt = fmt or next(f.metadata["fmt"] for f in fields(SummaryRow) if f.name == name)
+    x = getattr(row, name)
+    if fmt in ("variant", "verdict"):
+        return x
+    if fmt == "params":
+        return f"{x:,}"
+    if fmt == "mlp":
+        return str(x)
+    if fmt == "stable":
+        return f"{row.stable}/{row.lrs}"
+    if fmt == "val":
+        val = _num(x, ".4f")
+        return val if not row.diverged else "diverged" if not row.seeds else f"{val} ({row.diverged} diverged)"
+    if fmt == "ci":
+        return "" if math.isnan(row.ci_low) else f"[{row.ci_low:+.4f}, {row.ci_high:+.4f}]"
+    if fmt == "p":
+        return _p(x)
+    if fmt == "need":
+        return f">{MAX_PAIRS:,}" if x == math.inf else _num(x, ".0f")
+    return _num(x, fmt)
+
+
+def _columns(rep: Report) -> list:
+    """The table's columns (SummaryRow's fields that have one): mlp with --match-params, lr and stable over a grid."""
+    return table_columns(rep.spec.match_params, bool(rep.spec.lrs))
 
 
 def _p(p: float) -> str:
     return "" if math.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
-def _headers(show_mlp: bool, sweep: bool = False) -> list[str]:
-    cols = ["variant", "params"] + (["mlp"] if show_mlp else []) + (["lr", "stable"] if sweep else [])
-    return cols + ["train", "val", "Δ val", "spread", "95% CI", "p_holm", "verdict", "mde", "need", "secs"]
-
-
 VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
 
 
-def rich_table(meta: Meta, summary: list[dict]) -> Table:
-    show_mlp = meta.spec.match_params
-    table = Table(title=title(meta), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _headers(show_mlp, bool(meta.spec.lrs))
-    for h in headers:
+def rich_table(rep: Report) -> Table:
+    table = Table(title=title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    columns = _columns(rep)
+    for f in columns:
+        h = f.metadata["header"]
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
-    at = headers.index("verdict")
-    for row in summary:
-        cells = _cells(row, show_mlp)
-        cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
-        table.add_row(*cells)
+    for row in rep.summary:
+        cells = [cell(row, f.name, f.metadata["fmt"]) for f in columns]
+        table.add_row(*(_styled(c) if f.name == "verdict" else c for f, c in zip(columns, cells, strict=True)))
     return table
 
 
-def markdown(meta: Meta, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
-    show_mlp = meta.spec.match_params
-    headers = _headers(show_mlp, bool(meta.spec.lrs))
+def _styled(verdict: str) -> str:
+    return f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]" if verdict else ""
+
+
+def markdown(rep: Report) -> str:
+    columns = _columns(rep)
+    headers = [f.metadata["header"] for f in columns]
     lines = [
-        f"**{title(meta)}**",
+        f"**{title(rep)}**",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
-    lines += ["| " + " | ".join(_cells(row, show_mlp)) + " |" for row in summary]
-    if duel_info:
-        lines += ["", duel_sentence(duel_info)]
-    return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
+    lines += ["| " + " | ".join(cell(row, f.name, f.metadata["fmt"]) for f in columns) + " |" for row in rep.summary]
+    if rep.duel:
+        lines += ["", duel_sentence(rep.duel)]
+    return "\n".join(lines + [""] + [f"- {n}" for n in rep.notes]) + "\n"
 
 
-def csv_text(summary: list[dict]) -> str:
+def csv_text(summary: list[SummaryRow]) -> str:
     import pandas as pd
 
-    from ..ablation.results import SUMMARY_COLUMNS
-
     buf = io.StringIO()
-    pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(buf, index=False)
+    frame = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in summary], columns=SUMMARY_COLUMNS)
+    frame.to_csv(buf, index=False)
     return buf.getvalue()
 
 
-def json_text(meta: Meta, summary: list[dict], notes: list[str], duel_info: dict | None = None) -> str:
-    doc = {"title": title(meta), "rows": summary, "footnotes": notes}
-    if duel_info:
-        doc["duel"] = duel_info
+def json_text(rep: Report) -> str:
+    doc = {"title": title(rep), "rows": [r.to_dict() for r in rep.summary], "footnotes": rep.notes}
+    if rep.duel:
+        doc["duel"] = rep.duel
     return to_json(doc)
 
 
@@ -499,14 +501,14 @@ def _judge_cells(row: dict, d: str) -> list[str]:
     ]
 
 
-def judge_table(meta: Meta, rows: list[dict]) -> Table:
+def judge_table(design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
     from rich.markup import escape
 
     from ..verdict.judge import title as judge_title
 
     # names and the file's come from the user: "[" is text, never rich markup
-    table = Table(title=escape(judge_title(meta)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _judge_headers(meta.judge["metric"])
+    table = Table(title=escape(judge_title(design, s)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    headers = _judge_headers(s.metric)
     for h in headers:
         table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
     at, d = headers.index("verdict"), _judge_decimals(rows)
@@ -517,12 +519,12 @@ def judge_table(meta: Meta, rows: list[dict]) -> Table:
     return table
 
 
-def judge_markdown(meta: Meta, rows: list[dict], notes: list[str]) -> str:
+def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: list[str]) -> str:
     from ..verdict.judge import title as judge_title
 
-    headers = _judge_headers(meta.judge["metric"])
+    headers = _judge_headers(s.metric)
     lines = [
-        f"**{judge_title(meta)}**",
+        f"**{judge_title(design, s)}**",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" --- " for _ in headers) + "|",
@@ -543,9 +545,8 @@ def judge_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def judge_json(meta: Meta, rows: list[dict], notes: list[str]) -> str:
+def judge_json(design: Design, s: JudgeSettings, rows: list[dict], notes: list[str]) -> str:
     from ..verdict.judge import title as judge_title
 
-    j = meta.judge
-    doc = {"title": judge_title(meta), "metric": j["metric"], "higher_is_better": j["higher_is_better"]}
+    doc = {"title": judge_title(design, s), "metric": s.metric, "higher_is_better": s.higher_is_better}
     return to_json({**doc, "rows": rows, "footnotes": notes})

@@ -103,6 +103,12 @@ def plugin_for(cfg, slot: str) -> Component | None:
     return next((PLUGINS[n] for n in cfg.extra_components if PLUGINS[n].slot == slot), None)
 
 
+def label(components) -> str:
+    """The name of a set of components, as parse_variant reads it back: 'classic' for none, else the names
+    joined by '+' (e.g. 'rmsnorm+rope'). Checkpoint folders, tables and messages name a model by it."""
+    return "+".join(components) or "classic"
+
+
 def all_components() -> tuple[str, ...]:
     """The built-in components, then the loaded plugins' ones."""
     return (*COMPONENTS, *PLUGINS)

@@ -13,7 +13,6 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..trackers.tracking import DEFAULT_MLFLOW_URI, TRACKERS, check_names
 from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, component_problem
 from .errors import ConfigError, setting
 
@@ -240,6 +239,7 @@ def kv_cache_bytes_per_token(cfg: ModelConfig | Shapes, bytes_per_value: int = 2
 # Training: the optimizer, its schedule, the evaluations and where a run trains.
 # ---------------------------------------------------------------------------
 DEVICES = ("auto", "cpu", "cuda", "mps")
+SPIKE = 1.0  # nats: a training loss this far above its running minimum, after warm-up, is a loss spike
 
 
 @dataclass
@@ -314,6 +314,19 @@ def compile_choice(value: str | bool) -> str:
 TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face tokenizer.json
 
 
+def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
+    """The one sentence for a tokenizer that does not give back the validation text (train's note, report's
+    footnote)."""
+    share = ""
+    if lost and chars:  # a share too small for one decimal keeps two significant digits (0.0033%, not 0.0%)
+        pct = 100 * lost / chars
+        share = f" in {lost:,} of its {chars:,} characters, " + (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
+    return (
+        f"Lossy tokenizer: --tokenizer {tokenizer} does not give back the validation text (decode(encode(text)) "
+        f"differs{share}): its bits/char count only what it keeps, and compare with no other tokenizer's."
+    )
+
+
 @dataclass
 class DataConfig:
     # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
@@ -362,6 +375,21 @@ class DataConfig:
 # config file's [ablation] section). Not a run's settings: a checkpoint does not hold them, and the Spec
 # (planning.py) stores those that decide an ablation's numbers.
 # ---------------------------------------------------------------------------
+TRACKERS = ("tensorboard", "mlflow", "wandb")  # --track's names: the one place they live (trackers/ has each)
+DEFAULT_MLFLOW_URI = "sqlite:///mlflow.db"  # MLflow's own default: `mlflow ui` in the same folder opens it
+
+
+def check_names(names) -> tuple[str, ...]:
+    """The --track names, each known, without repeats."""
+    names = tuple(dict.fromkeys(names or ()))
+    for name in names:
+        if name not in TRACKERS:
+            raise ConfigError(
+                f"unknown tracker {name!r} in --track; choose {', '.join(TRACKERS[:-1])} or {TRACKERS[-1]}."
+            )
+    return names
+
+
 AUTO = "auto"  # --seeds auto, --jobs auto
 EXECUTORS = ("local", "ray")
 POWER_SEEDS = 8  # `modern-gpt power` without --seeds: seeds of its variant and of its placebo

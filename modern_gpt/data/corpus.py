@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.config import TOKENIZERS, DataConfig  # noqa: F401 (DataConfig re-exported: data.DataConfig still works)
+from ..core.config import TOKENIZERS, DataConfig
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
 
@@ -512,19 +512,6 @@ def lost_chars(tokenizer, text: str) -> int:
             a, b = Counter(chunk), Counter(back)
             lost += max(sum((a - b).values()), sum((b - a).values()), 1)
     return min(lost, len(text))
-
-
-def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
-    """The one sentence for a tokenizer that does not give back the validation text (train's note, report's
-    footnote)."""
-    share = ""
-    if lost and chars:  # a share too small for one decimal keeps two significant digits (0.0033%, not 0.0%)
-        pct = 100 * lost / chars
-        share = f" in {lost:,} of its {chars:,} characters, " + (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
-    return (
-        f"Lossy tokenizer: --tokenizer {tokenizer} does not give back the validation text (decode(encode(text)) "
-        f"differs{share}): its bits/char count only what it keeps, and compare with no other tokenizer's."
-    )
 
 
 def train_tokenizer(kind: str, text: str, vocab_size: int):

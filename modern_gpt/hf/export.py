@@ -24,8 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ..ablation.planning import label
-from ..core.components import COMPONENT_SUMMARY, COMPONENTS, PLUGINS
+from ..core.components import COMPONENT_SUMMARY, COMPONENTS, PLUGINS, label
 from ..core.config import ModelConfig
 from ..core.errors import UserError
 from ..core.files import atomic_path, write_json, write_text

@@ -24,9 +24,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..core.components import COMPONENT_SUMMARY, COMPONENTS, component_problem, plugin_for  # noqa: F401 (re-exported)
+from ..core.components import plugin_for
 from ..core.config import ModelConfig
-from ..core.errors import ConfigError, UserError  # noqa: F401 (ConfigError re-exported)
+from ..core.errors import UserError
 from . import inference
 from .inference import KVCache, cached_attention_mask
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from ..core.components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError  # noqa: F401 (re-exported)
+from ..core.components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, Component, PluginError
 from ..core.config import PIECES, ModelConfig
 
 ENTRY_POINTS = "modern_gpt.components"  # an installed package's plugin: [project.entry-points] name = "module"

@@ -10,6 +10,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 
+from ..core.components import PluginError
 from ..core.errors import UserError
 from ..core.files import atomic_path, not_regular, write_json
 from ..core.schema import count, problem
@@ -84,7 +85,7 @@ def _read_settings(folder: Path) -> Settings:
         if why is None and recorded:  # before the settings name their components; its own sentence
             try:
                 plugins.check_recorded(recorded, folder)
-            except plugins.PluginError as e:
+            except PluginError as e:
                 raise UserError(str(e)) from e
         why = why or saved_settings_problem(
             {k: v for k, v in config.items() if k not in ("format", "plugins")} if isinstance(config, dict) else config

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..core.config import DEVICES, ModelConfig, TrainConfig, param_counts  # noqa: F401 (TrainConfig re-exported)
+from ..core.config import DEVICES, SPIKE, ModelConfig, TrainConfig, param_counts
 from ..core.errors import UserError
 from ..data.corpus import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
 from ..model.gpt import GPT
@@ -39,7 +39,6 @@ EVAL_LOGITS_BYTES = 1 << 28
 # names the last step whose loss was finite, as on a CPU. Off CUDA the loss is read, and checked, every step.
 SYNC_EVERY = 25
 ADAMW_EPS = 1e-8
-SPIKE = 1.0  # nats: a training loss this far above its running minimum, after warm-up, is a loss spike
 
 
 class Spikes:

@@ -34,10 +34,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from ..core.config import DEFAULT_MLFLOW_URI, TRACKERS, check_names
 from ..core.errors import UserError
 
-TRACKERS = ("tensorboard", "mlflow", "wandb")  # the one place the names live
-DEFAULT_MLFLOW_URI = "sqlite:///mlflow.db"  # MLflow's own default: `mlflow ui` in the same folder opens it
 FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
 ROW_STATS = ("delta_val", "ci_low", "ci_high", "p_holm", "mde")  # each table row's, with its verdict
 TRAIN = "train"  # the plan of a run that `modern-gpt train` logs
@@ -48,17 +47,6 @@ TB_DIR = "tensorboard"  # inside the results folder (or the checkpoint folder of
 # ---------------------------------------------------------------------------
 # Checks: before anything trains
 # ---------------------------------------------------------------------------
-def check_names(names) -> tuple[str, ...]:
-    """The --track names, each known, without repeats."""
-    names = tuple(dict.fromkeys(names or ()))
-    for name in names:
-        if name not in TRACKERS:
-            raise UserError(
-                f"unknown tracker {name!r} in --track; choose {', '.join(TRACKERS[:-1])} or {TRACKERS[-1]}."
-            )
-    return names
-
-
 def _import(name: str):
     """The tracker's module (TensorBoard's through torch's writer, which needs the tensorboard package)."""
     if name == "mlflow":

@@ -21,56 +21,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..ablation.planning import ALPHA, JUDGE, Spec, Variant, check_statistics
-from ..ablation.results import Meta
-from ..core.config import DataConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.files import not_regular
-from ..core.settings import Settings
+from .design import ALPHA, Design, Row, SummaryRow, check_statistics, judge_columns
 
 SUFFIXES = (".csv", ".jsonl", ".parquet")
 # Optional columns that mark a failed run, as modern-gpt's runs.csv does: left out of the means and pairs.
 DIVERGED, ERROR = "diverged", "error"
-# summarize's columns that describe a training run, not a comparison: judge has none of them
-TRAINING = (
-    "params",
-    "train_loss",
-    "secs",
-    "val_bpc",
-    "tokens_per_s",
-    "kv_cache_bytes_per_token",
-    "components",
-    "mlp_width",
-    "epochs",
-    "lr",
-    "stable",
-    "lrs",
-    "row",
-)
-# summarize's names that say val loss, as judge names them for any metric; every other column keeps its name
-RENAMES = {"val_loss": "mean", "delta_val": "delta", "diverged": "failed"}
-# judge's column order; a column summarize gains later comes after these
-FIRST = (
-    "variant",
-    "reference",
-    "placebo",
-    "mean",
-    "delta",
-    "ci_low",
-    "ci_high",
-    "p",
-    "p_holm",
-    "verdict",
-    "mde",
-    "seeds_needed",
-    "pairs",
-    "sd",
-    "spread",
-    "p_same",
-    "p_same_holm",
-    "seeds",
-    "failed",
-)
 # ASCII digits, no '_': what a CSV writer writes ('1_000' and '٣' are numbers to Python, not to a reader)
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE | re.ASCII)
 # The sizes the statistics compute with in float64: a square of a difference of two values stays a normal number
@@ -349,8 +306,9 @@ def check_settings(s: JudgeSettings) -> None:
             raise UserError(f"{flag} and {same[0]} both name the column {col!r}; each needs its own column.")
 
 
-def runs_from(source: Source, s: JudgeSettings) -> tuple[Meta, pd.DataFrame]:
-    """The meta dict and runs frame that report.summarize and report.footnotes read, from a checked table."""
+def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
+    """The Design and runs frame that the verdict engine (table.summarize, table.footnotes) reads, from a
+    checked table."""
     check_settings(s)
     name = source.name
     for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric")):
@@ -395,7 +353,7 @@ def runs_from(source: Source, s: JudgeSettings) -> tuple[Meta, pd.DataFrame]:
     rows = _order(source, s, list(first_seen))
     _check_pairs(source, s, rows, runs)
     refs = _references(source, s, rows)
-    return _meta(source, s, rows, refs, runs), _runs_frame(s, rows, runs)
+    return _design(source, s, rows, refs, runs), _runs_frame(s, rows, runs)
 
 
 def _number_or_empty(v) -> float:
@@ -506,21 +464,17 @@ def _references(source: Source, s: JudgeSettings, rows: list[str]) -> list[int |
     return refs
 
 
-def _meta(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: list[dict]) -> Meta:
-    """report.py's meta (a results.Meta): a Spec of plan judge, whose rows are the file's variants and seeds its
-    seeds, with the training facts report reads (params, widths) not a number."""
-    variants = [Variant(v, (), ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True)]
-    settings = Settings(ModelConfig(), TrainConfig(), DataConfig())  # judge trains nothing: never read
+def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: list[dict]) -> Design:
+    """The table's Design: the file's variants as rows (each with its reference, any other row, and the
+    placebo marked), its seeds as labels that pair the runs, and judge's alpha and margin."""
+    table = [Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True)]
     seeds = sorted({r["seed"] for r in runs})
-    spec = Spec(settings, JUDGE, variants, seeds, data_name=source.name, alpha=s.alpha, margin=s.margin)
-    facts = {"params": math.nan, "hidden": math.nan, "kv_cache_bytes_per_token": math.nan}
-    judged = {"metric": s.metric, "higher_is_better": s.higher_is_better}
-    return Meta(spec, [{**v.to_dict(), **facts} for v in variants], judge=judged)
+    return Design(table, seeds, s.alpha, s.margin, any_reference=True, source=source.name)
 
 
 def _runs_frame(s: JudgeSettings, rows: list[str], runs: list[dict]) -> pd.DataFrame:
-    """report.py's runs: the metric as val_loss (negated when higher is better: summarize reads lower as
-    better), and the training columns it reads present but empty."""
+    """The verdict engine's runs: the metric as val_loss (negated when higher is better: summarize reads lower
+    as better); a run has no training columns."""
     index = {v: i for i, v in enumerate(rows)}
     sign = -1.0 if s.higher_is_better else 1.0
     frame = pd.DataFrame(
@@ -534,27 +488,18 @@ def _runs_frame(s: JudgeSettings, rows: list[str], runs: list[dict]) -> pd.DataF
             "steps_done": [r["steps"] for r in runs],
         }
     )
-    for col in ("train_loss", "secs", "val_bpc", "tokens_per_s", "epochs"):
-        frame[col] = math.nan
-    frame["spikes"] = 0
     return frame.sort_values(["row", "seed"], kind="stable").reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------
 # The table: report's statistics, shown in the metric's own direction
 # ---------------------------------------------------------------------------
-def _honest(row: dict, flip: bool) -> dict:
+def _honest(row: SummaryRow, flip: bool) -> SummaryRow:
     """A summary row in the metric's direction: with higher-is-better the mean, Δ and CI were computed on the
     negated metric, so they are negated back (and the CI's ends swapped); p-values, sds and mde are unsigned."""
     if not flip:
-        return dict(row)
-    return {
-        **row,
-        "val_loss": -row["val_loss"],
-        "delta_val": -row["delta_val"],
-        "ci_low": -row["ci_high"],
-        "ci_high": -row["ci_low"],
-    }
+        return row
+    return row.with_(val_loss=-row.val_loss, delta_val=-row.delta_val, ci_low=-row.ci_high, ci_high=-row.ci_low)
 
 
 def _in_units(note: str, metric: str) -> str:
@@ -568,15 +513,15 @@ def _in_units(note: str, metric: str) -> str:
     )
 
 
-def _unmarked_placebo(meta: Meta) -> str | None:
+def _unmarked_placebo(design: Design) -> str | None:
     """A row named as modern-gpt names its placebo ('classic (placebo)' under 'classic') that --placebo does not
     name: judged as a component, it is the row above the next one, which report compares with the first row."""
-    names = [v.name for v in meta.spec.variants]
+    names = [r.name for r in design.rows]
     twin = f"{names[0]} (placebo)"
-    if twin not in names or any(v.placebo for v in meta.spec.variants):
+    if twin not in names or any(r.placebo for r in design.rows):
         return None
     at = names.index(twin)
-    under = [v.name for v in meta.spec.variants if v.reference == at]
+    under = [r.name for r in design.rows if r.reference == at]
     also = f", and {_listed(under)} {'is' if len(under) == 1 else 'are'} compared with it" if under else ""
     return (
         f"{twin!r} is judged as a component row, not as a placebo: it is in Holm's family{also}; for the table "
@@ -584,16 +529,16 @@ def _unmarked_placebo(meta: Meta) -> str | None:
     )
 
 
-def judge(meta: Meta, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
-    """The table's rows (judge's columns) and its footnotes, from runs_from's meta and runs."""
-    from . import report
+def judge(design: Design, s: JudgeSettings, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """The table's rows (judge's columns, in its order) and its footnotes, from runs_from's design and runs."""
+    from .table import footnotes, summarize
 
-    metric, flip = meta.judge["metric"], meta.judge["higher_is_better"]
-    summary = [_honest(row, flip) for row in report.summarize(meta, runs)]
+    metric, flip = s.metric, s.higher_is_better
+    summary = [_honest(row, flip) for row in summarize(design, runs)]
     # the training footnotes (memorisation, parameter mismatch) have nothing to read: no train loss, no params
-    quiet = [{**row, "val_loss": math.nan, "train_loss": math.nan} for row in summary]
-    notes = [_in_units(n, metric) for n in report.footnotes(meta, runs, quiet, meta.spec.data_name)]
-    unmarked = _unmarked_placebo(meta)
+    quiet = [row.with_(val_loss=math.nan, train_loss=math.nan) for row in summary]
+    notes = [_in_units(n, metric) for n in footnotes(design, runs, quiet)]
+    unmarked = _unmarked_placebo(design)
     if unmarked:
         notes.insert(0, unmarked)
     if flip:
@@ -602,29 +547,28 @@ def judge(meta: Meta, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
             f"Higher {metric} is better: means, Δ and CIs are {metric} as measured (a positive Δ is a gain); better "
             f"means a higher {metric}.",
         )
-    names = [v.name for v in meta.spec.variants]
+    names = [r.name for r in design.rows]
     rows = []
-    for row, v in zip(summary, meta.spec.variants, strict=True):
-        out = {RENAMES.get(k, k): x for k, x in row.items() if k not in TRAINING}
-        out["reference"] = names[v.reference] if v.reference is not None else None
-        out["placebo"] = v.placebo
-        rows.append({**{k: out[k] for k in FIRST if k in out}, **out})
+    for row, r in zip(summary, design.rows, strict=True):
+        values = {**vars(row), "reference": names[r.reference] if r.reference is not None else None}
+        rows.append({shown: values[name] for name, shown in judge_columns()})
     return rows, notes
 
 
-def title(meta: Meta) -> str:
-    spec, j = meta.spec, meta.judge
-    direction = "higher is better" if j["higher_is_better"] else "lower is better"
-    n = len(spec.seeds)
-    return f"{j['metric']} ({direction}) from {spec.data_name}: {len(spec.variants)} variants, {n} seed{'s' if n != 1 else ''}"
+def title(design: Design, s: JudgeSettings) -> str:
+    direction = "higher is better" if s.higher_is_better else "lower is better"
+    n = len(design.seeds)
+    return (
+        f"{s.metric} ({direction}) from {design.source}: {len(design.rows)} variants, {n} seed{'s' if n != 1 else ''}"
+    )
 
 
-def judge_file(path, s: JudgeSettings) -> tuple[Meta, list[dict], list[str]]:
-    """meta, the table's rows and its footnotes, for `modern-gpt judge FILE`."""
+def judge_file(path, s: JudgeSettings) -> tuple[Design, list[dict], list[str]]:
+    """The design, the table's rows and its footnotes, for `modern-gpt judge FILE`."""
     check_settings(s)  # before the file is read
-    meta, runs = runs_from(read_file(path), s)
-    rows, notes = judge(meta, runs)
-    return meta, rows, notes + _folder_note(Path(path))
+    design, runs = runs_from(read_file(path), s)
+    rows, notes = judge(design, s, runs)
+    return design, rows, notes + _folder_note(Path(path))
 
 
 def _folder_note(path: Path) -> list[str]:
@@ -675,8 +619,8 @@ def verdict(
         variant_col, seed_col, metric, bool(higher_is_better), names(order), reference, placebo, alpha, margin
     )
     check_settings(s)
-    meta, runs = runs_from(from_frame(df), s)
-    rows, notes = judge(meta, runs)
+    design, runs = runs_from(from_frame(df), s)
+    rows, notes = judge(design, s, runs)
     out = pd.DataFrame(rows)
-    out.attrs.update(title=title(meta), footnotes=notes)
+    out.attrs.update(title=title(design, s), footnotes=notes)
     return out

@@ -1,16 +1,16 @@
 """`modern-gpt report DIR --track NAME`: a results folder pushed to a tracker after the fact, once (what a tracker
-that failed midway, or was not asked for, left out). Its own module: it reads the folder as report does, and
-tracking.py, which report imports, must not import report."""
+that failed midway, or was not asked for, left out)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..ablation.results import ResultsDir
+from ..core.config import check_names
 from ..core.errors import UserError
 from ..core.files import write_json
-from ..verdict.report import write
-from .tracking import Tracking, check, check_names, notes, other_store, tracked_ids, tracking_state
+from ..trackers.tracking import Tracking, check, notes, other_store, tracked_ids, tracking_state
+from .report import write
+from .results import ResultsDir
 
 
 def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, tuple[int, bool]]:

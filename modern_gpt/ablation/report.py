@@ -1,0 +1,204 @@
+"""A results folder's table: its Design read from meta.json, the verdict engine's summary and footnotes over
+its runs, the duel's and power's figures, and the files report writes (summary.csv, the figures).
+
+The table is computed from the folder's files alone (meta.json and the run files in runs/, each read once;
+runs.csv and curves.csv are written for you, never read), so `modern-gpt report DIR` shows exactly what
+`modern-gpt ablate` showed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import pandas as pd
+
+from ..core.components import COMPONENTS
+from ..core.config import lossy_note
+from ..core.errors import UserError
+from ..verdict.design import Design, SummaryRow
+from ..verdict.stats import mde, mean, sd_interval
+from ..verdict.table import failed, footnotes, looks_problem, lr_view, summarize
+from .planning import POWER_MIN_SEEDS, Spec
+from .results import ResultsDir
+
+VARIANT_FACTS = ("params", "hidden", "kv_cache_bytes_per_token")  # what meta.json adds to each run row
+
+
+def design_of(meta: dict, spec: Spec, folder="DIR") -> Design:
+    """The folder's Design: its spec's rows with the facts meta.json holds for each (parameters, MLP width,
+    KV-cache bytes), the --seeds auto looks recorded so far, what finishes the folder and what the table says of
+    a lossy tokenizer."""
+    from dataclasses import replace
+
+    design = spec.design
+    rows = tuple(
+        replace(r, params=v["params"], mlp_width=v["hidden"], kv_cache_bytes_per_token=v["kv_cache_bytes_per_token"])
+        for r, v in zip(design.rows, meta["variants"], strict=True)
+    )
+    return replace(
+        design,
+        rows=rows,
+        looks=meta.get("sequential"),
+        resume=spec.resume_command(folder),
+        data_note=_lossy(spec, meta.get("corpus")),
+    )
+
+
+def _lossy(spec: Spec, corpus: dict | None) -> str:
+    kept = corpus or {}
+    return lossy_note(spec.settings.data.tokenizer, kept.get("val_lost_chars"), kept.get("val_chars"))
+
+
+class Report(NamedTuple):
+    """A folder's table: its spec, the design as shown (over a grid: each row at its chosen learning rate), the
+    summary rows, the footnotes and, for a duel, its figures."""
+
+    spec: Spec
+    design: Design
+    summary: list[SummaryRow]
+    notes: list[str]
+    duel: dict | None
+
+
+def check_sequential(design: Design, runs: pd.DataFrame, folder, spec: Spec) -> None:
+    """A --seeds auto folder's boundary and looks, recomputed from its spec and runs: a meta.json that says
+    otherwise (edited by hand, or written by a version with another rule) is refused, naming the key."""
+    found = looks_problem(design, runs)
+    if found:
+        raise UserError(
+            f"{folder}/meta.json does not match its spec and runs: {found}; it was edited, or written by another "
+            f"version of modern-gpt; {spec.resume_command(folder)} recomputes the looks."
+        )
+
+
+def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
+    """The folder's table from its files alone (folder: a path or its ResultsDir), meta.json and runs/ each
+    read once; over a grid each row at its best learning rate, or all at at_lr. verdicts=False: the footnotes
+    of a folder shown without its verdict table (power's): every health note and warning, but not the rule."""
+    from ..trackers.tracking import notes as tracker_notes
+
+    results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
+    meta, spec, scan = results.read_meta(), results.spec, results.scan()
+    all_runs = scan.runs()
+    raw = design_of(meta, spec, results.path)
+    check_sequential(raw, all_runs, results.path, spec)
+    design, runs = lr_view(raw, all_runs, at_lr)
+    summary = summarize(design, runs)
+    duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
+    notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
+    notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
+    return Report(spec, design, summary, notes, duel_info)
+
+
+def write(folder, draw: bool = True) -> None:
+    """summary.csv (and, with draw, curves.png) from the runs the folder holds."""
+    results = ResultsDir(folder)
+    scan = results.scan()
+    design = design_of(results.read_meta(), results.spec, results.path)
+    results.write_summary(summarize(*lr_view(design, scan.runs())))
+    if draw:
+        plot(results, scan)
+
+
+def plot(folder, scan=None) -> list:
+    """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files
+    (folder: a path or its ResultsDir; scan: its runs/, when already read); returns their paths."""
+    from .plot import plot_curves, plot_lrs
+
+    results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
+    spec, scan = results.spec, scan or results.scan()
+    design = design_of(results.read_meta(), spec, results.path)
+    runs = scan.runs()
+    paths = [plot_curves(spec, design, runs, scan.curves(), results.path / "curves.png")]
+    if spec.lrs:
+        paths.append(plot_lrs(spec, design, runs, results.path / "lr.png"))
+    return paths
+
+
+# ---------------------------------------------------------------------------
+# The duel: all classic against all modern
+# ---------------------------------------------------------------------------
+def duel(spec: Spec, design: Design, runs: pd.DataFrame) -> dict:
+    """Per architecture: params, best val loss and its step, val bits/char, perplexity; and the relative
+    perplexity change exp(mean paired delta) - 1, which is perplexity(modern) / perplexity(classic) - 1."""
+    good = runs[~failed(runs)]
+    sides, rows = {}, {}
+    for row, v in enumerate(design.rows):
+        if v.placebo:  # the placebo row is in the verdict table; the duel compares the two architectures
+            continue
+        rows[v.name] = row
+        mine = good[good["row"] == row]
+        sides[v.name] = {
+            "params": v.params,
+            "val_loss": mean(list(mine["val_loss"])),
+            "best_val_loss": mean(list(mine["best_val_loss"])),
+            "best_step": mean(list(mine["best_step"])),
+            "val_bpc": mean(list(mine["val_bpc"])),
+            "perplexity": math.exp(mean(list(mine["val_loss"]))) if len(mine) else math.nan,
+        }
+    classic = good[good["row"] == rows["classic"]].set_index("seed")["val_loss"]
+    modern = good[good["row"] == rows["modern"]].set_index("seed")["val_loss"]
+    deltas = list((modern - classic).dropna())
+    return {
+        "sides": sides,
+        "perplexity_change": math.exp(mean(deltas)) - 1 if deltas else math.nan,
+        "best_step_sooner": sides["classic"]["best_step"] - sides["modern"]["best_step"],
+        "test_half": bool(spec.lrs),  # with --lrs, val loss is the test half's; best val loss is not
+        "windows": _duel_windows(spec, good),  # best val loss is on the curve's windows, val loss on all of them
+    }
+
+
+def _duel_windows(spec: Spec, good: pd.DataFrame) -> dict:
+    """The validation windows of the final loss (all) and of the curve (where best val loss comes from); None
+    when the runs do not say (no run trained, or an older run file without val_tokens)."""
+    tokens = good["val_tokens"].max() if "val_tokens" in good and len(good) else math.nan
+    if not math.isfinite(tokens):
+        return {"all": None, "curve": None}
+    from ..run.train import curve_windows  # here: train loads torch
+
+    every = int(tokens) // spec.settings.model.context
+    return {"all": every, "curve": curve_windows(spec.settings.train, every)}
+
+
+# ---------------------------------------------------------------------------
+# `modern-gpt power`: how many seeds a question needs
+# ---------------------------------------------------------------------------
+POWER_TABLE_SEEDS = (3, 5, 10, 20)  # the seed counts power's mde table shows (it trains config.POWER_SEEDS)
+
+
+def power_info(spec: Spec, summary: list[SummaryRow]) -> dict:
+    """From a power folder's spec and summary (one architecture and its placebo): the paired sd of two inits
+    with its 95% confidence interval, the placebo's own test, and the smallest effect 3, 5, 10 and 20 seeds would
+    detect with 80% power, for one comparison and for a row of the default cumulative table (Holm's first step
+    over its component rows), at the measured sd and over its interval: an sd from 8 pairs (power's default) is
+    known only to within x0.66 to x2.04."""
+    first, placebo = summary[0], summary[1]
+    alpha, sd = spec.alpha, placebo.sd
+    low, high = sd_interval(sd, placebo.pairs)
+    table_rows = len(COMPONENTS)  # the cumulative plan's component rows; its placebo is tested alone
+
+    def at(level: float, n: int) -> dict:
+        return {"mde": mde(sd, n, level), "low": mde(low, n, level), "high": mde(high, n, level)}
+
+    enough = placebo.pairs >= POWER_MIN_SEEDS  # fewer pairs (interrupted, diverged) give no sd worth an mde
+    return {
+        "variant": first.variant,
+        "seeds": first.seeds,  # the architecture's runs that trained (the placebo's are counted in pairs)
+        "planned": len(spec.seeds),
+        "min_pairs": POWER_MIN_SEEDS,
+        "pairs": placebo.pairs,
+        "val_loss": first.val_loss,
+        "spread": first.spread,
+        "paired_sd": sd,
+        "sd_ci": [low, high],
+        "placebo": {k: getattr(placebo, k) for k in ("delta_val", "ci_low", "ci_high", "p", "verdict")},
+        "alpha": alpha,
+        "table_rows": table_rows,
+        "mde": [
+            {"seeds": n, "one_comparison": at(alpha, n), "table_row": at(alpha / table_rows, n)}
+            for n in POWER_TABLE_SEEDS
+        ]
+        if enough
+        else [],
+    }

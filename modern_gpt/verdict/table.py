@@ -1,0 +1,557 @@
+"""From a Design and its runs to what the table says: summary rows, verdicts, footnotes.
+
+summarize(design, runs) is the whole verdict: the means over seeds, each row's paired test against its
+reference, Holm across the component rows (the placebo alone), the verdict, and what an inconclusive row would
+need; with --seeds auto the verdicts of the recorded looks, replayed. runs is a frame with one row per run:
+row, seed, val_loss, diverged and error are what every table reads (train_loss, secs, epochs and the others a
+training run has are read where present). Nothing here knows how the runs were trained: an ablation and judge
+hand their Design and runs to the same functions, so `report` and `judge` share one verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from ..core.config import SPIKE
+from ..core.errors import UserError
+from ..core.schema import count
+from .design import Design, Row, SummaryRow, Sweep
+from .stats import (
+    FIXED,
+    FUTILITY,
+    INCONCLUSIVE,
+    POWER,
+    SAME,
+    Boundary,
+    decide,
+    holm,
+    honest_mde,
+    mde,
+    mean,
+    paired,
+    pairs_needed,
+    sd_bound,
+    sequential,
+    spread,
+    tost_p,
+)
+
+PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
+MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was learnt by heart
+MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split was memorised
+
+
+def failed(runs: pd.DataFrame) -> pd.Series:
+    """Which runs diverged or failed: the table leaves them out of its means and the plot out of its curves."""
+    return runs["diverged"].astype(bool) | (runs["error"] != "") | ~np.isfinite(runs["val_loss"].astype(float))
+
+
+def unstable(runs: pd.DataFrame) -> pd.Series:
+    """Which runs did not train stably (what the `stable` column of a grid's table counts): failed, or a spike."""
+    return failed(runs) | (runs["spikes"] > 0)
+
+
+def _column(runs: list, name: str) -> list[float]:
+    """A column of these runs' (pandas rows), NaN where the runs have none (judge's have no training columns)."""
+    return [r[name] if name in r else math.nan for r in runs]
+
+
+# ---------------------------------------------------------------------------
+# Several learning rates: each table row at its own best one
+# ---------------------------------------------------------------------------
+def at_lr_index(lrs, at_lr: float | None) -> int | None:
+    """The index of --at-lr among a design's learning rates (None without --at-lr); anything else is refused."""
+    if at_lr is None:
+        return None
+    if not lrs:
+        raise UserError("--at-lr goes with an ablation trained at several learning rates (--lrs or --lr-sweep).")
+    at = [j for j, lr in enumerate(lrs) if math.isclose(lr, at_lr, rel_tol=1e-6)]
+    if not at:
+        raise UserError(
+            f"--at-lr {at_lr:g} is not one of the learning rates tried: {', '.join(f'{x:g}' for x in lrs)}."
+        )
+    return at[0]
+
+
+def lr_view(design: Design, runs: pd.DataFrame, at_lr: float | None = None) -> tuple[Design, pd.DataFrame]:
+    """A design over a learning-rate grid as the table reads it: each row at its best learning rate (or at
+    --at-lr), its runs' losses those of the test half of the evaluation windows. Without a grid, the design as
+    it is.
+
+    The best learning rate of a row is the one with the fewest runs that diverged or failed, then the lowest
+    mean val loss on the tuning half. Choosing on the tuning half and reporting on the test half removes the
+    optimism that the evaluation tokens' own noise gives the lowest of several losses. It does not remove the
+    optimism of seed noise: both halves measure the same trained models, so a row whose learning rates nearly
+    tie still gets the luckiest of them on both halves; more seeds shrink that, the split does not.
+    """
+    at = at_lr_index(design.lrs, at_lr)
+    if not design.lrs:
+        return design, runs
+    tune = runs["val_loss_tune"].astype(float)
+    bad = failed(runs) | ~np.isfinite(tune)  # a run without a tuning loss cannot be chosen on it
+    shaky = bad | unstable(runs)
+    rows, chosen = [], {}
+    for b in range(len(design.table_rows)):
+        ranks, stable = [], 0
+        for j in range(design.runs_per_row):
+            mine = runs["row"] == design.run_row(b, j)
+            good = list(tune[mine & ~bad])
+            # fewest runs that diverged or failed, then the lowest mean tuning loss of those that trained; a
+            # learning rate with no run yet comes last
+            ranks.append((int(bad[mine].sum()) if mine.any() else math.inf, mean(good) if good else math.inf, j))
+            stable += bool(mine.any()) and not shaky[mine].any()
+        j = at if at is not None else min(ranks)[2]
+        trained = at is not None or ranks[j][1] < math.inf  # else no run of the row trained: no best lr
+        r = design.rows[design.run_row(b, j)]
+        reference = None if r.reference is None else design.place(r.reference)[0]
+        lr = design.lrs[j] if trained else math.nan
+        rows.append(replace(r, reference=reference, lr=lr, stable=stable, lrs=design.runs_per_row))
+        chosen[design.run_row(b, j)] = b
+    view = runs[runs["row"].isin(list(chosen))].copy()
+    view["row"] = view["row"].map(chosen)
+    scale = view["val_loss_test"] / view["val_loss"]  # bits per character scale with the loss
+    view["val_bpc"], view["val_loss"] = view["val_bpc"] * scale, view["val_loss_test"]
+    sweep = Sweep(design.lrs, at_lr, len(runs), len(design.rows), runs, design)
+    table = replace(design, rows=tuple(rows), lrs=None, sweep=sweep)
+    return table, view.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------
+# The summary: one SummaryRow per table row
+# ---------------------------------------------------------------------------
+def summarize(design: Design, runs: pd.DataFrame) -> list[SummaryRow]:
+    """One SummaryRow per table row: means over seeds, the paired test of each row against its reference, Holm
+    across the component rows (the placebo alone), the verdict, and what an inconclusive row would need. With
+    --seeds auto the verdicts are those of the recorded looks, replayed."""
+    rows = _paired_rows(design, runs)
+    _judge(design, runs, rows)
+    return rows
+
+
+def _paired_rows(design: Design, runs: pd.DataFrame) -> list[SummaryRow]:
+    """summarize's rows before any verdict: the means and each row's paired test against its reference."""
+    good = {i: {} for i in range(len(design.rows))}  # row -> {seed: run} for runs that finished well
+    failures = {i: 0 for i in range(len(design.rows))}
+    for (_, r), bad in zip(runs.iterrows(), failed(runs), strict=True):
+        if bad:
+            failures[int(r["row"])] += 1
+        else:
+            good[int(r["row"])][int(r["seed"])] = r
+    rows = []
+    for i, v in enumerate(design.rows):
+        mine = good[i]
+        row = _means(v, list(mine.values()), design.lr if v.lr is None else v.lr)
+        row.row, row.diverged = i, failures[i]
+        if v.reference is not None:
+            theirs = good[v.reference]
+            deltas = [mine[s]["val_loss"] - theirs[s]["val_loss"] for s in sorted(set(mine) & set(theirs))]
+            st = paired(deltas)
+            row.reference = v.reference
+            row.delta_val, row.ci_low, row.ci_high, row.pairs, row.sd, row.p = (
+                st.delta,
+                st.ci_low,
+                st.ci_high,
+                st.n,
+                st.sd,
+                st.p_value,
+            )
+            row.p_same = tost_p(deltas, design.margin) if design.margin else math.nan
+        rows.append(row)
+    return rows
+
+
+def _means(v: Row, mine: list, lr: float) -> SummaryRow:
+    """A summary row's own columns: the means over its runs that trained, and the row's facts."""
+    return SummaryRow(
+        variant=v.name,
+        params=v.params,
+        train_loss=mean(_column(mine, "train_loss")),
+        val_loss=mean([r["val_loss"] for r in mine]),
+        spread=spread([r["val_loss"] for r in mine]),
+        secs=mean(_column(mine, "secs")),
+        val_bpc=mean(_column(mine, "val_bpc")),
+        tokens_per_s=mean(_column(mine, "tokens_per_s")),
+        kv_cache_bytes_per_token=v.kv_cache_bytes_per_token,
+        components="+".join(v.components),
+        mlp_width=v.mlp_width,
+        seeds=len(mine),
+        epochs=mean(_column(mine, "epochs")),
+        lr=lr,
+        stable=v.stable,
+        lrs=v.lrs,
+        placebo=v.placebo,
+    )
+
+
+def _judge(design: Design, runs: pd.DataFrame, rows: list[SummaryRow]) -> None:
+    """Verdicts, p_holm, mde and need for the rows of _paired_rows, in place."""
+    tested = [r for r in rows if not math.isnan(r.reference)]
+    families = [[r for r in tested if r.placebo == placebo] for placebo in (False, True)]
+    looks = sequential_verdicts(design, runs) if design.sequential else None
+    for placebo, family in enumerate(families):
+        bound = design.family_boundary(bool(placebo))
+        # the level Holm's first step gives each row with a test at the last look: what mde and need promise
+        per_row = bound.level(sum(not math.isnan(r.p) for r in family))
+        for row, p, p_same in zip(family, holm([r.p for r in family]), holm([r.p_same for r in family]), strict=True):
+            row.p_holm, row.p_same_holm = p, p_same
+            if looks is None:
+                row.verdict = decide(row.delta_val, p, bound.alpha, p_same)
+            else:
+                row.verdict = looks["verdicts"].get(row.row, INCONCLUSIVE)
+            row.mde = honest_mde(row.sd, row.pairs, per_row)
+            row.seeds_needed = need(row, design.margin, per_row) if row.verdict == INCONCLUSIVE else math.nan
+
+
+def need(row: SummaryRow, margin: float | None, level: float) -> float:
+    """The pairs that give 80% power at --margin, or at the observed |delta| when it is at least one standard
+    error (|t| >= 1): below that the observed delta is mostly noise, and so would be any number from it. The
+    sd is its 80% upper confidence bound, as for mde."""
+    n, sd, delta = row.pairs, row.sd, row.delta_val
+    if n < 2 or not sd > 0:
+        return math.nan
+    if margin:
+        effect = margin
+    elif abs(delta) >= sd / math.sqrt(n):
+        effect = abs(delta)
+    else:
+        return math.nan
+    return pairs_needed(effect, sd * sd_bound(n), level, POWER)
+
+
+# ---------------------------------------------------------------------------
+# --seeds auto: the looks, replayed from the runs
+# ---------------------------------------------------------------------------
+def sequential_verdicts(design: Design, runs: pd.DataFrame, seeds: list[int] | None = None) -> dict:
+    """--seeds auto replayed from the runs: the looks at `seeds` pairs (by default those the design records),
+    each on the first seeds of the design as the ablation saw them (over a grid, each row at its best learning
+    rate on those seeds). Returns the verdicts that stand ({row: verdict}), the seeds at which each was reached,
+    one entry per look (seeds, decided, rows, futile) and the index of the look at which the rule stops."""
+    sweep = design.sweep
+    raw, raw_runs, at = (sweep.design, sweep.all, sweep.at) if sweep else (design, runs, None)
+    seeds = [look["seeds"] for look in (design.looks or {}).get("looks", [])] if seeds is None else seeds
+    if not seeds:
+        return {"verdicts": {}, "decided_at": {}, "looks": [], "stop": -1}
+    per_look = []
+    for n in seeds:
+        chosen = set(design.seeds[:n])
+        view, mine = lr_view(raw, raw_runs[raw_runs["seed"].isin(chosen)] if len(raw_runs) else raw_runs, at)
+        per_look.append(_paired_rows(view, mine))
+    first = per_look[0]
+    components = [i for i, r in enumerate(first) if not math.isnan(r.reference) and not r.placebo]
+    placebos = [i for i, r in enumerate(first) if not math.isnan(r.reference) and r.placebo]
+
+    def judged(rows: list[int], bound: Boundary, stop_at=None):
+        columns = ("delta_val", "sd", "pairs", "p", "p_same")
+        arrays = [np.array([[getattr(look[i], c) for i in rows] for look in per_look], dtype=float) for c in columns]
+        return sequential(*arrays, bound, design.margin, stop_at)
+
+    out = {"verdicts": {}, "decided_at": {}, "looks": [], "stop": len(seeds) - 1}
+    comp = judged(components, design.family_boundary()) if components else None
+    if comp is not None:
+        out["stop"] = int(comp.stop)
+        out["looks"] = [
+            {"seeds": n, "decided": int(comp.decided[k]), "rows": len(components), "futile": int(comp.futile[k])}
+            for k, n in enumerate(seeds)
+        ]
+    else:  # nothing asked: every look decides all of nothing
+        out["looks"] = [{"seeds": n, "decided": 0, "rows": 0, "futile": 0} for n in seeds]
+    placebo = judged(placebos, design.family_boundary(placebo=True), out["stop"]) if placebos else None
+    for rows, looks in ((components, comp), (placebos, placebo)):
+        for j, i in enumerate(rows):
+            out["verdicts"][first[i].row] = str(looks.verdict[j])
+            if looks.look[j] >= 0:
+                out["decided_at"][first[i].row] = seeds[int(looks.look[j])]
+    return out
+
+
+def take_look(design: Design, runs: pd.DataFrame, seeds: int) -> tuple[dict, bool]:
+    """The look of --seeds auto after the round that completes `seeds` pairs, computed as the table computes
+    it (every earlier look replayed): its record, and whether the ablation stops there."""
+    recorded = [look["seeds"] for look in design.looks["looks"]]
+    replay = sequential_verdicts(design, runs, [*recorded, seeds])
+    return replay["looks"][-1], 0 <= replay["stop"] <= len(recorded)
+
+
+def looks_problem(design: Design, runs: pd.DataFrame) -> str | None:
+    """Why the recorded boundary and looks of a --seeds auto design are not those its settings and runs give
+    (edited by hand, or written by a version with another rule), naming the key; None when they are."""
+    if not design.looks:
+        return None
+    return _boundary_problem(design) or _replay_problem(design, runs)
+
+
+def _boundary_problem(design: Design) -> str | None:
+    seq, bound = design.looks, design.family_boundary()
+    if seq.get("method") != bound.method:
+        return f"sequential.method is {seq.get('method')!r}, but its spec gives {bound.method!r}"
+    if (
+        not isinstance(seq.get("levels"), list)
+        or len(seq["levels"]) != len(bound.looks)
+        or not np.allclose(seq["levels"], bound.levels[-1], rtol=1e-9, atol=0)
+    ):
+        from ..core.schema import short
+
+        return (
+            f"sequential.levels {short(seq.get('levels'), 50)} are not the boundary its spec gives "
+            f"({short([float(f'{x:.3g}') for x in bound.levels[-1]], 50)})"
+        )
+    for i, look in enumerate(seq["looks"]):
+        if look["seeds"] != seq["min_seeds"] + i or look["seeds"] > bound.looks[-1]:
+            return f"sequential.looks[{i}].seeds is {look['seeds']}, not {seq['min_seeds'] + i}"
+    return None
+
+
+def _replay_problem(design: Design, runs: pd.DataFrame) -> str | None:
+    looks = design.looks["looks"]
+    if not looks:
+        return None
+    replay = sequential_verdicts(design, runs)
+    for i, (stored, redone) in enumerate(zip(looks, replay["looks"], strict=True)):
+        wrong = [k for k in ("decided", "rows", "futile") if stored.get(k) != redone[k]]
+        if wrong:
+            return f"sequential.looks[{i}].{wrong[0]} is {stored.get(wrong[0])!r}, but its runs give {redone[wrong[0]]}"
+    if 0 <= replay["stop"] < len(looks) - 1:
+        return f"sequential.looks go on to {looks[-1]['seeds']} seeds, but its runs stop the rule at {looks[replay['stop']]['seeds']}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Footnotes: what a careful reader needs
+# ---------------------------------------------------------------------------
+def no_tested_rows(design: Design) -> str:
+    """The verdict footnote of a table with no component row compared with a reference (one row; or one row and
+    its placebo, as in a power folder)."""
+    at = f"at {design.alpha:g}" if not design.sequential else "against --seeds auto's one-row boundary"
+    also = (
+        f"; the placebo row (the first row again with another weight init) is a diagnostic, tested alone {at}"
+        if any(r.placebo for r in design.rows)
+        else ""
+    )
+    return (
+        f"verdict: no component row is compared with a reference, so the table gives no verdict on a component{also}."
+    )
+
+
+def verdict_rule(design: Design) -> str:
+    alpha, margin, tested = design.alpha, design.margin, design.tested_rows
+    if not tested:  # no component row: a rule over zero rows (alpha/0) would describe nothing
+        return no_tested_rows(design)
+    bound = design.family_boundary()
+    at = bound.level(tested)
+    if bound.method == FIXED:
+        how = (
+            f"better/worse when its Holm-adjusted p < {alpha:g}, so the chance of any wrong better/worse among them "
+            f"is at most {alpha:g}"
+        )
+        first = f"level {at:.3g} ({alpha:g}/{max(1, tested)}), Holm's first step"
+    else:
+        looks = bound.looks
+        how = (
+            f"with --seeds auto, at each look Holm's step-down against an O'Brien-Fleming-shaped boundary: with all "
+            f"{tested} rows undecided, a row's p must be below {bound.level(tested, 0):.2g} at {looks[0]} seeds, "
+            f"rising to {at:.3g} at {looks[-1]} (less strict as rows are decided); a verdict stands once reached, so "
+            f"the chance of any wrong better/worse among them is at most {alpha:g} wherever the ablation stopped"
+        )
+        if bound.method == "bonferroni":
+            how += (
+                f" (at alpha {alpha:g} the boundary is too small to calibrate by simulation, so every look gets "
+                f"alpha / rows / {len(looks)} looks: Bonferroni over the looks, valid and stricter)"
+            )
+        first = f"the last look's level {at:.3g} with all {max(1, tested)} rows undecided, Holm's first step"
+    placebo = (
+        "; the placebo is a diagnostic, tested alone at "
+        + (f"{alpha:g}" if bound.method == FIXED else "the one-row boundary")
+        if any(r.placebo for r in design.rows)
+        else ""
+    )
+    rows = f"the {tested} component rows" if tested > 1 else "the 1 component row (Holm over one row is its own p)"
+    same = f"; same when an equivalence test (TOST, Holm-adjusted) shows |Δ| < {margin:g}" if margin else ""
+    need = f"--margin {margin:g}" if margin else "the observed |Δ|, shown when it is at least one standard error"
+    return (
+        f"verdict: a paired t-test of each component row against its reference, Holm-corrected across {rows}; "
+        f"{how}{placebo}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest "
+        f"|Δ| these pairs detect with 80% power if the row's true sd is as large as the 80% upper confidence bound on "
+        f"its paired sd; need: the pairs that would give 80% power at {need}, at that sd; both at {first}."
+    )
+
+
+def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], verdicts: bool = True) -> list[str]:
+    """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs.
+    verdicts=False: a table shown without its verdicts (power's), whose own sentences say what the placebo did."""
+    seeds = design.seeds_planned()
+    notes = _seed_notes(design, summary, seeds) + _mismatch_notes(summary) + _memorisation_notes(runs, summary)
+    if verdicts:
+        notes += _placebo_notes(design, summary)
+    if design.looks and design.looks["looks"]:
+        notes.append(sequential_note(design, runs, summary))
+    notes += _failure_notes(runs)
+    if design.data_note and "lossless" in runs and (runs["lossless"].astype(str).str.lower() == "false").any():
+        notes.append(design.data_note)
+    if design.sweep:
+        notes += sweep_notes(design.sweep)
+    notes += _unfinished_notes(design, runs, summary, seeds)
+    if verdicts:
+        notes.append(verdict_rule(design))
+    return notes
+
+
+def _seed_notes(design: Design, summary: list[SummaryRow], seeds: int) -> list[str]:
+    """One seed (no verdict is possible), or few in a big table (what they can see)."""
+    notes = []
+    if seeds == 1:
+        notes.append(
+            "One seed: every verdict is inconclusive, because a difference cannot be told from seed noise without "
+            "several seeds; use --seeds 3 or more, or --seeds auto."
+        )
+    few = few_seeds_note(design, summary, seeds)
+    return notes + ([few] if few else [])
+
+
+def _mismatch_notes(summary: list[SummaryRow]) -> list[str]:
+    """Rows whose parameters differ from the first row's by more than PARAM_MISMATCH."""
+    notes, base = [], summary[0]
+    for row in summary[1:]:
+        gap = (row.params - base.params) / base.params
+        if abs(gap) > PARAM_MISMATCH:
+            ref = summary[int(row.reference)]
+            against_ref = (row.params - ref.params) / ref.params
+            also = f" ({100 * against_ref:+.1f}% against its reference {ref.variant})" if ref is not base else ""
+            notes.append(
+                f"Parameter mismatch: {row.variant} has {row.params:,} parameters, {100 * gap:+.1f}% against "
+                f"{base.variant}{also}: part of a delta may be size, not architecture; --match-params equalises them."
+            )
+    return notes
+
+
+def _memorisation_notes(runs: pd.DataFrame, summary: list[SummaryRow]) -> list[str]:
+    """Rows that may have learnt the training split by heart: several epochs, a tiny val loss, a wide gap."""
+    notes = []
+    for row in summary:
+        mine = runs[runs["row"] == row.row]
+        reasons = []
+        if len(mine) and "epochs" in mine and mine["epochs"].max() > 1:
+            reasons.append(f"its runs saw {mine['epochs'].max():.1f} epochs of the training split")
+        if row.val_loss < MEMORISED_VAL:
+            reasons.append(f"its val loss is {row.val_loss:.3f} nats/token")
+        if row.val_loss - row.train_loss > MEMORISED_GAP:
+            reasons.append(f"val - train is {row.val_loss - row.train_loss:.2f} nats")
+        if reasons:
+            notes.append(f"Memorisation risk: {row.variant}: {'; '.join(reasons)}. Use more text or fewer steps.")
+    return notes
+
+
+def _placebo_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
+    """What the placebo row's delta says about the others'."""
+    notes, first = [], summary[0].variant
+    for row in summary:
+        if not row.placebo or row.pairs < 2:
+            continue
+        said = (
+            "it is what initialisation alone does on this data and budget"
+            + (" (within --margin, as it should be)" if row.verdict == SAME else "")
+            if row.verdict in (INCONCLUSIVE, SAME)
+            else f"initialisation alone moved the val loss by {row.delta_val:+.4f} nats and came out "
+            f"{row.verdict} (tested alone, p {row.p:.2g}), which happens in {design.alpha:g} "
+            "of correct ablations by chance; a component row whose |Δ| is not well beyond this may be "
+            "initialisation rather than the component, and if it recurs the runs are not reproducible"
+        )
+        notes.append(
+            f"Placebo: {row.variant} is {first} with only its weight init changed, a diagnostic outside the "
+            f"rows' Holm family; its Δ is {row.delta_val:+.4f} (95% CI [{row.ci_low:+.4f}, "
+            f"{row.ci_high:+.4f}]): {said}."
+        )
+    return notes
+
+
+def _failure_notes(runs: pd.DataFrame) -> list[str]:
+    """Each run that diverged or failed, with why: the means leave it out."""
+    ordered = runs.sort_values(["row", "seed"])
+    notes = []
+    for _, r in ordered[failed(ordered)].iterrows():
+        what = r["error"] or f"diverged (loss NaN or infinite) after {count(int(r['steps_done']), 'step')}"
+        notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
+    return notes
+
+
+def _unfinished_notes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], seeds: int) -> list[str]:
+    """The runs planned so far that have not finished, and the command that finishes them."""
+    sweep = design.sweep
+    done, expected = (sweep.runs, sweep.run_rows * seeds) if sweep else (len(runs), len(summary) * seeds)
+    if done >= expected:
+        return []
+    return [f"{expected - done} of {expected} runs have not finished; finish them with: {design.resume}"]
+
+
+FEW_SEEDS, FEW_SEEDS_ROWS = 5, 5  # below this many seeds, with at least this many tested rows: say what it costs
+
+
+def few_seeds_note(design: Design, summary: list[SummaryRow], seeds: int) -> str | None:
+    """Below 5 seeds in a table of 5 or more component rows: the effect a row needs to be found, in paired sds
+    and in nats at the rows' observed sds, and what 5 seeds would need."""
+    tested = design.tested_rows
+    if not 2 <= seeds < FEW_SEEDS or tested < FEW_SEEDS_ROWS or design.sequential:
+        return None
+    at = design.family_boundary().level(tested)
+    need, at_five = mde(1.0, seeds, at), mde(1.0, FEW_SEEDS, at)
+    sds = [r.sd for r in summary if not math.isnan(r.reference) and not r.placebo and r.sd > 0]
+    nats = f" ({need * min(sds):.3f}-{need * max(sds):.3f} nats at these rows' paired sds)" if sds else ""
+    return (
+        f"Few seeds: with {seeds} seeds and {tested} tested rows, a row is found 80% of the time only when its true "
+        f"|Δ| is at least {need:.1f} paired sds{nats}; {FEW_SEEDS} seeds need {at_five:.1f} sds, 10 need "
+        f"{mde(1.0, 10, at):.1f}."
+    )
+
+
+def sequential_note(design: Design, runs: pd.DataFrame, summary: list[SummaryRow]) -> str:
+    """--seeds auto: the looks, why the ablation stopped, and the seeds at which each row was decided."""
+    seq = design.looks
+    last = seq["looks"][-1]
+    undecided, futile = last["rows"] - last["decided"], last.get("futile", 0)
+    why = (
+        "not finished"
+        if not seq.get("stopped")
+        else "every row decided"
+        if undecided == 0
+        else f"{undecided} of {last['rows']} rows undecided at --max-seeds"
+        if last["seeds"] >= seq["max_seeds"] or futile < undecided
+        else f"the {undecided} undecided rows could not be decided by --max-seeds (conditional power below "
+        f"{FUTILITY:.0%}: a futility stop, which never raises the error rate)"
+    )
+    decided_at = sequential_verdicts(design, runs)["decided_at"]
+    when = [f"{r.variant} at {decided_at[r.row]}" for r in summary if r.row in decided_at]
+    return (
+        f"--seeds auto: {len(seq['looks'])} looks, from {seq['min_seeds']} to {last['seeds']} seeds (at most "
+        f"{seq['max_seeds']}); stopped: {why}." + (f" Decided at (seeds): {', '.join(when)}." if when else "")
+    )
+
+
+def sweep_notes(sweep: Sweep) -> list[str]:
+    """What a table over several learning rates must say: how each row's learning rate was chosen, what
+    stable counts, and the runs that diverged at the learning rates not shown."""
+    lrs = ", ".join(f"{x:g}" for x in sweep.lrs)
+    if sweep.at is None:
+        how = (
+            f"Learning rates: each row at its best of {lrs}: the one with the fewest diverged or failed runs, then "
+            "the lowest mean val loss on the tuning half of the evaluation windows; its losses, Δ and verdict are "
+            "on the other half, so that the evaluation tokens' noise flatters no row (both halves measure the "
+            "same models: the luck of the seeds, which only more seeds shrink, is in both)."
+        )
+    else:
+        how = f"Learning rates: every row at {sweep.at:g} (--at-lr), of {lrs}; losses on the test half of the evaluation windows."
+    notes = [
+        how + f" stable: of the {len(sweep.lrs)} learning rates, those at which every seed trained without "
+        f"diverging or a loss spike (a training loss over {SPIKE:g} nat above its running minimum after warm-up)."
+    ]
+    runs = sweep.all
+    bad = runs[unstable(runs)]
+    for lr, group in bad.groupby("lr"):
+        diverged, spiked = int(failed(group).sum()), int((~failed(group) & (group["spikes"] > 0)).sum())
+        what = [f"{diverged} diverged or failed" if diverged else "", f"{spiked} spiked" if spiked else ""]
+        names = ", ".join(dict.fromkeys(group["variant"]))
+        of = int((runs["lr"] == lr).sum())
+        notes.append(f"At lr {lr:g}, of {of} runs {' and '.join(w for w in what if w)}: {names}; see lr.png.")
+    return notes
