@@ -1,17 +1,35 @@
-"""modern-gpt: does each piece of the modern transformer really help on your data, at your scale?"""
+"""modern-gpt: does each piece of the modern transformer really help on your data, at your scale?
+
+The Python API (docs/python.md): modern_gpt.ablate, duel, power and report return a Result (the summary and runs
+as DataFrames, the folder, the footnotes); modern_gpt.judge(df) gives the verdict table of anyone's runs. Each
+takes the same options as its command's flags and raises UserError with the sentence the command prints.
+"""
 
 __version__ = "0.1.0"
 
 from .core.components import Component  # noqa: E402 (torch-free): what a plugin file's COMPONENTS list holds
+from .core.errors import UserError  # noqa: E402
+
+# What the package's face hands on, imported when first used: `modern-gpt --help` starts without pandas or torch.
+_LAZY = {
+    "ablate": ("api", "ablate"),
+    "duel": ("api", "duel"),
+    "power": ("api", "power"),
+    "power_info": ("api", "power_info"),
+    "report": ("api", "report"),
+    "Result": ("api", "Result"),
+    "Interrupted": ("api", "Interrupted"),
+    "judge": ("verdict.judge", "verdict"),
+}
 
 
 def __getattr__(name: str):
-    """modern_gpt.judge, imported when first used: the command line starts without pandas."""
-    if name == "judge":
-        from .verdict.judge import verdict
+    if name in _LAZY:
+        from importlib import import_module
 
-        return verdict
+        module, attr = _LAZY[name]
+        return getattr(import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module 'modern_gpt' has no attribute {name!r}")
 
 
-__all__ = ["Component", "judge"]
+__all__ = ["Component", "UserError", *_LAZY]

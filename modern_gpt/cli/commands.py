@@ -20,19 +20,11 @@ import typer
 from rich.console import Console
 
 from .. import __version__
+from ..api import ABLATE_OPTIONS, POWER_OPTIONS, TRACK_OPTIONS, Interrupted, plan_choices, run_ablation, settings_of
 from ..core.components import COMPONENT_SUMMARY, COMPONENTS
-from ..core.config import AUTO, POWER_SEEDS, TRACKERS, AblationOptions
+from ..core.config import POWER_SEEDS, TRACKERS, AblationOptions
 from ..core.errors import UserError
-from ..core.settings import (
-    ABLATION,
-    OPTIONS,
-    SECTIONS,
-    Setting,
-    cli_settings,
-    config_values,
-    resolve_options,
-    resolve_values,
-)
+from ..core.settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings
 
 app = typer.Typer(
     name="modern-gpt",
@@ -68,10 +60,10 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP stop a run the way Ctrl-C does: finished work is kept
 
 
-# typer's click (its own copy in recent versions): the exceptions it raises for a mistyped command line
-_click_exceptions = sys.modules[typer.BadParameter.__module__]
-UsageError, ClickException = _click_exceptions.UsageError, _click_exceptions.ClickException
-NoArgsIsHelpError = getattr(_click_exceptions, "NoArgsIsHelpError", ())
+# The exceptions click raises for a mistyped command line, reached through typer's public BadParameter (a
+# UsageError, a ClickException): typer bundles its own click in recent versions, so click's names may not be its.
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def _usage_error(e) -> str:
@@ -91,9 +83,6 @@ def main() -> None:
     try:
         try:
             code = _invoke()
-        except NoArgsIsHelpError as e:
-            print(e.ctx.get_help() if e.ctx is not None else str(e))
-            code = 0
         except UsageError as e:
             raise UserError(_usage_error(e)) from e
         except typer.Abort:  # click's name for Ctrl-C
@@ -118,6 +107,10 @@ def _invoke():
     KeyboardInterrupt it is: typer turns one into a bare exit code 130, with no word on stderr. Start-up
     matters here: torch and pandas load inside the commands that need them, after __main__'s handler is gone."""
     command = typer.main.get_command(app)
+    if not sys.argv[1:]:  # no command: the help, as no_args_is_help shows it, with exit code 0
+        with command.make_context("modern-gpt", ["--help"], resilient_parsing=True) as ctx:
+            print(command.get_help(ctx))
+        return 0
     try:
         with command.make_context("modern-gpt", sys.argv[1:]) as ctx:
             return command.invoke(ctx)
@@ -166,21 +159,6 @@ PLUGIN_HELP = (
     "components on (generate reads them from the checkpoint); the ablations take their names in --components "
     "and --variants."
 )
-
-
-def _with_plugins(settings, paths: list[str], switch_on: bool):
-    """Load the plugin files (a command that builds models: torch loads only now) and the installed packages'
-    (entry points; none, and nothing heavy is imported), and for a one-model command switch the files' components
-    on (a collision with a built-in switch is refused by name)."""
-    from dataclasses import replace
-
-    from ..model.plugins import load
-
-    loaded = load(paths)  # and the installed packages' (entry points), which only the ablations switch on
-    if switch_on and paths:
-        names = tuple(dict.fromkeys(n for p in loaded[: len(paths)] for n in p.names))
-        settings.model = replace(settings.model, extra_components=names)
-    return settings
 
 
 RECORDED_PLUGIN_HELP = (
@@ -241,13 +219,20 @@ def with_settings(
         def wrapper(**kw):
             overrides = {s.key: kw.pop(s.param) for s in settings}
             overrides.update(_switched_on(kw) if components else {})
-            given = {s.key: kw.pop(s.param) for s in chosen}
-            file = config_values(kw.pop("config"), kw.pop("smoke"))
-            paths = [*file.pop("plugins", []), *(kw.pop("plugin") or [])]
-            kw["settings"] = _with_plugins(resolve_values(file, overrides), paths, components)
+            overrides.update({s.key: kw.pop(s.param) for s in chosen})
+            kw["settings"], parsed = settings_of(
+                func.__name__,
+                {},
+                options,
+                config=kw.pop("config"),
+                smoke=kw.pop("smoke"),
+                plugins=kw.pop("plugin") or [],
+                components=components,
+                other_options_ok=other_options_ok,
+                overrides=overrides,
+            )
             if options:
-                read = {k: v for k, v in file.items() if not other_options_ok or k in given}
-                kw["options"] = resolve_options(read, given, func.__name__, options)
+                kw["options"] = parsed
             return func(**kw)
 
         wrapper.__signature__ = inspect.Signature(params)
@@ -261,7 +246,6 @@ def with_settings(
 # each with its check where the check is about the flag alone.
 # ---------------------------------------------------------------------------
 FORMATS = ("table", "markdown", "csv", "json")  # a results folder's table: ablate, duel and report
-TRACK_OPTIONS = ("track", "mlflow_uri")  # AblationOptions' trackers: ablate, duel, power and train
 TABLE_OR_JSON = ("table", "json")  # the other commands
 
 
@@ -415,12 +399,18 @@ def _command_line() -> str:
 def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
     from ..ablation import report
     from ..ablation.results import ResultsDir
-    from . import render
 
     results = ResultsDir(folder)
     power = fmt in TABLE_OR_JSON and results.spec.plan == "power"
-    rep = report.load(results, at_lr, verdicts=not power)
-    if power:  # what `modern-gpt power` printed, with the notes every folder gets
+    _print_table(report.load(results, at_lr, verdicts=not power), fmt)
+
+
+def _print_table(rep, fmt: str) -> None:
+    """A folder's table (ablation.report.Report) in the format asked for; a power folder's figures."""
+    from ..ablation import report
+    from . import render
+
+    if fmt in TABLE_OR_JSON and rep.spec.plan == "power":  # what `modern-gpt power` printed, with every note
         _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
         return
     if fmt == "table":
@@ -452,45 +442,8 @@ def _print_power(info: dict, notes: list[str], fmt: str) -> None:
         console.print(f"- {note}", highlight=False, markup=False)
 
 
-def _plan_choices(options: AblationOptions, **rows) -> dict:
-    """plan_spec's choices (planning.py): the rows' flags, and the ablation's options that a flag or the config
-    file gave; None for one nobody gave (its default), which --resume does not compare."""
-    return {
-        **rows,
-        "seeds": options.choice("seeds"),
-        "seed_list_text": options.choice("seed_list"),
-        "min_seeds": options.choice("min_seeds"),
-        "max_seeds": options.choice("max_seeds"),
-        "alpha": options.choice("alpha"),
-        "margin": options.choice("margin"),
-        "placebo": options.choice("placebo"),
-        "match": options.match_params,  # off is no choice: --resume compares it only when on
-    }
-
-
-def _plan(default_plan: str, settings, choices: dict, out: str | None, resume: Path | None):
-    """The Spec of a new ablation, or None with --resume, whose flags given must agree with its folder; and the
-    learning rates, for --at-lr."""
-    from ..ablation.planning import check_resume, command_of, parse_seeds, plan_spec
-
-    if default_plan == "power" and parse_seeds(choices["seeds"]) == AUTO:
-        raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
-    plan, choices = choices.get("plan"), {k: v for k, v in choices.items() if k != "plan"}
-    if resume is None:
-        spec = plan_spec(settings, plan or default_plan, **choices)
-        return spec, spec.lrs
-    if out is not None and os.path.realpath(out) != os.path.realpath(resume):  # a link loop is no traceback
-        raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
-    from ..ablation.results import ResultsDir
-
-    results = ResultsDir(resume)
-    results.check_resumed_by(command_of(default_plan))
-    check_resume(resume, results.spec, settings, {**choices, "plan": plan})  # only what was given is compared
-    return None, results.spec.lrs
-
-
 def _run_ablation(
-    default_plan: str,
+    command: str,
     settings,
     options: AblationOptions,
     choices: dict,
@@ -500,25 +453,33 @@ def _run_ablation(
     fmt: str,
     at_lr: float | None = None,
 ) -> None:
-    """What ablate, duel and power share: plan (or check a --resume), start or resume on the chosen executor, and
-    train with a progress display; then write and print the report. choices: see _plan_choices."""
-    requested, lrs = _plan(default_plan, settings, choices, out, resume)
-    from ..ablation.executors import prestart
+    """ablate, duel and power: the library's run_ablation with the live display, then the table printed.
+    Ctrl-C: the summary of what finished, the command that resumes, exit code 130."""
+    from .progress import ablation_display
 
-    if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
-        prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
-    from ..verdict.table import at_lr_index  # pandas loads here, after the plan's checks
+    def display(ablation):
+        return ablation_display(ablation, console, Console(stderr=True))
 
-    at_lr_index(lrs, at_lr)  # a wrong --at-lr is refused before anything trains
-    _check_tracking(options)
-    from ..ablation.running import resume as resume_ablation  # torch loads here, after every check of the flags
-    from ..ablation.running import start
+    try:
+        result = run_ablation(command, settings, options, choices, out, resume, at_lr, display, _command_line())
+    except Interrupted as e:
+        from . import render
 
-    if resume is not None:
-        _check_resume_store(resume, options)
-        _train(resume_ablation(resume, options), fmt, at_lr)
-    else:
-        _train(start(requested, out, _command_line(), options), fmt, at_lr)
+        print(render.interrupted(e.finished, e.total, e.folder, e.resume), file=sys.stderr)
+        raise typer.Exit(130) from None
+    _print_table(result.table, fmt)
+    if fmt == "table":
+        from . import render
+
+        console.print(render.results_line(result.folder, result.table.spec.lrs), highlight=False)
+
+
+def _check_tracking(options: AblationOptions) -> None:
+    """train --track: every tracker installed and its store reachable, before anything trains."""
+    if options.track:
+        from ..trackers.tracking import check
+
+        check(options.track, options.mlflow_uri)
 
 
 def _track_train(options: AblationOptions, out: Path, settings, seed: int, metrics: dict) -> None:
@@ -528,54 +489,6 @@ def _track_train(options: AblationOptions, out: Path, settings, seed: int, metri
 
         for name, run_id in log_train(options.track, options.mlflow_uri, out, settings, seed, metrics).items():
             console.print(f"{name}: {run_id}", markup=False, highlight=False)
-
-
-def _check_resume_store(folder: Path, options: AblationOptions) -> None:
-    """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
-    if "mlflow" in options.track:
-        from ..ablation.results import ResultsDir
-        from ..trackers.tracking import check_resume_store
-
-        check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
-
-
-def _check_tracking(options: AblationOptions) -> None:
-    """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
-    if options.track:
-        from ..trackers.tracking import check
-
-        check(options.track, options.mlflow_uri)
-
-
-def _train(ablation, fmt: str, at_lr: float | None) -> None:
-    """Train what is pending with a progress display; then write the report and print it. Ctrl-C: the summary of
-    what finished, the command that resumes, exit code 130."""
-    from ..ablation import plot, report
-    from . import render
-    from .progress import AblationDisplay
-
-    folder, spec = ablation.results.path, ablation.spec
-    log = Console(stderr=True)
-    log.print(render.run_count(spec, ablation.total, folder), markup=False, highlight=False)
-    names = render.run_names(spec)
-    try:
-        try:
-            steps, live = spec.settings.train.steps, console.is_terminal
-            with AblationDisplay(console, log, names, steps, live, last_runs=plot.warm) as display:
-                ablation.run(display)
-        except BaseException:
-            ablation.finish_tracking(summary=False)  # closed, without a summary of an ablation that stopped
-            raise
-    except KeyboardInterrupt:
-        report.write(folder, draw=False)  # the summary of what finished
-        done = len(ablation.results.finished())
-        print(render.interrupted(done, ablation.total, folder, spec.resume_command(folder)), file=sys.stderr)
-        raise typer.Exit(130) from None
-    report.write(folder)
-    ablation.finish_tracking()  # the summary, the figures and the verdicts to the trackers
-    _print_report(folder, fmt, at_lr)
-    if fmt == "table":
-        console.print(render.results_line(folder, spec.lrs), highlight=False)
 
 
 PLAN_HELP = (
@@ -594,12 +507,8 @@ VARIANT_HELP = (
 RESUME_HELP = "Finish an interrupted run of this command in this results folder; its settings are reused."
 PANEL = "Ablation"
 
-# The ablation's options (AblationOptions, in config.py): their flags, help and defaults come from its fields.
-ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
-POWER_OPTIONS = (
-    *("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries"),
-    *TRACK_OPTIONS,
-)
+# The ablation's options (AblationOptions, in config.py): their flags, help and defaults come from its fields;
+# which command takes which is the API's (ABLATE_OPTIONS, POWER_OPTIONS, TRACK_OPTIONS).
 
 
 POWER_SEEDS_HELP = f"Seeds to train it with, each also with the placebo init \\[default: {POWER_SEEDS}]."
@@ -635,7 +544,7 @@ def ablate(
     fmt: Format = "table",
 ) -> None:
     """Train every variant with every seed and print one table: does each component really help?"""
-    choices = _plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     _run_ablation("cumulative", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
@@ -653,7 +562,7 @@ def duel(
 ) -> None:
     """All-classic (GPT-2) against all-modern (every component on: Qwen3-style, Llama's pieces and QK-norm) on
     the same data, seeds and steps."""
-    choices = _plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
+    choices = plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
     _run_ablation("duel", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
@@ -672,7 +581,7 @@ def power(
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
     3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
-    choices = _plan_choices(options, variants=variant)
+    choices = plan_choices(options, variants=variant)
     _run_ablation("power", settings, options, choices, out=out, resume=resume, fmt=fmt)
 
 

@@ -132,3 +132,15 @@ class AblationDisplay:
             highlight=False,
             markup=False,
         )
+
+
+def ablation_display(ablation, console: Console, log: Console) -> AblationDisplay:
+    """The display of an ablation about to train (running.Ablation): the run count and its folder on log, then
+    bars on a terminal console, plain lines elsewhere; curves.png's import warmed while the last runs train."""
+    from ..ablation.plot import warm
+    from . import render
+
+    spec, folder = ablation.spec, ablation.results.path
+    log.print(render.run_count(spec, ablation.total, folder), markup=False, highlight=False)
+    names = render.run_names(spec)
+    return AblationDisplay(console, log, names, spec.settings.train.steps, console.is_terminal, last_runs=warm)

@@ -1,0 +1,359 @@
+"""The Python API: what each command does, as a function that takes the same options as its flags.
+
+    import modern_gpt
+    result = modern_gpt.ablate(smoke=True, seeds=3, out="results/x")
+    result.summary            # summary.csv as a DataFrame (one row per table row)
+    result.runs               # runs.csv as a DataFrame (one row per run)
+    result.footnotes          # what the table's reader must know
+    modern_gpt.report("results/x", at_lr=None).summary
+
+A keyword is a flag's name with '_' for '-' (steps=60 is --steps 60, match_params=True is --match-params, lr=3e-3 is
+--lr 3e-3); smoke=True and config="mini" choose a settings file as --smoke and --config do, and plugins=[...] are
+--plugin files. A mistake raises UserError with the sentence the command line prints. The command line (cli/) is
+a thin layer over these functions: it parses the flags, calls them and prints what they return.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .core.config import AUTO, AblationOptions
+from .core.errors import UserError
+from .core.settings import ABLATION, ALL, OPTIONS, Settings, config_values, resolve_options, resolve_values
+
+# Each command's ablation options (AblationOptions' fields), as its flags have them.
+ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
+TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
+POWER_OPTIONS = (
+    *("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries"),
+    *TRACK_OPTIONS,
+)
+NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, SIGHUP) stopped an ablation: every finished run is kept in the folder, with the
+    summary of what finished; resume is the command line that finishes it."""
+
+    def __init__(self, finished: int, total: int, folder: Path, resume: str):
+        super().__init__(f"{finished} of {total} runs finished and kept in {folder}")
+        self.finished, self.total, self.folder, self.resume = finished, total, folder, resume
+
+
+@dataclass
+class Result:
+    """What an ablation (or a report of its folder) found: the table and the runs as DataFrames, the folder, the
+    footnotes, and `table`, the library's own objects (ablation.report.Report) that the command line renders."""
+
+    folder: Path
+    summary: object  # pandas.DataFrame: summary.csv's columns
+    runs: object  # pandas.DataFrame: runs.csv's columns
+    footnotes: list[str]
+    table: object  # ablation.report.Report
+
+    @property
+    def title(self) -> str:
+        from .cli.render import title
+
+        return title(self.table)
+
+    def __repr__(self) -> str:
+        return f"Result({str(self.folder)!r}: {len(self.summary)} rows, {len(self.runs)} runs)"
+
+
+# ---------------------------------------------------------------------------
+# Keywords -> settings and options
+# ---------------------------------------------------------------------------
+def _keys(options: tuple[str, ...], components: bool) -> dict[str, str]:
+    """keyword -> its setting's key ('steps' -> 'train.steps', 'seeds' -> 'ablation.seeds')."""
+    keys = {s.name: s.key for s in ALL.values() if s.key not in NOT_A_FLAG and (components or not s.is_component)}
+    return keys | {name: f"{ABLATION}.{name}" for name in options}
+
+
+def settings_of(
+    command: str,
+    flags: dict,
+    options: tuple[str, ...] = (),
+    *,
+    config: str | None = None,
+    smoke: bool = False,
+    plugins=(),
+    components: bool = False,
+    other_options_ok: bool = False,
+    overrides: dict | None = None,
+) -> tuple[Settings, AblationOptions]:
+    """A command's Settings and AblationOptions: the defaults, then --smoke's or --config's file, then the keywords
+    (None: not given). flags are keywords by name (steps=60); overrides by key (train.steps), as the command line
+    gives them. plugins: --plugin files (and the installed packages' components); components: a one-model command
+    switches the files' components on. other_options_ok: the file's other [ablation] keys are let be (train reads
+    --track alone)."""
+    keys = _keys(options, components)
+    unknown = [k for k in flags if k not in keys]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(keys), n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; see modern-gpt {command} --help for its flags"
+        raise UserError(f"{command} has no option {unknown[0]!r}{hint}")
+    values = {**(overrides or {}), **{keys[k]: v for k, v in flags.items()}}
+    given = {k: v for k, v in values.items() if k.startswith(f"{ABLATION}.")}
+    file = config_values(config, smoke)
+    paths = [*file.pop("plugins", []), *(plugins or [])]
+    settings = with_plugins(resolve_values(file, {k: v for k, v in values.items() if k in ALL}), paths, components)
+    read = {k: v for k, v in file.items() if not other_options_ok or k in given}
+    return settings, resolve_options(read, given, command, options) if options else AblationOptions()
+
+
+def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Settings:
+    """Load the plugin files (a command that builds models: torch loads only now) and the installed packages'
+    (entry points; none, and nothing heavy is imported), and for a one-model command switch the files' components
+    on (a collision with a built-in switch is refused by name)."""
+    from dataclasses import replace
+
+    from .model.plugins import load
+
+    loaded = load(paths)  # and the installed packages' (entry points), which only the ablations switch on
+    if switch_on and paths:
+        names = tuple(dict.fromkeys(n for p in loaded[: len(paths)] for n in p.names))
+        settings.model = replace(settings.model, extra_components=names)
+    return settings
+
+
+def plan_choices(options: AblationOptions, **rows) -> dict:
+    """plan_spec's choices (planning.py): the rows' flags, and the ablation's options that a flag or the config
+    file gave; None for one nobody gave (its default), which --resume does not compare."""
+    return {
+        **rows,
+        "seeds": options.choice("seeds"),
+        "seed_list_text": options.choice("seed_list"),
+        "min_seeds": options.choice("min_seeds"),
+        "max_seeds": options.choice("max_seeds"),
+        "alpha": options.choice("alpha"),
+        "margin": options.choice("margin"),
+        "placebo": options.choice("placebo"),
+        "match": options.match_params,  # off is no choice: --resume compares it only when on
+    }
+
+
+# ---------------------------------------------------------------------------
+# ablate, duel and power
+# ---------------------------------------------------------------------------
+def ablate(
+    *,
+    plan: str | None = None,
+    components: str | None = None,
+    variants: str | None = None,
+    lrs: str | None = None,
+    lr_sweep: str | None = None,
+    at_lr: float | None = None,
+    out: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
+    config: str | None = None,
+    smoke: bool = False,
+    plugins=(),
+    progress: bool = False,
+    **flags,
+) -> Result:
+    """Train every variant with every seed and return one table: does each component really help? The keywords
+    are `modern-gpt ablate`'s flags (see its --help); progress=True shows the live display on stderr."""
+    settings, options = settings_of("ablate", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
+    choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    return run_ablation("cumulative", settings, options, choices, out, resume, at_lr, _display(progress))
+
+
+def duel(
+    *,
+    lrs: str | None = None,
+    lr_sweep: str | None = None,
+    at_lr: float | None = None,
+    out: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
+    config: str | None = None,
+    smoke: bool = False,
+    plugins=(),
+    progress: bool = False,
+    **flags,
+) -> Result:
+    """All-classic against all-modern on the same data, seeds and steps (`modern-gpt duel`)."""
+    settings, options = settings_of("duel", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
+    choices = plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
+    return run_ablation("duel", settings, options, choices, out, resume, at_lr, _display(progress))
+
+
+def power(
+    *,
+    variant: str | None = None,
+    out: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
+    config: str | None = None,
+    smoke: bool = False,
+    plugins=(),
+    progress: bool = False,
+    **flags,
+) -> Result:
+    """How many seeds does a question need (`modern-gpt power`): one architecture and its placebo at N seeds."""
+    settings, options = settings_of("power", flags, POWER_OPTIONS, config=config, smoke=smoke, plugins=plugins)
+    return run_ablation(
+        "power", settings, options, plan_choices(options, variants=variant), out, resume, None, _display(progress)
+    )
+
+
+def power_info(result: Result) -> dict:
+    """A power folder's figures: the paired sd with its CI, the placebo's test and the mde table."""
+    from .ablation.report import power_info as info
+
+    return info(result.table.spec, result.table.summary)
+
+
+def report(folder: str | os.PathLike, *, at_lr: float | None = None, plugins=()) -> Result:
+    """A results folder's table from its files alone (`modern-gpt report DIR`): nothing is trained."""
+    if plugins:
+        from .model.plugins import load
+
+        load(list(plugins))
+    return _result(Path(folder), at_lr)
+
+
+def _result(folder: Path, at_lr: float | None, verdicts: bool = True) -> Result:
+    import pandas as pd
+
+    from .ablation.report import load
+    from .ablation.results import ResultsDir
+    from .verdict.design import SUMMARY_COLUMNS
+
+    results = ResultsDir(folder)
+    power = results.spec.plan == "power"
+    table = load(results, at_lr, verdicts=verdicts and not power)
+    summary = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in table.summary], columns=SUMMARY_COLUMNS)
+    return Result(folder, summary, results.scan().runs_frame(), table.notes, table)
+
+
+# ---------------------------------------------------------------------------
+# What ablate, duel and power share: plan, start or resume, train, write, report
+# ---------------------------------------------------------------------------
+def plan(command: str, settings: Settings, choices: dict, out, resume):
+    """The Spec of a new ablation, or None with resume, whose flags given must agree with its folder; and the
+    learning rates, for at_lr."""
+    from .ablation.planning import check_resume, command_of, parse_seeds, plan_spec
+
+    if command == "power" and parse_seeds(choices["seeds"]) == AUTO:
+        raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
+    plan, choices = choices.get("plan"), {k: v for k, v in choices.items() if k != "plan"}
+    if resume is None:
+        spec = plan_spec(settings, plan or command, **choices)
+        return spec, spec.lrs
+    if out is not None and os.path.realpath(out) != os.path.realpath(resume):  # a link loop is no traceback
+        raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
+    from .ablation.results import ResultsDir
+
+    results = ResultsDir(resume)
+    results.check_resumed_by(command_of(command))
+    check_resume(resume, results.spec, settings, {**choices, "plan": plan})  # only what was given is compared
+    return None, results.spec.lrs
+
+
+def run_ablation(
+    command: str,
+    settings: Settings,
+    options: AblationOptions,
+    choices: dict,
+    out=None,
+    resume=None,
+    at_lr: float | None = None,
+    display: Callable | None = None,
+    command_line: str = "(called from Python)",
+) -> Result:
+    """Plan (or check a resume), start or resume on the chosen executor and train what is pending with a display,
+    then write summary.csv and the figures, log the summary to the trackers, and return the table. choices: see
+    plan_choices. display(ablation) -> a context manager with start, step and finished (cli/progress.py's; None:
+    quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
+    out = None if out is None else Path(out)
+    resume = None if resume is None else Path(resume)
+    requested, lrs = plan(command, settings, choices, out, resume)
+    from .ablation.executors import prestart
+
+    if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
+        prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
+    from .verdict.table import at_lr_index  # pandas loads here, after the plan's checks
+
+    at_lr_index(lrs, at_lr)  # a wrong at_lr is refused before anything trains
+    _check_tracking(options)
+    from .ablation.running import resume as resume_ablation  # torch loads here, after every check of the flags
+    from .ablation.running import start
+
+    if resume is not None:
+        _check_resume_store(resume, options)
+        ablation = resume_ablation(resume, options)
+    else:
+        ablation = start(requested, out, command_line, options)
+    train(ablation, display or _quiet)
+    return _result(ablation.results.path, at_lr)
+
+
+def train(ablation, display: Callable) -> None:
+    """Train what is pending; then write the report's files and log the summary to the trackers. Ctrl-C: the
+    summary of what finished is written, the trackers closed without one, and Interrupted raised."""
+    from .ablation import report
+
+    folder = ablation.results.path
+    try:
+        try:
+            with display(ablation) as shown:
+                ablation.run(shown)
+        except BaseException:
+            ablation.finish_tracking(summary=False)  # closed, without a summary of an ablation that stopped
+            raise
+    except KeyboardInterrupt:
+        report.write(folder, draw=False)  # the summary of what finished
+        done = len(ablation.results.finished())
+        raise Interrupted(done, ablation.total, folder, ablation.spec.resume_command(folder)) from None
+    report.write(folder)
+    ablation.finish_tracking()  # the summary, the figures and the verdicts to the trackers
+
+
+def _check_resume_store(folder: Path, options: AblationOptions) -> None:
+    """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
+    if "mlflow" in options.track:
+        from .ablation.results import ResultsDir
+        from .trackers.tracking import check_resume_store
+
+        check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
+
+
+def _check_tracking(options: AblationOptions) -> None:
+    """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
+    if options.track:
+        from .trackers.tracking import check
+
+        check(options.track, options.mlflow_uri)
+
+
+class _Quiet:
+    """A display that shows nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def _quiet(ablation) -> _Quiet:
+    return _Quiet()
+
+
+def _display(progress: bool) -> Callable | None:
+    """progress=True: the command line's live display, on stderr."""
+    if not progress:
+        return None
+    from rich.console import Console
+
+    from .cli.progress import ablation_display
+
+    err = Console(stderr=True)
+    return lambda ablation: ablation_display(ablation, err, err)
