@@ -15,7 +15,7 @@ GPU: its time on an H100/H200 is a target, not a measurement.
     train.SYNC_EVERY steps, and classic with the hand-written AdamW.
 (b) Total tokens/s of 1, 2, 4 and 8 concurrent shakespeare-config runs (train_run, 600 steps each, separate
     processes started together after a warm-up), with the GPU's busy percentage sampled meanwhile: the table
-    that sets executors.RUNS_PER_GPU.
+    that sets executors/local.py's RUNS_PER_GPU.
 (c) Wall time of `modern-gpt ablate --seeds 3 --smoke --device cuda --jobs K` and of a 7 x 3 shakespeare-config
     ablation (--no-placebo), at --jobs 1 and at the best concurrency of (b) (or --best).
 
@@ -544,7 +544,7 @@ def table(rows: list, machine: dict, skipped: list) -> str:
             )
         best = best_level(rows)
         if best:
-            lines.append(f"  best: {best} runs at once (executors.RUNS_PER_GPU)")
+            lines.append(f"  best: {best} runs at once (executors/local.py's RUNS_PER_GPU)")
         lines.append("")
     c = [r for r in rows if r["part"] == "c"]
     if c:

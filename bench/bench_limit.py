@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 from common import cpu_model
 
-from modern_gpt.ablation.executors import workers
+from modern_gpt.ablation.executors.local import workers
 from modern_gpt.ablation.planning import Spec, variant_config
 from modern_gpt.core.config import ModelConfig
 from modern_gpt.data.corpus import load_corpus

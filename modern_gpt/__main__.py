@@ -44,7 +44,7 @@ def _leave() -> None:
     stdout and stderr, so that a pipe reading them would wait for its teardown), and the process exits without
     the interpreter's teardown of its modules, which takes about 0.6 s once torch is loaded (measured on this
     project's 2-core machine). Nothing is left to write by then: every file the command writes is closed."""
-    executors = sys.modules.get("modern_gpt.ablation.executors")
+    executors = sys.modules.get("modern_gpt.ablation.executors.local")
     if executors is not None:
         executors.stop_server()
     if not _exit_code or not isinstance(_exit_code[0], int | None):

@@ -166,6 +166,6 @@ def test_the_banned_import_check_follows_a_chain():  # the negative control
 
 
 def test_every_folder_is_a_package_of_its_own():
-    folders = {p.parent.name for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE}
-    assert folders == set(FLOORS) - {"api"}
-    assert all((PACKAGE / f / "__init__.py").is_file() for f in folders)
+    folders = {p.parent for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE}
+    assert {f.relative_to(PACKAGE).parts[0] for f in folders} == set(FLOORS) - {"api"}
+    assert all((f / "__init__.py").is_file() for f in folders)

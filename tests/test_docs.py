@@ -125,3 +125,21 @@ def test_every_generated_table_is_the_code_s_output(page, name, function, args):
         f"{page.relative_to(ROOT)}'s {name} differs from the code: paste the output of "
         f"python -c 'from modern_gpt.core.settings import {function}; print({function}({args}), end=\"\")'"
     )
+
+
+def test_the_architecture_page_lists_every_module_of_the_tree():
+    """docs/architecture.md's module table against modern_gpt/: every module listed once, and nothing else (a
+    folder's __init__.py that holds only its docstring is the folder's, not a module of its own)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## Every module") :].split("\n## ")[0]
+    listed = re.findall(r"^\| `([\w/]+\.py)` \|", section, flags=re.M)
+    package = ROOT / "modern_gpt"
+    tree = set()
+    for path in package.rglob("*.py"):
+        name = path.relative_to(package).as_posix()
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        docstring_only = len(body) == 1 and isinstance(body[0], ast.Expr)
+        if not (name.endswith("/__init__.py") and docstring_only):
+            tree.add(name)
+    assert len(listed) == len(set(listed)), listed
+    assert set(listed) == tree, (sorted(set(listed) - tree), sorted(tree - set(listed)))

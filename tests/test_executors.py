@@ -19,9 +19,11 @@ import pandas as pd
 import pytest
 
 from modern_gpt.ablation import executors, planning, running
-from modern_gpt.ablation.executors import LocalPool
+from modern_gpt.ablation.executors import local
+from modern_gpt.ablation.executors import ray as ray_executor
+from modern_gpt.ablation.executors.local import LocalPool
 from modern_gpt.cli.commands import app
-from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.config import EXECUTORS, AblationOptions, ExecutorKind
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import resolve
 
@@ -42,6 +44,32 @@ def values(folder) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 # the choices
 # ---------------------------------------------------------------------------
+def test_every_private_ray_name_the_checks_use_is_where_the_installed_ray_keeps_it(monkeypatch):
+    """Pinned to the installed Ray: a Ray that moves one of them fails this test, and an ablation on it says so
+    in one sentence (the negative control: a name Ray does not have)."""
+    pytest.importorskip("ray")
+    for name in ray_executor.RAY_PRIVATE:
+        assert callable(ray_executor.ray_private(name)), name
+    monkeypatch.setitem(ray_executor.RAY_PRIVATE, "GcsClient", "ray._no_such_module")
+    with pytest.raises(UserError, match=r"Ray's own ray._no_such_module.GcsClient, which Ray [\d.]+ no longer has"):
+        ray_executor.ray_private("GcsClient")
+
+
+def test_a_third_executor_is_one_file_and_one_registry_line(tmp_path, monkeypatch):
+    """tests/executor_serial.py, registered as core.config.EXECUTORS registers local and ray: its flag is
+    accepted, it trains every run (in another order), and the folder equals --jobs 1's bitwise."""
+    monkeypatch.setitem(EXECUTORS, "serial", ExecutorKind("tests.executor_serial:Serial"))
+    invoke("ablate", *TINY, "--jobs", "1", "--out", tmp_path / "local")
+    invoke("ablate", *TINY, "--executor", "serial", "--out", tmp_path / "serial")
+    pd.testing.assert_frame_equal(values(tmp_path / "serial"), values(tmp_path / "local"))
+    meta = json.loads((tmp_path / "serial" / "meta.json").read_text())
+    assert meta["executor"] == {"name": "serial", "ran": 0} and meta["threads"] == 1  # info() is taken at start
+    with pytest.raises(UserError, match="--ray-address goes with --executor ray"):
+        AblationOptions(executor="serial", ray_address="h:1")
+    with pytest.raises(UserError, match="unknown executor 'slurm'; choose local or ray or serial"):
+        AblationOptions(executor="slurm")
+
+
 def test_executor_flags_are_checked_in_one_sentence(monkeypatch):
     for options, message in [
         ({"executor": "slurm"}, "unknown executor 'slurm'; choose local or ray"),
@@ -93,12 +121,14 @@ def test_a_ray_address_of_the_wrong_form_is_named_in_modern_gpts_words():
         ("http://head:8265", "--ray-address takes the cluster's host:port (what `ray start --head` prints, port 6379"),
     ]:
         with pytest.raises(UserError) as e:
-            executors.parse_address(text, "--ray-address")
+            ray_executor.parse_address(text, "--ray-address")
         assert str(e.value).startswith(message) and "--address" not in str(e.value).replace("--ray-address", "")
-    assert executors.parse_address("[::1]:6379", "RAY_ADDRESS") == executors.Address("[::1]:6379", "RAY_ADDRESS", "::1")
-    assert executors.parse_address("localhost:1", "x").on_this_machine
-    assert not executors.parse_address("10.0.0.1:6379", "x").on_this_machine
-    client = executors.parse_address("ray://10.0.0.1:10001", "x")
+    assert ray_executor.parse_address("[::1]:6379", "RAY_ADDRESS") == ray_executor.Address(
+        "[::1]:6379", "RAY_ADDRESS", "::1"
+    )
+    assert ray_executor.parse_address("localhost:1", "x").on_this_machine
+    assert not ray_executor.parse_address("10.0.0.1:6379", "x").on_this_machine
+    client = ray_executor.parse_address("ray://10.0.0.1:10001", "x")
     assert client.client and (client.host, client.port) == ("10.0.0.1", 10001)
 
 
@@ -116,9 +146,9 @@ def test_an_address_where_another_service_answers_is_one_sentence_not_a_wait():
 
         thread = threading.Thread(target=answer_as_http)
         thread.start()
-        address = executors.parse_address(f"127.0.0.1:{server.getsockname()[1]}", "RAY_ADDRESS")
+        address = ray_executor.parse_address(f"127.0.0.1:{server.getsockname()[1]}", "RAY_ADDRESS")
         with pytest.raises(UserError, match=r"^127\.0\.0\.1:\d+ \(RAY_ADDRESS\) answers, but not as a Ray cluster; "):
-            executors.check_reachable(address)
+            ray_executor.check_reachable(address)
         thread.join(10)
 
 
@@ -127,31 +157,31 @@ def test_a_token_that_cannot_be_read_is_one_sentence(tmp_path, monkeypatch):
     for variable in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert executors._token_source() is None  # no token: a cluster without authentication is joined as before
+    assert ray_executor._token_source() is None  # no token: a cluster without authentication is joined as before
     fifo, empty = tmp_path / "fifo", tmp_path / "empty"
     os.mkfifo(fifo)
     empty.write_text("\n")
     for path in (fifo, empty, tmp_path / "none", tmp_path):
         monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(path))
         with pytest.raises(UserError, match=f"^RAY_AUTH_TOKEN_PATH names {path}, but it is not a readable file that"):
-            executors._token_source()
+            ray_executor._token_source()
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH")
     (tmp_path / ".ray").mkdir()
     os.mkfifo(tmp_path / ".ray" / "auth_token")
     with pytest.raises(UserError, match="^Ray's token file .* exists, but it is not a readable file"):
-        executors._token_source()
+        ray_executor._token_source()
     (tmp_path / ".ray" / "auth_token").unlink()
     (tmp_path / ".ray" / "auth_token").write_text("abc")
-    assert executors._token_source() == str(tmp_path / ".ray" / "auth_token")
+    assert ray_executor._token_source() == str(tmp_path / ".ray" / "auth_token")
     monkeypatch.setenv("RAY_AUTH_TOKEN", "abc")
-    assert executors._token_source() == "RAY_AUTH_TOKEN"  # Ray's order: the variable first
+    assert ray_executor._token_source() == "RAY_AUTH_TOKEN"  # Ray's order: the variable first
     monkeypatch.delenv("RAY_AUTH_TOKEN")
     (tmp_path / ".ray" / "auth_token").unlink()
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     with pytest.raises(
         UserError, match=r"^RAY_AUTH_MODE is token, but this machine has no Ray token; run `ray get-auth"
     ):
-        executors.use_token()
+        ray_executor.use_token()
 
 
 # ---------------------------------------------------------------------------
@@ -187,7 +217,7 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     ablation = running.start(spec, tmp_path / "r", "test")
     ablation.run(Quiet())
     assert len(started) == 2 and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
-    assert executors.workers("auto", "cpu", 3) == 3 and executors.workers("auto", "cpu", 20) == 8
+    assert local.workers("auto", "cpu", 3) == 3 and local.workers("auto", "cpu", 20) == 8
 
 
 def server_pid() -> int | None:
@@ -201,7 +231,7 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     """prestart starts the fork server only when a pool will run; each worker is a fork of it, with the driver's
     environment as it is when the pool starts (not the server's, older one); stop_server ends it at once, and a
     later pool starts another."""
-    executors.stop_server()  # one an earlier test started
+    local.stop_server()  # one an earlier test started
     executors.prestart(AblationOptions(jobs=1), runs=5)  # one at a time: nothing to start
     executors.prestart(AblationOptions(jobs="auto"), runs=1)  # a single run: in this process
     assert server_pid() is None
@@ -211,16 +241,20 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     monkeypatch.setenv("MODERN_GPT_TEST_VALUE", "set after the server started")
     jobs = [FakeJob(0, s, env="MODERN_GPT_TEST_VALUE") for s in range(3)]
     records = []
-    executors.Local(2, "cpu", 1).run(jobs, "the corpus", lambda *s: None, records.append)
+    local.Local(AblationOptions(jobs=2, max_retries=1), 1, "cpu").run(
+        jobs, "the corpus", lambda *s: None, records.append
+    )
     assert sorted(r["seed"] for r in records) == [0, 1, 2] and all(r["corpus"] == "the corpus" for r in records)
     assert {r["ppid"] for r in records} == {first} and len({r["pid"] for r in records}) == 2
     assert {r["env"] for r in records} == {"set after the server started"}
-    executors.stop_server()
+    local.stop_server()
     assert server_pid() is None
     with pytest.raises(ChildProcessError):  # gone, and reaped
         os.waitpid(first, os.WNOHANG)
     records.clear()
-    executors.Local(2, "cpu", 1).run(jobs[:2], "again", lambda *s: None, records.append)
+    local.Local(AblationOptions(jobs=2, max_retries=1), 1, "cpu").run(
+        jobs[:2], "again", lambda *s: None, records.append
+    )
     assert server_pid() not in (None, first) and {r["ppid"] for r in records} == {server_pid()}
 
 
@@ -228,13 +262,13 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
 def test_workers_that_finish_in_the_same_wait_are_each_stopped_or_given_a_run(monkeypatch):
     """Two workers whose runs end before the driver looks (a slow driver, a loaded machine) and one run left: one
     takes it, the other is stopped. It was left idle, and the driver waited on it for ever."""
-    wait = executors.wait_ready
+    wait = local.wait_ready
 
     def late(handles, timeout=None):  # the driver looks only once both quick runs are done
         time.sleep(0.5)
         return wait(handles, timeout)
 
-    monkeypatch.setattr(executors, "wait_ready", late)
+    monkeypatch.setattr(local, "wait_ready", late)
     records: list = []
     pool = threading.Thread(
         target=LocalPool(2).run,
@@ -253,6 +287,7 @@ DRIVER = """
 import os, signal, sys
 from multiprocessing import forkserver
 from modern_gpt.ablation import executors
+from modern_gpt.ablation.executors import local
 from modern_gpt.core.config import AblationOptions
 from tests.executor_jobs import FakeJob
 
@@ -260,7 +295,7 @@ executors.prestart(AblationOptions(jobs=2), runs=2)
 server = forkserver._forkserver._forkserver_pid
 {}
 records = []
-executors.Local(2, "cpu", 1).run(jobs, "corpus", lambda *s: None, records.append)
+local.Local(AblationOptions(jobs=2, max_retries=1), 1, "cpu").run(jobs, "corpus", lambda *s: None, records.append)
 records.sort(key=lambda r: r["seed"])
 print(server, *(r["ppid"] for r in records), *(r["error"] for r in records if r["error"]))
 """

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import modern_gpt.model.gpt as model_module
-from modern_gpt.ablation import executors
+from modern_gpt.ablation.executors import local
 from modern_gpt.core.components import COMPONENTS
 from modern_gpt.core.config import ModelConfig, TrainConfig
 from modern_gpt.model.gpt import GPT
@@ -34,10 +34,10 @@ def needs_cuda(test):
 
 
 def test_jobs_auto_on_cuda_runs_runs_per_gpu_at_once(monkeypatch):
-    monkeypatch.setattr(executors, "RUNS_PER_GPU", 4)
-    assert executors.workers("auto", "cuda", 10) == 4
-    assert executors.workers("auto", "cuda", 3) == 3  # never more than the runs to do
-    assert executors.workers("auto", "mps", 10) == 1 and executors.workers(2, "cuda", 10) == 2
+    monkeypatch.setattr(local, "RUNS_PER_GPU", 4)
+    assert local.workers("auto", "cuda", 10) == 4
+    assert local.workers("auto", "cuda", 3) == 3  # never more than the runs to do
+    assert local.workers("auto", "mps", 10) == 1 and local.workers(2, "cuda", 10) == 2
 
 
 @pytest.mark.slow

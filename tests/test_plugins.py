@@ -324,7 +324,7 @@ def test_a_spawned_worker_trains_a_plugin_component_whose_file_is_gone(tmp_path)
     import math
 
     from modern_gpt.ablation import planning, running
-    from modern_gpt.ablation.executors import LocalPool
+    from modern_gpt.ablation.executors.local import LocalPool
 
     mine = tmp_path / "relu2.py"
     shutil.copy(EXAMPLES / "relu2.py", mine)

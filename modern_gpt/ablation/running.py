@@ -21,16 +21,16 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from ..core.config import AUTO, AblationOptions, DataConfig, ModelConfig, TrainConfig, param_counts
+from ..core.config import AblationOptions, DataConfig, ModelConfig, TrainConfig, param_counts
 from ..core.errors import UserError
 from ..core.files import write_json
 from ..core.settings import Settings
 from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corpus
 from ..model import plugins
 from ..run import compiling
-from ..run.train import RunResult, check_memory, default_threads, is_oom, resolve_device, train_run
+from ..run.train import RunResult, check_memory, is_oom, train_run
 from ..trackers.tracking import Tracking, tracking_state
-from .executors import Executor, Local, Ray
+from .executors import Executor, executor_class
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import ResultsDir, settings_hash
 
@@ -184,7 +184,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
         plugins.check_forward(cfg)  # a plugin's factory or output shape, on two tokens, before any folder
-        if not options.on_ray:  # on Ray each run checks its own node's memory (train_run), not this machine's
+        if executor_class(options).local_memory:  # else each run checks its own node's memory (train_run)
             check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name
     results = ResultsDir(out or default_folder(spec.plan))
@@ -267,18 +267,8 @@ def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:
 
 
 def _device(spec: Spec, options: AblationOptions) -> str:
-    """The device the runs train on. On Ray, the workers' (the driver may have no GPU): cuda when each run
-    reserves GPUs (--gpus-per-run), else cpu."""
-    name = spec.settings.train.device
-    if not options.on_ray:
-        return resolve_device(name)
-    gpus = bool(options.gpus_per_run)
-    if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
-        want = "--gpus-per-run 1 (or a fraction)" if name == "cuda" else "--device auto"
-        raise UserError(
-            f"--device {name} does not go with --gpus-per-run {options.gpus_per_run or 0} on Ray; use {want}."
-        )
-    return "cuda" if gpus else "cpu"
+    """The device the runs train on, as the executor reads --device (on Ray, the workers')."""
+    return executor_class(options).device_of(spec.settings.train.device, options)
 
 
 def failure_reason(e: BaseException) -> str:
@@ -300,11 +290,8 @@ class Ablation:
     tracking: Tracking | None = field(init=False, default=None)  # --track: opened by run(), closed by finish_tracking()
 
     def __post_init__(self) -> None:
-        if self.options.on_ray:
-            self.executor = Ray(self.options, self.run_threads())
-        else:
-            device = resolve_device(self.spec.settings.train.device)
-            self.executor = Local(self.options.jobs, device, self.options.max_retries)
+        device = _device(self.spec, self.options)
+        self.executor = executor_class(self.options)(self.options, self.run_threads(), device)
 
     @property
     def total(self) -> int:
@@ -344,14 +331,8 @@ class Ablation:
         return self.meta.get("threads") or self.spec.settings.train.threads or self._auto_threads()
 
     def _auto_threads(self) -> int:
-        """Torch threads per run when --threads is not set: one per run with --jobs auto on a CPU (so the
-        numbers equal --jobs 1 --threads 1 bitwise), else the cores divided among the runs at once. On Ray,
-        the CPUs each run reserves (--cpus-per-run), one by default."""
-        if self.options.on_ray:
-            return max(1, int(self.options.cpus_per_run or 1))
-        if self.options.jobs == AUTO:
-            return 1 if resolve_device(self.spec.settings.train.device) == "cpu" else default_threads(1)
-        return default_threads(self.options.jobs)
+        """Torch threads per run when --threads is not set: the executor's choice (executors' threads)."""
+        return executor_class(self.options).threads(self.options, _device(self.spec, self.options))
 
     def _run_jobs(self, jobs: list[Job], display) -> None:
         def on_record(record: dict) -> None:  # in this process: the only writer of the folder

@@ -9,7 +9,9 @@ model. Torch-free on purpose: `modern-gpt --help`, an argument error and `params
 
 from __future__ import annotations
 
+import importlib
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -391,7 +393,6 @@ def check_names(names) -> tuple[str, ...]:
 
 
 AUTO = "auto"  # --seeds auto, --jobs auto
-EXECUTORS = ("local", "ray")
 POWER_SEEDS = 8  # `modern-gpt power` without --seeds: seeds of its variant and of its placebo
 
 
@@ -418,7 +419,7 @@ class AblationOptions:
     executor: str = setting(
         "local",
         'local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e ".[ray]")',
-    )
+    )  # the names are EXECUTORS', below
     ray_address: str | None = setting(
         None,
         "with --executor ray: the cluster's host:port (unset: RAY_ADDRESS, else a local Ray started for the ablation)",
@@ -450,13 +451,8 @@ class AblationOptions:
 
     def validate(self) -> None:
         """The checks about these options alone; the seeds and the statistics are the Spec's (planning.py)."""
-        self._check_executor()
         self.jobs = _jobs(self.jobs)
-        if self.on_ray and self.jobs != AUTO:  # else it would be silently ignored
-            raise ConfigError(
-                f"--jobs {self.jobs} goes with --executor local; on Ray every run is a task, and --cpus-per-run and "
-                "--gpus-per-run decide how many train at once."
-            )
+        self._check_executor()
         if self.max_retries < 0:
             raise ConfigError(f"--max-retries must not be negative, got {self.max_retries}.")
         self.track = check_names(self.track)
@@ -464,28 +460,62 @@ class AblationOptions:
             raise ConfigError("--mlflow-uri goes with --track mlflow.")
 
     def _check_executor(self) -> None:
-        if self.executor not in EXECUTORS:
+        """The executor is one of EXECUTORS, no other executor's option is given (it would be silently ignored),
+        and its own options pass its check."""
+        kind = EXECUTORS.get(self.executor)
+        if kind is None:
             raise ConfigError(f"unknown executor {self.executor!r}; choose {' or '.join(EXECUTORS)}.")
-        for name in ("ray_address", "cpus_per_run", "gpus_per_run"):
-            if not self.on_ray and getattr(self, name) is not None:
-                raise ConfigError(f"--{name.replace('_', '-')} goes with --executor ray.")
-        if self.ray_address is not None and not self.ray_address.strip():
-            raise ConfigError("--ray-address is empty; give host:port, or leave it out for a local Ray.")
-        if self.cpus_per_run is not None and not 0 < self.cpus_per_run < math.inf:
-            raise ConfigError(f"--cpus-per-run must be a positive number, got {self.cpus_per_run}.")
-        gpus = self.gpus_per_run
-        if gpus is not None and not (0 <= gpus < math.inf and (gpus <= 1 or gpus == int(gpus))):
-            raise ConfigError(
-                f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}."
-            )
-
-    @property
-    def on_ray(self) -> bool:
-        return self.executor == "ray"
+        for name, other in EXECUTORS.items():
+            for option in other.options if name != self.executor else ():
+                if getattr(self, option) is not None:
+                    raise ConfigError(f"--{option.replace('_', '-')} goes with --executor {name}.")
+        if kind.check is not None:
+            kind.check(self)
 
     def choice(self, name: str):
         """The option's value when a config file or a flag gave it, else None (the default: nobody chose it)."""
         return getattr(self, name) if name in self.given else None
+
+
+# ---------------------------------------------------------------------------
+# The executors: where an ablation's runs train. The one registry: a name, the class (imported only when an
+# ablation makes one), the options that go with it alone and their check. A new executor is one module with
+# its class (the interface: ablation/executors/__init__.py's Executor) and one line here.
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExecutorKind:
+    where: str  # "package.module:Class"
+    options: tuple[str, ...] = ()  # AblationOptions' fields that go with this executor alone (None: not given)
+    check: Callable[[AblationOptions], None] | None = None  # the check of its options, in one sentence
+
+    def load(self) -> type:
+        module, name = self.where.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+def _check_ray(o: AblationOptions) -> None:
+    if o.jobs != AUTO:  # else it would be silently ignored
+        raise ConfigError(
+            f"--jobs {o.jobs} goes with --executor local; on Ray every run is a task, and --cpus-per-run and "
+            "--gpus-per-run decide how many train at once."
+        )
+    if o.ray_address is not None and not o.ray_address.strip():
+        raise ConfigError("--ray-address is empty; give host:port, or leave it out for a local Ray.")
+    if o.cpus_per_run is not None and not 0 < o.cpus_per_run < math.inf:
+        raise ConfigError(f"--cpus-per-run must be a positive number, got {o.cpus_per_run}.")
+    gpus = o.gpus_per_run
+    if gpus is not None and not (0 <= gpus < math.inf and (gpus <= 1 or gpus == int(gpus))):
+        raise ConfigError(
+            f"--gpus-per-run must be a fraction up to 1 (0.25: four runs share a GPU) or a whole number, got {gpus}."
+        )
+
+
+EXECUTORS: dict[str, ExecutorKind] = {
+    "local": ExecutorKind("modern_gpt.ablation.executors.local:Local"),
+    "ray": ExecutorKind(
+        "modern_gpt.ablation.executors.ray:Ray", ("ray_address", "cpus_per_run", "gpus_per_run"), _check_ray
+    ),
+}
 
 
 def _jobs(jobs: int | str) -> int | str:
