@@ -109,6 +109,21 @@ def test_meta_json_settings_and_plan_must_be_whole_and_agree(run, tmp_path, made
         assert_user_error(run("report", folder), "meta.json", what)
 
 
+def test_meta_json_holds_its_format_and_a_later_format_is_refused_by_name(run, tmp_path, made):
+    folder = made("r", tmp_path / "r")
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["format"] == 1 and list(meta)[0] == "format"  # written first, by every new ablation
+    for args in (["report", folder], ["ablate", "--resume", folder]):
+        (folder / "meta.json").write_text(json.dumps({**meta, "format": 2}))
+        assert_user_error(run(*args), "was written by a later modern-gpt (meta.json format 2; this one reads format 1)")
+        (folder / "meta.json").write_text(json.dumps({**meta, "format": "1"}))
+        assert_user_error(run(*args), "meta.json is damaged: its format is '1', not a whole number")
+    del meta["format"]  # a folder written before the number: format 1's layout
+    (folder / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run("report", folder)
+    assert code == 0, err
+
+
 def test_a_hand_edited_runs_csv_never_changes_a_table(run, tmp_path, made):
     """The table is built from runs/, the source of truth; runs.csv is written for the reader and never read."""
     folder = made("r", tmp_path / "r")

@@ -139,9 +139,28 @@ def settings_hash(settings: dict, data_key: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# meta.json's layout, written in it as "format": a later modern-gpt that changes the layout writes a higher
+# number, and this one refuses such a folder by name rather than misread it. A folder without the key was
+# written before the number existed, in format 1's layout.
+FORMAT = 1
+
+
+def check_format(meta, path: Path) -> None:
+    """A meta.json of a later format (or a format that is no number) is refused in one sentence."""
+    found = meta.get("format", FORMAT) if isinstance(meta, dict) else FORMAT
+    if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+        raise UserError(f"{path} is damaged: its format is {found!r}, not a whole number; start a new ablation.")
+    if found > FORMAT:
+        raise UserError(
+            f"{path} was written by a later modern-gpt (meta.json format {found}; this one reads format {FORMAT}); "
+            "read it with that version of modern-gpt, or upgrade this one."
+        )
+
+
 def check_meta(meta, path: Path) -> Spec:
     """meta.json against META_SCHEMA, its settings, and its spec (which checks itself): one sentence for what is
     wrong. Returns the spec."""
+    check_format(meta, path)
     found, spec = problem(meta, META_SCHEMA), None
     if found is None:
         plugins.check_recorded(meta.get("plugins"), path.parent)  # before the spec names their components

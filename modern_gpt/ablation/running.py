@@ -32,7 +32,7 @@ from ..run.train import RunResult, check_memory, is_oom, train_run
 from ..trackers.tracking import Tracking, tracking_state
 from .executors import Executor, executor_class
 from .planning import Spec, Variant, variant_config, variant_info
-from .results import ResultsDir, settings_hash
+from .results import FORMAT, ResultsDir, settings_hash
 
 
 def environment(device: str, device_name: str | None = None) -> dict:
@@ -194,6 +194,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
         threads = ablation.run_threads()
         compile_ = _choose_compile(spec, corpus, device, threads)
         ablation.meta = {
+            "format": FORMAT,  # meta.json's layout (results.check_format)
             "command": command,
             "spec": spec.to_dict(),
             "variants": variant_info(spec, corpus.tokenizer.vocab_size),
