@@ -67,8 +67,8 @@ def matmul_shapes(cfg: ModelConfig, batch: int, T: int) -> list[tuple[tuple[int,
     """The operand shapes of one training step's matmuls: each linear's forward and its two backward products,
     and attention's batched products (forward and backward)."""
     M, d, hd, H, Hkv = batch * T, cfg.dim, cfg.head_dim, cfg.heads, cfg.n_kv_heads
-    mlp = [(d, cfg.hidden)] * (3 if cfg.swiglu else 2)
-    mlp[-1] = (cfg.hidden, d)
+    mlp = [(d, cfg.mlp_width)] * (3 if cfg.swiglu else 2)
+    mlp[-1] = (cfg.mlp_width, d)
     linears = ([(d, (H + 2 * Hkv) * hd), (d, d), *mlp]) * cfg.layers + [(d, cfg.vocab_size)]
     shapes = []
     for k, n in linears:

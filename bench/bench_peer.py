@@ -54,7 +54,7 @@ def llama():
 
     six = BASE.with_components(SIX)
     cfg = LlamaConfig(
-        hidden_size=D, intermediate_size=six.hidden, num_hidden_layers=L, num_attention_heads=HEADS,
+        hidden_size=D, intermediate_size=six.mlp_width, num_hidden_layers=L, num_attention_heads=HEADS,
         num_key_value_heads=six.n_kv_heads, vocab_size=V, max_position_embeddings=T, tie_word_embeddings=True,
         rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=0, attn_implementation="sdpa",
     )  # fmt: skip
@@ -66,7 +66,7 @@ def qwen3():
 
     six = BASE.with_components(SIX)
     cfg = Qwen3Config(
-        hidden_size=D, intermediate_size=six.hidden, num_hidden_layers=L, num_attention_heads=HEADS,
+        hidden_size=D, intermediate_size=six.mlp_width, num_hidden_layers=L, num_attention_heads=HEADS,
         num_key_value_heads=six.n_kv_heads, head_dim=six.head_dim, vocab_size=V, max_position_embeddings=T,
         tie_word_embeddings=True, attention_bias=False, rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=0,
         attn_implementation="sdpa",

@@ -29,6 +29,18 @@ def invoke(*args) -> str:
     return result.stdout
 
 
+TIMING = ["secs", "tokens_per_s"]  # the only columns of runs.csv allowed to differ between identical runs
+
+
+def run_values(folder, *, threads: bool = False):
+    """runs.csv as a frame without what may differ between identical runs: the timing, and unless threads is
+    asked for, the torch threads (--jobs auto and --jobs 1 pin them differently)."""
+    import pandas as pd
+
+    drop = TIMING if threads else [*TIMING, "threads"]
+    return pd.read_csv(os.path.join(folder, "runs.csv")).drop(columns=drop)
+
+
 def run_main(capsys, monkeypatch, *args) -> tuple[int, str, str]:
     """main() with argv set, as the console script runs it: (exit code, stdout, stderr)."""
     monkeypatch.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
@@ -82,3 +94,22 @@ class Quiet:
 
     def __getattr__(self, name):
         return lambda *args, **kwargs: None
+
+
+def interrupt(folder, keep: int) -> None:
+    """The folder as an interrupted ablation leaves it: the first `keep` runs (seed-major) kept, the rest gone."""
+    files = sorted((folder / "runs").glob("*.json"), key=lambda f: (int(f.stem.split("seed")[1]), f.stem))
+    for f in files[keep:]:
+        f.unlink()
+    import json
+
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["status"] = "interrupted"
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def user_error(run, *args) -> str:
+    """run(*args) (the run fixture), which must be a user error: its one-line stderr."""
+    code, _, err = run(*args)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err

@@ -1,5 +1,6 @@
 """The ablation harness: plans, the summary and its verdicts, the results folder, resume and --jobs."""
 
+import json
 import math
 import signal
 import time
@@ -20,16 +21,9 @@ from modern_gpt.core.settings import resolve
 from modern_gpt.verdict.design import SUMMARY_COLUMNS
 from modern_gpt.verdict.stats import boundary, mde
 
-from .clihelp import cli_process
+from .clihelp import CLASSIC_ROPE, TIMING, cli_process, interrupt, invoke, run_values, tiny, user_error
 
 runner = CliRunner()
-TIMING = ["secs", "tokens_per_s"]  # the only columns allowed to differ between identical runs
-
-
-def invoke(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result.stdout
 
 
 # ---------------------------------------------------------------------------
@@ -131,7 +125,7 @@ def test_match_params_brings_every_row_within_one_percent():
         got = non_embedding_params(param_counts(planning.variant_config(base, row)))
         assert abs(got - target) <= 0.01 * target, row
     assert (
-        rows[5].mlp_hidden > planning.variant_config(base, planning.make_plan("cumulative")[5]).hidden
+        rows[5].mlp_hidden > planning.variant_config(base, planning.make_plan("cumulative")[5]).mlp_width
     )  # gqa's savings go to the MLP
 
 
@@ -203,15 +197,11 @@ def test_the_same_variant_twice_is_a_delta_of_exactly_zero(tmp_path):
     assert summary.delta_val[2] == 0.0 and summary.verdict[2] == "inconclusive"
 
 
-def _values(folder) -> pd.DataFrame:
-    return pd.read_csv(folder / "runs.csv").drop(columns=TIMING + ["threads"])
-
-
 def test_jobs_auto_gives_the_same_runs_as_jobs_1(tmp_path):
     flags = [*TINY_AUTO, "--variants", "classic;rope", "--seeds", 2]  # the smoke config, fewer steps
     invoke("ablate", *flags, "--jobs", "auto", "--out", tmp_path / "auto")  # a pool of single-thread processes
     invoke("ablate", *flags, "--out", tmp_path / "one")  # TINY_AUTO's --jobs 1
-    pd.testing.assert_frame_equal(_values(tmp_path / "auto"), _values(tmp_path / "one"))
+    pd.testing.assert_frame_equal(run_values(tmp_path / "auto"), run_values(tmp_path / "one"))
     auto, one = (pd.read_csv(tmp_path / f / "curves.csv") for f in ("auto", "one"))
     pd.testing.assert_frame_equal(auto, one)
 
@@ -249,7 +239,7 @@ def test_a_killed_ablation_resumes_without_repeating_a_finished_run(tmp_path):
         assert (f.stat().st_mtime_ns, f.read_bytes()) == stamp, f"{name} was run again"
     expected = pd.read_csv(reference / "summary.csv").drop(columns=TIMING)
     pd.testing.assert_frame_equal(pd.read_csv(folder / "summary.csv").drop(columns=TIMING), expected)
-    pd.testing.assert_frame_equal(_values(folder), _values(reference))
+    pd.testing.assert_frame_equal(run_values(folder), run_values(reference))
 
 
 def test_resume_refuses_other_settings(smoke):
@@ -440,3 +430,74 @@ def test_plot_warm_imports_pyplot_with_agg_once_in_a_background_thread(monkeypat
     plot._warming[0].join(60)
     assert not plot._warming[0].is_alive()
     assert sys.modules["matplotlib"].get_backend().lower() == "agg" and "matplotlib.pyplot" in sys.modules
+
+
+# ---------------------------------------------------------------------------
+# Item 4: a power folder's report shows what every folder's does: unfinished, diverged and left-out runs
+# ---------------------------------------------------------------------------
+POWER = ["power", *tiny(3), "--jobs", "1"]
+
+
+def test_an_interrupted_power_folder_gives_no_mde_from_too_few_pairs(run_ok, tmp_path):
+    run_ok(*POWER, "--seeds", "4", "--out", "p")
+    interrupt(tmp_path / "p", keep=3)  # seed 0's pair and seed 1's first run: one pair
+    out = " ".join(run_ok("report", "p").split())
+    assert "classic: 2 of the 4 planned seeds trained, and 1 pair with the placebo init: too few" in out
+    assert "mde:" not in out and "as it should be" not in out and "Placebo check" not in out
+    assert "5 of 8 runs have not finished; finish them with: modern-gpt power --resume p" in out
+    doc = json.loads(run_ok("report", "p", "--format", "json"))
+    assert doc["mde"] == [] and doc["pairs"] == 1 and doc["seeds"] == 2 and doc["planned"] == 4
+    assert any("modern-gpt power --resume p" in n for n in doc["footnotes"])
+
+
+def test_a_power_folder_counts_the_architectures_seeds_and_names_what_is_missing(run_ok, tmp_path):
+    run_ok(*POWER, "--seeds", "5", "--out", "p")
+    interrupt(tmp_path / "p", keep=8)  # four whole pairs
+    placebo = tmp_path / "p" / "runs" / "row01-seed3.json"  # one placebo run diverged: 4 seeds, 3 pairs
+    record = json.loads(placebo.read_text())
+    record.update(diverged=True, val_loss=float("nan"))
+    placebo.write_text(json.dumps(record))
+    (tmp_path / "p" / "runs" / "row00-seed9.json").write_text("{}")  # a file that is no run of this folder
+    out = " ".join(run_ok("report", "p").split())  # the console wraps long lines
+    assert "classic: val loss" in out and "over 4 of the 5 planned seeds" in out and "from 3 pairs" in out
+    notes = "\n".join(json.loads(run_ok("report", "p", "--format", "json"))["footnotes"])
+    for said in (
+        "classic (placebo), seed 3: diverged",
+        "runs/row00-seed9.json (row is missing) is left out of the table",
+        "2 of 10 runs have not finished; finish them with: modern-gpt power --resume p",
+    ):
+        assert said in notes and said in out, said
+    assert "verdict:" not in notes and "Placebo: " not in notes  # the verdict table's notes: power has its own
+
+
+def test_a_power_folder_whose_runs_all_diverged_says_so(run_ok):
+    out = run_ok(*POWER, "--seeds", "3", "--lr", "1e300", "--warmup-steps", "0", "--out", "p")
+    report = " ".join(run_ok("report", "p").split())
+    assert " ".join(out.split()).startswith(report)  # what power printed, then the results line
+    assert "classic: 0 of the 3 planned seeds trained, and 0 pairs with the placebo init: too few" in report
+    assert "as it should be" not in report and "mde:" not in report
+    assert report.count("diverged (loss NaN or infinite) after 0 steps") == 6
+
+
+def test_the_looks_advice_names_the_folders_own_command(run, run_ok, tmp_path):
+    run_ok("duel", *tiny(2), "--seeds", "auto", "--max-seeds", "3", "--jobs", "1", "--out", "d")
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    meta["sequential"]["looks"][0]["decided"] = 9
+    (tmp_path / "d" / "meta.json").write_text(json.dumps(meta))
+    assert "modern-gpt duel --resume d recomputes the looks" in user_error(run, "report", "d")
+    run_ok("duel", "--resume", "d", "--jobs", "1")  # and it does
+    run_ok("report", "d")
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_jobs_with_ray_is_refused_not_ignored(run, run_ok, resume):
+    if resume:
+        run_ok("ablate", *tiny(1), *CLASSIC_ROPE, "--jobs", "1", "--out", "f")
+    args = ["--resume", "f"] if resume else [*tiny(1), *CLASSIC_ROPE]
+    err = user_error(run, "ablate", *args, "--executor", "ray", "--jobs", "2")
+    assert "--jobs 2 goes with --executor local; on Ray every run is a task" in err
+
+
+def test_a_folder_that_is_no_results_folder_names_every_command(run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert "give a folder written by modern-gpt ablate, duel or power" in user_error(run, "report", "empty")

@@ -107,3 +107,20 @@ def test_debug_shows_the_traceback():
     )
     debug = cli("--debug", "train", "--data", "/nonexistent/corpus.txt")
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataError" in debug.stderr
+
+
+def test_a_link_loop_as_data_or_out_is_one_sentence_not_a_traceback(run, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    code, out, err = run("train", "--smoke", "--steps", "2", "--data", tmp_path / "loop")
+    assert code == 2 and err.startswith("modern-gpt: error: ") and err.count("\n") == 1, err
+    assert "symbolic links" in err and "Traceback" not in out + err
+    code, out, err = run("ablate", "--resume", tmp_path / "elsewhere", "--out", tmp_path / "loop")
+    assert code == 2 and err.count("\n") == 1 and "leave out --out" in err, err
+
+
+def test_vocab_size_without_bpe_is_refused_not_ignored(run):
+    for tokenizer in ("char", "byte"):
+        code, _, err = run("train", "--smoke", "--steps", "2", "--tokenizer", tokenizer, "--vocab-size", "300")
+        assert code == 2 and f"the tokenizer is {tokenizer}; add --tokenizer bpe" in err, err
+    code, _, err = run("ablate", "--smoke", "--seeds", "2", "--vocab-size", "300")
+    assert code == 2 and "--vocab-size sizes the bpe tokenizer" in err, err

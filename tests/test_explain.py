@@ -688,3 +688,30 @@ def test_as_flags_prints_only_flags_that_params_accepts(capsys, monkeypatch, tmp
     assert json.loads(params)["total"] == explain_config(config)["params"]
     if config.get("rope_theta"):
         assert out.split()[out.split().index("--rope-base") + 1] == repr(float(config["rope_theta"])).removesuffix(".0")
+
+
+# ---------------------------------------------------------------------------
+# "num_key_value_heads": null is the head count where the class says so, refused where it is not
+# ---------------------------------------------------------------------------
+NULL_KV_BASE = dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=96, vocab_size=100)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "llama", "olmo2", "arcee"])
+def test_explain_reads_null_kv_heads_as_transformers_does(kind):
+    # Qwen2/Qwen3 default to 32 K/V heads when the field is left out, but null means one per query head:
+    # counted with 32 it printed 199,616 parameters for a model of 83,136, exit 0.
+    from modern_gpt.hf.explain import explain_config
+
+    config = dict(model_type=kind, num_key_value_heads=None, **NULL_KV_BASE)
+    info = explain_config(config)
+    assert info["shape"]["kv_heads"] == 4
+    assert mismatches(config, info) == []
+
+
+@pytest.mark.parametrize("kind", ["mistral", "gemma", "gemma2", "starcoder2", "stablelm"])
+def test_explain_refuses_null_kv_heads_where_the_class_does(kind):
+    from modern_gpt.core.errors import UserError
+    from modern_gpt.hf.explain import explain_config
+
+    with pytest.raises(UserError, match="num_key_value_heads is null, which .* does not accept"):
+        explain_config(dict(model_type=kind, num_key_value_heads=None, **NULL_KV_BASE))

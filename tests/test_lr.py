@@ -21,15 +21,10 @@ from modern_gpt.run.train import Spikes, evaluate, train_run
 from modern_gpt.verdict.design import Design, Row
 from modern_gpt.verdict.table import footnotes, lr_view, summarize
 
+from .clihelp import TIMING, invoke, run_values
+
 runner = CliRunner()
 TINY = ["--smoke", "--steps", 12, "--eval-every", 12, "--eval-tokens", 1024, "--jobs", 1]
-TIMING = ["secs", "tokens_per_s"]
-
-
-def invoke(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result.stdout
 
 
 # ---------------------------------------------------------------------------
@@ -192,15 +187,11 @@ def test_every_row_is_planned_at_every_learning_rate_against_its_reference_at_th
 # ---------------------------------------------------------------------------
 # end to end
 # ---------------------------------------------------------------------------
-def _values(folder):
-    return pd.read_csv(folder / "runs.csv").drop(columns=TIMING + ["threads"])
-
-
 def test_one_learning_rate_in_lrs_is_exactly_a_plain_ablation(tmp_path):
     common = [*TINY, "--seeds", 2, "--no-placebo", "--plan", "custom", "--variants", "classic;rope"]
     invoke("ablate", *common, "--lr", 5e-3, "--out", tmp_path / "plain")
     invoke("ablate", *common, "--lrs", 5e-3, "--out", tmp_path / "lrs")
-    pd.testing.assert_frame_equal(_values(tmp_path / "plain"), _values(tmp_path / "lrs"))
+    pd.testing.assert_frame_equal(run_values(tmp_path / "plain"), run_values(tmp_path / "lrs"))
     plain, lrs = (
         pd.read_csv(tmp_path / f / "summary.csv").drop(columns=["secs", "tokens_per_s"]) for f in ("plain", "lrs")
     )
@@ -235,7 +226,7 @@ def test_a_diverging_learning_rate_is_recorded_counted_and_drawn_and_resume_fini
     (folder / "meta.json").write_text(json.dumps(meta))
     invoke("ablate", "--resume", folder)
     assert all((f.stat().st_mtime_ns, f.read_bytes()) == v for f, v in kept.items())
-    pd.testing.assert_frame_equal(_values(folder), runs.drop(columns=TIMING + ["threads"]))
+    pd.testing.assert_frame_equal(run_values(folder), runs.drop(columns=TIMING + ["threads"]))
 
 
 def test_at_lr_and_a_damaged_sweep_are_one_sentence(tmp_path):

@@ -293,8 +293,8 @@ def test_unknown_component_is_named():
 
 def test_swiglu_width_and_non_embedding_count():
     cfg = ModelConfig(dim=96, swiglu=True, multiple_of=32)
-    assert cfg.hidden == 256  # int(2 * 4 * 96 / 3) = 256, already a multiple of 32
-    assert ModelConfig(dim=128, swiglu=True, multiple_of=64).hidden == 384  # 341 rounded up
-    assert ModelConfig(dim=128, mlp_hidden=100, swiglu=True).hidden == 100
+    assert cfg.mlp_width == 256  # int(2 * 4 * 96 / 3) = 256, already a multiple of 32
+    assert ModelConfig(dim=128, swiglu=True, multiple_of=64).mlp_width == 384  # 341 rounded up
+    assert ModelConfig(dim=128, mlp_hidden=100, swiglu=True).mlp_width == 100
     counts = param_counts(tiny())
     assert non_embedding_params(counts) == counts["total"] - 50 * 32 - 16 * 32

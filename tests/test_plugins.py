@@ -86,7 +86,7 @@ def test_each_example_ablates_and_its_price_is_the_built_models(capsys, monkeypa
 class HandReLU2(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.fc, self.proj = linear(cfg, cfg.dim, cfg.hidden), linear(cfg, cfg.hidden, cfg.dim)
+        self.fc, self.proj = linear(cfg, cfg.dim, cfg.mlp_width), linear(cfg, cfg.mlp_width, cfg.dim)
 
     def forward(self, x):
         return self.proj(F.relu(self.fc(x)) ** 2)

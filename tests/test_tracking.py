@@ -319,11 +319,11 @@ def test_a_learning_rate_sweep_tells_its_runs_apart_and_names_the_table_rows_by_
     backend.start(tmp_path / "f", meta)
     assert backend.run_dir(record).relative_to(tmp_path / "f") == Path("tensorboard/03-rope-lr0.003/seed1")
     # summary.csv counts table rows (rope is its row 1) and shows each at its best lr: its runs' row is 2 or 3
-    assert tracking.run_row(meta, {"row": "1", "variant": "rope", "lr": "0.001"}) == 2
-    assert tracking.run_row(meta, {"row": "1", "variant": "rope", "lr": "0.003"}) == 3
+    assert tracking.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.001"}) == 2
+    assert tracking.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.003"}) == 3
     single = {"spec": {"plan": "custom", "lrs": None, "variants": variants[:1]}}
     assert tracking.run_name(single, record) == "rope seed 1"
-    assert tracking.run_row(single, {"row": "1", "variant": "rope", "lr": "0.003"}) == 1
+    assert tracking.row_tag(single, {"row": "1", "variant": "rope", "lr": "0.003"}) == 1
 
 
 def _serve(reply: bytes) -> socket.socket:

@@ -4,10 +4,12 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 import modern_gpt.model.gpt as model_module
+from modern_gpt.ablation.results import ResultsDir
 from modern_gpt.core.components import COMPONENTS
 from modern_gpt.core.config import ModelConfig, TrainConfig
 from modern_gpt.data.corpus import eval_offsets
@@ -24,6 +26,8 @@ from modern_gpt.run.train import (
     torch_adamw,
     train_run,
 )
+
+from .clihelp import TIMING, interrupt, tiny
 
 MODEL = ModelConfig(context=16, dim=32, heads=2, layers=2)
 TRAIN = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_every=4, eval_batches=2, threads=1)
@@ -324,3 +328,74 @@ def test_nonsense_training_settings_are_refused(corpus, field, value):
 
     with pytest.raises(UserError, match=field):
         train_run(MODEL, corpus, TrainConfig(**{**vars(TRAIN), field: value}), seed=0)
+
+
+# ---------------------------------------------------------------------------
+# A finite learning rate whose update overflows float32: a diverged run, never a traceback
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("lr", "weight_decay"), [(1e300, 0.1), (3.5e38, 0.0), (1e-3, 1e300)])
+def test_an_update_beyond_float32_is_a_diverged_run(corpus, lr, weight_decay):
+    from modern_gpt.core.config import ModelConfig, TrainConfig
+    from modern_gpt.run.train import train_run
+
+    cfg = TrainConfig(steps=3, eval_every=3, lr=lr, weight_decay=weight_decay, warmup_steps=0, device="cpu")
+    result, _ = train_run(ModelConfig(context=16, dim=16, heads=2, layers=1), corpus, cfg, seed=0)
+    assert result.diverged and result.error == "" and result.steps_done <= 1
+
+
+def test_train_at_an_overflowing_lr_says_it_diverged(run):
+    code, out, err = run("train", *tiny(3), "--lr", "1e300", "--warmup-steps", "0", "--out", "ckpt")
+    assert code == 0 and "Traceback" not in err, err
+    assert "diverged (the loss or an update became NaN or infinite) after 0 steps" in out
+    code, _, err = run("generate", "ckpt")
+    assert code == 2 and "holds a run that diverged" in err
+
+
+def test_an_overflowing_lr_is_recorded_fresh_and_on_resume(run_ok, tmp_path):
+    """--lrs with an absurd rate: its runs are diverged, the table chooses the other rate; a folder interrupted
+    before those runs resumes and records them too (every resume used to crash on the same run)."""
+    args = ["ablate", *tiny(3), "--plan", "custom", "--variants", "classic;rope", "--seeds", "2", "--no-placebo"]
+    args += ["--lrs", "1e-3,1e300", "--warmup-steps", "0", "--eval-tokens", "64", "--jobs", "1"]
+    out = run_ok(*args, "--out", "fresh")
+    runs = pd.read_csv(tmp_path / "fresh" / "runs.csv")
+    assert len(runs) == 8 and runs[runs.lr == 1e300].diverged.all() and not runs[runs.lr == 1e-3].diverged.any()
+    assert "At lr 1e+300, of 4 runs 4 diverged or failed" in out
+    interrupt(tmp_path / "fresh", keep=1)  # the first run: lr 1e-3; every lr 1e300 run is still to do
+    run_ok("ablate", "--resume", "fresh", "--jobs", "1")
+    resumed = pd.read_csv(tmp_path / "fresh" / "runs.csv")
+    pd.testing.assert_frame_equal(resumed.drop(columns=TIMING), runs.drop(columns=TIMING))
+    assert ResultsDir(tmp_path / "fresh").read_meta()["status"] == "finished"
+
+
+# ---------------------------------------------------------------------------
+# Item 8: best val loss comes from the curve's windows, and its label says how many
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("eval_tokens", "eval_batches", "batch_size"), [(8192, 4, 8), (256, 4, 8), (4096, 1, 3)])
+def test_curve_windows_counts_what_the_curve_evaluates(corpus, eval_tokens, eval_batches, batch_size):
+    from modern_gpt.core.config import TrainConfig
+    from modern_gpt.data.corpus import eval_offsets, subset
+    from modern_gpt.run.train import curve_windows
+
+    final = eval_offsets(len(corpus.val), 16, eval_tokens)
+    cfg = TrainConfig(eval_tokens=eval_tokens, eval_batches=eval_batches, batch_size=batch_size)
+    assert curve_windows(cfg, len(final)) == len(subset(final, eval_batches * batch_size))
+
+
+def _best_row(out: str) -> str:
+    return next(line for line in out.splitlines() if "best val loss" in line)
+
+
+def test_the_duel_labels_its_best_val_loss_truthfully(run_ok):
+    duel = ["duel", *tiny(4), "--batch-size", "8", "--seeds", "2", "--no-placebo", "--jobs", "1", "--lrs", "1e-3,3e-3"]
+    # 1 batch of 8 windows on the curve; the final loss on the 256 of --eval-tokens 4096 at context 16
+    row = _best_row(run_ok(*duel, "--eval-batches", "1", "--eval-tokens", "4096", "--out", "part"))
+    assert "curve: 8 of 256 windows" in row and "all windows" not in row
+    row = _best_row(run_ok(*duel, "--eval-tokens", "128", "--out", "whole"))  # 8 windows: the curve has them all
+    assert "best val loss (mean step, all windows)" in row
+
+
+def test_train_labels_its_best_val_loss_truthfully(run_ok):
+    out = run_ok(
+        "train", *tiny(4), "--batch-size", "8", "--eval-batches", "1", "--eval-tokens", "4096", "--out", "ckpt"
+    )
+    assert "best val loss (step; curve: 8 of 256 windows)" in _best_row(out)

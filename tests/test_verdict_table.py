@@ -186,3 +186,29 @@ def test_a_placebo_within_the_margin_is_not_a_warning():
     assert summary[1].verdict == "same"
     note = next(n for n in footnotes(design, runs, summary) if n.startswith("Placebo"))
     assert "what initialisation alone does" in note and "within --margin" in note and "read the other" not in note
+
+
+def test_one_diverged_step_is_singular(tmp_path):
+    import json
+
+    from modern_gpt.run.checkpoint import _failed_run
+
+    for steps, words in ((1, "after 1 step"), (7, "after 7 steps")):
+        (tmp_path / "metrics.json").write_text(json.dumps({"diverged": True, "steps_done": steps}))
+        assert _failed_run(tmp_path).endswith(words)
+    import pandas as pd
+
+    from modern_gpt.verdict.table import _failure_notes
+
+    runs = pd.DataFrame(
+        {
+            "row": [0],
+            "seed": [0],
+            "variant": ["classic"],
+            "error": [""],
+            "diverged": [True],
+            "steps_done": [1],
+            "val_loss": [float("nan")],
+        }
+    )
+    assert "after 1 step;" in _failure_notes(runs)[0]

@@ -16,8 +16,8 @@ from modern_gpt.model.gpt import linear
 class ReLU2(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.fc = linear(cfg, cfg.dim, cfg.hidden)  # cfg.hidden: 4*dim (or --mlp-hidden)
-        self.proj = linear(cfg, cfg.hidden, cfg.dim)  # a name ending in proj gets GPT-2's residual init scaling
+        self.fc = linear(cfg, cfg.dim, cfg.mlp_width)  # cfg.mlp_width: 4*dim (or --mlp-hidden)
+        self.proj = linear(cfg, cfg.mlp_width, cfg.dim)  # a name ending in proj gets GPT-2's residual init scaling
 
     def forward(self, x):
         return self.proj(F.relu(self.fc(x)).square())

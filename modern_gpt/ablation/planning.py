@@ -428,7 +428,7 @@ def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
             {
                 **v.to_dict(),
                 "params": param_counts(cfg)["total"],
-                "hidden": cfg.hidden,
+                "hidden": cfg.mlp_width,
                 "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),
             }
         )

@@ -84,7 +84,7 @@ class Job:
         """What an executor calls, in whichever process it runs the job."""
         return execute(self, corpus, on_step)
 
-    def failed(self, corpus: Corpus, error: str) -> dict:
+    def failure_record(self, corpus: Corpus, error: str) -> dict:
         """The record of this run when it could not finish (its worker died on every try): a failed run."""
         cfg = variant_config(self.model, self.variant)
         return _identified(self, cfg, corpus, _failed_record(self, cfg, corpus, error))
@@ -119,7 +119,7 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
         row=job.row,
         variant=job.variant.name,
         components="+".join(job.variant.components),
-        mlp_width=cfg.hidden,
+        mlp_width=cfg.mlp_width,
         lr=job.train.lr,
         compile=job.train.compile,
         settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),

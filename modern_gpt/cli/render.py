@@ -59,7 +59,7 @@ def params_info(cfg: ModelConfig) -> dict:
         "total": counts["total"],
         "pieces": {p: counts[p] for p in PIECES},
         "components": list(cfg.components),
-        "mlp_width": cfg.hidden,
+        "mlp_width": cfg.mlp_width,
         "head_dim": cfg.head_dim,
         "kv_heads": cfg.n_kv_heads,
         "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),

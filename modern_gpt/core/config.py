@@ -110,8 +110,8 @@ class ModelConfig:
         return self.heads // 2 if self.kv_heads is None else self.kv_heads
 
     @property
-    def hidden(self) -> int:
-        """The MLP's hidden width."""
+    def mlp_width(self) -> int:
+        """The MLP's hidden width (what --mlp-hidden sets outright, else 4*dim or SwiGLU's rule)."""
         if self.mlp_hidden is not None:
             return self.mlp_hidden
         if not self.swiglu:
@@ -164,7 +164,7 @@ class Shapes:
     heads: int
     kv_heads: int
     head_dim: int
-    hidden: int  # the MLP's hidden width
+    mlp_width: int  # the MLP's hidden width
     mlp_matrices: int  # 2 (classic) or 3 (gated: SwiGLU, GeGLU)
     position_rows: int  # rows of a learned position table; 0 with RoPE
     qk_norm_gains: int  # QK-norm gains per layer: 0, 2 * head_dim (per head), or (heads + kv_heads) * head_dim (OLMo-2)
@@ -185,7 +185,7 @@ class Shapes:
             heads=cfg.heads,
             kv_heads=cfg.n_kv_heads,
             head_dim=cfg.head_dim,
-            hidden=cfg.hidden,
+            mlp_width=cfg.mlp_width,
             mlp_matrices=3 if cfg.swiglu else 2,
             position_rows=0 if cfg.rope else cfg.context,
             qk_norm_gains=2 * cfg.head_dim if cfg.qk_norm else 0,
@@ -213,13 +213,13 @@ def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
         "token_embedding": s.vocab_size * d,
         "position_table": s.position_rows * d,
         "attention": L * (d * (q + 2 * kv) + q * d),
-        "mlp": L * (s.mlp_matrices * d * s.hidden + s.act_params),
+        "mlp": L * (s.mlp_matrices * d * s.mlp_width + s.act_params),
         "norms": (s.norms_per_layer * L + 1) * d + L * s.qk_norm_gains,  # gains; RMSNorm has no shift
         "biases": 0,
         "output_head": 0 if s.tied else s.vocab_size * d,
     }
     counts["biases"] = (
-        L * ((q + 2 * kv) * s.qkv_bias + d * s.o_bias + ((s.mlp_matrices - 1) * s.hidden + d) * s.mlp_bias)
+        L * ((q + 2 * kv) * s.qkv_bias + d * s.o_bias + ((s.mlp_matrices - 1) * s.mlp_width + d) * s.mlp_bias)
         + (s.norms_per_layer * L + 1) * d * s.norm_shift  # LayerNorm's shift
     )
     counts["total"] = sum(counts.values())

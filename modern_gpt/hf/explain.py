@@ -515,7 +515,7 @@ def shapes(s: dict) -> Shapes:
         heads=s["heads"],
         kv_heads=s["kv_heads"],
         head_dim=hd,
-        hidden=s["hidden"],
+        mlp_width=s["hidden"],
         mlp_matrices=3 if s["gated"] else 2,
         position_rows=0 if s["rope"] else s["context"],
         qk_norm_gains={"": 0, "head": 2 * hd}.get(s["qk_norm"], (s["heads"] + s["kv_heads"]) * hd),

@@ -118,7 +118,7 @@ def _gpt2_config(cfg: ModelConfig, target: Target) -> dict:
         "n_embd": cfg.dim,
         "n_layer": cfg.layers,
         "n_head": cfg.heads,
-        "n_inner": cfg.hidden,
+        "n_inner": cfg.mlp_width,
         "activation_function": "gelu_new",  # the tanh approximation, as in modern-gpt's classic MLP
         "layer_norm_epsilon": 1e-5,
         "resid_pdrop": 0.0,
@@ -132,7 +132,7 @@ def _shape(cfg: ModelConfig, target: Target) -> dict:
     """The shape keys every Llama-family class reads."""
     return _common(cfg, target) | {
         "hidden_size": cfg.dim,
-        "intermediate_size": cfg.hidden,
+        "intermediate_size": cfg.mlp_width,
         "num_hidden_layers": cfg.layers,
         "num_attention_heads": cfg.heads,
         "num_key_value_heads": cfg.n_kv_heads,

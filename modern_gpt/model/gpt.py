@@ -120,8 +120,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.fc = linear(cfg, cfg.dim, cfg.hidden)
-        self.proj = linear(cfg, cfg.hidden, cfg.dim)
+        self.fc = linear(cfg, cfg.dim, cfg.mlp_width)
+        self.proj = linear(cfg, cfg.mlp_width, cfg.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # GPT-2's tanh approximation
@@ -130,9 +130,9 @@ class MLP(nn.Module):
 class SwiGLU(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.gate = linear(cfg, cfg.dim, cfg.hidden)
-        self.up = linear(cfg, cfg.dim, cfg.hidden)
-        self.proj = linear(cfg, cfg.hidden, cfg.dim)
+        self.gate = linear(cfg, cfg.dim, cfg.mlp_width)
+        self.up = linear(cfg, cfg.dim, cfg.mlp_width)
+        self.proj = linear(cfg, cfg.mlp_width, cfg.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.silu(self.gate(x)) * self.up(x))

@@ -44,7 +44,7 @@ def forward_flops(cfg: ModelConfig, batch: int, T: int) -> int:
     count of a model's arithmetic: bench/bench_limit.py counts with it too (checked against torch's FlopCounterMode
     in tests/test_bench_limit.py)."""
     d, hd, H, Hkv = cfg.dim, cfg.head_dim, cfg.heads, cfg.n_kv_heads
-    mlp = (3 if cfg.swiglu else 2) * d * cfg.hidden
+    mlp = (3 if cfg.swiglu else 2) * d * cfg.mlp_width
     per_token = (d * (H + 2 * Hkv) * hd + d * d + mlp) * cfg.layers + d * cfg.vocab_size
     attention = 2 * H * T * T * hd * cfg.layers
     return 2 * (batch * T * per_token + batch * attention)

@@ -266,7 +266,7 @@ def run_name(meta: dict, record: dict) -> str:
     return f"{record['variant']}{lr} seed {record['seed']}"
 
 
-def run_row(meta: dict, row: dict[str, str]) -> int:
+def row_tag(meta: dict, row: dict[str, str]) -> int:
     """The run row (the runs' row tag) of a summary.csv row: with --lrs, its variant's at the learning rate the
     table shows it at (summary.csv's row counts table rows); else the same number."""
     if several_lrs(meta):
@@ -411,7 +411,7 @@ class TensorBoardBackend:
             rows = summary_rows(folder)
             for row in rows:
                 for key, value in row_stats(row).items():
-                    name = f"{key}/{run_row(self.meta, row):02d}-{slug(row['variant'])}"  # a stat's rows side by side
+                    name = f"{key}/{row_tag(self.meta, row):02d}-{slug(row['variant'])}"  # a stat's rows side by side
                     writer.add_scalar(name, value, 0)
             if rows:
                 verdicts = [{"variant": r["variant"], "verdict": r.get("verdict", ""), **_cells(r)} for r in rows]
@@ -525,7 +525,7 @@ class MlflowBackend:
         )
         metrics, tags = [], {}
         for row in rows:
-            at = f"row{run_row(self.meta, row):02d}"
+            at = f"row{row_tag(self.meta, row):02d}"
             metrics += [(f"{at}.{k}", v, 0) for k, v in row_stats(row).items()]
             tags.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
         self._batch(run_id, metrics=metrics, tags=tags)
@@ -686,7 +686,7 @@ class WandbBackend:
                 run.log(logged)
             verdicts = {}
             for row in rows:
-                at = f"row{run_row(self.meta, row):02d}"
+                at = f"row{row_tag(self.meta, row):02d}"
                 verdicts.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
                 verdicts.update({f"{at}.{k}": v for k, v in row_stats(row).items()})
             run.summary.update(verdicts)

@@ -6,7 +6,7 @@
     Ray         one Ray task per run on a Ray cluster (--executor ray), local or remote
 
 executor.run(jobs, corpus, on_step, on_record) trains every job and returns when each has a record.
-A job comes from running.py: job(corpus, on_step) -> its record, job.failed(corpus, error) -> the record
+A job comes from running.py: job(corpus, on_step) -> its record, job.failure_record(corpus, error) -> the record
 of a run that could not finish, job.row and job.seed name it. on_step(row, seed, step, loss) follows the
 runs in progress (a few updates a second per run at most); on_record(record) receives each finished run in
 this process, the driver, which alone writes the results folder. Data flows one way: the driver's corpus

@@ -343,7 +343,7 @@ class LocalPool:
             todo.appendleft(w.job)
             return
         why = f"the worker process running it died ({_how_it_died(w.process)})"
-        on_record(w.job.failed(corpus, f"{why}, {deaths[key]} times (--max-retries {self.max_retries})"))
+        on_record(w.job.failure_record(corpus, f"{why}, {deaths[key]} times (--max-retries {self.max_retries})"))
 
     def _read(self, w: _Worker, on_step, on_record) -> tuple[bool, tuple | None]:
         """Every message the worker has sent: (alive, None), or (alive, (exception, traceback text)) when its

@@ -512,7 +512,7 @@ class Ray:
             raise
         except ray.exceptions.RayError as e:  # its worker or node died on every try
             attempts = self.options.max_retries + 1
-            return job.failed(corpus, f"{type(e).__name__} on {attempts} attempts: {_first_line(e)}")
+            return job.failure_record(corpus, f"{type(e).__name__} on {attempts} attempts: {_first_line(e)}")
 
     def close(self) -> None:
         if self.connected and self.ray.is_initialized():

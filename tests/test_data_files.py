@@ -1,6 +1,7 @@
-"""Issue 21, the data side: file types by suffix in any case, what a folder skips, pretrained tokenizers that
-truncate, pad, cannot encode or lose characters, a parquet error's exit code, and every path the CLI reads
-checked before it is opened (a pipe must never block a command)."""
+"""Data files and tokenizer files as users have them: file types by suffix in any case, what a folder skips
+(hidden files and folders included), a --data path that is a link loop, pretrained tokenizers that truncate,
+pad, cannot encode, lose characters, have no vocabulary or make the corpus one token, a parquet error's exit
+code, and every path the CLI reads checked before it is opened (a pipe must never block a command)."""
 
 import json
 import os
@@ -10,7 +11,17 @@ import pandas as pd
 import pytest
 
 from modern_gpt.core.config import DataConfig
-from modern_gpt.data.corpus import DataError, join_text, load_corpus, lost_chars, read_raw, train_tokenizer
+from modern_gpt.data.corpus import (
+    DataError,
+    check_length,
+    corpus_files,
+    folder_files,
+    join_text,
+    load_corpus,
+    lost_chars,
+    read_raw,
+    train_tokenizer,
+)
 
 from .clihelp import cli, tiny
 
@@ -419,3 +430,78 @@ def test_extrapolate_names_characters_the_checkpoints_tokenizer_never_saw(run, t
     assert code == 0, err
     assert "Lossy tokenizer: --tokenizer char does not give back the validation text" in " ".join(out.split())
     assert "differs in 1,800 of its 2,400 characters, 75.0%" in " ".join(out.split())  # the last 600 lines of жжж
+
+
+# ---------------------------------------------------------------------------
+# Link loops, hidden files, tokenizers with no vocabulary or one token for everything
+# ---------------------------------------------------------------------------
+def _tokenizer_file(path, vocab, unk="[UNK]"):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(path))
+    return path
+
+
+def test_a_data_path_that_is_a_link_loop_is_named_as_one(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(DataError, match="is unreadable .*symbolic links"):
+        corpus_files(str(tmp_path / "a"))
+    (tmp_path / "gone").symlink_to(tmp_path / "nothing")
+    with pytest.raises(DataError, match="gone is a dangling symbolic link"):
+        corpus_files(str(tmp_path / "gone"))
+    with pytest.raises(DataError, match="nothing does not exist"):  # a plain missing path keeps its sentence
+        corpus_files(str(tmp_path / "nothing"))
+
+
+def test_hidden_files_and_folders_in_a_data_folder_are_skipped_and_named_once(tmp_path):
+    (tmp_path / ".ipynb_checkpoints" / "deep").mkdir(parents=True)
+    (tmp_path / ".ipynb_checkpoints" / "a-checkpoint.txt").write_text("a stale copy")
+    (tmp_path / ".ipynb_checkpoints" / "deep" / "b.txt").write_text("another")
+    (tmp_path / ".a.txt.swp").write_text("an editor's file")
+    (tmp_path / ".notes.txt").write_text("hidden text")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("the corpus")
+    files, skipped = folder_files(tmp_path)
+    assert files == [tmp_path / "sub" / "a.txt"]  # the stale copies would leak text into both splits
+    assert sorted(skipped) == [
+        ".a.txt.swp (hidden, not read)",
+        ".ipynb_checkpoints (hidden, a folder, not read)",
+        ".notes.txt (hidden, not read)",
+    ]
+
+
+def test_a_data_folder_inside_a_hidden_folder_is_read(tmp_path):
+    folder = tmp_path / ".cache" / "corpus"  # only what lies under the folder given counts as hidden
+    folder.mkdir(parents=True)
+    (folder / "a.txt").write_text("the corpus")
+    assert folder_files(folder) == ([folder / "a.txt"], [])
+
+
+def test_a_tokenizer_file_with_an_empty_vocabulary_is_named(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.BPE()).save(str(tmp_path / "tokenizer.json"))
+    cfg = DataConfig(tokenizer=str(tmp_path / "tokenizer.json"), cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(DataError, match="empty vocabulary"):  # it said 'vocab_size must be at least 1, got 0'
+        load_corpus(cfg)
+
+
+def test_a_tokenizer_that_makes_the_corpus_one_token_is_refused(tmp_path):
+    # Every word unknown: the corpus is [UNK] repeated, the loss falls to 0 and bits/char printed 0.0, exit 0.
+    path = _tokenizer_file(tmp_path / "tokenizer.json", {"[UNK]": 0, "zzzz": 1})
+    corpus = load_corpus(DataConfig(tokenizer=str(path), cache_dir=str(tmp_path / "cache")))
+    with pytest.raises(DataError, match="whole training split into one token .id 0., so there is nothing to predict"):
+        check_length(corpus, 16)
+
+
+def test_a_lossy_tokenizer_with_several_ids_still_trains(tmp_path):
+    # The negative control: most words unknown, but not all: lossy (noted), not refused.
+    text = open(os.path.join(os.path.dirname(__file__), "..", "modern_gpt", "smoke.txt")).read()
+    words = sorted(set(text.split()))[:50]
+    path = _tokenizer_file(tmp_path / "tokenizer.json", {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}})
+    corpus = load_corpus(DataConfig(tokenizer=str(path), cache_dir=str(tmp_path / "cache")))
+    check_length(corpus, 16)
+    assert not corpus.lossless
