@@ -38,5 +38,5 @@ class FakeJob:
         record = {"row": self.row, "seed": self.seed, "error": "", "pid": os.getpid(), "corpus": corpus}
         return {**record, "ppid": os.getppid(), "env": env}
 
-    def failed(self, corpus, error: str) -> dict:
+    def failure_record(self, corpus, error: str) -> dict:
         return {"row": self.row, "seed": self.seed, "error": error, "pid": None, "corpus": corpus}
