@@ -303,21 +303,21 @@ def train(ablation, display: Callable) -> None:
             with display(ablation) as shown:
                 ablation.run(shown)
         except BaseException:
-            ablation.finish_tracking(summary=False)  # closed, without a summary of an ablation that stopped
+            ablation.finish_tracking(None)  # closed, without a summary of an ablation that stopped
             raise
     except KeyboardInterrupt:
         report.write(folder, draw=False)  # the summary of what finished
         done = len(ablation.results.finished())
         raise Interrupted(done, ablation.total, folder, ablation.spec.resume_command(folder)) from None
-    report.write(folder)
-    ablation.finish_tracking()  # the summary, the figures and the verdicts to the trackers
+    summary = report.write(folder)
+    ablation.finish_tracking(summary)  # the summary, the figures and the verdicts to the trackers
 
 
 def _check_resume_store(folder: Path, options: AblationOptions) -> None:
     """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
     if "mlflow" in options.track:
         from .ablation.results import ResultsDir
-        from .trackers.tracking import check_resume_store
+        from .trackers.checks import check_resume_store
 
         check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
 
@@ -325,7 +325,7 @@ def _check_resume_store(folder: Path, options: AblationOptions) -> None:
 def _check_tracking(options: AblationOptions) -> None:
     """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
     if options.track:
-        from .trackers.tracking import check
+        from .trackers.checks import check
 
         check(options.track, options.mlflow_uri)
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from modern_gpt.cli.commands import main
-from modern_gpt.trackers import tracking
+from modern_gpt.trackers import checks, tensorboard, tracking
+from modern_gpt.trackers import mlflow as mlflow_backend
+from modern_gpt.trackers import records as trecords
 
 from .clihelp import CLASSIC_ROPE, tiny
 from .errhelp import assert_user_error
@@ -115,7 +117,7 @@ def test_a_run_logged_again_replaces_the_earlier_copy(tracked, tmp_path):
     folder, uri = tracked
     copy = Path(shutil.copytree(folder, tmp_path / "again"))
     meta = json.loads((copy / "meta.json").read_text())
-    backend = tracking.MlflowBackend(uri)
+    backend = mlflow_backend.MlflowBackend(uri)
     backend.start(copy, meta)
     record = _records(copy)[(2, 1)]
     first, second = backend.log_run(record), backend.log_run(record)
@@ -126,7 +128,7 @@ def test_train_logs_its_one_run(tracked, run_ok, tmp_path):
     _, uri = tracked
     run_ok("train", *TINY, "--out", tmp_path / "ck", "--track", "mlflow", "--mlflow-uri", uri, "--track", "tensorboard")
     metrics = json.loads((tmp_path / "ck" / "metrics.json").read_text())
-    (run,) = _runs(uri, tracking.TRAIN_EXPERIMENT)
+    (run,) = _runs(uri, trecords.TRAIN_EXPERIMENT)
     assert run.data.metrics["val_loss"] == metrics["val_loss"] and run.data.tags["plan"] == "train"
     assert len(list((tmp_path / "ck" / "tensorboard" / "00-classic" / "seed0").glob("events.*"))) == 1
 
@@ -228,7 +230,7 @@ def test_the_environment_s_uri_is_named_when_it_chose(run, tmp_path, monkeypatch
 def test_an_unwritable_store_is_one_sentence(run, tmp_path, monkeypatch):
     store = tmp_path / "ro"
     store.mkdir()
-    monkeypatch.setattr(tracking.os, "access", lambda path, mode: Path(path) != store)  # root may write anywhere
+    monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != store)  # root may write anywhere
     flags = ["--track", "mlflow", "--mlflow-uri", f"sqlite:///{store}/m.db"]
     assert_user_error(run(*ABLATE, "--out", tmp_path / "o", *flags), str(store), "not writable")
 
@@ -257,7 +259,7 @@ def test_track_in_the_config_file(tmp_path):
 # A tracker that fails mid-ablation: a warning and a footnote, every run kept
 # ---------------------------------------------------------------------------
 def test_a_tracker_that_fails_mid_ablation_stops_nothing(run, tmp_path, monkeypatch):
-    log_run, calls = tracking.TensorBoardBackend.log_run, []
+    log_run, calls = tensorboard.TensorBoardBackend.log_run, []
 
     def dies_after_one(self, record):
         calls.append(record["row"])
@@ -265,7 +267,7 @@ def test_a_tracker_that_fails_mid_ablation_stops_nothing(run, tmp_path, monkeypa
             raise ConnectionError("the server went away")
         return log_run(self, record)
 
-    monkeypatch.setattr(tracking.TensorBoardBackend, "log_run", dies_after_one)
+    monkeypatch.setattr(tensorboard.TensorBoardBackend, "log_run", dies_after_one)
     folder = tmp_path / "r"
     code, out, err = run(*ABLATE, "--no-placebo", "--out", folder, "--track", "tensorboard")
     assert code == 0, err
@@ -285,7 +287,7 @@ def test_notes_count_the_runs_a_tracker_lacks():
     records = {(0, 0): {"tracked": {"mlflow": "a", "tensorboard": "t"}}, (0, 1): {"tracked": {"mlflow": "b"}}}
     (note,) = tracking.notes(meta, records, "DIR")
     assert note == "1 of 2 runs are not in tensorboard (OSError: disk full); " + tracking.push("tensorboard", "DIR")
-    assert tracking.notes({}, records, "DIR") == [] and math.isnan(tracking.run_metrics({})["val_loss"])
+    assert tracking.notes({}, records, "DIR") == [] and math.isnan(trecords.run_metrics({})["val_loss"])
     at = {"tracking": {"mlflow": {"error": "E", "uri": "http://h:5000"}}}  # pushed into the store its runs are in
     (note,) = tracking.notes(at, {(0, 0): {}}, "my results")
     assert (
@@ -312,18 +314,18 @@ def test_a_learning_rate_sweep_tells_its_runs_apart_and_names_the_table_rows_by_
     variants = [{"name": n, "lr": lr} for n in ("classic", "rope") for lr in (1e-3, 3e-3)]
     meta = {"spec": {"plan": "duel", "lrs": [1e-3, 3e-3], "variants": variants}, "started": "t"}
     record = {"row": 3, "variant": "rope", "seed": 1, "lr": 3e-3}
-    tags = tracking.run_tags(meta, record, tmp_path / "f")
+    tags = trecords.run_tags(meta, record, tmp_path / "f")
     assert (tags["row"], tags["variant"], tags["seed"], tags["lr"]) == ("3", "rope", "1", "0.003")
-    assert tracking.run_name(meta, record) == "rope lr 0.003 seed 1"
-    backend = tracking.TensorBoardBackend()
+    assert trecords.run_name(meta, record) == "rope lr 0.003 seed 1"
+    backend = tensorboard.TensorBoardBackend()
     backend.start(tmp_path / "f", meta)
     assert backend.run_dir(record).relative_to(tmp_path / "f") == Path("tensorboard/03-rope-lr0.003/seed1")
     # summary.csv counts table rows (rope is its row 1) and shows each at its best lr: its runs' row is 2 or 3
-    assert tracking.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.001"}) == 2
-    assert tracking.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.003"}) == 3
+    assert trecords.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.001"}) == 2
+    assert trecords.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.003"}) == 3
     single = {"spec": {"plan": "custom", "lrs": None, "variants": variants[:1]}}
-    assert tracking.run_name(single, record) == "rope seed 1"
-    assert tracking.row_tag(single, {"row": "1", "variant": "rope", "lr": "0.003"}) == 1
+    assert trecords.run_name(single, record) == "rope seed 1"
+    assert trecords.row_tag(single, {"row": "1", "variant": "rope", "lr": "0.003"}) == 1
 
 
 def _serve(reply: bytes) -> socket.socket:
@@ -386,10 +388,10 @@ def test_garbage_uris_are_one_sentence_naming_them(run, tmp_path):
 
 
 def test_hand_edited_tracker_fields_count_as_not_logged():
-    assert tracking.tracked_ids({"tracked": "abc"}) == {} and tracking.tracked_ids({}) == {}
-    assert tracking.tracked_ids({"tracked": {"mlflow": 5, "tensorboard": "t", "comet": "c"}}) == {"tensorboard": "t"}
-    assert tracking.tracking_state({"tracking": ["mlflow"]}) == {}
-    assert tracking.tracking_state({"tracking": {"mlflow": "x", "wandb": {"error": None}}}) == {
+    assert trecords.tracked_ids({"tracked": "abc"}) == {} and trecords.tracked_ids({}) == {}
+    assert trecords.tracked_ids({"tracked": {"mlflow": 5, "tensorboard": "t", "comet": "c"}}) == {"tensorboard": "t"}
+    assert trecords.tracking_state({"tracking": ["mlflow"]}) == {}
+    assert trecords.tracking_state({"tracking": {"mlflow": "x", "wandb": {"error": None}}}) == {
         "wandb": {"error": None}
     }
     records = {(0, 0): {"tracked": ["mlflow"]}, (0, 1): {"tracked": {"mlflow": 7}}}
@@ -435,7 +437,7 @@ def test_another_mlflow_store_gets_every_run_on_report_track_and_refuses_a_resum
     folder, uri = tracked
     copy = Path(shutil.copytree(folder, tmp_path / "moved"))
     meta = json.loads((copy / "meta.json").read_text())
-    assert meta["tracking"]["mlflow"]["uri"] == tracking.store_id(uri)
+    assert meta["tracking"]["mlflow"]["uri"] == checks.store_id(uri)
     meta["tracking"]["mlflow"]["uri"] = "sqlite:////elsewhere/mlflow.db"
     (copy / "meta.json").write_text(json.dumps(meta))
     code, _, err = run("ablate", "--resume", copy, "--track", "mlflow", "--mlflow-uri", uri)
@@ -444,4 +446,4 @@ def test_another_mlflow_store_gets_every_run_on_report_track_and_refuses_a_resum
     assert code == 0 and f"mlflow: logged {ROWS * SEEDS} runs and the summary" in err, err
     runs = [r for r in _runs(uri, "moved") if r.data.tags.get("kind") != "summary"]
     assert sorted(r.info.run_id for r in runs) == sorted(r["tracked"]["mlflow"] for r in _records(copy).values())
-    assert json.loads((copy / "meta.json").read_text())["tracking"]["mlflow"]["uri"] == tracking.store_id(uri)
+    assert json.loads((copy / "meta.json").read_text())["tracking"]["mlflow"]["uri"] == checks.store_id(uri)

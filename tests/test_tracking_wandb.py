@@ -160,7 +160,7 @@ def test_wandb_that_cannot_log_is_one_sentence_before_anything_trains(tmp_path, 
 def test_what_a_tracker_that_failed_left_undone_is_pushed_by_report_track(tmp_path, monkeypatch, run):
     """W&B fails after one run of the ablation (which goes on), then after one more run of a push (one sentence,
     exit 2, that run's id kept); the next push logs the rest and the summary, and the footnote is gone."""
-    from modern_gpt.trackers.tracking import WandbBackend
+    from modern_gpt.trackers.wandb import WandbBackend
 
     offline_env(monkeypatch, tmp_path)
     log_run, calls = WandbBackend.log_run, []

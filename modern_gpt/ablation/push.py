@@ -8,7 +8,9 @@ from pathlib import Path
 from ..core.config import check_names
 from ..core.errors import UserError
 from ..core.files import write_json
-from ..trackers.tracking import Tracking, check, notes, other_store, tracked_ids, tracking_state
+from ..trackers.checks import check, other_store
+from ..trackers.records import tracked_ids, tracking_state
+from ..trackers.tracking import Tracking, notes
 from .report import write
 from .results import ResultsDir
 
@@ -41,10 +43,9 @@ def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dic
                     logged[name] += 1
         state = tracking_state(meta)
         stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
-        if stale:
-            write(results.path)  # summary.csv and curves.png of the runs the folder holds now
+        summary = write(results.path) if stale else []  # summary.csv and curves.png of the runs it holds now
         for b in stale:
-            tracking._safely(b, b.log_summary, results.path)
+            tracking._safely(b, b.log_summary, results.path, summary)
         tracking.close()
         done = {b.name for b in stale if b.name not in tracking.errors}
         for name in names:

@@ -91,14 +91,16 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     return Report(spec, design, summary, notes, duel_info)
 
 
-def write(folder, draw: bool = True) -> None:
-    """summary.csv (and, with draw, curves.png) from the runs the folder holds."""
+def write(folder, draw: bool = True) -> list[SummaryRow]:
+    """summary.csv (and, with draw, curves.png) from the runs the folder holds; returns the summary rows."""
     results = ResultsDir(folder)
     scan = results.scan()
     design = design_of(results.read_meta(), results.spec, results.path)
-    results.write_summary(summarize(*lr_view(design, scan.runs())))
+    summary = summarize(*lr_view(design, scan.runs()))
+    results.write_summary(summary)
     if draw:
         plot(results, scan)
+    return summary
 
 
 def plot(folder, scan=None) -> list:

@@ -29,7 +29,8 @@ from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corp
 from ..model import plugins
 from ..run import compiling
 from ..run.train import RunResult, check_memory, is_oom, train_run
-from ..trackers.tracking import Tracking, tracking_state
+from ..trackers.records import tracking_state
+from ..trackers.tracking import Tracking
 from .executors import Executor, executor_class
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import FORMAT, ResultsDir, settings_hash
@@ -367,14 +368,14 @@ class Ablation:
             self.meta["tracking"].update(self.tracking.state(self.tracking.errors))
             self.results.write_meta(self.meta)
 
-    def finish_tracking(self, summary: bool = True) -> None:
-        """After the report's files are written: the summary to the trackers (summary=False: none, after Ctrl-C),
-        then closed; a tracker that failed on the way is recorded in meta.json."""
+    def finish_tracking(self, summary: list | None) -> None:
+        """After the report's files are written: the summary rows to the trackers (None: no summary, after
+        Ctrl-C), then closed; a tracker that failed on the way is recorded in meta.json."""
         if self.tracking is None:
             return
         try:
-            if summary:
-                self.tracking.finish(self.results.path)
+            if summary is not None:
+                self.tracking.finish(self.results.path, summary)
                 for name in self.tracking.names:  # still open: it holds the summary (report --track logs it not again)
                     self.meta["tracking"][name]["summary"] = True
         finally:

@@ -477,7 +477,7 @@ def _run_ablation(
 def _check_tracking(options: AblationOptions) -> None:
     """train --track: every tracker installed and its store reachable, before anything trains."""
     if options.track:
-        from ..trackers.tracking import check
+        from ..trackers.checks import check
 
         check(options.track, options.mlflow_uri)
 

@@ -1,1 +1,21 @@
-"""Experiment trackers (TensorBoard, MLflow, W&B): each run and the verdicts logged where researchers already look."""
+"""Trackers: each finished run, and an ablation's verdicts, logged to TensorBoard, MLflow or Weights & Biases.
+
+The results folder stays the source of truth; a tracker is a view of it that people already search. Only the
+driver logs (running.Ablation's on_record, the one writer of the folder, and `train`), so workers need no
+tracker and no credentials, and --jobs, --executor ray and --resume log the same runs once. A tracker is
+imported only when asked for: --help and every command without --track stay tracker-free.
+
+Where each tracker puts an ablation:
+    tensorboard  <results folder>/tensorboard/<row>-<variant>/seed<seed>/ per run; summary/ holds the table,
+                 curves.png, lr.png and each row's Δ, CI, p_holm and mde (scalars) and verdict (text)
+    mlflow       one experiment per results folder (named after it), one MLflow run per (row, seed), and a run
+                 named "summary" with summary.csv, curves.png and lr.png as artifacts and rowNN.* metrics and
+                 tags; each seed's run also gets its row's verdict, delta_val, p_holm, ... as tags
+    wandb        one W&B group per results folder, offline by default: see WandbBackend
+
+A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
+log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an
+earlier, interrupted attempt logged, so a kill between logging and writing the run file leaves no duplicate.
+A tracker that fails (its server died) is a warning, is switched off for the rest of the ablation, and becomes
+a footnote of the report (notes()); no run is lost or stopped.
+"""

@@ -1,0 +1,160 @@
+"""The checks before anything trains: each tracker installed, its store reachable and writable, and a resume
+logging into the store its earlier runs are in."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..core.config import DEFAULT_MLFLOW_URI, check_names
+from ..core.errors import UserError
+from .records import first_line, tracking_state
+
+
+# ---------------------------------------------------------------------------
+# Checks: before anything trains
+# ---------------------------------------------------------------------------
+def _import(name: str):
+    """The tracker's module (TensorBoard's through torch's writer, which needs the tensorboard package)."""
+    if name == "mlflow":
+        # a dead server fails a call at once instead of retrying it for minutes (MLflow's defaults: 7 retries)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    if name == "tensorboard":
+        import tensorboard  # noqa: F401
+        from torch.utils import tensorboard as writer
+
+        return writer
+    return __import__(name)
+
+
+def installed(name: str) -> None:
+    """The tracker's package imports, else one sentence with the extra that installs it."""
+    try:
+        _import(name)
+    except ImportError as e:
+        raise UserError(
+            f"--track {name} needs the {name} package, which is not installed ({e}); "
+            f'pip install -e ".[{name}]" (or pip install {name}).'
+        ) from None
+
+
+def mlflow_uri(given: str | None) -> tuple[str, str]:
+    """The MLflow tracking URI and what chose it: --mlflow-uri, else MLFLOW_TRACKING_URI, else the default."""
+    if given:
+        return given, f"--mlflow-uri {given}"
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env, f"MLFLOW_TRACKING_URI={env}"
+    return DEFAULT_MLFLOW_URI, f"the default MLflow store {DEFAULT_MLFLOW_URI}"
+
+
+def _local_store(uri: str) -> Path | None:
+    """The file a sqlite:/// URI names, or the folder of a file: URI or a plain path; None for a server."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :])
+    if uri.startswith("file:"):
+        return Path(re.sub(r"^file:(//)?", "", uri))
+    if "://" not in uri and not uri.startswith("databricks"):
+        return Path(uri)
+    return None
+
+
+def store_id(uri: str) -> str:
+    """An MLflow URI as the store it names, the same from any folder: a local store's path made absolute."""
+    store = _local_store(uri)
+    if store is None:
+        return uri.rstrip("/")
+    return f"sqlite:///{store.resolve()}" if uri.startswith("sqlite:") else store.resolve().as_uri()
+
+
+def other_store(meta: dict, mlflow_uri_given: str | None) -> str | None:
+    """The MLflow store this folder's runs were logged to, when the URI given now names another (None: the
+    same, or none recorded)."""
+    recorded = tracking_state(meta).get("mlflow", {}).get("uri")
+    if isinstance(recorded, str) and recorded != store_id(mlflow_uri(mlflow_uri_given)[0]):
+        return recorded
+    return None
+
+
+def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | None) -> None:
+    """--resume --track mlflow goes on logging into the store the earlier runs are in, else one sentence."""
+    recorded = other_store(meta, mlflow_uri_given) if "mlflow" in check_names(names) else None
+    if recorded:
+        _, where = mlflow_uri(mlflow_uri_given)
+        raise UserError(
+            f"{where}: the runs of {folder} are in the MLflow store {recorded}; resume with --mlflow-uri {recorded} "
+            f"(modern-gpt report {folder} --track mlflow --mlflow-uri URI copies a folder to another store)."
+        )
+
+
+def _check_writable(path: Path, where: str, is_file: bool) -> None:
+    """A local store's file (sqlite) or folder (file:) can be written: its folder exists and is writable."""
+    kind = "file" if is_file else "folder"
+    if path.exists() and (path.is_file() if is_file else path.is_dir()) is False:  # a FIFO is neither
+        raise UserError(f"{where}: {path} is not a {kind}; give another store.")
+    folder = path.parent if is_file or not path.exists() else path
+    if not folder.is_dir():
+        raise UserError(f"{where}: the folder {folder} does not exist; create it or give another store.")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{where}: {path if path.exists() else folder} is not writable; give a writable store.")
+
+
+def _check_server(uri: str, where: str) -> None:
+    """An http(s) tracking server answers its health check within a few seconds."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as answer:
+            if answer.status == 200:
+                return
+            why = f"HTTP {answer.status}"
+    except urllib.error.HTTPError as e:
+        why = f"HTTP {e.code}"
+    except Exception as e:  # refused, timed out, or something else answering (http.client.BadStatusLine)
+        reason = getattr(e, "reason", e)
+        why = first_line(reason) if isinstance(reason, BaseException) else str(reason)
+    raise UserError(
+        f"{where}: no MLflow server answers there ({why}); start one with mlflow server, or give another URI."
+    )
+
+
+def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None) -> None:
+    """Every --track name known and installed, and MLflow's store reachable and writable: one sentence naming
+    the flag or URI otherwise. Called before anything trains. folder: where TensorBoard writes (checked by the
+    results folder's own checks for an ablation)."""
+    from .wandb import check_wandb  # here: the backends' modules load only for a tracker asked for
+
+    names = check_names(names)
+    if mlflow_uri_given is not None and not mlflow_uri_given.strip():
+        raise UserError("--mlflow-uri is empty; give a URI, or leave it out for MLFLOW_TRACKING_URI or the default.")
+    if mlflow_uri_given and "mlflow" not in names:
+        raise UserError("--mlflow-uri goes with --track mlflow.")
+    for name in names:
+        installed(name)
+    if "mlflow" in names:
+        uri, where = mlflow_uri(mlflow_uri_given)
+        store = _local_store(uri)
+        if uri.rstrip("/") == "sqlite:":
+            raise UserError(
+                f"{where}: an in-memory sqlite store is lost when modern-gpt exits; give sqlite:///PATH.db."
+            )
+        if store is not None:
+            _check_writable(store, where, is_file=uri.startswith("sqlite:"))
+        elif uri.startswith(("http://", "https://")):
+            _check_server(uri, where)
+        _probe_mlflow(uri, where)
+    if "wandb" in names:
+        check_wandb()
+
+
+def _probe_mlflow(uri: str, where: str) -> None:
+    """The store opens (a sqlite file is created or migrated, a server answers its API)."""
+    from mlflow import MlflowClient
+
+    try:
+        MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as e:  # whatever the store raises, it is one sentence
+        raise UserError(f"{where}: MLflow cannot use this store ({first_line(e)}); give another URI.") from None

@@ -1,0 +1,174 @@
+"""What is logged: pure functions of a run's record, the folder's meta and the summary rows."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import re
+from pathlib import Path
+
+from ..core.config import TRACKERS
+from ..verdict.design import SUMMARY_COLUMNS, TRACKED, SummaryRow
+
+FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
+TRAIN = "train"  # the plan of a run that `modern-gpt train` logs
+TRAIN_EXPERIMENT = "modern-gpt train"  # MLflow's experiment of every `train` run
+TB_DIR = "tensorboard"  # inside the results folder (or the checkpoint folder of `train`)
+
+
+# ---------------------------------------------------------------------------
+# What is logged: pure functions of a run's record and the folder's meta.json
+# ---------------------------------------------------------------------------
+def tracked_ids(record: dict) -> dict[str, str]:
+    """A run file's tracker ids ("tracked"), those that are ids: a hand-edited field of another type, or an id
+    that is not a string, counts as not logged (logging it again replaces any copy, see run_key)."""
+    ids = record.get("tracked")
+    if not isinstance(ids, dict):
+        return {}
+    return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v}
+
+
+def tracking_state(meta: dict) -> dict[str, dict]:
+    """meta.json's tracking (per tracker asked for: its error, its summary, MLflow's store), those entries that
+    are objects: a hand-edited field of another type counts as none."""
+    state = meta.get("tracking")
+    if not isinstance(state, dict):
+        return {}
+    return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)}
+
+
+def run_params(meta: dict, record: dict) -> dict[str, object]:
+    """A run's settings, flattened (model.dim, train.lr, ...), and its identity: variant, components, seed, lr."""
+    settings = meta.get("spec", {}).get("settings", {})
+    out: dict[str, object] = {
+        f"{section}.{key}": value
+        for section in ("model", "train", "data")
+        for key, value in sorted(settings.get(section, {}).items())
+    }
+    for key in ("variant", "components", "seed", "lr", "mlp_width", "params"):
+        if record.get(key) is not None:
+            out[key] = record[key]
+    if "lr" in record:
+        out["train.lr"] = record["lr"]  # a --lrs row trains at its own
+    return out
+
+
+def run_metrics(record: dict) -> dict[str, float]:
+    """A run's final numbers (NaN for a run that failed), diverged as 0 or 1."""
+    out = {k: _number(record.get(k)) for k in FINAL_METRICS}
+    out["diverged"] = float(bool(record.get("diverged")))
+    out["failed"] = float(bool(record.get("error")))
+    return out
+
+
+def run_tags(meta: dict, record: dict, folder: Path) -> dict[str, str]:
+    """The tags a run is found by: the folder, the plan, its row (its run file's, one per variant and learning
+    rate), variant, seed and lr, and its key (see run_key)."""
+    return {
+        "folder": Path(folder).name,
+        "plan": str(meta.get("spec", {}).get("plan", "")),
+        "row": str(record["row"]),
+        "variant": record["variant"],
+        "seed": str(record["seed"]),
+        **({"lr": str(record["lr"])} if record.get("lr") is not None else {}),
+        "error": (record.get("error") or "")[:500],
+        "modern_gpt.key": run_key(folder, meta, record),
+    }
+
+
+def several_lrs(meta: dict) -> bool:
+    """Trained with --lrs: a variant has a run row per learning rate, which its names must tell apart."""
+    return len(meta.get("spec", {}).get("lrs") or ()) > 1
+
+
+def run_name(meta: dict, record: dict) -> str:
+    """A run's display name: "rope seed 2", with --lrs "rope lr 0.003 seed 2"."""
+    lr = f" lr {record['lr']:g}" if several_lrs(meta) and isinstance(record.get("lr"), (int, float)) else ""
+    return f"{record['variant']}{lr} seed {record['seed']}"
+
+
+def row_tag(meta: dict, row: dict[str, str]) -> int:
+    """The run row (the runs' row tag) of a summary.csv row: with --lrs, its variant's at the learning rate the
+    table shows it at (summary.csv's row counts table rows); else the same number."""
+    if several_lrs(meta):
+        variants = meta.get("spec", {}).get("variants") or []
+        for i, v in enumerate(variants):
+            if (
+                isinstance(v, dict)
+                and v.get("name") == row.get("variant")
+                and _number(v.get("lr")) == _number(row.get("lr"))
+            ):
+                return i
+    return int(_number(row.get("row")))
+
+
+def run_key(folder: Path, meta: dict, record: dict | None) -> str:
+    """A run's (or with None, the summary's) identity in a tracker: its folder, when the folder was started, and
+    its (row, seed); the same after a resume, another for a folder deleted and made again."""
+    where = f"{Path(folder).resolve()}|{meta.get('started')}"
+    what = "summary" if record is None else f"row{record['row']:02d}-seed{record['seed']}"
+    return hashlib.sha256(f"{where}|{what}".encode()).hexdigest()[:20]
+
+
+def run_times(record: dict) -> tuple[int | None, int | None]:
+    """When the run started and ended, in Unix milliseconds (its timing.started and secs), so that a tracker shows
+    its training time rather than the moment it was logged; None for what the record lacks (an older file)."""
+    started, secs = _number((record.get("timing") or {}).get("started")), _number(record.get("secs"))
+    if not (math.isfinite(started) and started > 0):
+        return None, None
+    start = int(started * 1000)
+    return start, start + int(secs * 1000) if math.isfinite(secs) and secs >= 0 else None
+
+
+def curve(record: dict) -> list[tuple[int, str, float]]:
+    """(step, curve/train_loss or curve/val_loss, value) of each finite point of the run's curve (named apart
+    from the final train_loss and val_loss, which are measured on more windows)."""
+    return [
+        (int(p["step"]), f"curve/{name}", float(p[name]))
+        for p in record.get("curve") or []
+        for name in ("train_loss", "val_loss")
+        if isinstance(p.get(name), (int, float)) and math.isfinite(p[name])
+    ]
+
+
+def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
+    """The summary rows (the ablation hands them over) as summary.csv writes their cells: what a tracker shows is
+    the file's text, and no tracker reads the file."""
+    import pandas as pd
+
+    frame = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in rows], columns=SUMMARY_COLUMNS)
+    return list(csv.DictReader(io.StringIO(frame.to_csv(index=False))))
+
+
+def row_stats(row: dict[str, str]) -> dict[str, float]:
+    """A table row's Δ, CI, p_holm and mde that it has (the first row, the reference, has none)."""
+    out = {}
+    for key in TRACKED:
+        value = _number(row.get(key))
+        if math.isfinite(value):
+            out[key] = value
+    return out
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def slug(text: str) -> str:
+    """A variant's name as a folder or key name: "classic (placebo)" -> "classic_placebo"."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "row"
+
+
+def artifacts(folder: Path) -> list[Path]:
+    """The summary's files: summary.csv, curves.png and lr.png, those that exist."""
+    return [p for p in (Path(folder) / n for n in ("summary.csv", "curves.png", "lr.png")) if p.is_file()]
+
+
+def first_line(e: BaseException) -> str:
+    text = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"{type(e).__name__}: {text}".rstrip(": ")

@@ -1,0 +1,157 @@
+"""Weights & Biases: one group per results folder, offline by default."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..core.errors import UserError
+from .records import (
+    TRAIN,
+    TRAIN_EXPERIMENT,
+    artifacts,
+    curve,
+    row_stats,
+    row_tag,
+    run_key,
+    run_metrics,
+    run_name,
+    run_params,
+    run_tags,
+    several_lrs,
+    summary_cells,
+)
+
+# ---------------------------------------------------------------------------
+# Weights & Biases
+# ---------------------------------------------------------------------------
+WANDB_PROJECT = "modern-gpt"  # unless WANDB_PROJECT is set
+WANDB_OFFLINE = ("offline", "dryrun", "disabled")  # WANDB_MODE values that never reach the network
+
+
+def wandb_mode() -> str:
+    """WANDB_MODE if set, else offline: an ablation never waits on a login prompt or the network."""
+    return os.environ.get("WANDB_MODE") or "offline"
+
+
+def wandb_root(folder: Path) -> Path:
+    """Where the run folders go: WANDB_DIR, else the results folder (wandb adds wandb/offline-run-...)."""
+    return Path(os.environ.get("WANDB_DIR") or folder)
+
+
+def check_wandb() -> None:
+    """Before anything trains: online mode has a key to log with, and WANDB_DIR (if set) is a writable folder."""
+    if wandb_mode() not in WANDB_OFFLINE and not os.environ.get("WANDB_API_KEY") and not _netrc_key():
+        raise UserError(
+            f"--track wandb with WANDB_MODE={wandb_mode()} needs a W&B login (wandb login, or WANDB_API_KEY); "
+            "leave WANDB_MODE unset to log offline and upload later with wandb sync."
+        )
+    where = os.environ.get("WANDB_DIR")
+    if where and not (Path(where).is_dir() and os.access(where, os.W_OK)):
+        raise UserError(f"--track wandb: WANDB_DIR={where} is not a writable folder; create it or unset it.")
+
+
+def _netrc_key() -> bool:
+    """A key saved by `wandb login` (in ~/.netrc, or the file NETRC names)."""
+    import netrc
+
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def _wandb_tag(key: str, value) -> str:
+    return f"{key}={value}"[:64]  # W&B's limit on a tag's length
+
+
+class WandbBackend:
+    """Offline unless WANDB_MODE says otherwise: nothing reaches the network and no login is needed; `wandb sync`
+    uploads the run folders later. An ablation is one W&B group (named after its results folder) in the project modern-gpt
+    (or WANDB_PROJECT): one W&B run per (row, seed), tagged folder=, plan=, row= and variant=, with its settings as
+    config, its curves as history and its final metrics in its summary; and one run named "summary" (job type
+    summary) holding summary.csv as a wandb.Table, curves.png and lr.png as images, and each row's Δ, CI, p_holm,
+    mde and verdict in its summary (rowNN.verdict), which the W&B runs table shows and filters.
+
+    A run's W&B id is its run_key, so logging it again (a kill after logging and before its run file was
+    written) replaces the earlier offline folder instead of adding a second run."""
+
+    name = "wandb"
+
+    def start(self, folder: Path, meta: dict) -> None:
+        import wandb
+
+        self.wandb, self.folder, self.meta = wandb, Path(folder), meta
+        self.root = wandb_root(self.folder)
+        train = meta.get("spec", {}).get("plan") == TRAIN
+        self.group = TRAIN_EXPERIMENT if train else self.folder.name
+
+    def _init(self, key: str, name: str, job_type: str, tags: list[str], config: dict):
+        """A new W&B run with the id key, after removing an earlier attempt's offline folder of that id."""
+        for old in (self.root / "wandb").glob(f"offline-run-*-{key}"):
+            shutil.rmtree(old, ignore_errors=True)
+        online = wandb_mode() not in WANDB_OFFLINE
+        settings = self.wandb.Settings(console="off", silent=True, x_disable_stats=True, x_save_requirements=False)
+        return self.wandb.init(
+            project=os.environ.get("WANDB_PROJECT") or WANDB_PROJECT,
+            group=self.group,
+            name=name,
+            id=key,
+            job_type=job_type,
+            tags=tags,
+            config=config,
+            dir=str(self.root),
+            mode=wandb_mode(),
+            resume="allow" if online else None,  # online, a second attempt continues the same run
+            reinit="create_new",
+            settings=settings,
+        )
+
+    def log_run(self, record: dict) -> str:
+        tags = run_tags(self.meta, record, self.folder)
+        key = tags.pop("modern_gpt.key")
+        keys = ("folder", "plan", "row", "variant", *(("lr",) if several_lrs(self.meta) and "lr" in tags else ()))
+        labels = [_wandb_tag(k, tags[k]) for k in keys]
+        config = {**{k: v for k, v in tags.items() if v}, **run_params(self.meta, record), "row": record["row"]}
+        run = self._init(key, run_name(self.meta, record), "run", labels, config)
+        try:
+            steps: dict[int, dict[str, float]] = {}
+            for step, name, value in curve(record):
+                steps.setdefault(step, {})[name] = value
+            for step in sorted(steps):
+                run.log(steps[step], step=step)
+            run.summary.update(run_metrics(record))
+        finally:
+            run.finish(exit_code=1 if record.get("error") else 0)
+        return run.id
+
+    def log_summary(self, folder: Path, summary: list) -> None:
+        rows = summary_cells(summary)
+        key = run_key(folder, self.meta, None)
+        plan = str(self.meta.get("spec", {}).get("plan", ""))
+        labels = [_wandb_tag("folder", Path(folder).name), _wandb_tag("plan", plan), "summary"]
+        run = self._init(key, "summary", "summary", labels, {"folder": Path(folder).name, "plan": plan})
+        try:
+            logged = {}
+            if rows:
+                columns = list(rows[0])
+                logged["summary"] = self.wandb.Table(
+                    columns=columns, data=[[r.get(c, "") for c in columns] for r in rows]
+                )
+            for path in artifacts(folder):
+                if path.suffix == ".png":
+                    logged[path.stem] = self.wandb.Image(str(path))
+            if logged:
+                run.log(logged)
+            verdicts = {}
+            for row in rows:
+                at = f"row{row_tag(self.meta, row):02d}"
+                verdicts.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
+                verdicts.update({f"{at}.{k}": v for k, v in row_stats(row).items()})
+            run.summary.update(verdicts)
+        finally:
+            run.finish()
+
+    def close(self) -> None:
+        self.wandb.teardown()  # stops wandb's service process: nothing of it outlives the ablation
