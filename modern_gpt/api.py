@@ -57,7 +57,7 @@ class Result:
 
     @property
     def title(self) -> str:
-        from .cli.render import title
+        from .ablation.report import title
 
         return title(self.table)
 
@@ -267,7 +267,7 @@ def run_ablation(
 ) -> Result:
     """Plan (or check a resume), start or resume on the chosen executor and train what is pending with a display,
     then write summary.csv and the figures, log the summary to the trackers, and return the table. choices: see
-    plan_choices. display(ablation) -> a context manager with start, step and finished (cli/progress.py's; None:
+    plan_choices. display(ablation) -> a context manager with start, step and finished (ablation/progress.py's; None:
     quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
     out = None if out is None else Path(out)
     resume = None if resume is None else Path(resume)
@@ -353,7 +353,7 @@ def _display(progress: bool) -> Callable | None:
         return None
     from rich.console import Console
 
-    from .cli.progress import ablation_display
+    from .ablation.progress import ablation_display
 
     err = Console(stderr=True)
     return lambda ablation: ablation_display(ablation, err, err)

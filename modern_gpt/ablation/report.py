@@ -61,6 +61,23 @@ class Report(NamedTuple):
     duel: dict | None
 
 
+def title(rep: Report) -> str:
+    """The table's title: the plan, the data, the seeds and the budget."""
+    spec, design, s = rep.spec, rep.design, rep.spec.settings
+    seeds = design.seeds_planned()
+    what = "classic-vs-modern duel" if spec.plan == "duel" else f"{spec.plan} ablation"
+    auto = f" (--seeds auto, at most {len(spec.seeds)})" if spec.sequential else ""
+    if spec.lrs:
+        at = design.sweep.at if design.sweep else None
+        which = "each row at its best" if at is None else f"all at {at:g}"
+        auto += f", {len(spec.lrs)} learning rates ({which})"
+    return (
+        f"{what} on {spec.data_name} ({s.data.tokenizer} tokens): {seeds} seed"
+        f"{'s' if seeds != 1 else ''}{auto}, {s.train.steps} steps of {s.train.batch_size}x{s.model.context} tokens, "
+        f"dim {s.model.dim}, {s.model.layers} layers"
+    )
+
+
 def check_sequential(design: Design, runs: pd.DataFrame, folder, spec: Spec) -> None:
     """A --seeds auto folder's boundary and looks, recomputed from its spec and runs: a meta.json that says
     otherwise (edited by hand, or written by a version with another rule) is refused, naming the key."""

@@ -330,6 +330,7 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
     from ..ablation.planning import check_read
+    from ..ablation.progress import run_progress
     from ..core.components import label
     from ..core.config import lossy_note
     from ..core.files import check_free
@@ -337,7 +338,6 @@ def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint
     from ..run.checkpoint import save_checkpoint
     from ..run.train import train_run
     from . import render
-    from .progress import run_progress
 
     check_read(settings, [settings.model.components])
     out = Path(out) if out else _default_out("checkpoints", label(settings.model.components))
@@ -455,7 +455,7 @@ def _run_ablation(
 ) -> None:
     """ablate, duel and power: the library's run_ablation with the live display, then the table printed.
     Ctrl-C: the summary of what finished, the command that resumes, exit code 130."""
-    from .progress import ablation_display
+    from ..ablation.progress import ablation_display
 
     def display(ablation):
         return ablation_display(ablation, console, Console(stderr=True))

@@ -222,20 +222,6 @@ def explain_lines(info: dict) -> list[str]:
 # ---------------------------------------------------------------------------
 # ablate, duel, power and report: a results folder's table
 # ---------------------------------------------------------------------------
-def run_count(spec, total: int, folder: Path) -> str:
-    """Printed before the first run: the rows, learning rates and seeds, their product and the folder."""
-    rows = f"{len(spec.table_variants)} rows x " + (f"{len(spec.lrs)} learning rates x " if spec.lrs else "")
-    seeds = (
-        f"{spec.min_seeds} to {len(spec.seeds)} seeds (--seeds auto)" if spec.sequential else f"{len(spec.seeds)} seeds"
-    )
-    return f"{spec.plan}: {rows}{seeds} = {total} runs -> {folder}"
-
-
-def run_names(spec) -> list[str]:
-    """The progress display's name of each run row: the variant, and its learning rate with --lrs."""
-    return [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
-
-
 def interrupted(finished: int, total: int, folder: Path, resume: str) -> str:
     """resume: the command line that finishes the folder (planning.Spec.resume_command)."""
     return f"modern-gpt: interrupted; {finished} of {total} runs finished and kept in {folder}.\nResume with: {resume}"
@@ -244,23 +230,6 @@ def interrupted(finished: int, total: int, folder: Path, resume: str) -> str:
 def results_line(folder: Path, lrs) -> str:
     lr = "; lr.png: val loss against learning rate" if lrs else ""
     return f"results: {folder} (curves.png: validation loss against step{lr})"
-
-
-def title(rep: Report) -> str:
-    """The table's title: the plan, the data, the seeds and the budget."""
-    spec, design, s = rep.spec, rep.design, rep.spec.settings
-    seeds = design.seeds_planned()
-    what = "classic-vs-modern duel" if spec.plan == "duel" else f"{spec.plan} ablation"
-    auto = f" (--seeds auto, at most {len(spec.seeds)})" if spec.sequential else ""
-    if spec.lrs:
-        at = design.sweep.at if design.sweep else None
-        which = "each row at its best" if at is None else f"all at {at:g}"
-        auto += f", {len(spec.lrs)} learning rates ({which})"
-    return (
-        f"{what} on {spec.data_name} ({s.data.tokenizer} tokens): {seeds} seed"
-        f"{'s' if seeds != 1 else ''}{auto}, {s.train.steps} steps of {s.train.batch_size}x{s.model.context} tokens, "
-        f"dim {s.model.dim}, {s.model.layers} layers"
-    )
 
 
 def duel_table(d: dict) -> Table:
@@ -399,6 +368,8 @@ VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue
 
 
 def rich_table(rep: Report) -> Table:
+    from ..ablation.report import title  # here: it loads pandas, which `params` never needs
+
     table = Table(title=title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     columns = _columns(rep)
     for f in columns:
@@ -415,6 +386,8 @@ def _styled(verdict: str) -> str:
 
 
 def markdown(rep: Report) -> str:
+    from ..ablation.report import title
+
     columns = _columns(rep)
     headers = [f.metadata["header"] for f in columns]
     lines = [
@@ -439,6 +412,8 @@ def csv_text(summary: list[SummaryRow]) -> str:
 
 
 def json_text(rep: Report) -> str:
+    from ..ablation.report import title
+
     doc = {"title": title(rep), "rows": [r.to_dict() for r in rep.summary], "footnotes": rep.notes}
     if rep.duel:
         doc["duel"] = rep.duel

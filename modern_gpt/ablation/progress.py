@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -137,10 +138,23 @@ class AblationDisplay:
 def ablation_display(ablation, console: Console, log: Console) -> AblationDisplay:
     """The display of an ablation about to train (running.Ablation): the run count and its folder on log, then
     bars on a terminal console, plain lines elsewhere; curves.png's import warmed while the last runs train."""
-    from ..ablation.plot import warm
-    from . import render
+    from .plot import warm
 
     spec, folder = ablation.spec, ablation.results.path
-    log.print(render.run_count(spec, ablation.total, folder), markup=False, highlight=False)
-    names = render.run_names(spec)
+    log.print(run_count(spec, ablation.total, folder), markup=False, highlight=False)
+    names = run_names(spec)
     return AblationDisplay(console, log, names, spec.settings.train.steps, console.is_terminal, last_runs=warm)
+
+
+def run_count(spec, total: int, folder: Path) -> str:
+    """Printed before the first run: the rows, learning rates and seeds, their product and the folder."""
+    rows = f"{len(spec.table_variants)} rows x " + (f"{len(spec.lrs)} learning rates x " if spec.lrs else "")
+    seeds = (
+        f"{spec.min_seeds} to {len(spec.seeds)} seeds (--seeds auto)" if spec.sequential else f"{len(spec.seeds)} seeds"
+    )
+    return f"{spec.plan}: {rows}{seeds} = {total} runs -> {folder}"
+
+
+def run_names(spec) -> list[str]:
+    """The progress display's name of each run row: the variant, and its learning rate with --lrs."""
+    return [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
