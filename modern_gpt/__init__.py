@@ -17,6 +17,8 @@ _LAZY = {
     "power": ("api", "power"),
     "power_info": ("api", "power_info"),
     "report": ("api", "report"),
+    "train": ("api", "train"),
+    "Trained": ("api", "Trained"),
     "Result": ("api", "Result"),
     "Interrupted": ("api", "Interrupted"),
     "judge": ("verdict.judge", "verdict"),

@@ -138,6 +138,87 @@ def plan_choices(options: AblationOptions, **rows) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# train: one model to a checkpoint folder
+# ---------------------------------------------------------------------------
+@dataclass
+class Trained:
+    """One trained model (`modern-gpt train`): its checkpoint folder, the run's numbers (run.train.RunResult), the
+    settings it trained with (the tokenizer's vocab_size set), the corpus's name and whether its tokenizer gives
+    the validation text back, and the trackers' run ids."""
+
+    folder: Path
+    result: object
+    settings: Settings
+    corpus: object  # data.corpus.Corpus
+    tracked: dict[str, str]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.result.diverged or self.result.error)
+
+
+def train(
+    *,
+    seed: int = 0,
+    out: str | os.PathLike | None = None,
+    force: bool = False,
+    config: str | None = None,
+    smoke: bool = False,
+    plugins=(),
+    **flags,
+) -> Trained:
+    """Train one model and write a checkpoint folder (`modern-gpt train`): the keywords are its flags, the
+    components' switches included (rope=True)."""
+    settings, options = settings_of(
+        "train",
+        flags,
+        TRACK_OPTIONS,
+        config=config,
+        smoke=smoke,
+        plugins=plugins,
+        components=True,
+        other_options_ok=True,
+    )
+    return train_checkpoint(settings, options, seed, out, force)
+
+
+def train_checkpoint(
+    settings: Settings, options: AblationOptions, seed: int, out, force: bool, display=None
+) -> Trained:
+    """The one run of `train`: checked, trained, its checkpoint written (weights only when it trained), and logged
+    to the trackers asked for. display(corpus name) -> a context manager yielding progress(step, loss), or None
+    (ablation/progress.py's run_progress is one; None: quiet)."""
+    import contextlib
+    import time
+
+    from .ablation.planning import check_read
+    from .core.components import label
+    from .core.files import check_free
+    from .data.corpus import load_corpus
+    from .run.checkpoint import save_checkpoint
+    from .run.train import train_run
+
+    check_read(settings, [settings.model.components])
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(out) if out else Path("checkpoints") / f"{stamp}-{label(settings.model.components)}"
+    check_free(out, "--out", force)
+    _check_tracking(options)
+    corpus = load_corpus(settings.data)
+    with display(corpus.name) if display else contextlib.nullcontext() as progress:
+        result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
+    settings.model = model.config  # with the tokenizer's vocab_size
+    metrics = result.to_dict()
+    trained = not (result.diverged or result.error)
+    save_checkpoint(out, model if trained else None, settings, corpus.tokenizer, metrics)
+    tracked = {}
+    if options.track:  # logged after the checkpoint is written (a tracker's failure is a warning)
+        from .trackers.tracking import log_train
+
+        tracked = log_train(options.track, options.mlflow_uri, out, settings, seed, metrics)
+    return Trained(out, result, settings, corpus, tracked)
+
+
+# ---------------------------------------------------------------------------
 # ablate, duel and power
 # ---------------------------------------------------------------------------
 def ablate(
@@ -288,11 +369,11 @@ def run_ablation(
         ablation = resume_ablation(resume, options)
     else:
         ablation = start(requested, out, command_line, options)
-    train(ablation, display or _quiet)
+    train_pending(ablation, display or _quiet)
     return _result(ablation.results.path, at_lr)
 
 
-def train(ablation, display: Callable) -> None:
+def train_pending(ablation, display: Callable) -> None:
     """Train what is pending; then write the report's files and log the summary to the trackers. Ctrl-C: the
     summary of what finished is written, the trackers closed without one, and Interrupted raised."""
     from .ablation import report

@@ -125,3 +125,13 @@ def test_ctrl_c_keeps_every_finished_run_and_raises_interrupted_with_the_resume_
     assert json.loads((tmp_path / "i" / "meta.json").read_text())["status"] == "interrupted"
     finished = modern_gpt.ablate(resume=tmp_path / "i")
     assert len(finished.runs) == 6 and isinstance(e, KeyboardInterrupt)
+
+
+def test_train_writes_the_checkpoint_the_command_line_writes(tmp_path):
+    done = modern_gpt.train(out=tmp_path / "c", rope=True, **_flags())
+    assert done.folder == tmp_path / "c" and not done.failed and done.settings.model.components == ("rope",)
+    assert (tmp_path / "c" / "model.safetensors").is_file() and done.result.steps_done == 6
+    metrics = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    assert metrics["val_loss"] == done.result.val_loss and done.corpus.name == "smoke"
+    with pytest.raises(modern_gpt.UserError, match="already"):
+        modern_gpt.train(out=tmp_path / "c", **_flags())  # an existing checkpoint is kept without force

@@ -10,7 +10,6 @@ import os
 import shlex
 import signal
 import sys
-import time
 import traceback
 import typing
 from pathlib import Path
@@ -318,10 +317,6 @@ def params(settings, fmt: TableOrJson = "table") -> None:
 # ---------------------------------------------------------------------------
 # train and generate
 # ---------------------------------------------------------------------------
-def _default_out(kind: str, suffix: str = "") -> Path:
-    return Path(kind) / (time.strftime("%Y%m%d-%H%M%S") + (f"-{suffix}" if suffix else ""))
-
-
 OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 
 
@@ -329,40 +324,28 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 @with_settings(exclude=("model.vocab_size",), options=TRACK_OPTIONS, other_options_ok=True)
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
-    from ..ablation.planning import check_read
     from ..ablation.progress import run_progress
-    from ..core.components import label
+    from ..api import train_checkpoint
     from ..core.config import lossy_note
-    from ..core.files import check_free
-    from ..data.corpus import load_corpus
-    from ..run.checkpoint import save_checkpoint
-    from ..run.train import train_run
     from . import render
 
-    check_read(settings, [settings.model.components])
-    out = Path(out) if out else _default_out("checkpoints", label(settings.model.components))
-    check_free(out, "--out", force)
-    _check_tracking(options)
-    corpus = load_corpus(settings.data)
-    with run_progress(console, settings.train.steps, f"train {corpus.name}") as progress:
-        result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
-    settings.model = model.config  # with the tokenizer's vocab_size
-    metrics = result.to_dict()
-    if result.diverged or result.error:
-        save_checkpoint(out, None, settings, corpus.tokenizer, metrics)
-        _track_train(options, out, settings, seed, metrics)
-        console.print(render.train_failed(result, out), markup=False)
-        return
-    save_checkpoint(out, model, settings, corpus.tokenizer, metrics)
-    _track_train(options, out, settings, seed, metrics)
-    console.print(
-        render.train_table(result, model.config.components, corpus.name, seed, render.train_windows(result, settings))
+    steps = settings.train.steps
+    done = train_checkpoint(
+        settings, options, seed, out, force, lambda name: run_progress(console, steps, f"train {name}")
     )
+    for name, run_id in done.tracked.items():
+        console.print(f"{name}: {run_id}", markup=False, highlight=False)
+    result, corpus, settings = done.result, done.corpus, done.settings
+    if done.failed:
+        console.print(render.train_failed(result, done.folder), markup=False)
+        return
+    windows = render.train_windows(result, settings)
+    console.print(render.train_table(result, settings.model.components, corpus.name, seed, windows))
     if result.epochs > 1:
         console.print(render.memorised(result.epochs))
     if not corpus.lossless:
         console.print(f"note: {lossy_note(settings.data.tokenizer, corpus.val_lost, corpus.val_chars)}", markup=False)
-    console.print(f"checkpoint: {out}")
+    console.print(f"checkpoint: {done.folder}")
 
 
 @app.command()
@@ -472,23 +455,6 @@ def _run_ablation(
         from . import render
 
         console.print(render.results_line(result.folder, result.table.spec.lrs), highlight=False)
-
-
-def _check_tracking(options: AblationOptions) -> None:
-    """train --track: every tracker installed and its store reachable, before anything trains."""
-    if options.track:
-        from ..trackers.checks import check
-
-        check(options.track, options.mlflow_uri)
-
-
-def _track_train(options: AblationOptions, out: Path, settings, seed: int, metrics: dict) -> None:
-    """train --track: its one run, logged after its checkpoint is written (a tracker's failure is a warning)."""
-    if options.track:
-        from ..trackers.tracking import log_train
-
-        for name, run_id in log_train(options.track, options.mlflow_uri, out, settings, seed, metrics).items():
-            console.print(f"{name}: {run_id}", markup=False, highlight=False)
 
 
 PLAN_HELP = (
