@@ -88,6 +88,16 @@ class Family:
     partial_rotary: float = 1.0
     default_rope: dict | None = None  # the class's rope_parameters when the file has none (Apertus: llama3 scaling)
     note: str = ""  # what the family implies without a field
+    # Where a family reads a field of its own, or reads one differently: each says how.
+    size_names: tuple = (("hidden_size",), ("num_attention_heads",), ("num_hidden_layers",))  # the class's names
+    width_field: str = "intermediate_size"  # the MLP width's field (hidden above: its default; None: 4 x dim)
+    context_fields: tuple[str, ...] = ("max_position_embeddings",)  # the context length's, first one first
+    context_default: int = 0  # the context when the file gives none (0: not said)
+    act_aliases: dict = field(default_factory=dict)  # an activation name the class reads as another
+    qk_norm_switch: str = ""  # a field that, true, puts a LayerNorm on each head's q and k (StableLM)
+    parallel_switch: str = ""  # a field that, true, feeds attention and the MLP one normalised input (one norm)
+    rope_per_layer_type: bool = False  # one RoPE block per layer type: full attention and the sliding window
+    cross_attention_field: str = ""  # a field that, true, adds cross-attention blocks (GPT-2)
 
 
 LLAMA_READS = frozenset({"num_key_value_heads", "head_dim", "attention_bias", "mlp_bias"})
@@ -112,7 +122,7 @@ FAMILIES = {
     ),
     "gemma": Family(
         "Gemma", "GemmaForCausalLM", True, 256000, 24576, _attention_bias, reads=ATTN_READS, kv_heads=16,
-        head_dim=256, act="gelu_pytorch_tanh",
+        head_dim=256, act="gelu_pytorch_tanh", act_aliases={"gelu": "gelu_pytorch_tanh"},  # GemmaConfig: legacy gelu
     ),
     "gemma2": Family(
         "Gemma-2", "Gemma2ForCausalLM", True, 256000, 9216, _attention_bias, reads=ATTN_READS, kv_heads=4,
@@ -122,7 +132,7 @@ FAMILIES = {
     "gemma3_text": Family(
         "Gemma-3", "Gemma3ForCausalLM", True, 262208, 9216, _attention_bias, reads=ATTN_READS, kv_heads=4,
         head_dim=256, norms=4, qk_norm="head", act_field="hidden_activation", act="gelu_pytorch_tanh",
-        theta=1_000_000.0, note="Gemma-3 (no field): " + FOUR_NORMS,
+        theta=1_000_000.0, note="Gemma-3 (no field): " + FOUR_NORMS, rope_per_layer_type=True,
     ),
     "phi3": Family(
         "Phi-3", "Phi3ForCausalLM", False, 32064, 8192, _no_bias,
@@ -136,6 +146,10 @@ FAMILIES = {
     "gpt2": Family(
         "GPT-2", "GPT2LMHeadModel", True, 50257, None, lambda c: (True, True, True), reads=frozenset(),
         layernorm=True, gated=False, act_field="activation_function", act="gelu_new", rope=False,
+        # GPT2Config maps hidden_size to n_embd and so on; its MLP width is n_inner, 4 x n_embd when null
+        size_names=(("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer")),
+        width_field="n_inner", context_fields=("n_positions", "max_position_embeddings"), context_default=1024,
+        cross_attention_field="add_cross_attention",
     ),
     "starcoder2": Family(
         "Starcoder2", "Starcoder2ForCausalLM", True, 49152, 12288, lambda c: (c.get("use_bias", True),) * 3,
@@ -145,7 +159,8 @@ FAMILIES = {
     "stablelm": Family(
         "StableLM", "StableLmForCausalLM", False, 50304, 6912, lambda c: (c.get("use_qkv_bias", False), False, False),
         reads=frozenset({"num_key_value_heads", "use_qkv_bias", "qk_layernorm", "use_parallel_residual"}),
-        kv_heads=32, layernorm=True, partial_rotary=0.25,
+        kv_heads=32, layernorm=True, partial_rotary=0.25, qk_norm_switch="qk_layernorm",
+        parallel_switch="use_parallel_residual",
     ),
     "arcee": Family(
         "Arcee", "ArceeForCausalLM", False, 32000, 18432, _llama_bias, reads=LLAMA_READS, gated=False, act="relu2",
@@ -281,7 +296,7 @@ def _rope(cfg: dict, fam: Family) -> dict:
     Gemma-3 keeps one block per layer type: full attention and the sliding window.
     """
     block = cfg.get("rope_scaling") or cfg.get("rope_parameters") or fam.default_rope or {}
-    if fam is FAMILIES["gemma3_text"]:
+    if fam.rope_per_layer_type:
         params = cfg.get("rope_parameters") or {}
         full = dict(params.get("full_attention") or {})
         full.update(cfg.get("rope_scaling") or {})  # the old format: one block, for the full-attention layers
@@ -323,7 +338,6 @@ def shape(cfg: dict, source: str = "the config") -> dict:
     check_fields(cfg, source)
     kind = cfg.get("model_type", "")
     text, fam, part = _layers_of(cfg, kind)
-    gpt2 = fam is FAMILIES["gpt2"]
     where = " (under text_config)" if text is not cfg else ""
     dim, heads, layers = _sizes(text, fam, source, where)
     reads = fam.reads if fam else frozenset(OPTIONAL_STRUCTURE)
@@ -334,7 +348,7 @@ def shape(cfg: dict, source: str = "the config") -> dict:
     head_dim = _head_dim(given, fam, dim, heads, source, where)
     b = _unknown_blocks(text, given) if fam is None else _known_blocks(text, given, fam, dim)
     norms = fam.norms if fam else None
-    if fam is FAMILIES["stablelm"] and given.get("use_parallel_residual"):
+    if fam is not None and fam.parallel_switch and given.get(fam.parallel_switch):
         norms = 1  # attention and MLP read the same normalised input
     act, gated = b["act"], b["gated"]
     return {
@@ -349,8 +363,8 @@ def shape(cfg: dict, source: str = "the config") -> dict:
         "kv_heads": kv_heads,
         "head_dim": head_dim,
         "hidden": b["hidden"],
-        "context": _get(text, "n_positions", "max_position_embeddings", default=1024)
-        if gpt2
+        "context": _get(text, *fam.context_fields, default=fam.context_default)
+        if fam
         else _get(text, "max_position_embeddings", default=0),
         "rope": b["rope"],
         **({"rope_base": 10000.0} | b["rope_info"]),
@@ -367,7 +381,7 @@ def shape(cfg: dict, source: str = "the config") -> dict:
         "norms": norms,
         "tie": _tie(cfg, text, fam, part, kind),
         "dtype": str(_get(text, "torch_dtype", "dtype", default=_get(cfg, "torch_dtype", "dtype", default="bfloat16"))),
-        "cross_attention": gpt2 and bool(text.get("add_cross_attention")),
+        "cross_attention": bool(fam and fam.cross_attention_field and text.get(fam.cross_attention_field)),
         "moe": [f for f in MOE_FIELDS if isinstance(text.get(f), int) and text.get(f) > 1],
     }
 
@@ -377,10 +391,8 @@ def _sizes(text: dict, fam: Family | None, source: str, where: str) -> tuple[int
     names = (("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer"))
     if fam is None:  # an unknown type: any of the names in use, for the description only
         names = (("hidden_size", "n_embd", "d_model"), *names[1:])
-    elif (
-        fam is not FAMILIES["gpt2"]
-    ):  # GPT-2's class maps hidden_size to n_embd and so on; the others read only their own names
-        names = tuple(n[:1] for n in names)
+    else:  # the names the family's class reads
+        names = fam.size_names
     dim, heads, layers = (_get(text, *n) for n in names)
     if not all(isinstance(x, int) and x > 0 for x in (dim, heads, layers)):
         raise UserError(
@@ -452,15 +464,11 @@ def _unknown_blocks(text: dict, given: dict) -> dict:
 def _known_blocks(text: dict, given: dict, fam: Family, dim: int) -> dict:
     """A family explain knows: its class's blocks, as the fields given change them."""
     act = str(text.get(fam.act_field) or fam.act)
-    if fam is FAMILIES["gemma"] and act == "gelu":  # GemmaConfig reads its legacy "gelu" as the tanh GELU
-        act = "gelu_pytorch_tanh"
+    act = fam.act_aliases.get(act, act)
     qk_norm = fam.qk_norm
-    if fam is FAMILIES["stablelm"] and given.get("qk_layernorm"):
+    if fam.qk_norm_switch and given.get(fam.qk_norm_switch):
         qk_norm = "each head"  # one LayerNorm per head, each with its own head_dim gain
-    if fam is FAMILIES["gpt2"]:
-        hidden = _get(text, "n_inner", default=4 * dim)
-    else:
-        hidden = _get(text, "intermediate_size", default=fam.hidden)
+    hidden = _get(text, fam.width_field, default=4 * dim if fam.hidden is None else fam.hidden)
     return {
         "act": act,
         "biases": (*fam.biases(given), fam.layernorm),
@@ -702,12 +710,12 @@ def _default_notes(s: dict, fam: Family | None, text: dict) -> list[str]:
     """The sizes the file leaves out, which the family's class defaults fill in."""
     if fam is None:
         return []
-    gpt2 = fam is FAMILIES["gpt2"]
-    defaults = {"vocab_size": fam.vocab, "intermediate_size": fam.hidden, "n_positions": 1024 if gpt2 else None}
+    first, *others = fam.context_fields
+    defaults = {"vocab_size": fam.vocab, fam.width_field: fam.hidden, first: fam.context_default or None}
     out = [
         f"{name} is left out: {fam.cls}'s class default {value} is what transformers builds, and what is counted."
         for name, value in defaults.items()
-        if value is not None and text.get(name) is None and not (gpt2 and text.get("max_position_embeddings"))
+        if value is not None and text.get(name) is None and not (name == first and any(text.get(o) for o in others))
     ]
     if fam.kv_heads and "num_key_value_heads" not in text:
         more = f", more than the {s['heads']} query heads" if s["kv_heads"] > s["heads"] else ""
