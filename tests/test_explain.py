@@ -12,8 +12,9 @@ from modern_gpt.cli.render import explain_lines
 from modern_gpt.core.components import COMPONENTS
 from modern_gpt.core.config import ModelConfig, param_counts
 from modern_gpt.core.settings import shipped_configs
-from modern_gpt.hf.explain import DETECTORS, FAMILIES, WRAPPERS, explain_config, read_config
+from modern_gpt.hf.explain import DETECTORS, explain_config, read_config
 from modern_gpt.hf.export import CLASSIC, TABLE, TARGETS, export_hf
+from modern_gpt.hf.families import FAMILIES, WRAPPERS
 from modern_gpt.model.gpt import GPT
 
 # The components Qwen3 has: all that export's Qwen3ForCausalLM can hold.

@@ -9,7 +9,7 @@ import torch
 
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import shipped_configs
-from modern_gpt.hf.explain import explain_config, read_config, shape
+from modern_gpt.hf.explain import architecture, explain_config, read_config
 from modern_gpt.hf.export import export_hf
 from modern_gpt.run.checkpoint import load_checkpoint
 
@@ -174,7 +174,7 @@ def test_explain_lists_unknown_fields_and_refuses_non_configs(tmp_path):
     }
     info = explain_config(cfg)
     assert info["unknown"] == ["flux_capacitor"] and info["family"] == "Mistral"
-    assert shape(cfg)["kv_heads"] == 1 and "gqa" in info["components"]
+    assert architecture(cfg)["kv_heads"] == 1 and "gqa" in info["components"]
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(UserError, match="not an object of fields"):
         read_config(tmp_path / "list.json")

@@ -1,7 +1,7 @@
 """Read a Hugging Face style config.json in terms of components.COMPONENTS.
 
 Every field it knows gets one sentence; fields it does not know are listed as
-unknown, never guessed. Each model type explain knows is one row of FAMILIES: what
+unknown, never guessed. Each model type explain knows is one row of families.FAMILIES: what
 its transformers class builds (norms per block, gated MLP or not, which bias fields
 it reads, its QK-norm, its class defaults for the fields a file leaves out). A model
 type without a row is not guessed at: explain says which components it cannot tell
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.components import COMPONENTS, all_components, summary
 from ..core.config import ModelConfig, Shapes, kv_cache_bytes_per_token, param_counts
 from ..core.errors import ConfigError, UserError
 from ..core.files import not_regular
+from .families import FAMILIES, WRAPPERS, Family
+from .fields import FIELDS, mlp_name, number
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 QK_NORM_FIELDS = ("qk_norm", "use_qk_norm", "qk_layernorm")  # the switches for QK-norm that some families have
@@ -47,133 +47,6 @@ MOE_FIELDS = (
 )
 ACT_FIELDS = ("hidden_act", "hidden_activation", "activation_function")
 BIASES = {"qkv_bias": "q, k, v", "o_bias": "o", "mlp_bias": "MLP", "norm_bias": "norms"}
-
-
-# Which of (q k v, o, MLP) carry a bias, from the fields the class reads.
-def _attention_bias(c: dict) -> tuple:
-    return (c.get("attention_bias", False),) * 2 + (False,)  # Qwen3, OLMo-2, Gemma, Apertus: q, k, v and o
-
-
-def _llama_bias(c: dict) -> tuple:
-    return (c.get("attention_bias", False),) * 2 + (c.get("mlp_bias", False),)
-
-
-def _no_bias(c: dict) -> tuple:
-    return (False, False, False)  # Mistral, Phi-3: whatever the file says
-
-
-@dataclass(frozen=True)
-class Family:
-    """What one transformers model type builds, as far as its parameters and components go."""
-
-    name: str
-    cls: str  # the class AutoModelForCausalLM builds for it
-    tie: bool  # tie_word_embeddings when the file leaves it out
-    vocab: int  # vocab_size when the file leaves it out
-    hidden: int | None  # intermediate_size when the file leaves it out (GPT-2: 4 x n_embd)
-    biases: Callable[[dict], tuple[bool, bool, bool]]  # (q k v, o, MLP) from the config; norms: `layernorm`
-    reads: frozenset = frozenset({"num_key_value_heads", "head_dim"})  # optional fields of OPTIONAL_STRUCTURE it reads
-    kv_heads: int | None = None  # class default K/V heads when the file leaves it out; None: one per query head
-    head_dim: int | None = None  # class default head_dim; None: hidden_size / heads
-    layernorm: bool = False  # LayerNorm with a shift, not RMSNorm
-    gated: bool = True  # three MLP matrices (a gate), or two
-    norms: int = 2  # norms per block
-    qk_norm: str = ""  # "" none, "head" one head_dim gain each for q and k, "projection" over all heads (OLMo-2)
-    act_field: str = "hidden_act"
-    act: str = "silu"  # the class default activation
-    act_params: dict = field(default_factory=dict)  # activation -> learned parameters per layer
-    rope: bool = True
-    theta: float = 10000.0  # RoPE base when neither rope_parameters nor the legacy field gives one
-    theta_field: str = "rope_theta"  # the legacy field the config class reads the base from
-    partial_rotary: float = 1.0
-    default_rope: dict | None = None  # the class's rope_parameters when the file has none (Apertus: llama3 scaling)
-    note: str = ""  # what the family implies without a field
-    # Where a family reads a field of its own, or reads one differently: each says how.
-    size_names: tuple = (("hidden_size",), ("num_attention_heads",), ("num_hidden_layers",))  # the class's names
-    width_field: str = "intermediate_size"  # the MLP width's field (hidden above: its default; None: 4 x dim)
-    context_fields: tuple[str, ...] = ("max_position_embeddings",)  # the context length's, first one first
-    context_default: int = 0  # the context when the file gives none (0: not said)
-    act_aliases: dict = field(default_factory=dict)  # an activation name the class reads as another
-    qk_norm_switch: str = ""  # a field that, true, puts a LayerNorm on each head's q and k (StableLM)
-    parallel_switch: str = ""  # a field that, true, feeds attention and the MLP one normalised input (one norm)
-    rope_per_layer_type: bool = False  # one RoPE block per layer type: full attention and the sliding window
-    cross_attention_field: str = ""  # a field that, true, adds cross-attention blocks (GPT-2)
-
-
-LLAMA_READS = frozenset({"num_key_value_heads", "head_dim", "attention_bias", "mlp_bias"})
-ATTN_READS = frozenset({"num_key_value_heads", "head_dim", "attention_bias"})
-FOUR_NORMS = "four RMSNorms per block, before and after attention and before and after the MLP."
-# A table: one model type per entry; vocab and width are the class defaults for a file without them.
-# fmt: off
-FAMILIES = {
-    "llama": Family("Llama", "LlamaForCausalLM", False, 32000, 11008, _llama_bias, reads=LLAMA_READS),
-    "mistral": Family("Mistral", "MistralForCausalLM", False, 32000, 14336, _no_bias, kv_heads=8),
-    "qwen2": Family(
-        "Qwen2", "Qwen2ForCausalLM", False, 151936, 22016, lambda c: (True, False, False), kv_heads=32,
-        note="Qwen2 (no field): the q, k and v projections always carry a bias, the output projection none.",
-    ),
-    "qwen3": Family(
-        "Qwen3", "Qwen3ForCausalLM", False, 151936, 22016, _attention_bias, reads=ATTN_READS, kv_heads=32,
-        head_dim=128, qk_norm="head",
-    ),
-    "olmo2": Family(
-        "OLMo-2", "Olmo2ForCausalLM", False, 50304, 11008, _attention_bias, reads=ATTN_READS, qk_norm="projection",
-        note="OLMo-2 (no field): its two norms per block sit after attention and after the MLP (post-norm).",
-    ),
-    "gemma": Family(
-        "Gemma", "GemmaForCausalLM", True, 256000, 24576, _attention_bias, reads=ATTN_READS, kv_heads=16,
-        head_dim=256, act="gelu_pytorch_tanh", act_aliases={"gelu": "gelu_pytorch_tanh"},  # GemmaConfig: legacy gelu
-    ),
-    "gemma2": Family(
-        "Gemma-2", "Gemma2ForCausalLM", True, 256000, 9216, _attention_bias, reads=ATTN_READS, kv_heads=4,
-        head_dim=256, norms=4, act_field="hidden_activation", act="gelu_pytorch_tanh",
-        note="Gemma-2 (no field): " + FOUR_NORMS,
-    ),
-    "gemma3_text": Family(
-        "Gemma-3", "Gemma3ForCausalLM", True, 262208, 9216, _attention_bias, reads=ATTN_READS, kv_heads=4,
-        head_dim=256, norms=4, qk_norm="head", act_field="hidden_activation", act="gelu_pytorch_tanh",
-        theta=1_000_000.0, note="Gemma-3 (no field): " + FOUR_NORMS, rope_per_layer_type=True,
-    ),
-    "phi3": Family(
-        "Phi-3", "Phi3ForCausalLM", False, 32064, 8192, _no_bias,
-        note="Phi-3 (no field): q, k, v are one fused matrix and so are the MLP's gate and up (the same parameters).",
-    ),
-    "gpt_neox": Family(
-        "GPT-NeoX", "GPTNeoXForCausalLM", False, 50432, 24576, lambda c: (c.get("attention_bias", True),) * 2 + (True,),
-        reads=frozenset({"attention_bias", "use_parallel_residual"}), layernorm=True, gated=False, act="gelu",
-        theta_field="rotary_emb_base", partial_rotary=0.25,
-    ),
-    "gpt2": Family(
-        "GPT-2", "GPT2LMHeadModel", True, 50257, None, lambda c: (True, True, True), reads=frozenset(),
-        layernorm=True, gated=False, act_field="activation_function", act="gelu_new", rope=False,
-        # GPT2Config maps hidden_size to n_embd and so on; its MLP width is n_inner, 4 x n_embd when null
-        size_names=(("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer")),
-        width_field="n_inner", context_fields=("n_positions", "max_position_embeddings"), context_default=1024,
-        cross_attention_field="add_cross_attention",
-    ),
-    "starcoder2": Family(
-        "Starcoder2", "Starcoder2ForCausalLM", True, 49152, 12288, lambda c: (c.get("use_bias", True),) * 3,
-        reads=frozenset({"num_key_value_heads", "head_dim", "use_bias"}), kv_heads=2, layernorm=True, gated=False,
-        act="gelu_pytorch_tanh",
-    ),
-    "stablelm": Family(
-        "StableLM", "StableLmForCausalLM", False, 50304, 6912, lambda c: (c.get("use_qkv_bias", False), False, False),
-        reads=frozenset({"num_key_value_heads", "use_qkv_bias", "qk_layernorm", "use_parallel_residual"}),
-        kv_heads=32, layernorm=True, partial_rotary=0.25, qk_norm_switch="qk_layernorm",
-        parallel_switch="use_parallel_residual",
-    ),
-    "arcee": Family(
-        "Arcee", "ArceeForCausalLM", False, 32000, 18432, _llama_bias, reads=LLAMA_READS, gated=False, act="relu2",
-    ),
-    "apertus": Family(
-        "Apertus", "ApertusForCausalLM", False, 131072, 14336, _attention_bias, reads=ATTN_READS, gated=False,
-        act="xielu", act_params={"xielu": 2}, qk_norm="head", theta=12_000_000.0,
-        default_rope={"rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0},
-    ),
-}
-# fmt: on
-# Multimodal wrappers whose text model explain counts (the shapes under text_config), with what they tie by default.
-WRAPPERS = {"gemma3": ("Gemma-3 (multimodal)", "Gemma3ForConditionalGeneration", "gemma3_text", True)}
 
 
 def read_config(path: Path) -> dict:
@@ -274,12 +147,6 @@ def _check_rope_blocks(cfg: dict, source: str) -> None:
                 )
 
 
-def _num(x) -> str:
-    """A number exactly, as short as it goes (RoPE's base 500000, not 5e+05; 999999.4420358813, not 1e+06)."""
-    x = float(x)
-    return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
-
-
 def _get(cfg: dict, *names, default=None):
     """The first of several field names that is present (GPT-2 and Llama name the same thing differently)."""
     for n in names:
@@ -330,7 +197,7 @@ def _layers_of(cfg: dict, kind: str) -> tuple[dict, Family | None, str]:
     return text, fam, "vision" if fam else "wrapper"
 
 
-def shape(cfg: dict, source: str = "the config") -> dict:
+def architecture(cfg: dict, source: str = "the config") -> dict:
     """The architecture in one vocabulary, with each family's class defaults for fields the file leaves out.
 
     For a model type explain does not know, what only the class could say is None (not guessed).
@@ -513,7 +380,7 @@ def not_counted(s: dict) -> str:
     return ""
 
 
-def shapes(s: dict) -> Shapes:
+def counted_shapes(s: dict) -> Shapes:
     """The shapes as config.param_counts reads them (only for a counted model: see not_counted)."""
     hd = s["head_dim"]
     return Shapes(
@@ -539,7 +406,7 @@ def shapes(s: dict) -> Shapes:
 
 def param_count(s: dict) -> int | None:
     """Parameters from the shapes, with the formula modern-gpt counts its own models with; None: see not_counted."""
-    return None if not_counted(s) else param_counts(shapes(s))["total"]
+    return None if not_counted(s) else param_counts(counted_shapes(s))["total"]
 
 
 def kv_cache_bytes(s: dict) -> int | None:
@@ -593,15 +460,6 @@ def biases(s: dict) -> dict[str, bool | None]:
 def closest(s: dict) -> list[str]:
     """The components of modern-gpt's closest variant: a gated MLP of another activation (GeGLU) is --swiglu's shape."""
     return [c for c in COMPONENTS if c in components(s) or (c == "swiglu" and s["gated"])]
-
-
-def _mlp_name(s: dict) -> str:
-    act = s["act"]
-    if s["swiglu"]:
-        return "SwiGLU"
-    if "gelu" in str(act):
-        return "GeGLU" if s["gated"] else f"a {act} MLP"
-    return f"a gated {act} MLP" if s["gated"] else f"a {act} MLP"
 
 
 def notes(s: dict, cfg: dict) -> list[str]:
@@ -665,12 +523,12 @@ def _mlp_notes(s: dict) -> list[str]:
     out = []
     if s["gated"] and not s["swiglu"]:
         out.append(
-            f"the MLP is {_mlp_name(s)}: gated like SwiGLU (three matrices) but with {s['act']} in place of SiLU, "
+            f"the MLP is {mlp_name(s)}: gated like SwiGLU (three matrices) but with {s['act']} in place of SiLU, "
             "so components leave swiglu out; the closest variant's flags give --swiglu (the same shapes)."
         )
     elif s["gated"] is False and s["rmsnorm"]:
         out.append(
-            f"the MLP is {_mlp_name(s)}, two matrices and no gate; modern-gpt's classic MLP uses GELU "
+            f"the MLP is {mlp_name(s)}, two matrices and no gate; modern-gpt's classic MLP uses GELU "
             "(the closest variant has the same shapes, another activation)."
         )
     if s["act_params"]:
@@ -683,14 +541,14 @@ def _rope_notes(s: dict, text: dict) -> list[str]:
     out = []
     if s["known"] and s["rope"]:
         if s["rope_scaling"]:
-            factor = f", factor {_num(s['rope_factor'])}" if isinstance(s["rope_factor"], (int, float)) else ""
+            factor = f", factor {number(s['rope_factor'])}" if isinstance(s["rope_factor"], (int, float)) else ""
             out.append(
                 f"RoPE is rescaled ({s['rope_scaling']}{factor}) to stretch the context; modern-gpt has no RoPE "
-                f"scaling, so the closest variant uses the plain base {_num(s['rope_base'])}."
+                f"scaling, so the closest variant uses the plain base {number(s['rope_base'])}."
             )
         if s["rope_local_base"] is not None:
             out.append(
-                f"RoPE's base is {_num(s['rope_base'])} in the full-attention layers and {_num(s['rope_local_base'])} in the "
+                f"RoPE's base is {number(s['rope_base'])} in the full-attention layers and {number(s['rope_local_base'])} in the "
                 "sliding-window layers; the closest variant uses the first."
             )
         if isinstance(s["rotary_share"], (int, float)) and s["rotary_share"] != 1:
@@ -824,221 +682,10 @@ def flags(s: dict) -> list[str]:
     if s["gated"] or s["hidden"] != 4 * s["dim"]:  # modern-gpt's own width rules differ: give the width itself
         out += ["--mlp-hidden", str(s["hidden"])]
     if s["rope"]:
-        out += ["--rope-base", f"{_num(s['rope_base'])}"]
+        out += ["--rope-base", f"{number(s['rope_base'])}"]
     if not s["tie"]:
         out.append("--no-tie-embeddings")
     return out
-
-
-# ---------------------------------------------------------------------------
-# One sentence per field. Each entry: field -> (component or None, sentence(value, shape)).
-# ---------------------------------------------------------------------------
-def _kv_sentence(v, s):
-    if not isinstance(v, int) or v < 1:
-        return f"{v!r} K/V heads: not a usable number (it must be at least 1)."
-    if v >= s["heads"]:
-        return f"{v} K/V heads for {s['heads']} query heads: classic multi-head attention, one K/V head per query head."
-    group = s["heads"] // v
-    return (
-        f"{v} K/V heads with {s['heads']} query heads: grouped-query attention, {group} query heads share each K/V head, "
-        f"KV cache {group}x smaller than multi-head attention."
-    )
-
-
-def _act_sentence(v, s):
-    if s["gated"] is None:
-        return f"{v}: the MLP's activation (whether the MLP is gated, only the model's class says)."
-    if s["gated"]:
-        return f"{v} gates the MLP: {_mlp_name(s)}, three matrices at width {s['hidden']}."
-    return f"{v}: {_mlp_name(s)} without a gate, two matrices at width {s['hidden']}."
-
-
-def _either(yes: str, no: str):
-    """A sentence for a true/false field."""
-    return lambda v, s: yes if v else no
-
-
-def _rope_block_sentence(v, s):
-    if not v:
-        return "no RoPE settings given: the class defaults."
-    if not s["known"]:
-        return f"RoPE settings: {json.dumps(v)}."
-    local = f" ({_num(s['rope_local_base'])} in the sliding-window layers)" if s["rope_local_base"] is not None else ""
-    kind = f", rescaled ({s['rope_scaling']})" if s["rope_scaling"] else ", no rescaling"
-    return f"RoPE's base frequency {_num(s['rope_base'])}{local}{kind}."
-
-
-def _head_dim_sentence(v, s):
-    if v != s["head_dim"]:
-        return f"ignored: this family's heads are hidden_size / heads = {s['head_dim']} wide."
-    return (
-        f"each head is {v} wide"
-        + ("" if v == s["dim"] // s["heads"] else f", not hidden_size / heads = {s['dim'] // s['heads']}")
-        + "."
-    )
-
-
-def _attention_bias_sentence(v, s):
-    if not s["known"]:
-        return "biases on the attention projections." if v else "no bias in the attention projections."
-    if s["family"] == "GPT-NeoX":
-        return "biases on the fused q, k, v and the o projections." if v else "no bias on q, k, v and o."
-    return "biases on the q, k, v and o projections." if v else "no bias in the attention projections."
-
-
-def _n_positions_sentence(v, s):
-    return f"{v} rows in the learned position table: the context wall, no position past it."
-
-
-# A table: one field and its sentence per line.
-# fmt: off
-FIELDS = {
-    "model_type": (None, lambda v, s: f"the family: {s['family']}."),
-    "architectures": (
-        None,
-        lambda v, s: f"the transformers class that loads the weights: {', '.join(v) if isinstance(v, list) else v}.",
-    ),
-    "vocab_size": (None, lambda v, s: f"{v:,} token ids in the embedding table."),
-    "hidden_size": (None, lambda v, s: f"width of the residual stream (modern-gpt's --dim): {v}."),
-    "n_embd": (None, lambda v, s: f"width of the residual stream (modern-gpt's --dim): {v}."),
-    "num_hidden_layers": (None, lambda v, s: f"{v} transformer blocks."),
-    "n_layer": (None, lambda v, s: f"{v} transformer blocks."),
-    "num_attention_heads": (None, lambda v, s: f"{v} query heads of dimension {s['head_dim']}."),
-    "n_head": (None, lambda v, s: f"{v} attention heads of dimension {s['head_dim']}."),
-    "num_key_value_heads": ("gqa", _kv_sentence),
-    "head_dim": (None, _head_dim_sentence),
-    "intermediate_size": ("swiglu", lambda v, s: f"MLP hidden width {v} ({v / s['dim']:.2f} x the model width)."),
-    "n_inner": (
-        None,
-        lambda v, s: f"MLP hidden width {v if v else 4 * s['dim']}" + ("" if v else " (null means 4 x n_embd)") + ".",
-    ),
-    "hidden_act": ("swiglu", _act_sentence),
-    "hidden_activation": ("swiglu", _act_sentence),
-    "activation_function": (None, _act_sentence),
-    "max_position_embeddings": (
-        "rope",
-        lambda v, s: (
-            f"the longest context it was built for: {v:,} tokens"
-            + (" (RoPE: no table, a length it was trained or tuned to)." if s["rope"] else ".")
-        ),
-    ),
-    "original_max_position_embeddings": (
-        "rope",
-        lambda v, s: f"the context it was trained at before RoPE was rescaled: {v:,} tokens.",
-    ),
-    "n_positions": ("rope", _n_positions_sentence),
-    "n_ctx": (None, lambda v, s: f"context length {v} (an older name for n_positions)."),
-    "rope_theta": (
-        "rope",
-        lambda v, s: (
-            f"RoPE's base frequency {_num(v)}: a larger base rotates slower and reaches further."
-            if not s["known"] or v == s["rope_base"]
-            else f"{_num(v)}, but rope_parameters or rope_scaling gives the base {_num(s['rope_base'])}, which wins."
-        ),
-    ),
-    "rotary_emb_base": ("rope", lambda v, s: f"RoPE's base frequency {_num(v)}."),
-    "rope_local_base_freq": ("rope", lambda v, s: f"RoPE's base frequency {_num(v)} in the sliding-window layers."),
-    "rotary_pct": (
-        "rope",
-        lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels; the rest carry no position.",
-    ),
-    "partial_rotary_factor": ("rope", lambda v, s: f"RoPE rotates {100 * v:g}% of each head's channels."),
-    "rope_scaling": ("rope", _rope_block_sentence),
-    "rope_parameters": ("rope", _rope_block_sentence),
-    "rms_norm_eps": ("rmsnorm", lambda v, s: f"RMSNorm, with epsilon {v:g} added to the mean square."),
-    "layer_norm_epsilon": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
-    "layer_norm_eps": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
-    "norm_epsilon": ("rmsnorm", lambda v, s: f"classic LayerNorm (with a bias), epsilon {v:g}."),
-    "attention_bias": ("no_bias", _attention_bias_sentence),
-    "mlp_bias": ("no_bias", _either("biases in the MLP.", "no bias in the MLP.")),
-    "use_bias": (
-        "no_bias",
-        _either("biases in every projection.", "no bias in the projections (the norms keep theirs)."),
-    ),
-    "use_qkv_bias": ("no_bias", _either("biases on q, k and v.", "no bias on q, k and v.")),
-    "qk_norm": (
-        "qk_norm",
-        _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
-    ),
-    "use_qk_norm": (
-        "qk_norm",
-        _either("q and k are normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
-    ),
-    "qk_layernorm": (
-        "qk_norm",
-        _either("q and k are layer-normalised before their dot product (QK-norm).", "no QK-norm: plain q.k."),
-    ),
-    "tie_word_embeddings": (
-        None,
-        _either(
-            "the output layer shares the token embedding's weights.",
-            "the output layer has weights of its own (untied).",
-        ),
-    ),
-    "torch_dtype": (None, lambda v, s: f"weights stored as {v}."),
-    "dtype": (None, lambda v, s: f"weights stored as {v}."),
-    "use_cache": (None, _either("generation keeps a KV cache.", "generation keeps no KV cache.")),
-    "sliding_window": (
-        None,
-        lambda v, s: (
-            f"each token attends to the last {v:,} tokens only (sliding-window attention)."
-            if v
-            else "no sliding window: full causal attention."
-        ),
-    ),
-    "use_sliding_window": (None, _either("sliding-window attention is on.", "sliding-window attention is off.")),
-    "max_window_layers": (None, lambda v, s: f"the sliding window applies from layer {v} on."),
-    "layer_types": (
-        None,
-        lambda v, s: ", ".join(f"{v.count(t)} {t.replace('_', ' ')}" for t in dict.fromkeys(v)) + " layers.",
-    ),
-    "use_parallel_residual": (
-        None,
-        _either(
-            "attention and MLP read the same input and are added in parallel (GPT-J style).",
-            "attention, then MLP, in sequence.",
-        ),
-    ),
-    "attn_logit_softcapping": (
-        None,
-        lambda v, s: f"attention scores are soft-capped at {v} (tanh)." if v else "no soft cap on attention scores.",
-    ),
-    "final_logit_softcapping": (
-        None,
-        lambda v, s: f"output logits are soft-capped at {v} (tanh)." if v else "no soft cap on the logits.",
-    ),
-    "query_pre_attn_scalar": (None, lambda v, s: f"attention scores are divided by sqrt({v}), not sqrt(head_dim)."),
-    "add_cross_attention": (
-        None,
-        _either("cross-attention layers to an encoder (not counted).", "no cross-attention."),
-    ),
-    "text_config": (None, lambda v, s: "the text model's fields: shown below with a text_config. prefix."),
-    "vision_config": (
-        None,
-        lambda v, s: f"the vision tower ({v.get('model_type', 'unknown type')}): not explained, not counted.",
-    ),
-    "attention_dropout": (None, lambda v, s: f"dropout on attention weights: {v}."),
-    "attn_pdrop": (None, lambda v, s: f"dropout on attention weights: {v}."),
-    "resid_pdrop": (None, lambda v, s: f"dropout on residual outputs: {v}."),
-    "embd_pdrop": (None, lambda v, s: f"dropout on embeddings: {v}."),
-    "hidden_dropout": (None, lambda v, s: f"dropout on hidden states: {v}."),
-    "residual_dropout": (None, lambda v, s: f"dropout on residual outputs: {v}."),
-    "embedding_dropout": (None, lambda v, s: f"dropout on embeddings: {v}."),
-    "initializer_range": (None, lambda v, s: f"weights initialised with standard deviation {v}."),
-    "bos_token_id": (None, lambda v, s: f"the beginning-of-sequence token id: {v}."),
-    "eos_token_id": (None, lambda v, s: f"the end-of-sequence token id: {v}."),
-    "pad_token_id": (None, lambda v, s: f"the padding token id: {v}."),
-    "transformers_version": (None, lambda v, s: f"written by transformers {v}."),
-    "pretraining_tp": (
-        None,
-        lambda v, s: f"tensor-parallel degree used in pretraining: {v} (no effect on the shapes).",
-    ),
-    "scale_attn_weights": (
-        None,
-        _either("attention scores divided by sqrt(head dim).", "attention scores not scaled."),
-    ),
-}
-# fmt: on
 
 
 def _field_rows(cfg: dict, s: dict, fam: Family | None, prefix: str = "") -> tuple[list[dict], list[str]]:
@@ -1063,7 +710,7 @@ def _field_rows(cfg: dict, s: dict, fam: Family | None, prefix: str = "") -> tup
 
 
 def explain_config(cfg: dict, source: str = "the config") -> dict:
-    s = shape(cfg, source)
+    s = architecture(cfg, source)
     text, fam, part = _layers_of(cfg, cfg.get("model_type", ""))
     fields, unknown = _field_rows(cfg, s, fam if text is cfg else None)
     if text is not cfg:
