@@ -423,8 +423,6 @@ class ResultsDir:
             record = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None, "it cannot be read"
-        if isinstance(record, dict) and "mlp_hidden" in record:  # its name in run files before the rename
-            record.setdefault("mlp_width", record.pop("mlp_hidden"))
         why = problem(record, RUN_SCHEMA) or _foreign(record, spec, hashes)
         if why is None and f.name != self.run_file(record["row"], record["seed"]).name:
             why = f"its name does not match its row {record['row']} and seed {record['seed']}"
