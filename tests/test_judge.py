@@ -561,3 +561,36 @@ def test_a_seeds_auto_folders_runs_csv_says_it_is_judged_at_the_fixed_level(run_
     assert "--seeds auto" not in run_ok("judge", folder / "runs.csv")
     (folder / "meta.json").write_text(json.dumps({"spec": {"min_seeds": 3, "seeds": [0, 1, 2, 3]}}))
     assert "was a --seeds auto ablation" in run_ok("judge", folder / "runs.csv")
+
+
+def test_an_order_that_has_no_order_is_refused_in_one_sentence():
+    """A set gave rows, references and verdicts that changed with PYTHONHASHSEED; a number was a bare TypeError."""
+    df = _long({"a": [1.0, 1.1, 1.05], "b": [0.9, 1.0, 0.97]})
+    for order, said in (
+        ({"a", "b"}, "a set has no order"),
+        (frozenset({"a", "b"}), "a set has no order"),
+        (5, "not 5"),
+    ):
+        with pytest.raises(UserError, match=f"order must be a comma list or a list of variant names .*{said}"):
+            modern_gpt.judge(df, order=order)
+    assert list(modern_gpt.judge(df, order=("b", "a")).variant) == ["b", "a"]  # a tuple is an order
+
+
+def test_numbers_too_large_for_a_float_are_named_not_inf_or_a_traceback(tmp_path, run):
+    huge = "9" * 400
+    (tmp_path / "j.jsonl").write_text(
+        "\n".join(
+            f'{{"variant": "{v}", "seed": {s}, "val_loss": {huge if (v, s) == ("b", 1) else 1.5}}}'
+            for v in "ab"
+            for s in range(3)
+        )
+        + "\n"
+    )
+    (tmp_path / "c.csv").write_text(
+        "variant,seed,val_loss\n"
+        + "".join(f"{v},{s},{huge if (v, s) == ('b', 1) else 1.5}\n" for v in "ab" for s in range(3))
+    )
+    for name, where in (("j.jsonl", "line 5"), ("c.csv", "line 6")):
+        err = _one_sentence(*run("judge", tmp_path / name))
+        assert f"{where}, column val_loss: " in err and "9999999" in err and "is too large for a float64" in err, err
+        assert "inf" not in err

@@ -199,9 +199,15 @@ def _number(v) -> float:
     if isinstance(v, bool | np.bool_):
         raise ValueError(f"is {v}, not a number")
     if isinstance(v, int | float | np.integer | np.floating | Decimal):  # Decimal: a Parquet decimal column
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # a JSON integer of 400 digits: no float holds it
+            raise ValueError(f"{_shown(v)} is too large for a float64; rescale the column") from None
     if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
-        return float(v.strip())
+        x = float(v.strip())
+        if math.isinf(x) and "inf" not in v.lower():  # digits that overflow a float read as inf: say what they are
+            raise ValueError(f"{_shown(v.strip())} is too large for a float64; rescale the column")
+        return x
     raise ValueError(f"{_shown(v)} is not a number")
 
 
@@ -288,11 +294,21 @@ def _shown(v) -> str:
 # ---------------------------------------------------------------------------
 # A Source and settings -> report.py's meta and runs
 # ---------------------------------------------------------------------------
-def names(text: str | list | tuple | None) -> tuple[str, ...] | None:
-    """--order A,B,C (or a list, from Python) as a tuple of names."""
+def names(text: str | list | tuple | None, what: str = "order") -> tuple[str, ...] | None:
+    """--order A,B,C (or a list or tuple, from Python) as a tuple of names. Anything else is refused: a set has no
+    order, so the rows, their references and verdicts would change from run to run (with PYTHONHASHSEED)."""
     if text is None:
         return None
-    return tuple(x.strip() for x in text.split(",")) if isinstance(text, str) else tuple(str(x) for x in text)
+    if isinstance(text, str):
+        return tuple(x.strip() for x in text.split(","))
+    if isinstance(text, list | tuple):
+        return tuple(str(x) for x in text)
+    why = " (a set has no order, so the table's rows and references would change from run to run)"
+    raise UserError(
+        f"{what} must be a comma list or a list of variant names in the table's order, not {_shown(text)}"
+        + (why if isinstance(text, set | frozenset | dict) else "")
+        + "."
+    )
 
 
 def check_settings(s: JudgeSettings) -> None:
