@@ -59,3 +59,22 @@ def test_output_is_byte_identical(name, folders, capsys, monkeypatch):
         path.parent.mkdir(exist_ok=True)
         path.write_text(got, encoding="utf-8")
     assert got == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("width", [60, 100])
+def test_no_number_of_the_report_table_is_cut_in_a_narrow_terminal(width, folders, capsys, monkeypatch):
+    """The table is wider than 60 columns: it wraps in the terminal rather than cutting a number with '…'."""
+    import json
+
+    from modern_gpt.cli import commands as cli
+
+    monkeypatch.chdir(folders)
+    monkeypatch.setattr(cli.console, "width", width)
+    code, out, err = run_main(capsys, monkeypatch, "report", "ablate")
+    assert code == 0, err
+    code, doc, _ = run_main(capsys, monkeypatch, "report", "ablate", "--format", "json")
+    rows = json.loads(doc)["rows"]
+    assert "…" not in out
+    for row in rows[1:]:
+        for value in (f"{row['val_loss']:.4f}", f"{row['delta_val']:+.4f}", f"[{row['ci_low']:+.4f},"):
+            assert value in out, (value, out)

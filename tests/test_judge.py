@@ -534,22 +534,67 @@ def test_a_parquet_files_named_index_is_a_column(tmp_path, run_ok):
     assert docs[0]["rows"] == docs[1]["rows"] and len(docs[1]["rows"]) == 3
 
 
+def _within_shown_precision(text: str, value: float) -> bool:
+    """A printed number parses back to the value within half a unit of its last shown digit."""
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    unit = 10.0 ** (-decimals + (int(exponent) if exponent else 0))
+    return abs(float(text) - value) <= unit / 2 * (1 + 1e-9)
+
+
+NUMBER = re.compile(r"[+-]?\d+\.\d+(?:e[+-]\d+)?")
+
+
+def _printed_numbers(text: str) -> list[str]:
+    return NUMBER.findall(text.replace("…", " …"))
+
+
 def test_a_metric_of_tiny_scale_is_printed_in_powers_of_ten(tmp_path, run_ok):
-    """An error rate near 3e-9 printed as 0.00000000 and a Δ of -0.00000000 'better'; every number now shows
-    its paired sd's two digits."""
+    """An error rate near 3e-9 printed as 0.00000000 and a Δ of -0.00000000 'better'; every number now shows its
+    own column's finest step to two digits, in powers of ten where that step is below 1e-7."""
     (tmp_path / "r.csv").write_text(
         "variant,seed,err\na,0,3.1e-9\na,1,3.3e-9\na,2,3.2e-9\nb,0,2.1e-9\nb,1,2.2e-9\nb,2,2.25e-9\n"
     )
     row = json.loads(run_ok("judge", tmp_path / "r.csv", "--metric", "err", "--format", "json"))["rows"][1]
     md = run_ok("judge", tmp_path / "r.csv", "--metric", "err", "--format", "markdown")
     cells = next(x for x in md.splitlines() if x.startswith("| b |")).split(" | ")
-    mean, delta, ci = float(cells[2]), float(cells[3]), cells[5]
-    assert mean == pytest.approx(row["mean"], abs=row["sd"] / 10) and delta == pytest.approx(
-        row["delta"], abs=row["sd"] / 10
-    )
-    low, high = (float(x) for x in ci.strip("[]").split(", "))
-    assert (low, high) == pytest.approx((row["ci_low"], row["ci_high"]), abs=row["sd"] / 10)
+    low, high = cells[5].strip("[]").split(", ")
+    for shown, value in (
+        (cells[2], row["mean"]),
+        (cells[3], row["delta"]),
+        (low, row["ci_low"]),
+        (high, row["ci_high"]),
+    ):
+        assert "e-" in shown and _within_shown_precision(shown, value), (shown, value)
     assert "0.0000" not in md
+
+
+@pytest.mark.parametrize("width", [60, 100, 200])
+def test_no_number_is_cut_at_any_width_and_each_column_has_its_own_format(tmp_path, run, width, monkeypatch):
+    """One row whose paired sd is below 1e-7 switched every number to powers of ten, and a narrow terminal cut
+    the exponent off ('-7.00000…' for a Δ of -0.07). Each column's format is now its own, and a table wider
+    than the terminal wraps there: every number printed parses back to its value within its shown precision."""
+    from modern_gpt.cli import commands
+
+    a = [1.0, 1.1, 1.2]
+    vals = {"a": a, "b": [x - 0.07 + 1e-9 * i for i, x in enumerate(a)]}  # Δ -0.07 with a paired sd of 1e-9
+    _long(vals).to_csv(tmp_path / "r.csv", index=False)
+    monkeypatch.setattr(commands.console, "width", width)
+    code, out, err = run("judge", tmp_path / "r.csv")
+    assert code == 0, err
+    b = json.loads(run("judge", tmp_path / "r.csv", "--format", "json")[1])["rows"][1]
+    expected = [
+        f"{b['mean']:.4f}",
+        f"{b['delta']:+.4f}",
+        f"{b['spread']:.4f}",
+        f"{b['ci_low']:+.4f}",
+        f"{b['ci_high']:+.4f}",
+    ]
+    shown = _printed_numbers(out)
+    assert all(x in shown for x in expected), (out, expected)  # the tiny sd switched no column to powers of ten
+    for text, value in zip(expected, (b["mean"], b["delta"], b["spread"], b["ci_low"], b["ci_high"]), strict=True):
+        assert _within_shown_precision(text, value), (text, value)
+    assert "…" not in out and all(_printed_numbers(x) == _printed_numbers(x.replace("…", "")) for x in out.splitlines())
 
 
 def test_a_seeds_auto_folders_runs_csv_says_it_is_judged_at_the_fixed_level(run_ok, tmp_path):

@@ -397,7 +397,7 @@ def _print_table(rep, fmt: str) -> None:
         _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
         return
     if fmt == "table":
-        console.print(render.rich_table(rep))
+        console.print(render.rich_table(rep), crop=False)  # a narrow terminal wraps it: no digit is lost
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
@@ -660,7 +660,7 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
     from . import render
 
     if fmt == "table":
-        console.print(render.judge_table(design, settings, rows))
+        console.print(render.judge_table(design, settings, rows), crop=False)
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":

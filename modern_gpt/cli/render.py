@@ -375,9 +375,22 @@ def rich_table(rep: Report) -> Table:
     for f in columns:
         h = f.metadata["header"]
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
-    for row in rep.summary:
-        cells = [cell(row, f.name, f.metadata["fmt"]) for f in columns]
+    plain = [[cell(row, f.name, f.metadata["fmt"]) for f in columns] for row in rep.summary]
+    for cells in plain:
         table.add_row(*(_styled(c) if f.name == "verdict" else c for f, c in zip(columns, cells, strict=True)))
+    return unbreakable(table, [f.metadata["header"] for f in columns], plain, text=("variant",))
+
+
+def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: tuple[str, ...]) -> Table:
+    """A table whose numbers are never cut: each number column at least as wide as its widest cell and never
+    wrapped, the text columns (names) folded where the terminal is narrow, at least 10 characters or their own
+    width. Printed with crop=False, a table wider than the terminal wraps there instead of losing digits."""
+    for i, column in enumerate(table.columns):
+        widest = max([len(headers[i]), *(len(r[i]) for r in plain)])
+        if headers[i] in text:
+            column.min_width, column.overflow = min(widest, 10), "fold"
+        else:
+            column.min_width, column.no_wrap = widest, True
     return table
 
 
@@ -440,37 +453,55 @@ def _judge_headers(metric: str) -> list[str]:
     ]
 
 
-def _judge_decimals(rows: list[dict]) -> str:
-    """The format that shows the smallest paired sd (else spread) to two digits: the metric can be of any scale;
-    at least report's 4 decimals below 1, 2 above; below 1e-7, powers of ten (eight decimals printed an error
-    rate of 3e-9 as 0.00000000), with the digits that show that sd beside the largest number."""
-    scales = [r[k] for k in ("sd", "spread") for r in rows if isinstance(r[k], float) and 0 < r[k] < math.inf]
-    scale = min(scales) if scales else 1.0
-    if scale >= 1e-7:
-        return f".{max(4, 1 - math.floor(math.log10(scale))) if scale < 1 else 2}f"
-    keys = ("mean", "delta", "ci_low", "ci_high", "mde", "spread")
-    values = [abs(r[k]) for k in keys for r in rows if isinstance(r[k], float) and 0 < abs(r[k]) < math.inf]
-    top = max(values, default=scale)
-    return f".{max(1, min(16, math.floor(math.log10(top)) - math.floor(math.log10(scale)) + 1))}e"
+JUDGE_NUMBERS = {
+    "mean": ("mean",),
+    "delta": ("delta",),
+    "spread": ("spread",),
+    "ci": ("ci_low", "ci_high"),
+    "mde": ("mde",),
+}
 
 
-def _judge_cells(row: dict, d: str) -> list[str]:
-    mean = _num(row["mean"], d)
+def _judge_formats(rows: list[dict]) -> dict[str, str]:
+    """Each number column's format, from its own values (a metric can be of any scale): the digits that show its
+    finest step to two significant digits: for the mean the smallest difference between two rows' means, for a
+    difference (Δ, the CI's ends, spread, mde) its smallest size. At least report's 4 decimals below 1, 2 above;
+    a step below 1e-7 is printed in powers of ten (eight decimals printed an error rate of 3e-9 as 0.00000000),
+    in that column alone, with the digits that show it beside the column's largest number."""
+    return {
+        name: _format_of([r[k] for k in keys for r in rows], name == "mean") for name, keys in JUDGE_NUMBERS.items()
+    }
+
+
+def _format_of(values: list, differences: bool) -> str:
+    finite = sorted(x for x in values if isinstance(x, float) and math.isfinite(x))
+    sizes = [abs(x) for x in finite if x != 0]
+    steps = [b - a for a, b in zip(finite, finite[1:], strict=False) if b > a] if differences else []
+    step = min(steps or sizes or [1.0])
+    if step >= 1e-7:
+        return f".{max(4, 1 - math.floor(math.log10(step))) if step < 1 else 2}f"
+    top = max(sizes, default=step)
+    return f".{max(1, min(16, math.floor(math.log10(top)) - math.floor(math.log10(step)) + 1))}e"
+
+
+def _judge_cells(row: dict, f: dict[str, str]) -> list[str]:
+    mean = _num(row["mean"], f["mean"])
     if row["failed"]:
         mean = "failed" if not row["seeds"] else f"{mean} ({row['failed']} failed)"
+    d = f["ci"]
     ci = "" if math.isnan(row["ci_low"]) else f"[{row['ci_low']:+{d}}, {row['ci_high']:+{d}}]"
     need = row["seeds_needed"]
     return [
         row["variant"] + (" (placebo)" if row["placebo"] and "placebo" not in row["variant"] else ""),
         row["reference"] or "",
         mean,
-        _num(row["delta"], f"+{d}"),
-        _num(row["spread"], d),
+        _num(row["delta"], f"+{f['delta']}"),
+        _num(row["spread"], f["spread"]),
         ci,
         _p(row["p"]),
         _p(row["p_holm"]),
         row["verdict"],
-        _num(row["mde"], d),
+        _num(row["mde"], f["mde"]),
         f">{MAX_PAIRS:,}" if need == math.inf else _num(need, ".0f"),
         str(row["pairs"]) if row["reference"] else "",
     ]
@@ -486,12 +517,13 @@ def judge_table(design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
     headers = _judge_headers(s.metric)
     for h in headers:
         table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
-    at, d = headers.index("verdict"), _judge_decimals(rows)
-    for row in rows:
-        cells = [escape(c) for c in _judge_cells(row, d)]
+    at, formats = headers.index("verdict"), _judge_formats(rows)
+    plain = [_judge_cells(row, formats) for row in rows]
+    for row, cells in zip(rows, plain, strict=True):
+        cells = [escape(c) for c in cells]
         cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
         table.add_row(*cells)
-    return table
+    return unbreakable(table, headers, plain, text=("variant", "vs"))
 
 
 def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: list[str]) -> str:
@@ -506,8 +538,7 @@ def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: li
     ]
     # a name's "|" would end its cell: escaped, as Markdown tables allow
     lines += [
-        "| " + " | ".join(c.replace("|", "\\|") for c in _judge_cells(row, _judge_decimals(rows))) + " |"
-        for row in rows
+        "| " + " | ".join(c.replace("|", "\\|") for c in _judge_cells(row, _judge_formats(rows))) + " |" for row in rows
     ]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
 
