@@ -639,3 +639,8 @@ def test_numbers_too_large_for_a_float_are_named_not_inf_or_a_traceback(tmp_path
         err = _one_sentence(*run("judge", tmp_path / name))
         assert f"{where}, column val_loss: " in err and "9999999" in err and "is too large for a float64" in err, err
         assert "inf" not in err
+
+
+def test_judge_on_a_results_folder_points_to_its_runs_csv(ablation, run):
+    err = _one_sentence(*run("judge", ablation))
+    assert f"{ablation} is a results folder; judge reads its runs: modern-gpt judge {ablation / 'runs.csv'}" in err

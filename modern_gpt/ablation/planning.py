@@ -80,13 +80,16 @@ def parse_components(text: str | None) -> tuple[str, ...]:
 
 
 def parse_variant(name: str) -> tuple[str, ...]:
-    """'classic', 'modern', or components joined by '+' (e.g. 'rmsnorm+rope')."""
+    """'classic', 'modern', or components joined by '+' (e.g. 'rmsnorm+rope'), on top of classic or modern if named
+    first ('classic+rope' is 'rope'; 'modern+relu2' is the six with relu2 in swiglu's slot)."""
     name = name.strip()
     if name == "classic":
         return ()
     if name == "modern":
         return COMPONENTS
     parts = [p.strip() for p in name.split("+")]
+    if parts[0] == "classic" and len(parts) > 1:  # classic+relu2: GPT-2 with these components, as relu2 alone
+        parts = parts[1:]
     modern = parts[0] == "modern"  # modern+relu2: the six, a plugin taking its built-in's slot (swiglu's)
     parts = [*COMPONENTS, *parts[1:]] if modern else parts
     why = component_problem(parts)

@@ -67,6 +67,11 @@ def read_file(path) -> Source:
     """FILE as a Source: its suffix (any case) says the format; anything unreadable is one sentence."""
     path = Path(path)
     suffix = path.suffix.lower()
+    if path.is_dir() and not path.is_symlink() and (path / "runs.csv").is_file():  # a results folder
+        raise UserError(
+            f"{path} is a results folder; judge reads its runs: modern-gpt judge {path / 'runs.csv'} (or modern-gpt "
+            f"report {path}, its own table)."
+        )
     if suffix not in SUFFIXES:
         raise UserError(
             f"{path}: judge reads a .csv, .jsonl or .parquet file (its suffix says which), not "
