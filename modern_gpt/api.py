@@ -297,18 +297,14 @@ def report(folder: str | os.PathLike, *, at_lr: float | None = None, plugins=())
     return _result(Path(folder), at_lr)
 
 
-def _result(folder: Path, at_lr: float | None, verdicts: bool = True) -> Result:
-    import pandas as pd
-
+def _result(folder: Path, at_lr: float | None) -> Result:
     from .ablation.report import load
     from .ablation.results import ResultsDir
-    from .verdict.design import SUMMARY_COLUMNS
+    from .verdict.design import summary_frame
 
     results = ResultsDir(folder)
-    power = results.spec.plan == "power"
-    table = load(results, at_lr, verdicts=verdicts and not power)
-    summary = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in table.summary], columns=SUMMARY_COLUMNS)
-    return Result(folder, summary, results.scan().runs_frame(), table.notes, table)
+    table = load(results, at_lr, verdicts=results.spec.plan != "power")
+    return Result(folder, summary_frame(table.summary), table.scan.runs_frame(), table.notes, table)
 
 
 # ---------------------------------------------------------------------------

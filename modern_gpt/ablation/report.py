@@ -9,6 +9,7 @@ runs.csv and curves.csv are written for you, never read), so `modern-gpt report 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 import pandas as pd
@@ -20,7 +21,7 @@ from ..verdict.design import Design, SummaryRow
 from ..verdict.stats import mde, mean, sd_interval
 from ..verdict.table import failed, footnotes, looks_problem, lr_view, summarize
 from .planning import POWER_MIN_SEEDS, Spec
-from .results import ResultsDir
+from .results import ResultsDir, Scan
 
 VARIANT_FACTS = ("params", "hidden", "kv_cache_bytes_per_token")  # what meta.json adds to each run row
 
@@ -29,8 +30,6 @@ def design_of(meta: dict, spec: Spec, folder="DIR") -> Design:
     """The folder's Design: its spec's rows with the facts meta.json holds for each (parameters, MLP width,
     KV-cache bytes), the --seeds auto looks recorded so far, what finishes the folder and what the table says of
     a lossy tokenizer."""
-    from dataclasses import replace
-
     design = spec.design
     rows = tuple(
         replace(r, params=v["params"], mlp_width=v["hidden"], kv_cache_bytes_per_token=v["kv_cache_bytes_per_token"])
@@ -52,13 +51,14 @@ def _lossy(spec: Spec, corpus: dict | None) -> str:
 
 class Report(NamedTuple):
     """A folder's table: its spec, the design as shown (over a grid: each row at its chosen learning rate), the
-    summary rows, the footnotes and, for a duel, its figures."""
+    summary rows, the footnotes, for a duel its figures, and the runs/ it was read from (results.Scan: read once)."""
 
     spec: Spec
     design: Design
     summary: list[SummaryRow]
     notes: list[str]
     duel: dict | None
+    scan: Scan
 
 
 def title(rep: Report) -> str:
@@ -105,7 +105,7 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
     notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
     notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
-    return Report(spec, design, summary, notes, duel_info)
+    return Report(spec, design, summary, notes, duel_info, scan)
 
 
 def write(folder, draw: bool = True) -> list[SummaryRow]:

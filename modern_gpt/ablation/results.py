@@ -24,7 +24,7 @@ from ..core.errors import UserError
 from ..core.files import FolderLock, atomic_path, not_regular, write_json
 from ..core.schema import problem
 from ..model import plugins
-from ..verdict.design import SUMMARY_COLUMNS, SummaryRow
+from ..verdict.design import SummaryRow, summary_frame
 from .planning import Spec, SpecError, resume_command
 
 if TYPE_CHECKING:  # pandas (about 0.3 s, and pyarrow's allocator thread) loads where a frame is made: a worker,
@@ -462,7 +462,4 @@ class ResultsDir:
         _write_csv(self.path / "curves.csv", curves)
 
     def write_summary(self, rows: list[SummaryRow]) -> None:
-        import pandas as pd
-
-        frame = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in rows], columns=SUMMARY_COLUMNS)
-        _write_csv(self.path / "summary.csv", frame)
+        _write_csv(self.path / "summary.csv", summary_frame(rows))

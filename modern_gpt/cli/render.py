@@ -21,7 +21,7 @@ from rich.table import Table
 from ..core.components import label
 from ..core.config import PIECES, POWER_SEEDS, ModelConfig, kv_cache_bytes_per_token, param_counts
 from ..core.schema import count
-from ..verdict.design import SUMMARY_COLUMNS, SummaryRow, table_columns
+from ..verdict.design import SummaryRow, summary_frame, table_columns
 from ..verdict.stats import INCONCLUSIVE, MAX_PAIRS
 
 if TYPE_CHECKING:
@@ -416,11 +416,9 @@ def markdown(rep: Report) -> str:
 
 
 def csv_text(summary: list[SummaryRow]) -> str:
-    import pandas as pd
 
     buf = io.StringIO()
-    frame = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in summary], columns=SUMMARY_COLUMNS)
-    frame.to_csv(buf, index=False)
+    summary_frame(summary).to_csv(buf, index=False)
     return buf.getvalue()
 
 

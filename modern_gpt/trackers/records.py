@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from ..core.config import TRACKERS
-from ..verdict.design import SUMMARY_COLUMNS, TRACKED, SummaryRow
+from ..verdict.design import TRACKED, SummaryRow, summary_frame
 
 FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
 TRAIN = "train"  # the plan of a run that `modern-gpt train` logs
@@ -136,10 +136,7 @@ def curve(record: dict) -> list[tuple[int, str, float]]:
 def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
     """The summary rows (the ablation hands them over) as summary.csv writes their cells: what a tracker shows is
     the file's text, and no tracker reads the file."""
-    import pandas as pd
-
-    frame = pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in rows], columns=SUMMARY_COLUMNS)
-    return list(csv.DictReader(io.StringIO(frame.to_csv(index=False))))
+    return list(csv.DictReader(io.StringIO(summary_frame(rows).to_csv(index=False))))
 
 
 def row_stats(row: dict[str, str]) -> dict[str, float]:

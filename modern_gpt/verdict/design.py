@@ -384,6 +384,14 @@ def judge_columns() -> list[tuple[str, str]]:
     return [(f.name, f.metadata["judge"] or f.name) for f in (*placed, *later)]
 
 
+def summary_frame(rows: list[SummaryRow]):
+    """The summary rows as a DataFrame of summary.csv's columns: the file, the CSV printed, the API's and the
+    trackers' table are this one frame."""
+    import pandas as pd
+
+    return pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in rows], columns=SUMMARY_COLUMNS)
+
+
 def table_columns(match: bool, sweep: bool) -> list:
     """The terminal and Markdown table's columns in order, as fields (their metadata: header and fmt): those of
     --match-params (mlp) and of a learning-rate grid (lr, stable) only in such a table."""

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..core.config import SPIKE
 from ..core.errors import UserError
-from ..core.schema import count
+from ..core.schema import count, short
 from .design import Design, Row, SummaryRow, Sweep
 from .stats import (
     FIXED,
@@ -293,8 +293,6 @@ def _boundary_problem(design: Design) -> str | None:
         or len(seq["levels"]) != len(bound.looks)
         or not np.allclose(seq["levels"], bound.levels[-1], rtol=1e-9, atol=0)
     ):
-        from ..core.schema import short
-
         return (
             f"sequential.levels {short(seq.get('levels'), 50)} are not the boundary its spec gives "
             f"({short([float(f'{x:.3g}') for x in bound.levels[-1]], 50)})"
