@@ -23,7 +23,16 @@ from pathlib import Path
 
 from .core.config import AUTO, AblationOptions
 from .core.errors import UserError
-from .core.settings import ABLATION, ALL, OPTIONS, Settings, config_values, resolve_options, resolve_values
+from .core.settings import (
+    ABLATION,
+    ALL,
+    OPTIONS,
+    Settings,
+    check_value,
+    config_values,
+    resolve_options,
+    resolve_values,
+)
 
 # Each command's ablation options (AblationOptions' fields), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
@@ -97,7 +106,10 @@ def settings_of(
         close = difflib.get_close_matches(unknown[0], list(keys), n=1)
         hint = f"; did you mean {close[0]}?" if close else f"; see modern-gpt {command} --help for its flags"
         raise UserError(f"{command} has no option {unknown[0]!r}{hint}")
-    values = {**(overrides or {}), **{keys[k]: v for k, v in flags.items()}}
+    typed = {keys[k]: list(v) if isinstance(v, tuple) else v for k, v in flags.items()}  # track=("mlflow",) too
+    every = {**ALL, **OPTIONS}
+    typed = {k: check_value(every[k], v, f"modern_gpt.{command}()") for k, v in typed.items()}
+    values = {**(overrides or {}), **typed}
     given = {k: v for k, v in values.items() if k.startswith(f"{ABLATION}.")}
     file = config_values(config, smoke)
     paths = [*file.pop("plugins", []), *(plugins or [])]

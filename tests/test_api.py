@@ -65,6 +65,10 @@ def test_a_keyword_that_is_no_flag_and_a_bad_value_are_the_command_lines_sentenc
         modern_gpt.ablate(smoke=True, seeds="x", out=tmp_path / "x")
     code = invoke_error("ablate", "--smoke", "--seeds", "x", "--out", tmp_path / "y")
     assert code == f"modern-gpt: error: {caught.value}\n"
+    with pytest.raises(modern_gpt.UserError, match=r"modern_gpt.ablate\(\): train.steps must be an integer, got 'ten'"):
+        modern_gpt.ablate(smoke=True, steps="ten", out=tmp_path / "x")  # a TypeError traceback before
+    with pytest.raises(modern_gpt.UserError, match="ablation.match_params must be true or false, got 'yes'"):
+        modern_gpt.ablate(smoke=True, match_params="yes", out=tmp_path / "x")
     with pytest.raises(modern_gpt.UserError, match="power has no option 'plan'"):
         modern_gpt.power(smoke=True, plan="single")
     assert not (tmp_path / "x").exists()

@@ -160,7 +160,9 @@ def find_config(name: str) -> Path:
     raise UserError(f"config file {name} does not exist; give a path to a .toml file or one of: {', '.join(names)}.")
 
 
-def _check_value(setting: Setting, value, where: str):
+def check_value(setting: Setting, value, where: str):
+    """A value given outside the command line (a TOML file, a keyword of the Python API) as the setting's type:
+    one sentence naming where, the key and the value when it is not."""
     if value is None and setting.optional:
         return None
     if setting.is_list:  # a list of strings in TOML, e.g. track = ["mlflow"]
@@ -209,7 +211,7 @@ def read_toml(path: Path) -> dict[str, object]:
                     f"; did you mean {close[0]!r}?" if close else f"; the keys of [{section}] are {', '.join(known)}."
                 )
                 raise UserError(f"{path}: unknown key {name!r} in [{section}]{hint}")
-            out[key] = _check_value(keys[key], value, str(path))
+            out[key] = check_value(keys[key], value, str(path))
     if isinstance(out.get("data.path"), str) and out["data.path"]:
         out["data.path"] = str((path.parent / out["data.path"]).expanduser())  # relative to the file
     tokenizer = out.get("data.tokenizer")
@@ -293,7 +295,7 @@ def saved_settings_problem(d) -> str | None:
                     continue
                 if f"{section}.{key}" not in ALL:
                     return f"unknown setting {section}.{key}"
-                _check_value(ALL[f"{section}.{key}"], value, "settings")
+                check_value(ALL[f"{section}.{key}"], value, "settings")
         from_dict(d)  # the configs check their values as they are made
     except UserError as e:
         return f"invalid setting ({str(e).rstrip('.')})"
