@@ -11,6 +11,8 @@ from ..core.config import DEFAULT_MLFLOW_URI, check_names
 from ..core.errors import UserError
 from .records import first_line, tracking_state
 
+LOCK_WAIT_S = 1.5  # how long a sqlite store may be held by another writer (MLflow's writes take milliseconds)
+
 
 # ---------------------------------------------------------------------------
 # Checks: before anything trains
@@ -89,8 +91,30 @@ def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | 
         )
 
 
+def _link_target(path: Path, where: str) -> Path | None:
+    """Where a link (or a chain of links) in place of the store points, when nothing is there: the store must
+    be checked there, since that is what sqlite or MLflow would open (None: no link, or its target exists)."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        return path.resolve(strict=False)
+    except (OSError, RuntimeError):  # a link that loops (RuntimeError before Python 3.13)
+        raise UserError(f"{where}: {path} is a link that loops; give another store.") from None
+
+
 def _check_writable(path: Path, where: str, is_file: bool) -> None:
-    """A local store's file (sqlite) or folder (file:) can be written: its folder exists and is writable."""
+    """A local store's file (sqlite) or folder (file:) can be written: its folder exists and is writable. A
+    dangling link is checked where it points, and named (MLflow would create the folders it lacks, or retry
+    a file it cannot open for ~100 s)."""
+    target = _link_target(path, where)
+    if target is not None:
+        folder = target.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            what = "does not exist" if not folder.exists() else "is not a folder" if not folder.is_dir() else None
+            raise UserError(
+                f"{where}: {path} is a link to {target}, whose folder {folder} {what or 'is not writable'}; "
+                "give another store."
+            )
     kind = "file" if is_file else "folder"
     if path.exists() and (path.is_file() if is_file else path.is_dir()) is False:  # a FIFO is neither
         raise UserError(f"{where}: {path} is not a {kind}; give another store.")
@@ -143,11 +167,30 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
             )
         if store is not None:
             _check_writable(store, where, is_file=uri.startswith("sqlite:"))
+        if store is not None and uri.startswith("sqlite:"):
+            _check_sqlite(store, where)
         elif uri.startswith(("http://", "https://")):
             _check_server(uri, where)
         _probe_mlflow(uri, where)
     if "wandb" in names:
         check_wandb()
+
+
+def _check_sqlite(path: Path, where: str) -> None:
+    """The sqlite file opens as a database and takes a write lock within a second or two, as MLflow's store
+    needs: MLflow retries a file it cannot open (or cannot lock) ten times over ~100 s, with a warning each."""
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")  # a write lock: a read-only file, a held database, a file of other bytes
+            db.execute("SELECT count(*) FROM sqlite_master")
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise UserError(f"{where}: {path} cannot be written as a sqlite database ({e}); give another store.") from None
 
 
 def _probe_mlflow(uri: str, where: str) -> None:
