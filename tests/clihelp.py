@@ -29,7 +29,11 @@ def invoke(*args) -> str:
     return result.stdout
 
 
-TIMING = ["secs", "tokens_per_s"]  # the only columns of runs.csv allowed to differ between identical runs
+TIMING = [
+    "secs",
+    "tokens_per_s",
+    "mfu",
+]  # the only columns of runs.csv and summary.csv allowed to differ between identical runs
 
 
 def run_values(folder, *, threads: bool = False):

@@ -130,6 +130,23 @@ def test_a_run_records_what_a_researcher_needs(corpus):
     assert not result.diverged and result.error == ""
 
 
+def test_a_run_records_its_training_flops_and_mfu_against_a_measured_peak(corpus):
+    from modern_gpt.run.compiling import step_flops
+    from modern_gpt.run.peak import gpu_peak
+
+    result, model = train_run(MODEL, corpus, TRAIN, seed=0)
+    assert result.flops == step_flops(model.config, TRAIN.batch_size) * result.steps_done
+    assert result.peak_flops > 1e8 and "measured" in result.peak  # the matmul rate of this process
+    rate = result.flops / result.timing["train_steps"]
+    assert result.mfu == pytest.approx(rate / result.peak_flops)
+    assert 0 < result.mfu < 2  # a tiny model's steps are mostly overhead: far below the matmul rate
+    # each variant is charged its own arithmetic: GQA's fewer KV heads are fewer FLOPs
+    gqa = replace(model.config, gqa=True, kv_heads=1)
+    assert step_flops(gqa, 4) < step_flops(model.config, 4)
+    assert gpu_peak("NVIDIA H100 PCIe") == 756e12 and gpu_peak("NVIDIA H100 80GB HBM3") == 989e12
+    assert math.isnan(gpu_peak("Some Future GPU"))
+
+
 def test_an_absurd_learning_rate_ends_as_diverged_not_as_a_crash(corpus):
     result, _ = train_run(MODEL, corpus, TrainConfig(**{**vars(TRAIN), "lr": 1e6, "warmup_steps": 0}), seed=0)
     assert result.diverged

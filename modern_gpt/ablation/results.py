@@ -52,6 +52,8 @@ RUN_COLUMNS = [
     "tokens_seen",
     "epochs",
     "tokens_per_s",
+    "flops",
+    "mfu",
     "secs",
     "threads",
     "device",
@@ -126,6 +128,10 @@ RUN_SCHEMA = {  # written by running.execute: train.RunResult and the run's iden
     "lossless?": bool,
     "timing?": (dict, None),  # where a run's secs went (train.RunResult.timing): the run's file only, not runs.csv
     "compile?": str,  # on or off: the ablation's one choice (compiling.py)
+    "flops?": NUMBER,  # training FLOPs (compiling.step_flops x steps); older run files have none
+    "mfu?": NUMBER,
+    "peak_flops?": NUMBER,
+    "peak?": str,
 }
 
 

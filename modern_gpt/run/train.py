@@ -24,6 +24,8 @@ from ..core.errors import UserError
 from ..data.corpus import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
 from ..model.gpt import GPT
 from . import compiling
+from .compiling import step_flops
+from .peak import peak
 
 # "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
 STREAMS = ("init", "batches", "dropout", "placebo")
@@ -84,6 +86,10 @@ class RunResult:
     lossless: bool = True  # the tokenizer gives back the validation text exactly (data.lost_chars)
     spikes: int = 0  # after warm-up, times the training loss rose more than SPIKE nats above its running minimum
     error: str = ""  # a fault that ended the run (out of memory, say)
+    flops: float = math.nan  # training FLOPs: compiling.step_flops times the steps done (evaluation not counted)
+    mfu: float = math.nan  # flops per second of training steps over peak_flops
+    peak_flops: float = math.nan  # the peak MFU is measured against (run/peak.py), FLOP/s
+    peak: str = ""  # which peak that is: measured in the process (CPU), or a data sheet's (GPU)
     curve: list[dict] = field(default_factory=list)  # {step, train_loss, val_loss} per evaluation
     # Where secs went (Outcome.clock): startup (model, optimizer, batches, windows), train_steps, curve_evals,
     # final_eval, other (the rest: progress updates), in seconds; started: the run's start as Unix time, so that
@@ -639,6 +645,9 @@ def run_result(
     points = [c for c in out.curve if math.isfinite(c["val_loss"])]
     best = min(points, key=lambda c: c["val_loss"]) if points else {"val_loss": math.nan, "step": 0}
     val = out.final.val_loss
+    flops = float(step_flops(model_cfg, cfg.batch_size) * out.steps_done)
+    peak_rate, peak_name = peak(device, threads)
+    rate = flops / out.train_secs if out.train_secs > 0 else math.nan
     return RunResult(
         params=param_counts(model_cfg)["total"],
         train_loss=out.final.train_loss,
@@ -658,6 +667,10 @@ def run_result(
         lossless=corpus.lossless,
         spikes=out.spikes,
         error=out.error,
+        flops=flops,
+        mfu=rate / peak_rate if math.isfinite(peak_rate) and peak_rate > 0 else math.nan,
+        peak_flops=peak_rate,
+        peak=peak_name,
         curve=out.curve,
         timing=out.timing,
         seed=seed,

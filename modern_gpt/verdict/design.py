@@ -307,6 +307,10 @@ class SummaryRow:
     secs: float = column(help="mean wall seconds per run", training=True, header="secs", fmt=".1f", table_at=14)
     val_bpc: float = column(help="mean val bits per character", training=True)
     tokens_per_s: float = column(help="mean training tokens per second", training=True)
+    flops: float = column(
+        help="mean training FLOPs per run (the matmuls of every step, attention included)", training=True
+    )
+    mfu: float = column(help="mean model FLOPs utilisation: FLOP/s over the peak recorded in each run", training=True)
     kv_cache_bytes_per_token: float = column(help="KV-cache bytes per token at bf16", training=True)
     pairs: int = column(0, help="seeds at which the row and its reference both trained", judge_at=12)
     sd: float = column(help="sd of the paired Δs", judge_at=13)

@@ -175,6 +175,8 @@ def _means(v: Row, mine: list, lr: float) -> SummaryRow:
         secs=mean(_column(mine, "secs")),
         val_bpc=mean(_column(mine, "val_bpc")),
         tokens_per_s=mean(_column(mine, "tokens_per_s")),
+        flops=mean(_column(mine, "flops")),
+        mfu=mean(_column(mine, "mfu")),
         kv_cache_bytes_per_token=v.kv_cache_bytes_per_token,
         components="+".join(v.components),
         mlp_width=v.mlp_width,
