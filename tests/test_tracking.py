@@ -447,3 +447,62 @@ def test_another_mlflow_store_gets_every_run_on_report_track_and_refuses_a_resum
     runs = [r for r in _runs(uri, "moved") if r.data.tags.get("kind") != "summary"]
     assert sorted(r.info.run_id for r in runs) == sorted(r["tracked"]["mlflow"] for r in _records(copy).values())
     assert json.loads((copy / "meta.json").read_text())["tracking"]["mlflow"]["uri"] == checks.store_id(uri)
+
+
+# ---------------------------------------------------------------------------
+# What a tracker no longer holds (issue 31, item 3): its recorded ids are checked, not trusted
+# ---------------------------------------------------------------------------
+def test_report_track_logs_again_what_tensorboard_no_longer_holds(tracked, run, tmp_path):
+    folder, _ = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "tb"))
+    shutil.rmtree(copy / "tensorboard")
+    code, _, err = run("report", copy, "--track", "tensorboard")
+    assert code == 0 and f"tensorboard does not hold {ROWS * SEEDS} of the {ROWS * SEEDS} runs" in err, err
+    assert f"tensorboard: logged {ROWS * SEEDS} runs and the summary" in err
+    records = _records(copy)
+    for record in records.values():
+        assert [e.Scalars("final/val_loss")[0].value for e in [_events(copy / record["tracked"]["tensorboard"])]] == [
+            pytest.approx(record["val_loss"], rel=1e-6)
+        ]
+    assert _events(copy / "tensorboard" / "summary").Tags()["images"] == ["curves"]
+    shutil.rmtree(copy / records[1, 1]["tracked"]["tensorboard"])  # one run's events
+    code, _, err = run("report", copy, "--track", "tensorboard")
+    assert code == 0 and "tensorboard: logged 1 run and the summary" in err, err
+    for events in (copy / "tensorboard" / "summary").glob("events.*"):  # the summary's alone
+        events.unlink()
+    code, _, err = run("report", copy, "--track", "tensorboard")
+    assert code == 0 and "tensorboard: holds every run already; logged the summary\n" in err, err
+    assert "does not hold" not in err
+    code, _, err = run("report", copy, "--track", "tensorboard")
+    assert code == 0 and err.endswith("tensorboard: holds every run already\n"), err
+
+
+def test_report_track_logs_again_what_mlflow_no_longer_holds(run, tmp_path):
+    """Runs deleted in MLflow (its UI's delete), the summary run deleted, then the whole store deleted."""
+    from mlflow import MlflowClient
+
+    uri, folder, n = f"sqlite:///{tmp_path / 'm.db'}", tmp_path / "r", 2 * SEEDS
+    code, _, err = run(*ABLATE, "--no-placebo", "--out", folder, "--track", "mlflow", "--mlflow-uri", uri)
+    assert code == 0, err
+    client, records = MlflowClient(uri), _records(folder)
+    gone = [records[0, 1]["tracked"]["mlflow"], records[1, 0]["tracked"]["mlflow"]]
+    for run_id in gone:
+        client.delete_run(run_id)
+    code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
+    assert code == 0 and f"mlflow does not hold 2 of the {n} runs" in err, err
+    assert "mlflow: logged 2 runs and the summary" in err
+    runs = [r for r in _runs(uri, "r") if r.data.tags.get("kind") != "summary"]
+    held = {r.info.run_id for r in runs}
+    assert held == {r["tracked"]["mlflow"] for r in _records(folder).values()} and not held & set(gone)
+    (summary,) = [r for r in _runs(uri, "r") if r.data.tags.get("kind") == "summary"]
+    client.delete_run(summary.info.run_id)
+    code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
+    assert code == 0 and "mlflow: holds every run already; logged the summary\n" in err, err
+    (tmp_path / "m.db").unlink()
+    uri = f"sqlite:///{tmp_path}/./m.db"  # the same store: MLflow keeps the deleted file open under the old spelling
+    code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
+    assert code == 0 and f"mlflow does not hold {n} of the {n} runs" in err, err
+    assert f"mlflow: logged {n} runs and the summary" in err
+    assert len(_runs(uri, "r")) == n + 1
+    code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
+    assert code == 0 and err.endswith("mlflow: holds every run already\n"), err

@@ -191,3 +191,52 @@ def test_what_a_tracker_that_failed_left_undone_is_pushed_by_report_track(tmp_pa
     )
     assert [r.name for r in runs(tmp_path) if r.job_type == "summary"] == ["summary"]
     assert json.loads((folder / "meta.json").read_text())["tracking"]["wandb"] == {"error": None, "summary": True}
+
+
+def test_wandb_that_would_log_nothing_is_refused_before_anything_trains(logged, tmp_path, monkeypatch, run):
+    """WANDB_MODE=disabled gives run ids and logs nothing: they went into the run files as logged."""
+    offline_env(monkeypatch, tmp_path)
+    for mode, fragment in [("disabled", "logs nothing"), ("bogus", "is not a W&B mode")]:
+        monkeypatch.setenv("WANDB_MODE", mode)
+        code, out, err = run("ablate", *ARGS, "--track", "wandb", "--out", tmp_path / "a")
+        assert code == 2 and err.count("\n") == 1 and not (tmp_path / "a").exists(), err
+        assert err.startswith(f"modern-gpt: error: --track wandb with WANDB_MODE={mode}") and fragment in err, err
+        code, out, err = run("train", *tiny(2), "--track", "wandb", "--out", tmp_path / "c")
+        assert code == 2 and fragment in err and not (tmp_path / "c").exists(), err
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    folder, _ = copy_of(logged, tmp_path)
+    code, out, err = run("report", folder, "--track", "wandb")
+    assert code == 2 and err.count("\n") == 1 and "logs nothing" in err, err
+
+
+def test_report_track_logs_again_what_wandb_no_longer_holds(logged, tmp_path, monkeypatch, run):
+    """The run files say wandb holds every run, but their offline folders are not where wandb logs now (as
+    after an ablation under WANDB_MODE=disabled, or the folders deleted): they are logged again."""
+    folder, root = copy_of(logged, tmp_path)
+    offline_env(monkeypatch, root)
+    code, out, err = run("report", folder, "--track", "wandb")
+    assert code == 0 and "wandb does not hold 6 of the 6 runs" in err and str(root) in err, err
+    assert "wandb: logged 6 runs and the summary" in err
+    assert sorted(r.id for r in seed_runs(root)) == sorted(r["tracked"]["wandb"] for r in run_files(folder).values())
+    two = [r.folder for r in seed_runs(root)][:2]
+    for path in two:
+        shutil.rmtree(path)
+    code, out, err = run("report", folder, "--track", "wandb")
+    assert code == 0 and "wandb does not hold 2 of the 6 runs" in err and "wandb: logged 2 runs and the" in err, err
+    assert len(seed_runs(root)) == 6 and len(runs(root)) == 7
+    code, out, err = run("report", folder, "--track", "wandb")
+    assert code == 0 and err.endswith("wandb: holds every run already\n"), err
+
+
+def test_an_id_the_tracker_does_not_hold_is_not_recorded(tmp_path, monkeypatch, run):
+    """A backend that gives a run id and logs nothing (as W&B does under WANDB_MODE=disabled) fails as a tracker
+    that died: a warning, the ablation goes on, and no run file says that run is in it."""
+    from modern_gpt.trackers.wandb import WandbBackend
+
+    offline_env(monkeypatch, tmp_path)
+    monkeypatch.setattr(WandbBackend, "log_run", lambda self, record: "an-id-of-nothing")
+    folder = tmp_path / "r"
+    code, out, err = run("ablate", *ARGS, "--no-placebo", "--out", folder, "--track", "wandb")
+    assert code == 0 and "warning: wandb failed (RuntimeError: wandb gave the run id an-id-of-nothing" in err, err
+    assert not any("tracked" in r for r in run_files(folder).values())
+    assert "4 of 4 runs are not in wandb" in " ".join(out.split())

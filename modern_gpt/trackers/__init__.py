@@ -16,6 +16,9 @@ Where each tracker puts an ablation:
 A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
 log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an
 earlier, interrupted attempt logged, so a kill between logging and writing the run file leaves no duplicate.
+An id is written only once the tracker holds its run (Backend.held), and report --track asks again before it
+trusts the ids in the files: what a tracker lost (its folder or store deleted, a run deleted in its UI) is
+logged again.
 A tracker that fails (its server died) is a warning, is switched off for the rest of the ablation, and becomes
 a footnote of the report (notes()); no run is lost or stopped.
 """

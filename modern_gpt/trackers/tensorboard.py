@@ -67,6 +67,17 @@ class TensorBoardBackend:
             writer.close()
         return str(path.relative_to(self.folder))
 
+    def held(self, ids: list[str]) -> set[str]:
+        """Of these run ids (event folders, relative to the results folder), those that still hold events."""
+        return {i for i in ids if _has_events(self.root, self.folder / i)}
+
+    def holds_summary(self) -> bool:
+        return _has_events(self.root, self.root / "summary")
+
+    @property
+    def where(self) -> str:
+        return f"in {self.root}"
+
     def log_summary(self, folder: Path, summary: list) -> None:
         writer = self._fresh(self.root / "summary")
         try:
@@ -90,6 +101,14 @@ class TensorBoardBackend:
 
     def close(self) -> None:
         pass
+
+
+def _has_events(root: Path, path: Path) -> bool:
+    """An event folder under root (not a hand-edited id that points elsewhere) with an event file in it."""
+    path = path.resolve()
+    if not path.is_relative_to(root.resolve()) or not path.is_dir():
+        return False
+    return any(f.is_file() and f.stat().st_size > 0 for f in path.glob("events.out.tfevents.*"))
 
 
 def _cells(row: dict[str, str]) -> dict[str, str]:

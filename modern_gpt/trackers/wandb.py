@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .records import (
 # ---------------------------------------------------------------------------
 WANDB_PROJECT = "modern-gpt"  # unless WANDB_PROJECT is set
 WANDB_OFFLINE = ("offline", "dryrun", "disabled")  # WANDB_MODE values that never reach the network
+WANDB_MODES = ("online", "offline", "dryrun", "disabled", "run", "shared")  # what wandb.init takes
 
 
 def wandb_mode() -> str:
@@ -41,7 +43,18 @@ def wandb_root(folder: Path) -> Path:
 
 
 def check_wandb() -> None:
-    """Before anything trains: online mode has a key to log with, and WANDB_DIR (if set) is a writable folder."""
+    """Before anything trains: a mode that logs (disabled gives run ids and logs nothing, which the run files
+    would record as logged), online mode has a key to log with, and WANDB_DIR (if set) is a writable folder."""
+    if wandb_mode() == "disabled":
+        raise UserError(
+            "--track wandb with WANDB_MODE=disabled logs nothing, though it gives run ids; unset WANDB_MODE to log "
+            "offline (wandb sync uploads later), or leave out --track wandb."
+        )
+    if wandb_mode() not in WANDB_MODES:
+        raise UserError(
+            f"--track wandb with WANDB_MODE={wandb_mode()}, which is not a W&B mode ({', '.join(WANDB_MODES)}); "
+            "unset it to log offline."
+        )
     if wandb_mode() not in WANDB_OFFLINE and not os.environ.get("WANDB_API_KEY") and not _netrc_key():
         raise UserError(
             f"--track wandb with WANDB_MODE={wandb_mode()} needs a W&B login (wandb login, or WANDB_API_KEY); "
@@ -60,6 +73,14 @@ def _netrc_key() -> bool:
         return netrc.netrc(os.environ.get("NETRC")).authenticators("api.wandb.ai") is not None
     except (OSError, netrc.NetrcParseError):
         return False
+
+
+def _offline_log(root: Path, run_id: str) -> bool:
+    """An offline run folder of this id under root/wandb holds its log (run-<id>.wandb, not empty)."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", run_id):  # a hand-edited id: no folder of it (and no glob pattern)
+        return False
+    logs = (root / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
+    return any(log.is_file() and log.stat().st_size > 0 for log in logs)
 
 
 def _wandb_tag(key: str, value) -> str:
@@ -94,7 +115,7 @@ class WandbBackend:
         online = wandb_mode() not in WANDB_OFFLINE
         settings = self.wandb.Settings(console="off", silent=True, x_disable_stats=True, x_save_requirements=False)
         return self.wandb.init(
-            project=os.environ.get("WANDB_PROJECT") or WANDB_PROJECT,
+            project=self.project,
             group=self.group,
             name=name,
             id=key,
@@ -125,6 +146,38 @@ class WandbBackend:
         finally:
             run.finish(exit_code=1 if record.get("error") else 0)
         return run.id
+
+    def held(self, ids: list[str]) -> set[str]:
+        """Of these run ids, those W&B holds now: offline, an offline-run folder with its log under the root runs
+        go to now (WANDB_DIR or the results folder); online, a run of the project that W&B's API finds."""
+        if wandb_mode() in WANDB_OFFLINE:
+            return {i for i in ids if _offline_log(self.root, i)}
+        from wandb.apis.public.runs import RunNotFoundError
+
+        api = self.wandb.Api(timeout=15)
+        entity = os.environ.get("WANDB_ENTITY") or api.default_entity
+        out = set()
+        for i in ids:
+            try:
+                api.run(f"{entity}/{self.project}/{i}")
+                out.add(i)
+            except RunNotFoundError:  # any other error is the tracker's failure (Tracking switches it off)
+                pass
+        return out
+
+    def holds_summary(self) -> bool:
+        return bool(self.held([run_key(self.folder, self.meta, None)]))
+
+    @property
+    def where(self) -> str:
+        """Where held() looks, for the sentence that says what it lacks."""
+        if wandb_mode() in WANDB_OFFLINE:
+            return f"offline, in {self.root / 'wandb'}"
+        return f"in the project {self.project}"
+
+    @property
+    def project(self) -> str:
+        return os.environ.get("WANDB_PROJECT") or WANDB_PROJECT
 
     def log_summary(self, folder: Path, summary: list) -> None:
         rows = summary_cells(summary)
