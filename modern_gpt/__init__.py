@@ -1,6 +1,6 @@
 """modern-gpt: does each piece of the modern transformer really help on your data, at your scale?
 
-The Python API (docs/python.md): modern_gpt.ablate, duel, power and report return a Result (the summary and runs
+The Python API (docs/python.md): modern_gpt.ablate, duel, power and report return a Result, scale a LadderResult (the summary and runs
 as DataFrames, the folder, the footnotes); modern_gpt.judge(df) gives the verdict table of anyone's runs. Each
 takes the same options as its command's flags and raises UserError with the sentence the command prints.
 """
@@ -16,6 +16,8 @@ _LAZY = {
     "duel": ("api", "duel"),
     "power": ("api", "power"),
     "power_info": ("api", "power_info"),
+    "scale": ("api", "scale"),
+    "LadderResult": ("api", "LadderResult"),
     "report": ("api", "report"),
     "train": ("api", "train"),
     "Trained": ("api", "Trained"),

@@ -293,6 +293,180 @@ def power(
     )
 
 
+# ---------------------------------------------------------------------------
+# scale: the plan's rows at a ladder of sizes, and the compute multiplier k
+# ---------------------------------------------------------------------------
+LADDER_CHOICES = ("rungs", "depths", "tokens_per_param", "rung_steps", "lr_rule", "trend_margin", "target_compute")
+RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
+
+
+@dataclass
+class LadderResult:
+    """What a ladder found: the scale table (k, its CI and the trend per row) and its runs as DataFrames, the
+    folder, the footnotes, each rung's Result, and `table`, ablation.ladder.LadderReport, that the CLI renders."""
+
+    folder: Path
+    summary: object  # pandas.DataFrame: the ladder's summary.csv
+    runs: object  # pandas.DataFrame: the ladder's runs.csv
+    footnotes: list[str]
+    rungs: list[Result]
+    table: object
+
+    def __repr__(self) -> str:
+        return f"LadderResult({str(self.folder)!r}: {len(self.summary)} rows, {len(self.rungs)} rungs)"
+
+
+def scale(
+    *,
+    plan: str | None = None,
+    components: str | None = None,
+    variants: str | None = None,
+    lrs: str | None = None,
+    lr_sweep: str | None = None,
+    rungs: str | int | None = None,
+    depths: str | None = None,
+    tokens_per_param: float | None = None,
+    rung_steps: str | None = None,
+    lr_rule: str | None = None,
+    trend_margin: float | None = None,
+    target_compute: float | None = None,
+    out: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
+    config: str | None = None,
+    smoke: bool = False,
+    plugins=(),
+    progress: bool = False,
+    **flags,
+) -> LadderResult:
+    """The plan's rows at a ladder of model sizes (`modern-gpt scale`): each row's compute multiplier k against
+    its reference at each rung and over the ladder, with seed noise in its CI, and whether k changes with scale."""
+    settings, options = settings_of("scale", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
+    choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    given = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
+    given.update(lr_rule=lr_rule, trend_margin=trend_margin, target_compute=target_compute)
+    return run_ladder(settings, options, choices, given, out, resume, _display(progress))
+
+
+def run_ladder(
+    settings: Settings,
+    options: AblationOptions,
+    choices: dict,
+    ladder_choices: dict,
+    out=None,
+    resume=None,
+    display: Callable | None = None,
+    command_line: str = "(called from Python)",
+) -> LadderResult:
+    """Plan the ladder (or check a resume), start every rung's folder (each checked as an ablation is: memory,
+    plugins; the top rung first, so a size that cannot fit is refused before any folder is made), train each
+    rung in turn, then write the scale table. Ctrl-C raises Interrupted naming the ladder's resume command."""
+    from .ablation import ladder as lad
+    from .ablation.planning import parse_seeds
+
+    if parse_seeds(choices["seeds"]) == AUTO:
+        raise UserError(
+            "scale takes a fixed number of seeds: a ladder's verdicts pool every rung's seeds at once, so --seeds "
+            "auto's looks do not apply; give --seeds N (5 advised)."
+        )
+    if resume is not None:
+        folder = Path(resume)
+        ladder = lad.read(folder)
+        _check_ladder_resume(folder, ladder, settings, choices, ladder_choices, out)
+    else:
+        plan_name = choices.get("plan") or "cumulative"
+        rows = {k: v for k, v in choices.items() if k != "plan"}
+        ladder = lad.plan_ladder(settings, plan_name, rows, **ladder_choices)
+        ladder.command = command_line
+        folder = Path(out) if out is not None else _default_folder("scale")
+    _check_tracking(options)
+    _start_rungs(folder, ladder, options, command_line, fresh=resume is None)
+    from .ablation.running import resume as resume_ablation
+
+    done, every = 0, sum(len(s.variants) * len(s.seeds) for s in ladder.specs)
+    for i in range(len(ladder.rungs)):
+        ablation = resume_ablation(lad.rung_folder(folder, i), options)
+        try:
+            train_pending(ablation, display or _quiet)
+        except Interrupted as e:
+            raise Interrupted(done + e.finished, every, folder, lad.resume_command(folder)) from None
+        done += ablation.total
+    return ladder_result(folder)
+
+
+def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: str, fresh: bool) -> None:
+    """Every rung's folder that does not exist yet, the top rung first; ladder.json once they all are. A refusal
+    on a fresh ladder removes what this call made."""
+    import shutil
+
+    from .ablation import ladder as lad
+    from .ablation.executors import prestart
+    from .ablation.results import ResultsDir
+    from .ablation.running import start
+
+    if fresh:
+        ResultsDir(folder).check_new()
+        prestart(options, sum(len(s.variants) * len(s.seeds) for s in ladder.specs))
+    made = []
+    try:
+        for i in reversed(range(len(ladder.rungs))):
+            where = lad.rung_folder(folder, i)
+            if (where / "meta.json").is_file():
+                continue
+            ablation = start(ladder.specs[i], where, command_line, options)
+            ablation.executor.close()
+            made.append(where)
+        lad.write(folder, ladder)  # the specs now hold the corpus's name and key (start sets them)
+    except BaseException:
+        if fresh:
+            for where in made:
+                shutil.rmtree(where, ignore_errors=True)
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
+
+
+def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict, given: dict, out) -> None:
+    """--resume DIR of a ladder: its rungs are fixed when it starts, and the flags given must agree with it."""
+    from dataclasses import replace
+
+    from .ablation.planning import check_resume
+
+    if out is not None and os.path.realpath(out) != os.path.realpath(folder):
+        raise UserError(f"--resume {folder} finishes the ladder in its own folder; leave out --out {out}.")
+    named = [k for k, v in given.items() if v is not None]
+    rung_set = [k for k in settings.typed if k in RUNG_KEYS or k == "train.lr"]
+    if named or rung_set:
+        what = "--" + (named[0] if named else rung_set[0].split(".")[1]).replace("_", "-")
+        raise UserError(
+            f"{what} with --resume: a ladder's rungs, their sizes, steps and learning rates are fixed when it "
+            f"starts; resume with --resume {folder} alone, or start a new ladder."
+        )
+    top = ladder.specs[-1]
+    kept = tuple(k for k in settings.given if k not in RUNG_KEYS and k != "train.lr")  # the rungs set those
+    check_resume(folder, top, replace(settings, given=kept), choices)
+
+
+def ladder_result(folder) -> LadderResult:
+    """A ladder folder's scale table from its files (`modern-gpt report DIR` of a ladder); writes its runs.csv and
+    summary.csv."""
+    import pandas as pd
+
+    from .ablation import ladder as lad
+
+    folder = Path(folder)
+    rep = lad.load(folder)
+    lad.write_files(folder, rep)
+    rungs = [_result(lad.rung_folder(folder, i), None) for i in range(len(rep.rungs))]
+    summary = pd.DataFrame([row.cells() for row in rep.rows])
+    return LadderResult(folder, summary, rep.runs, rep.notes, rungs, rep)
+
+
+def _default_folder(what: str) -> Path:
+    from .ablation.running import default_folder
+
+    return default_folder(what)
+
+
 def power_info(result: Result) -> dict:
     """A power folder's figures: the paired sd with its CI, the placebo's test and the mde table."""
     from .ablation.report import power_info as info
@@ -300,12 +474,22 @@ def power_info(result: Result) -> dict:
     return info(result.table.spec, result.table.summary)
 
 
-def report(folder: str | os.PathLike, *, at_lr: float | None = None, plugins=()) -> Result:
-    """A results folder's table from its files alone (`modern-gpt report DIR`): nothing is trained."""
+def report(folder: str | os.PathLike, *, at_lr: float | None = None, plugins=()) -> Result | LadderResult:
+    """A results folder's table from its files alone (`modern-gpt report DIR`): nothing is trained. A ladder's
+    folder (modern-gpt scale) gives its LadderResult."""
     if plugins:
         from .model.plugins import load
 
         load(list(plugins))
+    from .ablation.ladder import is_ladder
+
+    if is_ladder(folder):
+        if at_lr is not None:
+            raise UserError(
+                f"{folder} is a ladder: each rung's table shows each row at its own best learning rate; "
+                "give --at-lr with report on a rung's folder."
+            )
+        return ladder_result(folder)
     return _result(Path(folder), at_lr)
 
 

@@ -59,6 +59,7 @@ class Report(NamedTuple):
     notes: list[str]
     duel: dict | None
     scan: Scan
+    runs: object = None  # pandas.DataFrame: the runs the table was computed from (over a grid: the chosen lrs')
 
 
 def title(rep: Report) -> str:
@@ -105,7 +106,7 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
     notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
     notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
-    return Report(spec, design, summary, notes, duel_info, scan)
+    return Report(spec, design, summary, notes, duel_info, scan, runs)
 
 
 def write(folder, draw: bool = True) -> list[SummaryRow]:

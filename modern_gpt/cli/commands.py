@@ -514,6 +514,95 @@ def ablate(
     _run_ablation("cumulative", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
+LADDER = "Ladder"
+RUNGS_HELP = (
+    "A count of rungs, each halving the config's width below the one above (the top rung is the config), or the "
+    "widths, smallest first (e.g. 32,64,128); every rung keeps the config's heads and KV heads \\[default: 3]."
+)
+DEPTHS_HELP = "Layers per rung, one per rung (e.g. 2,3,4) \\[default: the config's at every rung]."
+TPP_HELP = (
+    "Training tokens per non-embedding parameter (of the plan's first row) at every rung \\[default: the config's "
+    "own, its steps x batch x context over its size, so the top rung trains as ablate does]."
+)
+RUNG_STEPS_HELP = "Steps per rung instead, one per rung (e.g. 50,150,600)."
+LR_RULE_HELP = (
+    "Each rung's learning rate: scaled (--lr at the top rung times (N/N_top)^(-1/3), OLMo's ladder exponent) or "
+    "constant (--lr everywhere); --lrs instead trains every row at each rate at every rung, each at its best "
+    "(the fair version: one more run per rate) \\[default: scaled]."
+)
+TREND_MARGIN_HELP = "A factor of k per 10x compute (e.g. 1.1): call a row's trend 'steady' when it is shown within it."
+TARGET_HELP = "FLOPs to extrapolate each row's k to along its trend line, with its interval (e.g. 1e18)."
+OutScale = _out("Results", "results/<time>-scale", PANEL)
+
+
+@app.command()
+@with_settings(components=False, exclude=("model.vocab_size",), options=ABLATE_OPTIONS)
+def scale(
+    settings,
+    options: AblationOptions,
+    plan: Annotated[str | None, typer.Option(help=PLAN_HELP, rich_help_panel=PANEL)] = None,
+    components: Annotated[str | None, typer.Option(help=COMPONENTS_HELP, rich_help_panel=PANEL)] = None,
+    variants: Annotated[str | None, typer.Option(help=VARIANTS_HELP, rich_help_panel=PANEL)] = None,
+    rungs: Annotated[str | None, typer.Option(help=RUNGS_HELP, rich_help_panel=LADDER)] = None,
+    depths: Annotated[str | None, typer.Option(help=DEPTHS_HELP, rich_help_panel=LADDER)] = None,
+    tokens_per_param: Annotated[float | None, typer.Option(help=TPP_HELP, rich_help_panel=LADDER)] = None,
+    rung_steps: Annotated[str | None, typer.Option(help=RUNG_STEPS_HELP, rich_help_panel=LADDER)] = None,
+    lr_rule: Annotated[str | None, typer.Option(help=LR_RULE_HELP, rich_help_panel=LADDER)] = None,
+    trend_margin: Annotated[float | None, typer.Option(help=TREND_MARGIN_HELP, rich_help_panel=LADDER)] = None,
+    target_compute: Annotated[float | None, typer.Option(help=TARGET_HELP, rich_help_panel=LADDER)] = None,
+    lrs: Lrs = None,
+    lr_sweep: LrSweep = None,
+    out: OutScale = None,
+    resume: Resume = None,
+    fmt: Format = "table",
+) -> None:
+    """The plan's rows at a ladder of model sizes: each component's compute multiplier k (how many times the
+    reference's compute reaches its loss) at each size and over the ladder, with seed noise in its CI, and
+    whether its gain grows, holds or shrinks as the model grows."""
+    from ..ablation.progress import ablation_display
+    from ..api import run_ladder
+
+    choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    given = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
+    given.update(lr_rule=lr_rule, trend_margin=trend_margin, target_compute=target_compute)
+
+    def display(ablation):
+        return ablation_display(ablation, console, Console(stderr=True))
+
+    try:
+        result = run_ladder(settings, options, choices, given, out, resume, display, _command_line())
+    except Interrupted as e:
+        from . import render
+
+        print(render.interrupted(e.finished, e.total, e.folder, e.resume), file=sys.stderr)
+        raise typer.Exit(130) from None
+    _print_ladder(result, fmt)
+
+
+def _print_ladder(result, fmt: str) -> None:
+    """A ladder's scale table; under it, in the table format, each rung's ordinary table."""
+    from . import render
+
+    rep = result.table
+    if fmt == "markdown":
+        print(render.ladder_markdown(rep), end="")
+    elif fmt == "csv":
+        print(render.ladder_csv(rep), end="")
+    elif fmt == "json":
+        print(render.ladder_json(rep))
+    else:
+        console.print(render.ladder_table(rep), crop=False)
+        for note in rep.notes:
+            console.print(f"- {note}", highlight=False, markup=False)
+        for i, rung in enumerate(result.rungs):
+            console.print()
+            console.print(f"Rung {rep.design.rungs[i]} ({rung.folder}):", highlight=False, markup=False)
+            _print_table(rung.table, "table")
+        console.print(
+            f"Results in {result.folder} (summary.csv: k and trend per row; runs.csv: every run).", highlight=False
+        )
+
+
 @app.command()
 @with_settings(components=False, exclude=("model.vocab_size",), options=ABLATE_OPTIONS)
 def duel(
@@ -584,6 +673,15 @@ def report(
     from ..verdict.table import at_lr_index
 
     _load_plugins(plugin)
+    from ..ablation.ladder import is_ladder
+
+    if is_ladder(folder):  # a ladder's folder: its scale table (each rung is a folder report reads as any other)
+        from ..api import report as api_report
+
+        if plot or track or mlflow_uri is not None:
+            raise UserError(f"{folder} is a ladder: give --plot or --track with report on one of its rung-N folders.")
+        _print_ladder(api_report(folder, at_lr=at_lr), fmt)
+        return
     if plot:
         at_lr_index(ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
         for path in draw(folder):

@@ -554,3 +554,115 @@ def judge_json(design: Design, s: JudgeSettings, rows: list[dict], notes: list[s
 
     doc = {"title": judge_title(design, s), "metric": s.metric, "higher_is_better": s.higher_is_better}
     return to_json({**doc, "rows": rows, "footnotes": notes})
+
+
+# ---------------------------------------------------------------------------
+# The scale table (modern-gpt scale, report of a ladder folder, judge --compute-col)
+# ---------------------------------------------------------------------------
+def _k(k: float, low: float, high: float) -> str:
+    """k with its CI, in as many digits as the interval's width needs (never cut: the table wraps instead)."""
+    if not math.isfinite(k):
+        return ""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{k:.3g}"
+    digits = 2 if high - low >= 0.1 else 3
+    return f"{k:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
+
+
+def _flops(x: float) -> str:
+    return f"{x:.2g}" if math.isfinite(x) else ""
+
+
+def _crossover(row) -> str:
+    if not math.isfinite(row.crossover):
+        return ""
+    ends = f" ({_flops(row.crossover_low)}–{_flops(row.crossover_high)})" if math.isfinite(row.crossover_low) else ""
+    return f"{_flops(row.crossover)}{ends}"
+
+
+def ladder_headers(rep) -> list[str]:
+    rungs = [f"k at {name}" for name in rep.design.rungs]
+    target = [f"k at {rep.design.target:.2g}"] if rep.design.target is not None else []
+    return ["variant", "vs", *rungs, "k (ladder)", "verdict", "k ×/10× C", "trend", "crossover C", *target]
+
+
+def ladder_cells(rep) -> list[list[str]]:
+    out = []
+    for row in rep.rows:
+        rungs = [_k(r["k"], r["k_low"], r["k_high"]) for r in row.rungs]
+        target = [_k(row.k_target, row.k_target_low, row.k_target_high)] if rep.design.target is not None else []
+        out.append(
+            [
+                row.variant,
+                row.reference,
+                *rungs,
+                _k(row.k, row.k_low, row.k_high),
+                row.verdict,
+                _k(row.trend_per_10x, row.trend_low, row.trend_high),
+                row.trend,
+                _crossover(row),
+                *target,
+            ]
+        )
+    return out
+
+
+def ladder_title(rep) -> str:
+    d = rep.design
+    n = len(d.seeds)
+    return (
+        f"compute multiplier k on {d.source or 'the runs'}: {len(d.rungs)} rungs ({', '.join(d.rungs)}), {n} seed"
+        f"{'s' if n != 1 else ''}; k > 1: the reference needs k times the compute to reach the row's loss"
+    )
+
+
+def ladder_table(rep) -> Table:
+    table = Table(title=ladder_title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    headers = ladder_headers(rep)
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("variant", "vs", "verdict", "trend") else "right")
+    plain = ladder_cells(rep)
+    styled = {
+        "better": "[green]better[/]",
+        "worse": "[red]worse[/]",
+        "grows": "[green]grows[/]",
+        "shrinks": "[red]shrinks[/]",
+    }
+    for cells in plain:
+        table.add_row(
+            *(styled.get(c, c) if h in ("verdict", "trend") else c for h, c in zip(headers, cells, strict=True))
+        )
+    for i, column in enumerate(table.columns):  # nothing folds: wider than the terminal, the lines wrap there
+        column.min_width, column.no_wrap = max([len(headers[i]), *(len(r[i]) for r in plain)]), True
+    return table
+
+
+def ladder_markdown(rep) -> str:
+    headers, rows = ladder_headers(rep), ladder_cells(rep)
+    lines = [f"**{ladder_title(rep)}**", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join([*lines, "", *(f"- {n}" for n in rep.notes)]) + "\n"
+
+
+def ladder_rows(rep) -> list[dict]:
+    return [{**row.cells(), "placebo": row.placebo, "rungs": row.rungs} for row in rep.rows]
+
+
+def ladder_json(rep) -> str:
+    d = rep.design
+    return to_json(
+        {
+            "title": ladder_title(rep),
+            "rungs": list(d.rungs),
+            "seeds": list(d.seeds),
+            "alpha": d.alpha,
+            "rows": ladder_rows(rep),
+            "footnotes": rep.notes,
+        }
+    )
+
+
+def ladder_csv(rep) -> str:
+    import pandas as pd
+
+    return pd.DataFrame([row.cells() for row in rep.rows]).to_csv(index=False)

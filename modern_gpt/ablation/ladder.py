@@ -1,0 +1,409 @@
+"""A ladder: the plan's rows at K model sizes (rungs), each rung an ordinary ablation folder, and one scale table.
+
+DIR/ladder.json holds the ladder (the rungs, their tokens and learning rates, the rule that chose them, and each
+rung's Spec); DIR/rung-0 ... DIR/rung-K-1 are ablation folders like any other (report, --resume, the trackers
+read them as they are); DIR/runs.csv is the runs the scale table reads (one row per run, with its rung and its
+training FLOPs; with --lrs, each row's chosen learning rate), so that `modern-gpt judge DIR/runs.csv
+--compute-col flops` gives the same table; DIR/summary.csv is the scale table (verdict/ladder.py's columns).
+
+Fairness holds at every rung as in any ablation: a rung's rows see the same batches and evaluation tokens per
+seed. The sizes: each rung keeps the config's heads and KV heads (so GQA's ratio is the same at every size) and
+changes the width (and the depth, where asked). The tokens: each rung's tokens are its non-embedding parameters
+(of the plan's first row) times one ratio, by default the config's own (its steps, batch and context over its
+size), so that a ladder whose top rung is the config trains it exactly as `ablate` does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..core.config import ModelConfig, non_embedding_params, param_counts
+from ..core.errors import UserError
+from ..core.files import write_json
+from ..core.settings import Settings
+from .planning import Spec, SpecError, plan_spec, variant_config
+
+LADDER_FILE = "ladder.json"
+FORMAT = 1
+MAX_RUNGS = 8
+DEFAULT_RUNGS = 3  # halving the width each step down: 16x the parameters from the bottom rung to the top
+LR_EXPONENT = -1 / 3  # --lr-rule scaled: lr ∝ N^(-1/3), the exponent of OLMo's ladder law (docs/statistics.md)
+LR_RULES = ("scaled", "constant")
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One size: its width and depth, its steps (and the warm-up and evaluation interval scaled with them), its
+    learning rate (None with --lrs: every row at each), and the plan's first row's non-embedding parameters."""
+
+    dim: int
+    layers: int
+    steps: int
+    warmup_steps: int
+    eval_every: int
+    lr: float | None
+    params: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.dim}x{self.layers}"
+
+
+@dataclass
+class Ladder:
+    """A ladder as ladder.json holds it."""
+
+    rungs: list[Rung]
+    specs: list[Spec]
+    lr_rule: str  # how each rung's learning rate was chosen, in words (the table's footnote)
+    tokens_per_param: float
+    trend_margin: float | None = None
+    target_compute: float | None = None
+    command: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "command": self.command,
+            "rungs": [asdict(r) for r in self.rungs],
+            "specs": [s.to_dict() for s in self.specs],
+            "lr_rule": self.lr_rule,
+            "tokens_per_param": self.tokens_per_param,
+            "trend_margin": self.trend_margin,
+            "target_compute": self.target_compute,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, path: Path) -> Ladder:
+        try:
+            if d.get("format", FORMAT) != FORMAT:
+                raise ValueError(f"its format is {d.get('format')!r}, not {FORMAT}")
+            rungs = [Rung(**r) for r in d["rungs"]]
+            specs = [Spec.from_dict(s) for s in d["specs"]]
+            if len(rungs) != len(specs):
+                raise ValueError("its rungs and specs differ in number")
+            return cls(
+                rungs,
+                specs,
+                str(d["lr_rule"]),
+                float(d["tokens_per_param"]),
+                d.get("trend_margin"),
+                d.get("target_compute"),
+                str(d.get("command", "")),
+            )
+        except (KeyError, TypeError, ValueError, SpecError) as e:
+            raise UserError(
+                f"{path} is not a modern-gpt ladder file or is damaged ({e}); start a new ladder with modern-gpt scale."
+            ) from None
+
+
+def is_ladder(folder) -> bool:
+    return (Path(folder) / LADDER_FILE).is_file()
+
+
+def rung_folder(folder: Path, i: int) -> Path:
+    return Path(folder) / f"rung-{i}"
+
+
+def read(folder: Path) -> Ladder:
+    path = Path(folder) / LADDER_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(
+            f"{path} cannot be read as a ladder file ({e}); start a new ladder with modern-gpt scale."
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a modern-gpt ladder file; start a new ladder with modern-gpt scale.")
+    return Ladder.from_dict(data, path)
+
+
+def write(folder: Path, ladder: Ladder) -> None:
+    write_json(Path(folder) / LADDER_FILE, ladder.to_dict())
+
+
+def resume_command(folder) -> str:
+    return f"modern-gpt scale --resume {shlex.quote(str(folder))}"
+
+
+# ---------------------------------------------------------------------------
+# Planning: the rungs' sizes, tokens and learning rates
+# ---------------------------------------------------------------------------
+def _numbers(text: str, flag: str, kind=int) -> list:
+    try:
+        out = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{flag} must be numbers separated by commas, got {text!r}.") from None
+    if not out:
+        raise UserError(f"{flag} is empty; give numbers separated by commas.")
+    return out
+
+
+def parse_widths(text: str | int | None, dim: int) -> list[int]:
+    """--rungs: a count (the config's width halved at each rung down) or widths separated by commas."""
+    text = str(DEFAULT_RUNGS if text is None else text).strip()
+    if "," not in text:
+        try:
+            k = int(text)
+        except ValueError:
+            raise UserError(f"--rungs must be a count (such as 3) or widths such as 32,64,128, got {text!r}.") from None
+        if not 1 <= k <= MAX_RUNGS:
+            raise UserError(
+                f"--rungs {k}: a ladder has 3 to {MAX_RUNGS} rungs; to give widths, separate them by commas "
+                "(--rungs 32,64,128)."
+            )
+        widths = [dim // 2 ** (k - 1 - i) for i in range(k)]
+        if widths[0] < 1 or any(w * 2 ** (k - 1 - i) != dim for i, w in enumerate(widths)):
+            raise UserError(
+                f"--rungs {k} halves the width {dim} {k - 1} times, which does not stay a whole number; give the "
+                "widths (--rungs 24,48,96) or fewer rungs."
+            )
+        return widths
+    return _numbers(text, "--rungs")
+
+
+def _rung_model(base: ModelConfig, dim: int, layers: int) -> ModelConfig:
+    """The config at another width and depth: the same heads and KV heads, an explicit MLP width scaled with dim."""
+    hidden = None if base.mlp_hidden is None else max(1, round(base.mlp_hidden * dim / base.dim))
+    return replace(base, dim=dim, layers=layers, mlp_hidden=hidden)
+
+
+def _body(model: ModelConfig, components: tuple[str, ...]) -> int:
+    return non_embedding_params(param_counts(model.with_components(components)))
+
+
+def plan_ladder(
+    settings: Settings,
+    plan: str,
+    choices: dict,
+    rungs: str | int | None = None,
+    depths: str | None = None,
+    tokens_per_param: float | None = None,
+    rung_steps: str | None = None,
+    lr_rule: str | None = None,
+    trend_margin: float | None = None,
+    target_compute: float | None = None,
+) -> Ladder:
+    """The ladder of a new `modern-gpt scale`: its rungs and each rung's Spec (plan_spec's, at that size)."""
+    base = settings.model
+    widths = parse_widths(rungs, base.dim)
+    layers = _numbers(depths, "--depths") if depths is not None else [base.layers] * len(widths)
+    if len(layers) != len(widths):
+        raise UserError(f"--depths gives {len(layers)} depths for {len(widths)} rungs; give one per rung.")
+    if len(widths) < 3:
+        raise UserError(
+            f"a ladder needs at least 3 rungs, got {len(widths)}: a curved loss-compute fit and a trend across sizes "
+            "both need three; give --rungs 3 or more."
+        )
+    if min(widths) < 1 or min(layers) < 1:
+        raise UserError("--rungs widths and --depths must be positive whole numbers.")
+    first = plan_spec(settings, plan, **choices).table_variants[0].components  # the plan's first row
+    models = [_rung_model(base, w, d) for w, d in zip(widths, layers, strict=True)]
+    for m in models:
+        _check_shape(m, plan, settings, choices)
+    sizes = [_body(m, first) for m in models]
+    if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
+        shown = ", ".join(f"{m.dim}x{m.layers}: {n:,}" for m, n in zip(models, sizes, strict=True))
+        raise UserError(f"the rungs must grow in size from first to last, and their parameters do not ({shown}).")
+    steps, ratio = _steps(settings, models, sizes, first, tokens_per_param, rung_steps)
+    rule, lrs = _learning_rates(settings, sizes, lr_rule, choices)
+    train = settings.train
+    out = []
+    for m, n, s, lr in zip(models, sizes, steps, lrs, strict=True):
+        share = s / train.steps
+        warm = min(max(0, round(train.warmup_steps * share)), s - 1) if train.warmup_steps else 0
+        out.append(Rung(m.dim, m.layers, s, warm, max(1, round(train.eval_every * share)), lr, n))
+    specs = [plan_spec(rung_settings(settings, r), plan, **choices) for r in out]
+    if trend_margin is not None and not 1.0 < trend_margin < math.inf:
+        raise UserError(f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {trend_margin}.")
+    if target_compute is not None and not 0.0 < target_compute < math.inf:
+        raise UserError(f"--target-compute must be a positive number of FLOPs, got {target_compute}.")
+    return Ladder(out, specs, rule, ratio, trend_margin, target_compute)
+
+
+def rung_settings(settings: Settings, r: Rung) -> Settings:
+    model = _rung_model(settings.model, r.dim, r.layers)
+    train = replace(settings.train, steps=r.steps, warmup_steps=r.warmup_steps, eval_every=r.eval_every)
+    if r.lr is not None:
+        train = replace(train, lr=r.lr)
+    return replace(settings, model=model, train=train)
+
+
+def _check_shape(m: ModelConfig, plan: str, settings: Settings, choices: dict) -> None:
+    """A rung's shape, as every row of the plan checks it (heads dividing the width, RoPE's even head width)."""
+    why = None
+    if m.dim % m.heads:
+        why = f"the width {m.dim} is not divisible by the {m.heads} heads"
+    elif m.head_dim % 2:
+        why = f"the width {m.dim} gives {m.heads} heads of odd width {m.head_dim}, which RoPE cannot rotate"
+    if why:
+        raise UserError(f"rung {m.dim}x{m.layers}: {why}; choose widths that are multiples of {2 * m.heads}.")
+
+
+def _steps(
+    settings: Settings,
+    models: list[ModelConfig],
+    sizes: list[int],
+    first: tuple[str, ...],
+    ratio: float | None,
+    rung_steps: str | None,
+) -> tuple[list[int], float]:
+    """Each rung's steps, and the tokens per non-embedding parameter: the config's own ratio unless given."""
+    train, context = settings.train, settings.model.context
+    per_step = train.batch_size * context
+    if rung_steps is not None:
+        if ratio is not None:
+            raise UserError("--rung-steps and --tokens-per-param both set the rungs' tokens; give one of them.")
+        steps = _numbers(rung_steps, "--rung-steps")
+        if len(steps) != len(models) or min(steps) < 1:
+            raise UserError(
+                f"--rung-steps needs one whole number of 1 or more per rung ({len(models)}), got {rung_steps!r}."
+            )
+        return steps, steps[-1] * per_step / sizes[-1]
+    if ratio is None:
+        ratio = train.steps * per_step / _body(settings.model, first)  # the config's own
+    elif not 0 < ratio < math.inf:
+        raise UserError(f"--tokens-per-param must be a positive number, got {ratio}.")
+    steps = [round(ratio * n / per_step) for n in sizes]
+    for m, n, s in zip(models, sizes, steps, strict=True):
+        if s < 1:
+            raise UserError(
+                f"rung {m.dim}x{m.layers} gets {ratio * n:,.0f} tokens ({ratio:.3g} per parameter of its {n:,}), "
+                f"below one batch of {per_step:,}; give a higher --tokens-per-param, wider rungs, or --rung-steps."
+            )
+    return steps, ratio
+
+
+def _learning_rates(
+    settings: Settings, sizes: list[int], rule: str | None, choices: dict
+) -> tuple[str, list[float | None]]:
+    """Each rung's learning rate and the rule, in words; with --lrs every rung trains every row at each."""
+    grid = choices.get("lrs") is not None or choices.get("lr_sweep") is not None
+    if grid:
+        if rule is not None:
+            raise UserError("--lr-rule chooses one learning rate per rung, and --lrs trains each at several; give one.")
+        return "every row at each of --lrs at every rung, each at its own best (the fair version)", [None] * len(sizes)
+    rule = rule or "scaled"
+    if rule not in LR_RULES:
+        raise UserError(f"--lr-rule must be one of {', '.join(LR_RULES)}, got {rule!r}.")
+    lr, top = settings.train.lr, sizes[-1]
+    if rule == "constant":
+        return f"--lr-rule constant: {lr:g} at every rung", [lr] * len(sizes)
+    rates = [float(f"{lr * (n / top) ** LR_EXPONENT:.3g}") for n in sizes]
+    shown = ", ".join(f"{x:g}" for x in rates)
+    return f"--lr-rule scaled: lr {lr:g} at the top rung times (N / N_top)^(-1/3), so {shown}", rates
+
+
+def rung_models(spec: Spec) -> list[ModelConfig]:
+    return [variant_config(spec.settings.model, v) for v in spec.variants]
+
+
+# ---------------------------------------------------------------------------
+# The scale table: every rung's runs, one frame, verdict/ladder.py's table
+# ---------------------------------------------------------------------------
+@dataclass
+class LadderReport:
+    """A ladder folder's tables: the ladder, the scale design, rows and footnotes, each rung's ordinary Report,
+    and the runs the scale table read (runs.csv's frame)."""
+
+    ladder: Ladder
+    design: object  # verdict.ladder.LadderDesign
+    rows: list  # verdict.ladder.LadderRow
+    notes: list[str]
+    rungs: list  # ablation.report.Report per rung
+    runs: object  # pandas.DataFrame
+
+
+RUN_FRAME = [
+    "rung",
+    "rung_name",
+    "row",
+    "variant",
+    "seed",
+    "lr",
+    "params",
+    "flops",
+    "mfu",
+    "val_loss",
+    "train_loss",
+    "epochs",
+    "steps_done",
+    "diverged",
+    "error",
+]
+
+
+def load(folder) -> LadderReport:
+    """The scale table of a ladder folder from its files alone (each rung's meta.json and runs/)."""
+    import pandas as pd
+
+    from ..verdict.design import Row
+    from ..verdict.ladder import LadderDesign, ladder_table
+    from ..verdict.table import failed
+    from . import report
+    from .results import ResultsDir
+
+    folder = Path(folder)
+    ladder = read(folder)
+    reps = []
+    for i in range(len(ladder.rungs)):
+        where = rung_folder(folder, i)
+        if not (where / "meta.json").is_file():
+            raise UserError(f"{where} is missing: this ladder never started that rung; {resume_command(folder)} does.")
+        reps.append(report.load(ResultsDir(where)))
+    frames = []
+    for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
+        runs = rep.runs.copy()
+        runs["rung"], runs["rung_name"] = i, r.name
+        runs["variant"] = [rep.design.rows[k].name for k in runs["row"]]
+        frames.append(runs.reindex(columns=RUN_FRAME))
+    runs = pd.concat(frames, ignore_index=True)
+    runs["failed"] = failed(runs).to_numpy()
+    first = reps[-1].design
+    rows = tuple(Row(r.name, r.reference, r.placebo) for r in first.rows)
+    design = LadderDesign(
+        rows,
+        tuple(r.name for r in ladder.rungs),
+        tuple(ladder.specs[0].seeds),
+        ladder.specs[0].alpha,
+        ladder.trend_margin,
+        ladder.target_compute,
+        source=ladder.specs[0].data_name,
+        lr_rule=ladder.lr_rule,
+    )
+    table, notes = ladder_table(design, runs)
+    notes = _rung_notes(ladder, reps) + notes
+    return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]))
+
+
+def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
+    """What a rung's own table warns of that the scale table inherits: memorised training splits, unfinished
+    or failed runs, and a best learning rate at the edge of its grid."""
+    out = []
+    for r, rep in zip(ladder.rungs, reps, strict=True):
+        epochs = max((s.epochs for s in rep.summary if math.isfinite(s.epochs)), default=math.nan)
+        if epochs > 1:
+            out.append(
+                f"Rung {r.name} trained {epochs:.2g} epochs of the training split: its rows may have memorised it "
+                "(its own table says more: modern-gpt report on its folder)."
+            )
+        for note in rep.notes:
+            if "edge" in note or "diverged" in note or "not finished" in note or "failed" in note:
+                out.append(f"Rung {r.name}: {note}")
+    return out
+
+
+def write_files(folder: Path, rep: LadderReport) -> None:
+    """runs.csv (the scale table's runs) and summary.csv (the scale table) beside ladder.json."""
+    import pandas as pd
+
+    from ..core.files import atomic_path
+
+    summary = pd.DataFrame([row.cells() for row in rep.rows])
+    for name, frame in (("runs.csv", rep.runs), ("summary.csv", summary)):
+        with atomic_path(Path(folder) / name) as tmp:
+            frame.to_csv(tmp, index=False)
