@@ -151,7 +151,7 @@ def parse_widths(text: str | int | None, dim: int) -> list[int]:
             k = int(text)
         except ValueError:
             raise UserError(f"--rungs must be a count (such as 3) or widths such as 32,64,128, got {text!r}.") from None
-        if not 1 <= k <= MAX_RUNGS:
+        if not 3 <= k <= MAX_RUNGS:
             raise UserError(
                 f"--rungs {k}: a ladder has 3 to {MAX_RUNGS} rungs; to give widths, separate them by commas "
                 "(--rungs 32,64,128)."
@@ -202,9 +202,10 @@ def plan_ladder(
     if min(widths) < 1 or min(layers) < 1:
         raise UserError("--rungs widths and --depths must be positive whole numbers.")
     first = plan_spec(settings, plan, **choices).table_variants[0].components  # the plan's first row
-    models = [_rung_model(base, w, d) for w, d in zip(widths, layers, strict=True)]
-    for m in models:
-        _check_shape(m, plan, settings, choices)
+    models = []
+    for w, d in zip(widths, layers, strict=True):
+        _check_shape(base, w, d)
+        models.append(_rung_model(base, w, d))
     sizes = [_body(m, first) for m in models]
     if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
         shown = ", ".join(f"{m.dim}x{m.layers}: {n:,}" for m, n in zip(models, sizes, strict=True))
@@ -233,15 +234,15 @@ def rung_settings(settings: Settings, r: Rung) -> Settings:
     return replace(settings, model=model, train=train)
 
 
-def _check_shape(m: ModelConfig, plan: str, settings: Settings, choices: dict) -> None:
-    """A rung's shape, as every row of the plan checks it (heads dividing the width, RoPE's even head width)."""
+def _check_shape(base: ModelConfig, dim: int, layers: int) -> None:
+    """A rung's shape, before its config is made: heads dividing the width, and RoPE's even head width."""
     why = None
-    if m.dim % m.heads:
-        why = f"the width {m.dim} is not divisible by the {m.heads} heads"
-    elif m.head_dim % 2:
-        why = f"the width {m.dim} gives {m.heads} heads of odd width {m.head_dim}, which RoPE cannot rotate"
+    if dim % base.heads:
+        why = f"the width {dim} is not divisible by the {base.heads} heads"
+    elif (dim // base.heads) % 2:
+        why = f"the width {dim} gives {base.heads} heads of odd width {dim // base.heads}, which RoPE cannot rotate"
     if why:
-        raise UserError(f"rung {m.dim}x{m.layers}: {why}; choose widths that are multiples of {2 * m.heads}.")
+        raise UserError(f"rung {dim}x{layers}: {why}; choose widths that are multiples of {2 * base.heads}.")
 
 
 def _steps(

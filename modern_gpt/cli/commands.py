@@ -598,9 +598,8 @@ def _print_ladder(result, fmt: str) -> None:
             console.print()
             console.print(f"Rung {rep.design.rungs[i]} ({rung.folder}):", highlight=False, markup=False)
             _print_table(rung.table, "table")
-        console.print(
-            f"Results in {result.folder} (summary.csv: k and trend per row; runs.csv: every run).", highlight=False
-        )
+        if getattr(result, "folder", None) is not None:  # judge's table has no folder
+            console.print(f"Results in {result.folder} (summary.csv: k and trend per row; runs.csv: its runs).")
 
 
 @app.command()
@@ -712,6 +711,11 @@ JUDGE_PLACEBO_HELP = (
     "This variant repeats the first row with only its randomness changed: compared with the first row, "
     "and never the row above another."
 )
+COMPUTE_COL_HELP = "The column of each run's training FLOPs: FILE is a ladder of sizes, and the table gives k."
+SIZE_COL_HELP = "The column of each run's model size, where that is all you have: k is then in units of size."
+RUNG_COL_HELP = (
+    "The column naming each run's rung \\[default: rung if FILE has it, else each variant's distinct computes]."
+)
 JUDGE_MARGIN_HELP = "In the metric's units: also call a row 'same' when an equivalence test shows |Δ| < this."
 
 
@@ -729,6 +733,11 @@ def judge(
     placebo: Annotated[str | None, typer.Option(help=JUDGE_PLACEBO_HELP, rich_help_panel=JUDGE)] = None,
     alpha: Alpha = None,
     margin: Annotated[float | None, typer.Option(help=JUDGE_MARGIN_HELP, rich_help_panel=STATS)] = None,
+    compute_col: Annotated[str | None, typer.Option(help=COMPUTE_COL_HELP, rich_help_panel=LADDER)] = None,
+    size_col: Annotated[str | None, typer.Option(help=SIZE_COL_HELP, rich_help_panel=LADDER)] = None,
+    rung_col: Annotated[str | None, typer.Option(help=RUNG_COL_HELP, rich_help_panel=LADDER)] = None,
+    trend_margin: Annotated[float | None, typer.Option(help=TREND_MARGIN_HELP, rich_help_panel=LADDER)] = None,
+    target_compute: Annotated[float | None, typer.Option(help=TARGET_HELP, rich_help_panel=LADDER)] = None,
     fmt: Format = "table",
 ) -> None:
     """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, Holm-corrected, as ablate and report judge theirs.
@@ -736,6 +745,8 @@ def judge(
     FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
 
     A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json).
+
+    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
     """
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file, names
@@ -751,6 +762,17 @@ def judge(
         ALPHA if alpha is None else alpha,
         margin,
     )
+    if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
+        from types import SimpleNamespace
+
+        from ..verdict.judge import LadderSettings, judge_ladder
+
+        if margin is not None:
+            raise UserError("--margin is in the metric's units for one size; for a ladder give --trend-margin.")
+        ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
+        design, rows, notes = judge_ladder(file, settings, ladder)
+        _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
+        return
     _print_judged(settings, *judge_file(file, settings), fmt)
 
 

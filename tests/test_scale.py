@@ -1,0 +1,119 @@
+"""modern-gpt scale end to end: a tiny ladder decides and writes its table, judge --compute-col gives the same
+table from its runs.csv, a resumed ladder and one trained with --jobs 2 equal --jobs 1, and every bad input is
+one sentence (exit 2) before anything trains."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+import modern_gpt
+from modern_gpt.core.errors import UserError
+
+from .clihelp import TIMING, user_error
+
+# Two rows (classic, RoPE) at three widths, 2 seeds, 24 steps at the top rung: twelve short runs.
+LADDER = dict(
+    smoke=True, plan="custom", variants="classic;rope", placebo=False, seeds=2, steps=24, eval_every=12, jobs=1
+)
+FLAGS = ["--smoke", "--plan", "custom", "--variants", "classic;rope", "--no-placebo", "--seeds", "2", "--steps", "24"]
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ladder") / "scale"
+    return modern_gpt.scale(out=folder, **LADDER)
+
+
+def _values(folder, name):
+    frame = pd.read_csv(os.path.join(folder, name))
+    return frame.drop(columns=[c for c in TIMING if c in frame])
+
+
+def test_a_ladder_writes_its_rungs_and_its_scale_table(ladder):
+    folder = ladder.folder
+    rungs = json.loads((folder / "ladder.json").read_text())["rungs"]
+    assert [r["dim"] for r in rungs] == [16, 32, 64] and rungs[-1]["steps"] == 24  # the top rung is the config
+    assert rungs[0]["steps"] < rungs[1]["steps"] < 24  # tokens in proportion to parameters
+    assert all((folder / f"rung-{i}" / "summary.csv").is_file() for i in range(3))
+    summary = pd.read_csv(folder / "summary.csv")
+    for col in ("k", "k_low", "k_high", "trend", "k_0", "k_2_high", "flops_1"):
+        assert col in summary
+    rope = summary.set_index("variant").loc["rope"]
+    assert rope["k_low"] < rope["k"] < rope["k_high"] and rope["trend"] in ("grows", "shrinks", "inconclusive")
+    runs = pd.read_csv(folder / "runs.csv")
+    assert len(runs) == 2 * 2 * 3 and (runs["flops"] > 0).all()
+    # each variant charged its own compute, growing with the rung
+    assert (runs.groupby("rung")["flops"].mean().diff().dropna() > 0).all()
+
+
+def test_judge_compute_col_gives_the_ladders_own_table(ladder, run):
+    code, out, _ = run("judge", ladder.folder / "runs.csv", "--compute-col", "flops", "--format", "csv")
+    assert code == 0
+    from io import StringIO
+
+    pd.testing.assert_frame_equal(pd.read_csv(StringIO(out)), pd.read_csv(ladder.folder / "summary.csv"))
+
+
+def test_report_of_a_ladder_folder_prints_its_scale_table(ladder, run):
+    code, out, _ = run("report", ladder.folder)
+    assert code == 0 and "compute multiplier k" in out and "Rung 16x1" not in out and "Rung 16x" in out
+
+
+@pytest.mark.slow
+def test_a_resumed_ladder_and_jobs_2_equal_jobs_1(ladder, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(ladder.folder, copy)
+    for i in (0, 2):  # a run lost from two rungs
+        victim = sorted((copy / f"rung-{i}" / "runs").glob("*.json"))[-1]
+        victim.unlink()
+    modern_gpt.scale(resume=copy)
+    two = modern_gpt.scale(out=tmp_path / "jobs2", **{**LADDER, "jobs": 2})
+    for name in ("runs.csv", "summary.csv"):
+        want = _values(ladder.folder, name)
+        pd.testing.assert_frame_equal(_values(copy, name), want)
+        pd.testing.assert_frame_equal(_values(two.folder, name), want)
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--rungs", "32,64"], "at least 3 rungs"),
+        (["--rungs", "1"], "3 to 8 rungs"),
+        (["--rungs", "64,32,128"], "must grow in size"),
+        (["--rungs", "16,32,64", "--depths", "1,2"], "one per rung"),
+        (["--rungs", "7"], "rung 1x2: the width 1 is not divisible by the 4 heads"),
+        (["--dim", "48", "--rungs", "6"], "does not stay a whole number"),
+        (["--rungs", "12,32,64"], "multiples of"),
+        (["--tokens-per-param", "0.0001"], "below one batch"),
+        (["--rung-steps", "5,10"], "one whole number"),
+        (["--seeds", "auto"], "--seeds N"),
+        (["--lr-rule", "magic"], "--lr-rule must be one of"),
+        (["--lrs", "1e-3,3e-3", "--lr-rule", "constant"], "give one"),
+        (["--trend-margin", "0.9"], "above 1"),
+        (["--rungs", "64,128,131072"], "memory"),
+    ],
+)
+def test_bad_ladders_are_one_sentence_before_anything_trains(run, tmp_path, flags, says):
+    args = [*FLAGS, *flags, "--out", tmp_path / "x"]
+    if flags[0] == "--seeds":
+        args = [a for a in args if a != "2" or args[args.index(a) - 1] != "--seeds"]
+        args.remove("--seeds")
+    err = user_error(run, "scale", *args)
+    assert says in err, err
+    assert not (tmp_path / "x").exists()  # nothing made
+
+
+def test_resume_refuses_to_change_the_rungs(ladder, run):
+    err = user_error(run, "scale", "--resume", ladder.folder, "--rungs", "4")
+    assert "fixed when it starts" in err
+
+
+def test_the_api_refuses_auto_seeds():
+    with pytest.raises(UserError, match="--seeds N"):
+        modern_gpt.scale(smoke=True, seeds="auto")
