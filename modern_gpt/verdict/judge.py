@@ -704,6 +704,25 @@ def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
         raise UserError(
             f"{name}, {source.header}: no rung column {rung_col!r} (its columns: {_listed(source.columns)})."
         )
+    runs, first_seen = _ladder_records(source, s, axis, rung_col)
+    rows = _order(source, s, list(first_seen))
+    refs = _references(source, s, rows)
+    labels = _rungs(name, rows, runs, rung_col)
+    frame = pd.DataFrame(runs)
+    frame["row"] = frame["variant"].map({v: i for i, v in enumerate(rows)})
+    frame["rung"] = frame["rung"].map({r: i for i, r in enumerate(labels)}) if rung_col else _ranks(frame)
+    table = tuple(Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True))
+    shown = labels if rung_col else [f"{x:.3g}" for x in labels]
+    design = LadderDesign(
+        table, tuple(shown), tuple(sorted({r["seed"] for r in runs})), s.alpha, ls.trend_margin, ls.target, source=name
+    )
+    return design, frame
+
+
+def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str | None) -> tuple[list[dict], dict]:
+    """Each run of a ladder file, checked cell by cell: variant, seed, rung, metric, compute and whether it failed;
+    and where each variant first appears."""
+    name = source.name
     markers = [c for c in (DIVERGED, ERROR) if c in source.columns]
 
     def cell(where, record, col, parse):
@@ -732,18 +751,7 @@ def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
         seen[variant, seed, rung] = where
         first_seen.setdefault(variant, where)
         runs.append(dict(variant=variant, seed=seed, rung=rung, val_loss=value, flops=compute, failed=failed))
-    rows = _order(source, s, list(first_seen))
-    refs = _references(source, s, rows)
-    labels = _rungs(name, rows, runs, rung_col)
-    frame = pd.DataFrame(runs)
-    frame["row"] = frame["variant"].map({v: i for i, v in enumerate(rows)})
-    frame["rung"] = frame["rung"].map({r: i for i, r in enumerate(labels)}) if rung_col else _ranks(frame)
-    table = tuple(Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True))
-    shown = labels if rung_col else [f"{x:.3g}" for x in labels]
-    design = LadderDesign(
-        table, tuple(shown), tuple(sorted({r["seed"] for r in runs})), s.alpha, ls.trend_margin, ls.target, source=name
-    )
-    return design, frame
+    return runs, first_seen
 
 
 def _rungs(name: str, rows: list[str], runs: list[dict], rung_col: str | None) -> list:
