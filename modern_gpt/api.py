@@ -446,9 +446,9 @@ def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict
     check_resume(folder, top, replace(settings, given=kept), choices)
 
 
-def ladder_result(folder) -> LadderResult:
+def ladder_result(folder, draw: bool = True) -> LadderResult:
     """A ladder folder's scale table from its files (`modern-gpt report DIR` of a ladder); writes its runs.csv and
-    summary.csv."""
+    summary.csv, and with draw scale.png."""
     import pandas as pd
 
     from .ablation import ladder as lad
@@ -456,6 +456,10 @@ def ladder_result(folder) -> LadderResult:
     folder = Path(folder)
     rep = lad.load(folder)
     lad.write_files(folder, rep)
+    if draw:
+        from .ablation.plot import plot_ladder
+
+        plot_ladder(rep, folder / "scale.png")
     rungs = [_result(lad.rung_folder(folder, i), None) for i in range(len(rep.rungs))]
     summary = pd.DataFrame([row.cells() for row in rep.rows])
     return LadderResult(folder, summary, rep.runs, rep.notes, rungs, rep)
@@ -489,7 +493,7 @@ def report(folder: str | os.PathLike, *, at_lr: float | None = None, plugins=())
                 f"{folder} is a ladder: each rung's table shows each row at its own best learning rate; "
                 "give --at-lr with report on a rung's folder."
             )
-        return ladder_result(folder)
+        return ladder_result(folder, draw=False)
     return _result(Path(folder), at_lr)
 
 

@@ -39,6 +39,7 @@ def test_a_ladder_writes_its_rungs_and_its_scale_table(ladder):
     assert [r["dim"] for r in rungs] == [16, 32, 64] and rungs[-1]["steps"] == 24  # the top rung is the config
     assert rungs[0]["steps"] < rungs[1]["steps"] < 24  # tokens in proportion to parameters
     assert all((folder / f"rung-{i}" / "summary.csv").is_file() for i in range(3))
+    assert (folder / "scale.png").stat().st_size > 10_000  # loss against compute, and k against compute
     summary = pd.read_csv(folder / "summary.csv")
     for col in ("k", "k_low", "k_high", "trend", "k_0", "k_2_high", "flops_1"):
         assert col in summary

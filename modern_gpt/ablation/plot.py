@@ -127,3 +127,50 @@ def _finish(fig, ax, xlabel: str, spec, path: Path) -> Path:
         fig.savefig(tmp, format="png")
     plt.close(fig)
     return path
+
+
+def plot_ladder(rep, path: Path) -> Path:
+    """scale.png: left, val loss against training compute (log axis) per row, the mean over seeds with a
+    min-max band and the shared fit E + A C^-alpha; right, each row's k at each rung with its 95% CI and its
+    trend line (k = 1 dashed)."""
+    import numpy as np
+
+    from ..verdict.ladder import fitted_curves
+
+    plt = _pyplot()
+    frame = rep.runs.assign(failed=failed(rep.runs).to_numpy())
+    c = fitted_curves(rep.design, frame)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for i, r in enumerate(rep.design.rows):
+        x = c["flops"][i]
+        (line,) = left.plot(x, c["mean"][i], "o", label=r.name)
+        left.fill_between(x, c["low"][i], c["high"][i], color=line.get_color(), alpha=0.15)
+        grid = np.geomspace(x.min(), x.max(), 50)
+        left.plot(grid, c["e"] + np.exp(c["log_a"][i]) * grid ** -c["alpha"], color=line.get_color(), lw=1)
+        row = rep.rows[i]
+        if r.reference is None:
+            right.plot([], [])  # keep the colours of both panels in step
+            continue
+        k = np.array([p["k"] for p in row.rungs])
+        lo, hi = np.array([p["k_low"] for p in row.rungs]), np.array([p["k_high"] for p in row.rungs])
+        right.errorbar(x, k, yerr=[k - lo, hi - k], fmt="o", color=line.get_color(), capsize=3, label=r.name)
+        right.fill_between(x, lo, hi, color=line.get_color(), alpha=0.1)
+        centre = np.log10(x).mean()
+        right.plot(grid, row.k * row.trend_per_10x ** (np.log10(grid) - centre), color=line.get_color(), lw=1)
+    left.set_xscale("log")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.axhline(1.0, color="grey", ls="--", lw=1)
+    left.set_xlabel("training FLOPs")
+    left.set_ylabel("final val loss (nats/token)")
+    left.set_title(f"L = {c['e']:.3g} + A C^-{c['alpha']:.3g}, one E and exponent for every row", fontsize=9)
+    right.set_xlabel("training FLOPs (the row's own)")
+    right.set_ylabel("k against the reference")
+    right.set_title("k at each rung (95% CI) and its trend", fontsize=9)
+    left.legend(fontsize=7)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return path

@@ -453,3 +453,13 @@ def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray)
     if outside:
         notes.append(f"The crossover of {', '.join(outside[:6])} is beyond the measured range: extrapolated.")
     return notes
+
+
+def fitted_curves(design: LadderDesign, runs) -> dict:
+    """What the figure draws: per row and rung the mean, min and max val loss over the complete seeds and the
+    row's compute, and the shared fit (E, alpha, each row's ln A)."""
+    loss, flops, _, _ = _arrays(design, runs)
+    mean = loss.mean(0)
+    e, alpha = fit(mean, flops)
+    log_a = (np.log(mean - e) + alpha * np.log(flops)).mean(-1)
+    return dict(mean=mean, low=loss.min(0), high=loss.max(0), flops=flops, e=float(e), alpha=float(alpha), log_a=log_a)
