@@ -328,6 +328,13 @@ def test_a_fork_server_killed_mid_run_leaves_no_worker_running_and_no_traceback(
     assert out[1] != out[0] and out[3:] == []  # the run under way finished under a new server; none failed
 
 
+# A ladder of classic and RoPE at widths 8, 16 and 32, 2 seeds: twelve runs of at most 12 steps
+TINY_LADDER = [
+    *("--smoke", "--context", "16", "--dim", "32", "--heads", "2", "--layers", "1", "--steps", "12"),
+    *("--seeds", "2", "--plan", "custom", "--variants", "classic;rope", "--no-placebo"),
+]
+
+
 # ---------------------------------------------------------------------------
 # Ray: one cluster for the module, a head and a worker node, 1 CPU each
 # ---------------------------------------------------------------------------
@@ -407,6 +414,19 @@ def test_a_ray_ablation_equals_jobs_1_and_records_the_cluster(cluster, reference
     assert len(ex["nodes"]) == 2 and {n["address"] for n in ex["nodes"]} == {"127.0.0.1"}  # loopback only
     assert ex["resources"]["CPU"] == 2
     assert pd.read_csv(folder / "runs.csv").threads.eq(1).all()
+
+
+@pytest.mark.slow
+def test_a_ray_ladder_equals_jobs_1(cluster, tmp_path):
+    """modern-gpt scale on the cluster: every rung's runs, and so the scale table, as --jobs 1 gives them."""
+    ladder = ["scale", *TINY_LADDER]
+    invoke(*ladder, "--jobs", "1", "--out", tmp_path / "one")
+    invoke(*ladder, "--executor", "ray", "--ray-address", cluster.address, "--out", tmp_path / "ray")
+    for name in ("runs.csv", "summary.csv"):
+        one, ray = (pd.read_csv(tmp_path / f / name) for f in ("one", "ray"))
+        drop = [c for c in ("secs", "tokens_per_s", "mfu") if c in one]
+        pd.testing.assert_frame_equal(ray.drop(columns=drop), one.drop(columns=drop))
+    assert json.loads((tmp_path / "ray" / "rung-2" / "meta.json").read_text())["executor"]["name"] == "ray"
 
 
 @pytest.mark.slow

@@ -59,6 +59,15 @@ def test_judge_compute_col_gives_the_ladders_own_table(ladder, run):
     pd.testing.assert_frame_equal(pd.read_csv(StringIO(out)), pd.read_csv(ladder.folder / "summary.csv"))
 
 
+def test_modern_gpt_judge_compute_col_gives_it_in_python(ladder):
+    got = modern_gpt.judge(pd.read_csv(ladder.folder / "runs.csv"), compute_col="flops")
+    from io import StringIO
+
+    as_csv = pd.read_csv(StringIO(got.to_csv(index=False)))  # as the file holds it: an empty reference is NaN
+    pd.testing.assert_frame_equal(as_csv, pd.read_csv(ladder.folder / "summary.csv"))
+    assert any("shared E" in n for n in got.attrs["footnotes"])
+
+
 def test_report_of_a_ladder_folder_prints_its_scale_table(ladder, run):
     code, out, _ = run("report", ladder.folder)
     assert code == 0 and "compute multiplier k" in out and "Rung 16x1" not in out and "Rung 16x" in out

@@ -619,8 +619,17 @@ def verdict(
     placebo: str | None = None,
     alpha: float = ALPHA,
     margin: float | None = None,
+    compute_col: str | None = None,
+    size_col: str | None = None,
+    rung_col: str | None = None,
+    trend_margin: float | None = None,
+    target_compute: float | None = None,
 ) -> pd.DataFrame:
     """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
+
+    With compute_col (each run's training FLOPs) or size_col, the runs are a ladder of sizes and the table is
+    `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_holm, verdict), its trend per 10x
+    compute (trend_per_10x, trend_low, trend_high, trend), the crossover and per rung k_i (docs/scale.md).
 
     Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
     share, Holm-corrected across the table, exactly as `modern-gpt judge` and `modern-gpt report` do. Returns
@@ -640,6 +649,17 @@ def verdict(
         variant_col, seed_col, metric, bool(higher_is_better), names(order), reference, placebo, alpha, margin
     )
     check_settings(s)
+    if compute_col is not None or size_col is not None or rung_col is not None:
+        if margin is not None:
+            raise UserError("margin is in the metric's units for one size; for a ladder give trend_margin.")
+        design, rows, notes = judge_ladder(
+            df, s, LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
+        )
+        out = pd.DataFrame([r.cells() for r in rows])
+        out.attrs.update(
+            title=f"compute multiplier k of {len(rows)} variants at {len(design.rungs)} rungs", footnotes=notes
+        )
+        return out
     design, runs = runs_from(from_frame(df), s)
     rows, notes = judge(design, s, runs)
     out = pd.DataFrame(rows)
