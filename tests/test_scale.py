@@ -127,3 +127,34 @@ def test_resume_refuses_to_change_the_rungs(ladder, run):
 def test_the_api_refuses_auto_seeds():
     with pytest.raises(UserError, match="--seeds N"):
         modern_gpt.scale(smoke=True, seeds="auto")
+
+
+@pytest.mark.slow
+def test_a_ladder_takes_plugins_and_trackers_as_an_ablation_does(run, tmp_path):
+    pytest.importorskip("tensorboard")
+    from pathlib import Path
+
+    plugin = Path(__file__).parent.parent / "examples" / "components" / "relu2.py"
+    tiny = ["--smoke", "--context", "16", "--dim", "32", "--heads", "2", "--layers", "1", "--steps", "12"]
+    args = [*tiny, "--seeds", "2", "--plan", "custom", "--variants", "classic;relu2", "--no-placebo"]
+    code, out, err = run("scale", *args, "--plugin", plugin, "--track", "tensorboard", "--out", tmp_path / "l")
+    assert code == 0, err
+    assert "relu2" in out and "compute multiplier k" in out
+    for i in range(3):
+        meta = json.loads((tmp_path / "l" / f"rung-{i}" / "meta.json").read_text())
+        assert [p["components"] for p in meta["plugins"]] == [["relu2"]]  # recorded at every rung
+        assert list((tmp_path / "l" / f"rung-{i}" / "tensorboard").rglob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+def test_the_smoke_ladder_prints_k_with_cis_and_trend_verdicts(run, tmp_path):
+    """What CI shows: modern-gpt scale --smoke --seeds 3, the default plan at widths 16, 32 and 64, in seconds."""
+    code, out, err = run("scale", "--smoke", "--seeds", "3", "--out", tmp_path / "s")
+    assert code == 0, err
+    summary = pd.read_csv(tmp_path / "s" / "summary.csv")
+    assert summary["variant"].tolist()[:3] == ["classic", "classic (placebo)", "+rmsnorm"]
+    tested = summary.iloc[2:]
+    assert (tested["k_low"] < tested["k"]).all() and (tested["k"] < tested["k_high"]).all()
+    assert set(tested["trend"]) <= {"grows", "shrinks", "inconclusive"}
+    assert "better" in set(tested["verdict"])  # a decided row: +qk_norm at seeds 0-2 (k 1.10, CI 1.09-1.11)
+    assert "k (ladder)" in out and "Rung 64x2" in out
