@@ -765,7 +765,7 @@ def judge(
     if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
         from types import SimpleNamespace
 
-        from ..verdict.judge import LadderSettings, judge_ladder
+        from ..verdict.ladder_judge import LadderSettings, judge_ladder
 
         if margin is not None:
             raise UserError("--margin is in the metric's units for one size; for a ladder give --trend-margin.")

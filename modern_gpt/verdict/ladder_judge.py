@@ -1,0 +1,179 @@
+"""judge --compute-col (and modern_gpt.judge(df, compute_col=...)): the scale table of anyone's ladder of sizes.
+
+A long table, one row per run (variant, seed, a loss, and each run's training compute or model size) at three or
+more sizes, becomes what a ladder folder gives ablation/ladder.py: a LadderDesign and a runs frame (row, rung,
+seed, val_loss, flops, failed), which verdict/ladder.py turns into the table, exactly as for `modern-gpt scale`.
+Every cell is checked by judge.py's readers, and nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..core.errors import UserError
+from .design import Row
+from .ladder import LadderDesign, ladder_table
+from .reading import (
+    _MISSING,
+    DIVERGED,
+    ERROR,
+    JudgeSettings,
+    Source,
+    _empty,
+    _flag,
+    _listed,
+    _message,
+    _metric,
+    _name,
+    _number,
+    _number_or_empty,
+    _order,
+    _references,
+    _seed,
+    _shown,
+    check_settings,
+    from_frame,
+    read_file,
+)
+
+
+# ---------------------------------------------------------------------------
+# judge --compute-col: the scale table (verdict/ladder.py) of anyone's ladder of sizes
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LadderSettings:
+    """What judge --compute-col (or --size-col) adds: the column of each run's training compute (or model size),
+    the column naming its rung (None: the file's `rung` column if it has one, else each variant's distinct
+    computes, smallest first), the trend's equivalence margin and the compute to extrapolate to."""
+
+    compute_col: str | None = None
+    size_col: str | None = None
+    rung_col: str | None = None
+    trend_margin: float | None = None
+    target: float | None = None
+
+    @property
+    def axis(self) -> str:
+        return self.compute_col or self.size_col
+
+
+def _positive(v) -> float:
+    x = _number(v)
+    if not 0 < x < math.inf:
+        raise ValueError(f"{_shown(v)} is not a positive finite number")
+    return x
+
+
+def _label(v) -> str:
+    if _empty(v):
+        raise ValueError("is empty")
+    return str(v).strip()
+
+
+def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
+    """The LadderDesign and runs frame (row, rung, seed, val_loss, flops, failed) of a file of runs at several
+    sizes, checked cell by cell as judge checks any file."""
+    check_settings(s)
+    if (ls.compute_col is None) == (ls.size_col is None):
+        raise UserError("give one of --compute-col (each run's training FLOPs) or --size-col (its model size).")
+    if s.higher_is_better:
+        raise UserError(
+            "--compute-col reads a loss that falls as compute grows; a higher-is-better metric has no compute "
+            "multiplier here (give a loss as --metric)."
+        )
+    name, axis = source.name, ls.axis
+    rung_col = ls.rung_col or ("rung" if "rung" in source.columns and axis != "rung" else None)
+    for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric"), (axis, "compute")):
+        if col not in source.columns:
+            raise UserError(
+                f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
+            )
+    if rung_col is not None and rung_col not in source.columns:
+        raise UserError(
+            f"{name}, {source.header}: no rung column {rung_col!r} (its columns: {_listed(source.columns)})."
+        )
+    runs, first_seen = _ladder_records(source, s, axis, rung_col)
+    rows = _order(source, s, list(first_seen))
+    refs = _references(source, s, rows)
+    labels = _rungs(name, rows, runs, rung_col)
+    frame = pd.DataFrame(runs)
+    frame["row"] = frame["variant"].map({v: i for i, v in enumerate(rows)})
+    frame["rung"] = frame["rung"].map({r: i for i, r in enumerate(labels)}) if rung_col else _ranks(frame)
+    table = tuple(Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True))
+    shown = labels if rung_col else [f"{x:.3g}" for x in labels]
+    design = LadderDesign(
+        table, tuple(shown), tuple(sorted({r["seed"] for r in runs})), s.alpha, ls.trend_margin, ls.target, source=name
+    )
+    return design, frame
+
+
+def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str | None) -> tuple[list[dict], dict]:
+    """Each run of a ladder file, checked cell by cell: variant, seed, rung, metric, compute and whether it failed;
+    and where each variant first appears."""
+    name = source.name
+    markers = [c for c in (DIVERGED, ERROR) if c in source.columns]
+
+    def cell(where, record, col, parse):
+        try:
+            return parse(record.get(col, _MISSING))
+        except ValueError as e:
+            raise UserError(f"{name}, {where}, column {col}: {'is missing' if col not in record else e}.") from None
+
+    runs, first_seen, seen = [], {}, {}
+    for where, record in source.records:
+        variant = cell(where, record, s.variant_col, _name)
+        seed = cell(where, record, s.seed_col, _seed)
+        compute = cell(where, record, axis, _positive)
+        rung = cell(where, record, rung_col, _label) if rung_col else compute
+        failed = (DIVERGED in markers and cell(where, record, DIVERGED, _flag)) or (
+            ERROR in markers and bool(cell(where, record, ERROR, _message))
+        )
+        value = cell(where, record, s.metric, _metric if not failed else _number_or_empty)
+        if not failed and not math.isfinite(value):
+            raise UserError(f"{name}, {where}, column {s.metric}: {value} is not a finite number.")
+        if (variant, seed, rung) in seen:
+            raise UserError(
+                f"{name}, {where}: variant {variant!r}, seed {seed} at rung {rung!r} is already on "
+                f"{seen[variant, seed, rung]}; give each run one row."
+            )
+        seen[variant, seed, rung] = where
+        first_seen.setdefault(variant, where)
+        runs.append(dict(variant=variant, seed=seed, rung=rung, val_loss=value, flops=compute, failed=failed))
+    return runs, first_seen
+
+
+def _rungs(name: str, rows: list[str], runs: list[dict], rung_col: str | None) -> list:
+    """The rungs, smallest first: a rung column's labels ordered by the first row's mean compute, or the first
+    row's distinct computes; every variant must have as many."""
+    per = {v: {} for v in rows}
+    for r in runs:
+        per[r["variant"]].setdefault(r["rung"], []).append(r["flops"])
+    counts = {v: len(x) for v, x in per.items()}
+    if len(set(counts.values())) != 1:
+        how = "its rung column" if rung_col else "its distinct computes (give --rung-col to name each run's rung)"
+        raise UserError(
+            f"{name}: the variants have different numbers of rungs by {how}: {_listed([f'{v}: {n}' for v, n in counts.items()], 6)}."
+        )
+    first = per[rows[0]]
+    return sorted(first, key=lambda r: sum(first[r]) / len(first[r]))
+
+
+def _ranks(frame: pd.DataFrame) -> pd.Series:
+    """Each run's rung as the rank of its compute among its variant's distinct computes."""
+    return frame.groupby("variant")["flops"].rank(method="dense").astype(int) - 1
+
+
+def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
+    """The scale table of a file (or a DataFrame) of runs at several sizes: (design, rows, notes)."""
+    source = read_file(path_or_frame) if not isinstance(path_or_frame, pd.DataFrame) else from_frame(path_or_frame)
+    design, runs = ladder_from(source, s, ls)
+    rows, notes = ladder_table(design, runs)
+    if ls.size_col is not None:
+        notes.insert(
+            0,
+            f"k is in units of {ls.size_col}, not compute: how many times the reference's {ls.size_col} reaches the row's loss.",
+        )
+    return design, rows, notes

@@ -1,0 +1,420 @@
+"""What judge reads: a file or DataFrame of anyone's runs (CSV, JSON lines, Parquet), checked cell by cell, and
+judge's settings (which columns, the rows' order and references). judge.py (one size) and ladder_judge.py (a
+ladder of sizes) build their tables on these readers; nothing here computes a statistic.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import UserError
+from ..core.files import not_regular
+from .design import ALPHA, check_statistics
+
+SUFFIXES = (".csv", ".jsonl", ".parquet")
+
+
+# Optional columns that mark a failed run, as modern-gpt's runs.csv does: left out of the means and pairs.
+DIVERGED, ERROR = "diverged", "error"
+
+
+# ASCII digits, no '_': what a CSV writer writes ('1_000' and '٣' are numbers to Python, not to a reader)
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE | re.ASCII)
+
+
+# The sizes the statistics compute with in float64: a square of a difference of two values stays a normal number
+# (a paired sd of 1e-200 squares to 0, and a sum of 1e200s overflows: a wrong p, or no table at all).
+SMALLEST, LARGEST = 1e-100, 1e100
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What judge is asked: which columns, which order and references, and the statistics' settings."""
+
+    variant_col: str = "variant"
+    seed_col: str = "seed"
+    metric: str = "val_loss"
+    higher_is_better: bool = False
+    order: tuple[str, ...] | None = None  # the rows' order; None: as the variants first appear
+    reference: str | None = None  # every row against this one; None: against the row above
+    placebo: str | None = None  # a repeat of the first row with only its seeds' randomness changed
+    alpha: float = ALPHA
+    margin: float | None = None  # in the metric's units: `same` when an equivalence test shows |Δ| < margin
+
+
+@dataclass
+class Source:
+    """A table read from a file or a DataFrame: its name, columns and records, each with where it is."""
+
+    name: str
+    columns: list[str]
+    records: list[tuple[str, dict]]  # ("line 5", {column: value}); where names the line, row or index
+    header: str  # where the column names are
+
+
+# ---------------------------------------------------------------------------
+# Reading: CSV, JSONL, Parquet, or a DataFrame
+# ---------------------------------------------------------------------------
+def read_file(path) -> Source:
+    """FILE as a Source: its suffix (any case) says the format; anything unreadable is one sentence."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if path.is_dir() and not path.is_symlink() and (path / "runs.csv").is_file():  # a results folder
+        raise UserError(
+            f"{path} is a results folder; judge reads its runs: modern-gpt judge {path / 'runs.csv'} (or modern-gpt "
+            f"report {path}, its own table)."
+        )
+    if suffix not in SUFFIXES:
+        raise UserError(
+            f"{path}: judge reads a .csv, .jsonl or .parquet file (its suffix says which), not "
+            f"{repr(path.suffix) if path.suffix else 'a name without a suffix'}."
+        )
+    what = not_regular(path)  # a pipe is never opened: reading it could wait forever
+    if what:
+        raise UserError(f"{path} is {what}, not a file; give a {suffix} file with one row per run.")
+    if not path.exists():
+        raise UserError(f"{path} does not exist.")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}.") from None
+    if not data.strip():
+        raise UserError(f"{path} is empty; give a table with one row per run.")
+    if suffix == ".parquet":
+        return _parquet(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise UserError(f"{path}, line {line}: not UTF-8 text (byte {data[e.start]:#04x}).") from None
+    return _csv(path, text) if suffix == ".csv" else _jsonl(path, text)
+
+
+def _csv(path: Path, text: str) -> Source:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records, end = [], 0
+    try:
+        header = next(reader)
+        _no_repeats(path, header, "line 1 (the header)")
+        end = reader.line_num
+        for fields in reader:
+            start, end = end + 1, reader.line_num  # a quoted field can span lines: the record starts here
+            if not fields:  # a blank line
+                continue
+            if len(fields) != len(header):
+                raise UserError(f"{path}, line {start}: {len(fields)} fields where the header has {len(header)}.")
+            records.append((f"line {start}", dict(zip(header, fields, strict=True))))
+    except csv.Error as e:
+        raise UserError(f"{path}, line {reader.line_num}: not valid CSV ({e}).") from None
+    if not records:
+        raise UserError(f"{path} has a header but no rows; give one row per run.")
+    return Source(str(path), header, records, "line 1 (the header)")
+
+
+def _jsonl(path: Path, text: str) -> Source:
+    records, columns = [], {}
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line, object_pairs_hook=_once)
+        except _Twice as e:
+            raise UserError(f"{path}, line {n}: the key {e.args[0]!r} is given twice; give each column once.") from None
+        except ValueError as e:
+            raise UserError(f"{path}, line {n}: not JSON ({str(e).splitlines()[0]}).") from None
+        except RecursionError:  # json.loads recurses once per [ or {
+            raise UserError(f"{path}, line {n}: JSON nested too deeply to read; a run is one flat object.") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}, line {n}: a JSON {type(record).__name__}, where each line must be an object.")
+        columns.update(dict.fromkeys(record))
+        records.append((f"line {n}", record))
+    return Source(str(path), list(columns), records, "any line")
+
+
+class _Twice(Exception):
+    """A JSON object with a key twice: json.loads would keep the last value without a word."""
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict:
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Twice(k)
+        out[k] = v
+    return out
+
+
+def _parquet(path: Path) -> Source:
+    import pyarrow
+
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError, pyarrow.ArrowException) as e:
+        raise UserError(f"{path} cannot be read as Parquet ({(str(e).splitlines() or ['unknown'])[0]}).") from None
+    if any(n is not None for n in frame.index.names):  # pandas wrote df.set_index("variant"): a column in the file
+        frame = frame.reset_index(allow_duplicates=True)
+    return from_frame(frame, str(path), first=1)
+
+
+def from_frame(frame, name: str = "the DataFrame", first: int = 0) -> Source:
+    """A DataFrame as a Source, its records named by position (row 0, 1, ... or from `first`), and by index
+    label when the index is not the default one."""
+    if not isinstance(frame, pd.DataFrame):
+        raise UserError(f"verdict takes a pandas DataFrame with one row per run, not a {type(frame).__name__}.")
+    columns = [str(c) for c in frame.columns]
+    _no_repeats(name, columns, "its columns")
+    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
+    records = [
+        (f"row {first + pos}" + ("" if plain else f" (index {label!r})"), {str(k): v for k, v in r.items()})
+        for pos, (label, r) in enumerate(zip(frame.index, frame.to_dict("records"), strict=True))
+    ]
+    if not records:
+        raise UserError(f"{name} has no rows; give one row per run.")
+    return Source(name, columns, records, "its columns")
+
+
+def _no_repeats(name, columns: list[str], where: str) -> None:
+    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None:
+        raise UserError(f"{name}, {where}: the column {twice!r} is named twice.")
+
+
+# ---------------------------------------------------------------------------
+# Cells: each checked, each problem a phrase for the one sentence
+# ---------------------------------------------------------------------------
+_MISSING = object()
+
+
+def _empty(v) -> bool:
+    return v is _MISSING or v is None or v is pd.NA or (isinstance(v, str) and not v.strip())
+
+
+def _number(v) -> float:
+    """A number as written (NaN and infinity included: the caller decides); ValueError with the reason."""
+    if _empty(v):
+        raise ValueError("is empty")
+    if isinstance(v, bool | np.bool_):
+        raise ValueError(f"is {v}, not a number")
+    if isinstance(v, int | float | np.integer | np.floating | Decimal):  # Decimal: a Parquet decimal column
+        try:
+            return float(v)
+        except OverflowError:  # a JSON integer of 400 digits: no float holds it
+            raise ValueError(f"{_shown(v)} is too large for a float64; rescale the column") from None
+    if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+        x = float(v.strip())
+        if math.isinf(x) and "inf" not in v.lower():  # digits that overflow a float read as inf: say what they are
+            raise ValueError(f"{_shown(v.strip())} is too large for a float64; rescale the column")
+        return x
+    raise ValueError(f"{_shown(v)} is not a number")
+
+
+def _metric(v) -> float:
+    """A run's metric: a number of a size the statistics hold (NaN and infinity: the caller decides)."""
+    x = _number(v)
+    if math.isfinite(x) and x != 0 and not SMALLEST <= abs(x) <= LARGEST:
+        raise ValueError(
+            f"{_shown(v)} is {'too small' if abs(x) < SMALLEST else 'too large'} for the statistics in float64 (a "
+            f"nonzero value must be {SMALLEST:g} to {LARGEST:g} in size); rescale the column"
+        )
+    return x
+
+
+def _seed(v) -> int:
+    if _empty(v):
+        raise ValueError("is empty")
+    if isinstance(v, bool | np.bool_):
+        raise ValueError(f"is {v}, not a whole number")
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, float | np.floating) and math.isfinite(v) and v == round(v):
+        return int(v)
+    if isinstance(v, str | Decimal) and (whole := _whole(v)) is not None:
+        return whole
+    raise ValueError(f"{_shown(v)} is not a whole number")
+
+
+def _whole(v: str | Decimal) -> int | None:
+    """A whole number as written, exactly ('7', '7.0', '-2', '1e3': pandas writes a seed column that had a gap as
+    floats); None for anything else ('0.5', 'nan', 'x')."""
+    if isinstance(v, str) and not _NUMBER.fullmatch(v.strip()):
+        return None
+    try:
+        d = Decimal(v.strip()) if isinstance(v, str) else v
+    except InvalidOperation:
+        return None
+    if not d.is_finite() or d != d.to_integral_value() or abs(d.adjusted()) > 100:  # 1e1000000 is no seed
+        return None
+    return int(d)
+
+
+def _name(v) -> str:
+    if _empty(v):
+        raise ValueError("is empty")
+    if isinstance(v, str):
+        if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in v):
+            raise ValueError(f"{_shown(v)} holds a line break or another control character; a name is one line")
+        return v
+    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+        return str(v)
+    raise ValueError(f"{_shown(v)} is not a variant's name")
+
+
+def _flag(v) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int | np.integer) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0"):
+        return v.strip().lower() in ("true", "1")
+    raise ValueError(f"{'is empty' if _empty(v) else _shown(v) + ' is not'} true or false (did the run diverge?)")
+
+
+def _message(v) -> str:
+    if _empty(v) or (isinstance(v, float | np.floating) and math.isnan(v)):  # a Parquet text column's null reads as NaN
+        return ""
+    if isinstance(v, str):
+        try:
+            _number(v)
+        except ValueError:
+            return v
+    raise ValueError(
+        f"{_shown(v)} is a number: judge reads an {ERROR} column as the message of a run that failed (as in "
+        "modern-gpt's runs.csv); rename the column"
+    )
+
+
+def _shown(v) -> str:
+    text = repr(v.item() if isinstance(v, np.generic) else v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ---------------------------------------------------------------------------
+# A Source and settings -> report.py's meta and runs
+# ---------------------------------------------------------------------------
+def names(text: str | list | tuple | None, what: str = "order") -> tuple[str, ...] | None:
+    """--order A,B,C (or a list or tuple, from Python) as a tuple of names. Anything else is refused: a set has no
+    order, so the rows, their references and verdicts would change from run to run (with PYTHONHASHSEED)."""
+    if text is None:
+        return None
+    if isinstance(text, str):
+        return tuple(x.strip() for x in text.split(","))
+    if isinstance(text, list | tuple):
+        return tuple(str(x) for x in text)
+    why = " (a set has no order, so the table's rows and references would change from run to run)"
+    raise UserError(
+        f"{what} must be a comma list or a list of variant names in the table's order, not {_shown(text)}"
+        + (why if isinstance(text, set | frozenset | dict) else "")
+        + "."
+    )
+
+
+def check_settings(s: JudgeSettings) -> None:
+    check_statistics(s.alpha, None)
+    if s.margin is not None and not 0 < s.margin < math.inf:
+        raise UserError(f"--margin must be a positive number in the units of {s.metric}, got {s.margin}.")
+    cols = {"--variant-col": s.variant_col, "--seed-col": s.seed_col, "--metric": s.metric}
+    for flag, col in cols.items():
+        same = [f for f, c in cols.items() if c == col and f != flag]
+        if same:
+            raise UserError(f"{flag} and {same[0]} both name the column {col!r}; each needs its own column.")
+
+
+def _number_or_empty(v) -> float:
+    """A failed run's metric: a number, or empty (NaN), as in modern-gpt's runs.csv; it is left out anyway."""
+    return math.nan if _empty(v) else _number(v)
+
+
+def _failed_value(record: dict, col: str) -> float:
+    """A failed run's steps_done, for the footnote that names it (NaN when there is none)."""
+    try:
+        return _number(record.get(col, _MISSING))
+    except ValueError:
+        return math.nan
+
+
+def _listed(items, limit: int = 12) -> str:
+    items = [repr(x) for x in items]  # quoted: a name's spaces show
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _order(source: Source, s: JudgeSettings, found: list[str]) -> list[str]:
+    """The table's rows: --order (every variant, each once), else as the variants first appear."""
+    name, col = source.name, s.variant_col
+    if len(found) < 2:
+        raise UserError(
+            f"{name}, column {col}: every row is variant {found[0]!r}; judge compares two or more variants."
+        )
+    _no_look_alikes(source, s, found)
+    if s.order is None:
+        rows = found
+    else:
+        rows = list(s.order)
+        for n in rows:
+            if n not in found:
+                raise UserError(
+                    f"--order names {n!r}, which no row of {name} has in column {col} (its variants: {_listed(found)})."
+                )
+        twice = next((n for i, n in enumerate(rows) if n in rows[:i]), None)
+        if twice is not None:
+            raise UserError(f"--order names {twice!r} twice; give each variant once.")
+        left = [n for n in found if n not in rows]
+        if left:
+            raise UserError(
+                f"--order leaves out {_listed(left)}, which {name} has in column {col}; name every variant, or "
+                "give judge a file without it."
+            )
+    for flag, n in (("--reference", s.reference), ("--placebo", s.placebo)):
+        if n is not None and n not in rows:
+            raise UserError(f"{flag} {n!r} is not a variant of {name} (column {col} has: {_listed(rows)}).")
+    return rows
+
+
+def _look(name: str) -> str:
+    """What a name looks like on screen: Unicode's compatibility form, without invisible characters or the spaces
+    around it."""
+    return "".join(c for c in unicodedata.normalize("NFKC", name) if unicodedata.category(c) != "Cf").strip()
+
+
+def _no_look_alikes(source: Source, s: JudgeSettings, found: list[str]) -> None:
+    """Two variants that print alike would read as one row twice, and --reference or --order could pick either."""
+    seen: dict[str, str] = {}
+    for n in found:
+        other = seen.setdefault(_look(n), n)
+        if other != n:
+            raise UserError(
+                f"{source.name}, column {s.variant_col}: the variants {other!r} and {n!r} print alike (they differ "
+                "only in spaces around them, invisible characters or Unicode normalisation); give each its own name."
+            )
+
+
+def _references(source: Source, s: JudgeSettings, rows: list[str]) -> list[int | None]:
+    """Each row's reference: --reference, else the row above (never the placebo); the placebo's is the first row."""
+    if s.placebo is not None and s.placebo == rows[0]:
+        raise UserError(
+            f"--placebo {s.placebo!r} is the first row, which the placebo is compared with; put it lower with --order."
+        )
+    if s.placebo is not None and s.placebo == s.reference:
+        raise UserError(
+            f"--placebo and --reference both name {s.placebo!r}; the placebo is compared with the first row."
+        )
+    refs, above = [], None
+    for i, v in enumerate(rows):
+        if v == s.placebo:
+            refs.append(0)
+        elif s.reference is not None:
+            refs.append(None if v == s.reference else rows.index(s.reference))
+        else:
+            refs.append(above)
+            above = i
+    return refs
