@@ -158,3 +158,29 @@ def test_the_smoke_ladder_prints_k_with_cis_and_trend_verdicts(run, tmp_path):
     assert set(tested["trend"]) <= {"grows", "shrinks", "inconclusive"}
     assert "better" in set(tested["verdict"])  # a decided row: +qk_norm at seeds 0-2 (k 1.10, CI 1.09-1.11)
     assert "k (ladder)" in out and "Rung 64x2" in out
+
+
+def test_a_rung_that_trains_more_than_an_epoch_is_named_in_the_scale_table(tmp_path):
+    """The memorisation warning, per rung: a small corpus and many tokens per parameter."""
+    text = tmp_path / "small.txt"
+    text.write_text("".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(200)))
+    result = modern_gpt.scale(
+        path=str(text),
+        tokenizer="char",
+        context=16,
+        dim=32,
+        heads=2,
+        layers=1,
+        batch_size=8,
+        steps=60,
+        eval_every=30,
+        eval_tokens=512,
+        plan="custom",
+        variants="classic;rope",
+        placebo=False,
+        seeds=2,
+        tokens_per_param=2.0,
+        out=tmp_path / "l",
+    )
+    epochs = [n for n in result.footnotes if "epochs of the training split" in n]
+    assert epochs and epochs[-1].startswith("Rung 32x1")  # the top rung, which sees the most tokens
