@@ -118,7 +118,7 @@ def test_a_run_logged_again_replaces_the_earlier_copy(tracked, tmp_path):
     copy = Path(shutil.copytree(folder, tmp_path / "again"))
     meta = json.loads((copy / "meta.json").read_text())
     backend = mlflow_backend.MlflowBackend(uri)
-    backend.start(copy, meta)
+    backend.start(copy, trecords.Tracked.of(meta))
     record = _records(copy)[(2, 1)]
     first, second = backend.log_run(record), backend.log_run(record)
     assert first != second and [r.info.run_id for r in _runs(uri, "again")] == [second]
@@ -312,7 +312,7 @@ def test_mlflow_runs_span_their_own_training_time_not_the_logging(tracked):
 
 def test_a_learning_rate_sweep_tells_its_runs_apart_and_names_the_table_rows_by_run_row(tmp_path):
     variants = [{"name": n, "lr": lr} for n in ("classic", "rope") for lr in (1e-3, 3e-3)]
-    meta = {"spec": {"plan": "duel", "lrs": [1e-3, 3e-3], "variants": variants}, "started": "t"}
+    meta = trecords.Tracked.of({"spec": {"plan": "duel", "lrs": [1e-3, 3e-3], "variants": variants}, "started": "t"})
     record = {"row": 3, "variant": "rope", "seed": 1, "lr": 3e-3}
     tags = trecords.run_tags(meta, record, tmp_path / "f")
     assert (tags["row"], tags["variant"], tags["seed"], tags["lr"]) == ("3", "rope", "1", "0.003")
@@ -323,7 +323,7 @@ def test_a_learning_rate_sweep_tells_its_runs_apart_and_names_the_table_rows_by_
     # summary.csv counts table rows (rope is its row 1) and shows each at its best lr: its runs' row is 2 or 3
     assert trecords.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.001"}) == 2
     assert trecords.row_tag(meta, {"row": "1", "variant": "rope", "lr": "0.003"}) == 3
-    single = {"spec": {"plan": "custom", "lrs": None, "variants": variants[:1]}}
+    single = trecords.Tracked.of({"spec": {"plan": "custom", "lrs": None, "variants": variants[:1]}})
     assert trecords.run_name(single, record) == "rope seed 1"
     assert trecords.row_tag(single, {"row": "1", "variant": "rope", "lr": "0.003"}) == 1
 

@@ -11,6 +11,7 @@ from .checks import _local_store, mlflow_uri
 from .records import (
     TRAIN,
     TRAIN_EXPERIMENT,
+    Tracked,
     _number,
     artifacts,
     curve,
@@ -39,19 +40,19 @@ class MlflowBackend:
     def __init__(self, uri: str | None = None):
         self.uri, _ = mlflow_uri(uri)
 
-    def start(self, folder: Path, meta: dict) -> None:
+    def start(self, folder: Path, tracked: Tracked) -> None:
         from mlflow import MlflowClient
 
-        self.folder, self.meta = Path(folder), meta
+        self.folder, self.tracked = Path(folder), tracked
         self.client = MlflowClient(self.uri)
-        train = meta.get("spec", {}).get("plan") == TRAIN
+        train = tracked.plan == TRAIN
         self.experiment_id = self._experiment(TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
 
     def _experiment(self, name: str, shared: bool) -> str:
         """The folder's experiment: made once, found again on resume; a name another folder took (or a deleted
         experiment holds) gets the time the folder was started added. shared: every `train` run's one."""
-        owner = "" if shared else f"{self.folder.resolve()}|{self.meta.get('started')}"
-        for attempt in (name, f"{name} ({self.meta.get('started')})"):
+        owner = "" if shared else f"{self.folder.resolve()}|{self.tracked.started}"
+        for attempt in (name, f"{name} ({self.tracked.started})"):
             found = self.client.get_experiment_by_name(attempt)
             if found is None:
                 store = _local_store(self.uri)  # a local store keeps artifacts beside it, not in the current folder
@@ -88,13 +89,13 @@ class MlflowBackend:
             self.client.log_batch(run_id, tags=tags)
 
     def log_run(self, record: dict) -> str:
-        tags = run_tags(self.meta, record, self.folder)
+        tags = run_tags(self.tracked, record, self.folder)
         start, end = run_times(record)
-        run_id = self._new_run(tags.pop("modern_gpt.key"), run_name(self.meta, record), tags, start)
+        run_id = self._new_run(tags.pop("modern_gpt.key"), run_name(self.tracked, record), tags, start)
         step = int(record.get("steps_done") or 0)
         points = [(name, value, s) for s, name, value in curve(record)]
         points += [(k, v, step) for k, v in run_metrics(record).items()]
-        self._batch(run_id, params=run_params(self.meta, record), metrics=points)
+        self._batch(run_id, params=run_params(self.tracked, record), metrics=points)
         self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED", end)
         return run_id
 
@@ -114,7 +115,7 @@ class MlflowBackend:
         return out
 
     def holds_summary(self) -> bool:
-        key = run_key(self.folder, self.meta, None)
+        key = run_key(self.folder, self.tracked, None)
         runs = self.client.search_runs([self.experiment_id], f"tags.`modern_gpt.key` = '{key}'")
         return any(r.info.status == "FINISHED" for r in runs)
 
@@ -125,11 +126,11 @@ class MlflowBackend:
     def log_summary(self, folder: Path, summary: list) -> None:
         rows = summary_cells(summary)
         run_id = self._new_run(
-            run_key(folder, self.meta, None), "summary", {"kind": "summary", "folder": Path(folder).name}
+            run_key(folder, self.tracked, None), "summary", {"kind": "summary", "folder": Path(folder).name}
         )
         metrics, tags = [], {}
         for row in rows:
-            at = f"row{row_tag(self.meta, row):02d}"
+            at = f"row{row_tag(self.tracked, row):02d}"
             metrics += [(f"{at}.{k}", v, 0) for k, v in row_stats(row).items()]
             tags.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
         self._batch(run_id, metrics=metrics, tags=tags)

@@ -1,4 +1,4 @@
-"""What is logged: pure functions of a run's record, the folder's meta and the summary rows."""
+"""What is logged: pure functions of a run's record, what is tracked of its folder (Tracked) and the summary rows."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import hashlib
 import io
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.config import TRACKERS
@@ -19,8 +20,40 @@ TB_DIR = "tensorboard"  # inside the results folder (or the checkpoint folder of
 
 
 # ---------------------------------------------------------------------------
-# What is logged: pure functions of a run's record and the folder's meta.json
+# What is logged: pure functions of a run's record and what is tracked of its folder
 # ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tracked:
+    """What a tracker is told of the folder its runs come from: the settings (as meta.json's spec holds them), the
+    plan ("train" for `modern-gpt train`'s one run), when the folder was started (a run's identity: run_key), and
+    with --lrs the learning-rate grid and the run rows' names and rates (row_tag)."""
+
+    settings: dict
+    plan: str
+    started: str
+    lrs: tuple[float, ...] = ()
+    variants: tuple[dict, ...] = ()
+
+    @classmethod
+    def of(cls, meta: dict) -> Tracked:
+        """From a results folder's meta.json (its fields as a hand-edited file may hold them: of the wrong type,
+        none)."""
+        spec = meta.get("spec") if isinstance(meta.get("spec"), dict) else {}
+        variants = spec.get("variants") if isinstance(spec.get("variants"), list) else []
+        return cls(
+            spec.get("settings") if isinstance(spec.get("settings"), dict) else {},
+            str(spec.get("plan", "")),
+            str(meta.get("started")),
+            tuple(spec.get("lrs") or ()),
+            tuple(v for v in variants if isinstance(v, dict)),
+        )
+
+    @classmethod
+    def train(cls, settings: dict, started: str) -> Tracked:
+        """`modern-gpt train`'s one run."""
+        return cls(settings, TRAIN, started)
+
+
 def tracked_ids(record: dict) -> dict[str, str]:
     """A run file's tracker ids ("tracked"), those that are ids: a hand-edited field of another type, or an id
     that is not a string, counts as not logged (logging it again replaces any copy, see run_key)."""
@@ -39,9 +72,9 @@ def tracking_state(meta: dict) -> dict[str, dict]:
     return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)}
 
 
-def run_params(meta: dict, record: dict) -> dict[str, object]:
+def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
     """A run's settings, flattened (model.dim, train.lr, ...), and its identity: variant, components, seed, lr."""
-    settings = meta.get("spec", {}).get("settings", {})
+    settings = tracked.settings
     out: dict[str, object] = {
         f"{section}.{key}": value
         for section in ("model", "train", "data")
@@ -63,51 +96,46 @@ def run_metrics(record: dict) -> dict[str, float]:
     return out
 
 
-def run_tags(meta: dict, record: dict, folder: Path) -> dict[str, str]:
+def run_tags(tracked: Tracked, record: dict, folder: Path) -> dict[str, str]:
     """The tags a run is found by: the folder, the plan, its row (its run file's, one per variant and learning
     rate), variant, seed and lr, and its key (see run_key)."""
     return {
         "folder": Path(folder).name,
-        "plan": str(meta.get("spec", {}).get("plan", "")),
+        "plan": tracked.plan,
         "row": str(record["row"]),
         "variant": record["variant"],
         "seed": str(record["seed"]),
         **({"lr": str(record["lr"])} if record.get("lr") is not None else {}),
         "error": (record.get("error") or "")[:500],
-        "modern_gpt.key": run_key(folder, meta, record),
+        "modern_gpt.key": run_key(folder, tracked, record),
     }
 
 
-def several_lrs(meta: dict) -> bool:
+def several_lrs(tracked: Tracked) -> bool:
     """Trained with --lrs: a variant has a run row per learning rate, which its names must tell apart."""
-    return len(meta.get("spec", {}).get("lrs") or ()) > 1
+    return len(tracked.lrs) > 1
 
 
-def run_name(meta: dict, record: dict) -> str:
+def run_name(tracked: Tracked, record: dict) -> str:
     """A run's display name: "rope seed 2", with --lrs "rope lr 0.003 seed 2"."""
-    lr = f" lr {record['lr']:g}" if several_lrs(meta) and isinstance(record.get("lr"), (int, float)) else ""
+    lr = f" lr {record['lr']:g}" if several_lrs(tracked) and isinstance(record.get("lr"), (int, float)) else ""
     return f"{record['variant']}{lr} seed {record['seed']}"
 
 
-def row_tag(meta: dict, row: dict[str, str]) -> int:
+def row_tag(tracked: Tracked, row: dict[str, str]) -> int:
     """The run row (the runs' row tag) of a summary.csv row: with --lrs, its variant's at the learning rate the
     table shows it at (summary.csv's row counts table rows); else the same number."""
-    if several_lrs(meta):
-        variants = meta.get("spec", {}).get("variants") or []
-        for i, v in enumerate(variants):
-            if (
-                isinstance(v, dict)
-                and v.get("name") == row.get("variant")
-                and _number(v.get("lr")) == _number(row.get("lr"))
-            ):
+    if several_lrs(tracked):
+        for i, v in enumerate(tracked.variants):
+            if v.get("name") == row.get("variant") and _number(v.get("lr")) == _number(row.get("lr")):
                 return i
     return int(_number(row.get("row")))
 
 
-def run_key(folder: Path, meta: dict, record: dict | None) -> str:
+def run_key(folder: Path, tracked: Tracked, record: dict | None) -> str:
     """A run's (or with None, the summary's) identity in a tracker: its folder, when the folder was started, and
     its (row, seed); the same after a resume, another for a folder deleted and made again."""
-    where = f"{Path(folder).resolve()}|{meta.get('started')}"
+    where = f"{Path(folder).resolve()}|{tracked.started}"
     what = "summary" if record is None else f"row{record['row']:02d}-seed{record['seed']}"
     return hashlib.sha256(f"{where}|{what}".encode()).hexdigest()[:20]
 

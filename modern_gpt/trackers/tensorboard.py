@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .records import (
     TB_DIR,
+    Tracked,
     artifacts,
     curve,
     row_stats,
@@ -26,8 +27,8 @@ class TensorBoardBackend:
 
     name = "tensorboard"
 
-    def start(self, folder: Path, meta: dict) -> None:
-        self.folder, self.meta = Path(folder), meta
+    def start(self, folder: Path, tracked: Tracked) -> None:
+        self.folder, self.tracked = Path(folder), tracked
         self.root = self.folder / TB_DIR
         self.root.mkdir(parents=True, exist_ok=True)
 
@@ -41,7 +42,7 @@ class TensorBoardBackend:
         return SummaryWriter(log_dir=str(path))
 
     def run_dir(self, record: dict) -> Path:
-        lr = f"-lr{record['lr']:g}" if several_lrs(self.meta) and isinstance(record.get("lr"), (int, float)) else ""
+        lr = f"-lr{record['lr']:g}" if several_lrs(self.tracked) and isinstance(record.get("lr"), (int, float)) else ""
         return self.root / f"{record['row']:02d}-{slug(record['variant'])}{lr}" / f"seed{record['seed']}"
 
     def log_run(self, record: dict) -> str:
@@ -55,14 +56,14 @@ class TensorBoardBackend:
             metrics = {f"final/{k}": v for k, v in run_metrics(record).items()}
             params = {
                 k: v if isinstance(v, (int, float, str, bool)) else str(v)
-                for k, v in run_params(self.meta, record).items()
+                for k, v in run_params(self.tracked, record).items()
             }
             for part in hparams(params, metrics):
                 writer.file_writer.add_summary(part)
             step = int(record.get("steps_done") or 0)
             for key, value in metrics.items():
                 writer.add_scalar(key, value, step)
-            writer.add_text("tags", _markdown(run_tags(self.meta, record, self.folder)), step)
+            writer.add_text("tags", _markdown(run_tags(self.tracked, record, self.folder)), step)
         finally:
             writer.close()
         return str(path.relative_to(self.folder))
@@ -84,7 +85,9 @@ class TensorBoardBackend:
             rows = summary_cells(summary)
             for row in rows:
                 for key, value in row_stats(row).items():
-                    name = f"{key}/{row_tag(self.meta, row):02d}-{slug(row['variant'])}"  # a stat's rows side by side
+                    name = (
+                        f"{key}/{row_tag(self.tracked, row):02d}-{slug(row['variant'])}"  # a stat's rows side by side
+                    )
                     writer.add_scalar(name, value, 0)
             if rows:
                 verdicts = [{"variant": r["variant"], "verdict": r.get("verdict", ""), **_cells(r)} for r in rows]

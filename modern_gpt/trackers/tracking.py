@@ -11,13 +11,13 @@ from typing import Protocol
 
 from ..core.config import check_names
 from .checks import mlflow_uri, store_id
-from .records import TRAIN, first_line, tracked_ids, tracking_state
+from .records import Tracked, first_line, tracked_ids, tracking_state
 
 
 class Backend(Protocol):
     name: str
 
-    def start(self, folder: Path, meta: dict) -> None: ...
+    def start(self, folder: Path, tracked: Tracked) -> None: ...
     def log_run(self, record: dict) -> str: ...  # the tracker's run id
     def log_summary(self, folder: Path, summary: list) -> None: ...  # summary: verdict.design.SummaryRow's
     def held(self, ids: list[str]) -> set[str]: ...  # of these run ids, those the tracker holds now
@@ -62,12 +62,15 @@ class Tracking:
         self.folder: Path | str = "DIR"  # the results folder, named in the command that pushes what a tracker lacks
 
     @classmethod
-    def open(cls, names, mlflow_uri_given: str | None, folder: Path, meta: dict, on_warning=warn) -> Tracking:
+    def open(cls, names, mlflow_uri_given: str | None, folder: Path, meta: dict | Tracked, on_warning=warn) -> Tracking:
+        """The trackers asked for, started on a results folder (meta: its meta.json) or on what else is tracked
+        (train's one run); one that fails to start is a warning and an error kept."""
+        tracked = meta if isinstance(meta, Tracked) else Tracked.of(meta)
         tracking = cls([], on_warning, mlflow_uri_given)
         tracking.folder = Path(folder)
         for name in check_names(names):
             b = backend(name, mlflow_uri_given)
-            if tracking._safely(b, b.start, folder, meta):
+            if tracking._safely(b, b.start, folder, tracked):
                 tracking.backends.append(b)
         return tracking
 
@@ -157,8 +160,8 @@ def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed:
         "components": "+".join(components),
         "lr": settings.train.lr,
     }
-    meta = {"spec": {"settings": settings.to_dict(), "plan": TRAIN}, "started": dt.datetime.now().isoformat()}
-    tracking = Tracking.open(names, mlflow_uri_given, Path(folder), meta)
+    tracked = Tracked.train(settings.to_dict(), dt.datetime.now().isoformat())
+    tracking = Tracking.open(names, mlflow_uri_given, Path(folder), tracked)
     try:
         return tracking.log(record)
     finally:

@@ -11,6 +11,7 @@ from ..core.errors import UserError
 from .records import (
     TRAIN,
     TRAIN_EXPERIMENT,
+    Tracked,
     artifacts,
     curve,
     row_stats,
@@ -100,12 +101,12 @@ class WandbBackend:
 
     name = "wandb"
 
-    def start(self, folder: Path, meta: dict) -> None:
+    def start(self, folder: Path, tracked: Tracked) -> None:
         import wandb
 
-        self.wandb, self.folder, self.meta = wandb, Path(folder), meta
+        self.wandb, self.folder, self.tracked = wandb, Path(folder), tracked
         self.root = wandb_root(self.folder)
-        train = meta.get("spec", {}).get("plan") == TRAIN
+        train = tracked.plan == TRAIN
         self.group = TRAIN_EXPERIMENT if train else self.folder.name
 
     def _init(self, key: str, name: str, job_type: str, tags: list[str], config: dict):
@@ -130,12 +131,12 @@ class WandbBackend:
         )
 
     def log_run(self, record: dict) -> str:
-        tags = run_tags(self.meta, record, self.folder)
+        tags = run_tags(self.tracked, record, self.folder)
         key = tags.pop("modern_gpt.key")
-        keys = ("folder", "plan", "row", "variant", *(("lr",) if several_lrs(self.meta) and "lr" in tags else ()))
+        keys = ("folder", "plan", "row", "variant", *(("lr",) if several_lrs(self.tracked) and "lr" in tags else ()))
         labels = [_wandb_tag(k, tags[k]) for k in keys]
-        config = {**{k: v for k, v in tags.items() if v}, **run_params(self.meta, record), "row": record["row"]}
-        run = self._init(key, run_name(self.meta, record), "run", labels, config)
+        config = {**{k: v for k, v in tags.items() if v}, **run_params(self.tracked, record), "row": record["row"]}
+        run = self._init(key, run_name(self.tracked, record), "run", labels, config)
         try:
             steps: dict[int, dict[str, float]] = {}
             for step, name, value in curve(record):
@@ -166,7 +167,7 @@ class WandbBackend:
         return out
 
     def holds_summary(self) -> bool:
-        return bool(self.held([run_key(self.folder, self.meta, None)]))
+        return bool(self.held([run_key(self.folder, self.tracked, None)]))
 
     @property
     def where(self) -> str:
@@ -181,8 +182,8 @@ class WandbBackend:
 
     def log_summary(self, folder: Path, summary: list) -> None:
         rows = summary_cells(summary)
-        key = run_key(folder, self.meta, None)
-        plan = str(self.meta.get("spec", {}).get("plan", ""))
+        key = run_key(folder, self.tracked, None)
+        plan = self.tracked.plan
         labels = [_wandb_tag("folder", Path(folder).name), _wandb_tag("plan", plan), "summary"]
         run = self._init(key, "summary", "summary", labels, {"folder": Path(folder).name, "plan": plan})
         try:
@@ -199,7 +200,7 @@ class WandbBackend:
                 run.log(logged)
             verdicts = {}
             for row in rows:
-                at = f"row{row_tag(self.meta, row):02d}"
+                at = f"row{row_tag(self.tracked, row):02d}"
                 verdicts.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
                 verdicts.update({f"{at}.{k}": v for k, v in row_stats(row).items()})
             run.summary.update(verdicts)
