@@ -32,10 +32,20 @@ def run() -> None:
         main()
     except SystemExit as e:  # main() always ends so, with the command's exit code
         _exit_code.append(e.code)
+        if threading.current_thread() is threading.main_thread():
+            for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # the command has said its last word: a signal while the
+                if hasattr(signal, name):  # exit handlers run is a quiet exit, never their traceback
+                    signal.signal(getattr(signal, name), _interrupted_while_leaving)
         raise
 
 
 _exit_code: list = []
+
+
+def _interrupted_while_leaving(signum, frame) -> None:
+    # Ctrl-C held down, or pressed again, after main() has printed its result or its "interrupted" line: raised
+    # here, the KeyboardInterrupt would surface in whichever exit handler runs as a traceback. Leave at once.
+    os._exit(130)
 
 
 def _leave() -> None:

@@ -189,3 +189,28 @@ def test_help_argument_errors_and_params_import_no_torch_and_print_what_they_pri
     assert "parallel_block" in unknown, unknown
     assert "parallel_block" in lazy[cases.index(PLAN_ERRORS[0])]["stderr"]
     assert json.loads(lazy[cases.index(["params", "--format", "json"])]["stdout"])["total"] > 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_exit_handlers_run_is_a_quiet_exit(tmp_path):
+    """Issue 31, item 7: Ctrl-C held down (or pressed twice) after the command's last line reached an exit
+    handler, which printed its traceback after the clean line. An exit handler that receives SIGINT stands in."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import atexit, os, signal, sys, time\n"
+        "import modern_gpt.cli.commands as c\n"
+        "from modern_gpt import __main__ as m\n"
+        "orig = c.main\n"
+        "def main():\n"
+        "    def again():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(0.5)\n"
+        "    atexit.register(again)\n"
+        "    orig()\n"
+        "c.main = main\n"
+        "sys.argv = ['modern-gpt', '--version']\n"
+        "m.run()\n"
+    )
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("modern-gpt ") and done.returncode == 130
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
