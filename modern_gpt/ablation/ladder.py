@@ -343,7 +343,7 @@ def load(folder) -> LadderReport:
     import pandas as pd
 
     from ..verdict.design import Row
-    from ..verdict.ladder import LadderDesign, ladder_table
+    from ..verdict.ladder import LadderDesign, LadderError, ladder_table
     from ..verdict.table import failed
     from . import report
     from .results import ResultsDir
@@ -376,7 +376,16 @@ def load(folder) -> LadderReport:
         source=ladder.specs[0].data_name,
         lr_rule=ladder.lr_rule,
     )
-    table, notes = ladder_table(design, runs)
+    try:
+        table, notes = ladder_table(design, runs)
+    except LadderError as e:
+        expected = sum(len(s.table_variants) * len(s.seeds) for s in ladder.specs)
+        unfinished = (
+            f" ({len(runs)} of its {expected} runs are in); {resume_command(folder)} trains the rest"
+            if len(runs) < expected
+            else ""
+        )
+        raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
     notes = _rung_notes(ladder, reps) + notes
     return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]))
 
