@@ -184,3 +184,18 @@ def test_a_rung_that_trains_more_than_an_epoch_is_named_in_the_scale_table(tmp_p
     )
     epochs = [n for n in result.footnotes if "epochs of the training split" in n]
     assert epochs and epochs[-1].startswith("Rung 32x1")  # the top rung, which sees the most tokens
+
+
+def test_a_best_learning_rate_at_the_edge_of_its_grid_is_flagged_per_rung():
+    from types import SimpleNamespace
+
+    from modern_gpt.ablation.ladder import Rung, _edge_notes
+
+    rung = Rung(32, 2, 10, 1, 5, None, 1000)
+    rows = [SimpleNamespace(name="classic", lr=1e-3), SimpleNamespace(name="rope", lr=3e-3)]
+    sweep = SimpleNamespace(lrs=(1e-3, 3e-3, 1e-2), at=None)
+    (note,) = _edge_notes(rung, SimpleNamespace(sweep=sweep, rows=rows))
+    assert note.startswith("Rung 32x2: the best learning rate of classic (0.001) is at the edge") and "rope" not in note
+    inside = [SimpleNamespace(name="rope", lr=3e-3)]
+    assert _edge_notes(rung, SimpleNamespace(sweep=sweep, rows=inside)) == []
+    assert _edge_notes(rung, SimpleNamespace(sweep=None, rows=rows)) == []  # no grid, no edge

@@ -386,11 +386,11 @@ def load(folder) -> LadderReport:
             else ""
         )
         raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
-    notes = _rung_notes(ladder, reps) + notes
+    notes = _rung_notes(ladder, reps, folder) + notes
     return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]))
 
 
-def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
+def _rung_notes(ladder: Ladder, reps: list, folder: Path) -> list[str]:
     """What a rung's own table warns of that the scale table inherits: memorised training splits, unfinished
     or failed runs, and a best learning rate at the edge of its grid."""
     out = []
@@ -402,9 +402,27 @@ def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
                 "(its own table says more: modern-gpt report on its folder)."
             )
         for note in rep.notes:
-            if "edge" in note or "diverged" in note or "not finished" in note or "failed" in note:
+            if note.endswith("left out of the means."):  # a failed run
                 out.append(f"Rung {r.name}: {note}")
+            elif "have not finished" in note:  # the ladder's resume finishes every rung, and its table
+                out.append(f"Rung {r.name}: {note.split(';')[0]}; finish them with: {resume_command(folder)}")
+        out += _edge_notes(r, rep.design)
     return out
+
+
+def _edge_notes(r: Rung, design) -> list[str]:
+    """With --lrs: the rows whose best learning rate at this rung is the smallest or largest of the grid, where
+    a better one may lie outside it (a wrong rate at one rung reads as a gain that changes with scale)."""
+    if design.sweep is None or design.sweep.at is not None:
+        return []
+    low, high = min(design.sweep.lrs), max(design.sweep.lrs)
+    edge = [f"{row.name} ({row.lr:g})" for row in design.rows if row.lr in (low, high)]
+    if not edge:
+        return []
+    return [
+        f"Rung {r.name}: the best learning rate of {', '.join(edge[:6])} is at the edge of the grid "
+        f"{low:g}-{high:g}; a better one may lie outside it: widen --lrs."
+    ]
 
 
 def write_files(folder: Path, rep: LadderReport) -> None:

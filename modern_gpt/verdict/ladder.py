@@ -438,6 +438,11 @@ def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray)
         f"{len(design.rungs)} rungs from {bottom:.3g} to {top:.3g} FLOPs; a crossover outside that range is "
         "extrapolation."
     )
+    if len(design.rungs) == MIN_RUNGS:
+        notes.append(
+            f"{MIN_RUNGS} rungs, the fewest a trend can be read from: each row's trend line has one rung to spare, so "
+            "a curve in k against compute would not show; a fourth rung would."
+        )
     if design.lr_rule:
         notes.append(
             f"Learning rate per rung: {design.lr_rule}. A learning rate wrong at the top rung looks exactly like a "
