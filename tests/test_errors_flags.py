@@ -124,3 +124,14 @@ def test_vocab_size_without_bpe_is_refused_not_ignored(run):
         assert code == 2 and f"the tokenizer is {tokenizer}; add --tokenizer bpe" in err, err
     code, _, err = run("ablate", "--smoke", "--seeds", "2", "--vocab-size", "300")
     assert code == 2 and "--vocab-size sizes the bpe tokenizer" in err, err
+
+
+def test_eval_tokens_below_one_window_is_refused_not_rounded_up(run, tmp_path):
+    """Issue 31: --eval-tokens 10 with --context 32 was one window of 32 tokens without a word."""
+    said = "--eval-tokens 10 is below one window of --context 32 tokens"
+    for command in ("ablate", "train", "scale"):
+        assert_user_error(run(command, "--smoke", "--eval-tokens", "10", "--out", tmp_path / command), said)
+        assert not (tmp_path / command).exists()
+    config = tmp_path / "few.toml"
+    config.write_text("[model]\ncontext = 64\n[train]\neval_tokens = 32\n")
+    assert_user_error(run("train", "--config", config), "eval_tokens (in the config file) 32 is below one window")

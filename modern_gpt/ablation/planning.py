@@ -556,12 +556,25 @@ def check_read(settings: Settings, models: list[tuple[str, ...]], plan: bool = F
             raise UserError(f"{given} is read by {component} alone, {why}, or leave out {given.split()[0]}.")
         if key == "model.multiple_of" and settings.model.mlp_hidden is not None:
             raise UserError(f"{given} rounds SwiGLU's width, which --mlp-hidden sets outright; give one of them.")
+    _check_windows(settings)
     # A typed --vocab-size with char, byte or a tokenizer file (whose vocabularies are fixed) would be ignored. A
     # config file's vocab_size is not refused: --tokenizer char over configs/mini.toml is a choice, not a slip.
     if "data.vocab_size" in settings.typed and settings.data.tokenizer != "bpe":
         raise UserError(
             f"--vocab-size sizes the bpe tokenizer trained here alone, and the tokenizer is {settings.data.tokenizer}; "
             "add --tokenizer bpe, or leave out --vocab-size."
+        )
+
+
+def _check_windows(settings: Settings) -> None:
+    """--eval-tokens below one window of the context would be rounded up to one window without a word: the final
+    losses would average more tokens than were asked for."""
+    asked, context = settings.train.eval_tokens, settings.model.context
+    if asked < context:
+        given = "--eval-tokens" if "train.eval_tokens" in settings.typed else "eval_tokens (in the config file)"
+        raise UserError(
+            f"{given} {asked} is below one window of --context {context} tokens, the fewest a loss is measured on; "
+            f"give {context} or more."
         )
 
 
