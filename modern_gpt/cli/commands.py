@@ -85,8 +85,8 @@ def _usage_error(e) -> str:
 
 
 def main() -> None:
-    """The console script: a user error (a usage error included) is one sentence on stderr and exit code 2;
-    Ctrl-C, SIGTERM and SIGHUP exit with 130."""
+    """The console script: a user error (a usage error included) and running out of memory are one sentence on
+    stderr and exit code 2; Ctrl-C, SIGTERM and SIGHUP exit with 130."""
     _state["argv"] = sys.argv[1:]
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
@@ -110,6 +110,16 @@ def main() -> None:
             traceback.print_exc()
         print("modern-gpt: interrupted", file=sys.stderr)
         sys.exit(130)
+    except MemoryError:  # by now the unwinding has freed what filled the memory: one sentence can be printed
+        if _state["debug"]:
+            traceback.print_exc()
+        what = " ".join(["modern-gpt", *[a for a in _state["argv"] if not a.startswith("-")][:1]])
+        print(
+            f"modern-gpt: error: out of memory: {what} needed more memory than is free; give it a smaller input "
+            "(for judge, a file of fewer runs) or run it where more memory is free.",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +21,11 @@ from ..core.errors import UserError
 from .design import ALPHA, Design, Row, SummaryRow, judge_columns
 from .ladder_judge import LadderSettings, judge_ladder
 from .reading import (
-    _MISSING,
     DIVERGED,
     ERROR,
     JudgeSettings,
     Source,
+    _empty,
     _failed_value,
     _flag,
     _listed,
@@ -38,13 +40,24 @@ from .reading import (
     check_settings,
     from_frame,
     names,
+    numbers,
+    out_of_range,
+    parsed,
     read_file,
+    refusal,
 )
 
 
 def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
     """The Design and runs frame that the verdict engine (table.summarize, table.footnotes) reads, from a
     checked table."""
+    design, frame, _ = read_runs(source, s)
+    return design, frame
+
+
+def read_runs(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame, list[str]]:
+    """runs_from's Design and runs, and judge's own footnotes on them (a tracker's unfinished runs). Each column is
+    parsed at once; the first refused cell, in the file's order, is the sentence the cell-by-cell reader gave."""
     check_settings(s)
     name = source.name
     for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric")):
@@ -52,89 +65,169 @@ def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
             raise UserError(
                 f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
             )
-    markers = [c for c in (DIVERGED, ERROR) if c in source.columns and c not in (s.variant_col, s.seed_col, s.metric)]
-
-    def cell(where, record, col, parse):
-        try:
-            return parse(record.get(col, _MISSING))
-        except ValueError as e:
-            why = "is missing" if col not in record else str(e)
-            raise UserError(f"{name}, {where}, column {col}: {why}.") from None
-
-    runs, first_seen, seen = [], {}, {}
-    for where, record in source.records:
-        variant = cell(where, record, s.variant_col, _name)
-        seed = cell(where, record, s.seed_col, _seed)
-        diverged = DIVERGED in markers and cell(where, record, DIVERGED, _flag)
-        error = cell(where, record, ERROR, _message) if ERROR in markers else ""
-        value = cell(where, record, s.metric, _metric if not (diverged or error) else _number_or_empty)
-        if not math.isfinite(value) and not (diverged or error):
-            raise UserError(
-                f"{name}, {where}, column {s.metric}: {value} is not a finite number (a failed run is marked true in "
-                f"a {DIVERGED} column, or has a message in an {ERROR} column)."
-            )
-        if (variant, seed) in seen:
-            raise UserError(
-                f"{name}, {where}, columns {s.variant_col} and {s.seed_col}: variant {variant!r}, seed {seed} is "
-                f"already on {seen[variant, seed]}; give each run one row."
-            )
-        seen[variant, seed] = where
-        first_seen.setdefault(variant, where)
-        steps = _failed_value(record, "steps_done") if diverged and not error else math.nan
-        if diverged and not error and not math.isfinite(steps):  # the footnote then says why it is left out
-            error = f"marked diverged in column {DIVERGED}"
-        runs.append(
-            {"variant": variant, "seed": seed, "value": value, "diverged": diverged, "error": error, "steps": steps}
-        )
-    rows = _order(source, s, list(first_seen))
+    runs = _columns(source, s)
+    _first_refusal(source, s, runs)
+    rows = _order(source, s, list(dict.fromkeys(runs.variant)))
     _check_pairs(source, s, rows, runs)
     refs = _references(source, s, rows)
-    return _design(source, s, rows, refs, runs), _runs_frame(s, rows, runs)
+    return _design(source, s, rows, refs, runs), _runs_frame(s, rows, runs), _unfinished_states(source, s, runs)
 
 
-def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: list[dict]) -> None:
+@dataclass
+class _Runs:
+    """Every run's parsed cells, a column each, and per column the cells refused (checked in this order)."""
+
+    variant: list
+    seed: list
+    diverged: np.ndarray
+    error: list[str]
+    value: np.ndarray
+    steps: np.ndarray
+    refused: list[tuple[str, object, np.ndarray]]  # (column, its parser, the mask of refused cells)
+
+    @property
+    def failed(self) -> np.ndarray:
+        return self.diverged | np.array([bool(e) for e in self.error], bool)
+
+
+def _columns(source: Source, s: JudgeSettings) -> _Runs:
+    """Each column parsed by its cell parser; a failed run (a diverged or error mark) may have an empty metric."""
+    markers = [c for c in (DIVERGED, ERROR) if c in source.columns and c not in (s.variant_col, s.seed_col, s.metric)]
+    n, none = source.size, np.zeros(source.size, bool)
+    variant, v_bad = parsed(source.column(s.variant_col), _name)
+    seed, s_bad = parsed(source.column(s.seed_col), _seed)
+    flags, d_bad = parsed(source.column(DIVERGED), _flag) if DIVERGED in markers else ([False] * n, none)
+    texts, e_bad = parsed(source.column(ERROR), _message) if ERROR in markers else ([""] * n, none)
+    diverged, error = np.array([bool(x) for x in flags], bool), [x or "" for x in texts]
+    cells = source.column(s.metric)
+    value, m_bad = numbers(cells)
+    failed = diverged | np.array([bool(e) for e in error], bool)
+    for i in np.flatnonzero(m_bad & failed).tolist():  # a failed run's metric may be empty
+        m_bad[i] = not _empty(cells[i])
+    m_bad |= out_of_range(value) & ~failed
+    steps = np.full(n, math.nan)
+    marked = np.flatnonzero(diverged & ~np.array([bool(e) for e in error], bool)).tolist()
+    for i in marked:  # a diverged run's steps_done, for the footnote that names it
+        steps[i] = _failed_value({"steps_done": source.column("steps_done")[i]}, "steps_done")
+        if not math.isfinite(steps[i]):  # the footnote then says why it is left out
+            error[i] = f"marked diverged in column {DIVERGED}"
+    metric = _Metric(failed)
+    refused = [(s.variant_col, _name, v_bad), (s.seed_col, _seed, s_bad), (DIVERGED, _flag, d_bad)]
+    refused += [(ERROR, _message, e_bad), (s.metric, metric, m_bad)]
+    return _Runs(variant, seed, diverged, error, value, steps, refused)
+
+
+class _Metric:
+    """The metric's parser per run: _metric, or for a failed run _number_or_empty (its value is left out)."""
+
+    def __init__(self, failed: np.ndarray):
+        self.failed = failed
+
+    def at(self, i: int):
+        return _number_or_empty if self.failed[i] else _metric
+
+
+def _first_refusal(source: Source, s: JudgeSettings, runs: _Runs) -> None:
+    """The first run with a refused cell, a metric that is not finite, or a variant and seed already seen: its
+    sentence, in the order the cells were checked one by one (variant, seed, diverged, error, metric)."""
+    finished = ~runs.failed
+    infinite = finished & ~runs.refused[-1][2] & ~np.isfinite(runs.value)
+    ok = ~np.logical_or.reduce([bad for _, _, bad in runs.refused])
+    twice = pd.DataFrame({"v": runs.variant, "s": runs.seed}).duplicated().to_numpy() & ok
+    stop = ~ok | infinite | twice
+    if not stop.any():
+        return
+    i = int(np.argmax(stop))
+    where, cells = source.where(i), source.column
+    for col, parse, bad in runs.refused:
+        if bad[i]:
+            parse = parse.at(i) if isinstance(parse, _Metric) else parse
+            raise UserError(f"{source.name}, {where}, column {col}: {refusal(parse, cells(col)[i])}.")
+    if infinite[i]:
+        raise UserError(
+            f"{source.name}, {where}, column {s.metric}: {float(runs.value[i])} is not a finite number (a failed run "
+            f"is marked true in a {DIVERGED} column, or has a message in an {ERROR} column)."
+        )
+    variant, seed = runs.variant[i], runs.seed[i]
+    first = next(j for j in range(i) if runs.variant[j] == variant and runs.seed[j] == seed)
+    raise UserError(
+        f"{source.name}, {where}, columns {s.variant_col} and {s.seed_col}: variant {variant!r}, seed {seed} is "
+        f"already on {source.where(first)}; give each run one row."
+    )
+
+
+def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: _Runs) -> None:
     """Every variant has a run (finished or failed) for every seed: pairs are never guessed."""
-    seeds_of = {v: set() for v in rows}
-    where_seed = {}
-    for i, r in enumerate(runs):
-        seeds_of[r["variant"]].add(r["seed"])
-        where_seed.setdefault(r["seed"], (i, r["variant"]))
-    wheres = [w for w, _ in source.records]
-    for v in rows:
-        for seed, (i, other) in where_seed.items():
-            if seed not in seeds_of[v]:
-                raise UserError(
-                    f"{source.name}, {wheres[i]}, column {s.seed_col}: seed {seed} has a run of {other!r} and none "
-                    f"of {v!r}; every variant needs a row for every seed (a failed run included), so that no pair "
-                    "is guessed."
-                )
+    per = Counter(runs.variant)  # no run is there twice: a variant's runs are its seeds
+    every = len(set(runs.seed))
+    short = next((v for v in rows if per[v] < every), None)
+    if short is None:
+        return
+    have = {sd for v, sd in zip(runs.variant, runs.seed, strict=True) if v == short}
+    first: dict = {}
+    for i, sd in enumerate(runs.seed):
+        first.setdefault(sd, i)
+    seed, i = next((sd, i) for sd, i in first.items() if sd not in have)
+    raise UserError(
+        f"{source.name}, {source.where(i)}, column {s.seed_col}: seed {seed} has a run of {runs.variant[i]!r} and "
+        f"none of {short!r}; every variant needs a row for every seed (a failed run included), so that no pair "
+        "is guessed."
+    )
 
 
-def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: list[dict]) -> Design:
+def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: _Runs) -> Design:
     """The table's Design: the file's variants as rows (each with its reference, any other row, and the
     placebo marked), its seeds as labels that pair the runs, and judge's alpha and margin."""
     table = [Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True)]
-    seeds = sorted({r["seed"] for r in runs})
+    seeds = sorted(set(runs.seed))
     return Design(table, seeds, s.alpha, s.margin, any_reference=True, source=source.name)
 
 
-def _runs_frame(s: JudgeSettings, rows: list[str], runs: list[dict]) -> pd.DataFrame:
+def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs) -> pd.DataFrame:
     """The verdict engine's runs: the metric as val_loss (negated when higher is better: summarize reads lower
     as better); a run has no training columns."""
     index = {v: i for i, v in enumerate(rows)}
     sign = -1.0 if s.higher_is_better else 1.0
     frame = pd.DataFrame(
         {
-            "row": [index[r["variant"]] for r in runs],
-            "variant": [r["variant"] for r in runs],
-            "seed": [r["seed"] for r in runs],
-            "val_loss": [sign * r["value"] for r in runs],
-            "diverged": [bool(r["diverged"]) for r in runs],
-            "error": [r["error"] for r in runs],
-            "steps_done": [r["steps"] for r in runs],
+            "row": [index[v] for v in runs.variant],
+            "variant": runs.variant,
+            "seed": runs.seed,
+            "val_loss": sign * runs.value,
+            "diverged": runs.diverged,
+            "error": runs.error,
+            "steps_done": runs.steps,
         }
     )
     return frame.sort_values(["row", "seed"], kind="stable").reset_index(drop=True)
+
+
+# A tracker's export (W&B's State, MLflow's status) says how each run ended; a run that did not finish would be
+# averaged in like the others.
+STATE_COLUMNS = ("state", "status")
+FINISHED = frozenset(("", "finished", "complete", "completed", "done", "ok", "success", "succeeded", "successful"))
+
+
+def _unfinished_states(source: Source, s: JudgeSettings, runs: _Runs) -> list[str]:
+    """A footnote per State/status column that says some counted run did not finish, naming those runs."""
+    notes, failed = [], runs.failed
+    for col in source.columns:
+        if col.lower() not in STATE_COLUMNS or col in (s.variant_col, s.seed_col, s.metric):
+            continue
+        cells = source.column(col)
+        named = [
+            f"{runs.variant[i]!r}, seed {runs.seed[i]}: {cells[i]!r}"
+            for i in range(source.size)
+            if not failed[i] and str(cells[i]).strip().lower() not in FINISHED and not _empty(cells[i])
+        ]
+        if named:
+            shown = "; ".join(named[:12]) + (f"; and {len(named) - 12} more" if len(named) > 12 else "")
+            notes.append(
+                f"Column {col} says {len(named)} run{'s' if len(named) != 1 else ''} did not finish ({shown}), yet "
+                f"{'they are' if len(named) != 1 else 'it is'} averaged in like the others; mark a run that did "
+                f"not finish in an {ERROR} column (with why), or leave it out of the file."
+            )
+    return notes
 
 
 # ---------------------------------------------------------------------------
@@ -175,15 +268,35 @@ def _unmarked_placebo(design: Design) -> str | None:
     )
 
 
-def judge(design: Design, s: JudgeSettings, runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
-    """The table's rows (judge's columns, in its order) and its footnotes, from runs_from's design and runs."""
+# report's placebo is the first row with another weight init; in anyone's runs it is the first row run again.
+THEIR_PLACEBO = {
+    "with only its weight init changed, a diagnostic": "run again (--placebo), with nothing else changed, a diagnostic",
+    "it is what initialisation alone does on this data and budget": "it is what a rerun alone does in these runs",
+    "initialisation alone moved the val loss": "a rerun alone moved the val loss",
+    "may be initialisation rather than the component": "may be a rerun's noise rather than the component",
+    "(the first row again with another weight init)": "(the first row run again)",
+}
+
+
+def _their_runs(note: str) -> str:
+    for mine, theirs in THEIR_PLACEBO.items():
+        note = note.replace(mine, theirs)
+    return note
+
+
+def judge(
+    design: Design, s: JudgeSettings, runs: pd.DataFrame, own: bool = False, first: tuple | list = ()
+) -> tuple[list[dict], list[str]]:
+    """The table's rows (judge's columns, in its order) and its footnotes, from runs_from's design and runs; `own`:
+    the runs are a modern-gpt results folder's, whose placebo is a weight init; `first`: read_runs' footnotes."""
     from .table import footnotes, summarize
 
     metric, flip = s.metric, s.higher_is_better
     summary = [_honest(row, flip) for row in summarize(design, runs)]
     # the training footnotes (memorisation, parameter mismatch) have nothing to read: no train loss, no params
     quiet = [row.with_(val_loss=math.nan, train_loss=math.nan) for row in summary]
-    notes = [_in_units(n, metric) for n in footnotes(design, runs, quiet)]
+    notes = [_in_units(n if own else _their_runs(n), metric) for n in footnotes(design, runs, quiet)]
+    notes[:0] = first
     unmarked = _unmarked_placebo(design)
     if unmarked:
         notes.insert(0, unmarked)
@@ -212,19 +325,25 @@ def title(design: Design, s: JudgeSettings) -> str:
 def judge_file(path, s: JudgeSettings) -> tuple[Design, list[dict], list[str]]:
     """The design, the table's rows and its footnotes, for `modern-gpt judge FILE`."""
     check_settings(s)  # before the file is read
-    design, runs = runs_from(read_file(path), s)
-    rows, notes = judge(design, s, runs)
+    design, runs, first = read_runs(read_file(path), s)
+    rows, notes = judge(design, s, runs, own=_folder_spec(Path(path)) is not None, first=first)
     return design, rows, notes + _folder_note(Path(path))
+
+
+def _folder_spec(path: Path) -> dict | None:
+    """The spec in the meta.json beside FILE: the file is then a modern-gpt results folder's runs."""
+    try:
+        spec = json.loads((path.parent / "meta.json").read_text(encoding="utf-8")).get("spec", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    return spec if isinstance(spec, dict) else None
 
 
 def _folder_note(path: Path) -> list[str]:
     """A results folder's runs.csv from a --seeds auto ablation is judged here at the fixed level, not against
     the boundary its ablation stopped on: say so, and name the command whose table is the folder's own."""
-    try:
-        spec = json.loads((path.parent / "meta.json").read_text(encoding="utf-8")).get("spec", {})
-    except (OSError, ValueError, AttributeError):
-        return []
-    if not isinstance(spec, dict) or spec.get("min_seeds") is None:  # min_seeds: only --seeds auto has them
+    spec = _folder_spec(path)
+    if spec is None or spec.get("min_seeds") is None:  # min_seeds: only --seeds auto has them
         return []
     return [
         f"{path.parent}/meta.json says this folder was a --seeds auto ablation: judge tests every row at the fixed "
@@ -284,8 +403,8 @@ def verdict(
             title=f"compute multiplier k of {len(rows)} variants at {len(design.rungs)} rungs", footnotes=notes
         )
         return out
-    design, runs = runs_from(from_frame(df), s)
-    rows, notes = judge(design, s, runs)
+    design, runs, first = read_runs(from_frame(df), s)
+    rows, notes = judge(design, s, runs, first=first)
     out = pd.DataFrame(rows)
     out.attrs.update(title=title(design, s), footnotes=notes)
     return out

@@ -11,8 +11,10 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -55,12 +57,27 @@ class JudgeSettings:
 
 @dataclass
 class Source:
-    """A table read from a file or a DataFrame: its name, columns and records, each with where it is."""
+    """A table read from a file or a DataFrame, by column: each column's cells in the runs' order (a list per
+    column, not a dict per run: a million runs as dicts took 2.3 GB), and where each run is."""
 
     name: str
     columns: list[str]
-    records: list[tuple[str, dict]]  # ("line 5", {column: value}); where names the line, row or index
+    cells: dict[str, list]  # column -> its cell of every run; _MISSING where a JSON line has no such key
     header: str  # where the column names are
+    places: Callable[[int], str]  # run i -> "line 5", "row 3 (index 'z')": said only in a sentence
+    size: int
+
+    def where(self, i: int) -> str:
+        return self.places(int(i))
+
+    def column(self, col: str) -> list:
+        return self.cells[col] if col in self.cells else [_MISSING] * self.size
+
+    @cached_property
+    def records(self) -> list[tuple[str, dict]]:
+        """("line 5", {column: value}) per run, for ladder_judge's reader (a JSON line's absent keys absent)."""
+        cols = [(c, self.cells[c]) for c in self.columns]
+        return [(self.where(i), {c: v[i] for c, v in cols if v[i] is not _MISSING}) for i in range(self.size)]
 
 
 # ---------------------------------------------------------------------------
@@ -93,17 +110,61 @@ def read_file(path) -> Source:
         raise UserError(f"{path} is empty; give a table with one row per run.")
     if suffix == ".parquet":
         return _parquet(path)
+    return _csv(path, _text(path, data)) if suffix == ".csv" else _jsonl(path, _text(path, data))
+
+
+def _text(path: Path, data: bytes) -> str:
+    """The file as UTF-8 text; UTF-16 (Excel's "Unicode text") is named with its fix, not as a bad byte."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data[:200].count(b"\x00") > len(data[:200]) // 4:
+        raise UserError(
+            f'{path} is UTF-16 text (Excel saves "Unicode text" so), where judge reads UTF-8 with commas; save it '
+            'from Excel as "CSV UTF-8 (Comma delimited)" instead, or convert it: iconv -f UTF-16 -t UTF-8 FILE | tr '
+            "'\\t' , > NEW.csv."
+        )
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise UserError(f"{path}, line {line}: not UTF-8 text (byte {data[e.start]:#04x}).") from None
-    return _csv(path, text) if suffix == ".csv" else _jsonl(path, text)
 
 
 def _csv(path: Path, text: str) -> Source:
+    _not_excels(path, text)
+    plain = text.replace("\r\n", "\n")
+    if '"' in plain or "\r" in plain or "\0" in plain or plain.startswith("\n"):
+        return _quoted_csv(path, text)  # what only the csv module reads as it reads it
+    lines = plain.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line
+        lines.pop()
+    if max(map(len, lines)) > csv.field_size_limit():  # a field over the csv module's limit: its error
+        return _quoted_csv(path, text)
+    return _plain_csv(path, lines)
+
+
+def _plain_csv(path: Path, lines: list[str]) -> Source:
+    """A CSV without quotes or lone carriage returns, split by column: the csv module's records and lines
+    exactly, at the cost of str.split (a field per comma, a record per non-blank line)."""
+    header = lines[0].split(",")
+    _no_repeats(path, header, "line 1 (the header)")
+    body = lines[1:]
+    numbers = np.flatnonzero(np.fromiter(map(len, body), np.int64, len(body))) + 2  # blank lines are no record
+    kept = [body[n - 2] for n in numbers.tolist()] if len(numbers) < len(body) else body
+    counts = np.fromiter((x.count(",") for x in kept), np.int64, len(kept))
+    wrong = np.flatnonzero(counts != len(header) - 1)
+    if len(wrong):
+        n = wrong[0]
+        raise UserError(f"{path}, line {numbers[n]}: {counts[n] + 1} fields where the header has {len(header)}.")
+    if not kept:
+        raise UserError(f"{path} has a header but no rows; give one row per run.")
+    fields = ",".join(kept).split(",")
+    cells = {c: fields[j :: len(header)] for j, c in enumerate(header)}
+    return Source(str(path), header, cells, "line 1 (the header)", lambda i: f"line {numbers[i]}", len(kept))
+
+
+def _quoted_csv(path: Path, text: str) -> Source:
+    """Any CSV the csv module reads (quotes, a field across lines, lone carriage returns): record by record."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    records, end = [], 0
+    rows, starts, end = [], [], 0
     try:
         header = next(reader)
         _no_repeats(path, header, "line 1 (the header)")
@@ -114,16 +175,43 @@ def _csv(path: Path, text: str) -> Source:
                 continue
             if len(fields) != len(header):
                 raise UserError(f"{path}, line {start}: {len(fields)} fields where the header has {len(header)}.")
-            records.append((f"line {start}", dict(zip(header, fields, strict=True))))
+            rows.append(fields)
+            starts.append(start)
     except csv.Error as e:
         raise UserError(f"{path}, line {reader.line_num}: not valid CSV ({e}).") from None
-    if not records:
+    if not rows:
         raise UserError(f"{path} has a header but no rows; give one row per run.")
-    return Source(str(path), header, records, "line 1 (the header)")
+    cells = {c: list(v) for c, v in zip(header, zip(*rows, strict=True), strict=True)}
+    return Source(str(path), header, cells, "line 1 (the header)", lambda i: f"line {starts[i]}", len(rows))
+
+
+def _not_excels(path: Path, text: str) -> None:
+    """Excel's CSVs that are not comma-separated, each named with its fix: a `sep=` first line, and columns
+    separated by ';' (where the decimal separator is a comma) or tabs."""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    if re.fullmatch(r"sep=.?", first, re.IGNORECASE):
+        raise UserError(
+            f"{path}, line 1: {first!r} is Excel's separator line, not a header; delete that line"
+            + ("" if first[4:] == "," else f" and save the file with commas between columns (it uses {first[4:]!r})")
+            + "."
+        )
+    for sep in (";", "\t"):
+        if sep in first and "," not in first:
+            commas = re.search(r"\d,\d", text) is not None
+            raise UserError(
+                f"{path}, line 1 (the header): the columns are separated by {sep!r}, not commas"
+                + (
+                    ", with decimal commas in the numbers (as Excel saves CSV where a comma is the decimal point)"
+                    if commas
+                    else ""
+                )
+                + f"; save it with commas between columns and points in numbers, or convert it with pandas: "
+                f"pd.read_csv(FILE, sep={sep!r}" + (", decimal=','" if commas else "") + ").to_csv(NEW, index=False)."
+            )
 
 
 def _jsonl(path: Path, text: str) -> Source:
-    records, columns = [], {}
+    records, columns, lines = [], {}, []
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
@@ -138,8 +226,10 @@ def _jsonl(path: Path, text: str) -> Source:
         if not isinstance(record, dict):
             raise UserError(f"{path}, line {n}: a JSON {type(record).__name__}, where each line must be an object.")
         columns.update(dict.fromkeys(record))
-        records.append((f"line {n}", record))
-    return Source(str(path), list(columns), records, "any line")
+        records.append(record)
+        lines.append(n)
+    cells = {c: [r.get(c, _MISSING) for r in records] for c in columns}
+    return Source(str(path), list(columns), cells, "any line", lambda i: f"line {lines[i]}", len(records))
 
 
 class _Twice(Exception):
@@ -157,8 +247,10 @@ def _once(pairs: list[tuple[str, object]]) -> dict:
 
 def _parquet(path: Path) -> Source:
     import pyarrow
+    import pyarrow.parquet
 
     try:
+        _no_repeats(path, pyarrow.parquet.read_schema(path).names, "its columns")  # pyarrow's own words otherwise
         frame = pd.read_parquet(path)
     except (OSError, ValueError, pyarrow.ArrowException) as e:
         raise UserError(f"{path} cannot be read as Parquet ({(str(e).splitlines() or ['unknown'])[0]}).") from None
@@ -174,14 +266,26 @@ def from_frame(frame, name: str = "the DataFrame", first: int = 0) -> Source:
         raise UserError(f"verdict takes a pandas DataFrame with one row per run, not a {type(frame).__name__}.")
     columns = [str(c) for c in frame.columns]
     _no_repeats(name, columns, "its columns")
-    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
-    records = [
-        (f"row {first + pos}" + ("" if plain else f" (index {label!r})"), {str(k): v for k, v in r.items()})
-        for pos, (label, r) in enumerate(zip(frame.index, frame.to_dict("records"), strict=True))
-    ]
-    if not records:
+    if not len(frame):
         raise UserError(f"{name} has no rows; give one row per run.")
-    return Source(name, columns, records, "its columns")
+    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
+    labels = frame.index
+
+    def place(i: int) -> str:
+        return f"row {first + i}" + ("" if plain else f" (index {labels[i]!r})")
+
+    cells = {c: _cells(frame.iloc[:, j]) for j, c in enumerate(columns)}
+    return Source(name, columns, cells, "its columns", place, len(frame))
+
+
+def _cells(column: pd.Series) -> list:
+    """A column's cells as DataFrame.to_dict("records") gives them (the values every sentence has shown):
+    Python scalars of a NumPy column, an object column's values boxed the same way."""
+    if column.dtype == object:
+        from pandas.core.dtypes.cast import maybe_box_native  # to_dict's own boxing
+
+        return list(map(maybe_box_native, column))
+    return column.tolist() if isinstance(column.dtype, np.dtype) else list(column)
 
 
 def _no_repeats(name, columns: list[str], where: str) -> None:
@@ -258,12 +362,23 @@ def _whole(v: str | Decimal) -> int | None:
     return int(d)
 
 
+# Bidi controls (Unicode's explicit embeddings, overrides, isolates and marks): a name holding one prints
+# reordered, 'left-b' after U+202E as 'b-tfel', so a row would read as another.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def _name(v) -> str:
     if _empty(v):
         raise ValueError("is empty")
     if isinstance(v, str):
         if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in v):
             raise ValueError(f"{_shown(v)} holds a line break or another control character; a name is one line")
+        bidi = next((c for c in v if c in _BIDI), None)
+        if bidi is not None:
+            raise ValueError(
+                f"{_shown(v)} holds the bidi control U+{ord(bidi):04X}, which makes the table print the name "
+                "reordered; give each variant a name without it"
+            )
         return v
     if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
         return str(v)
@@ -292,6 +407,75 @@ def _message(v) -> str:
         f"{_shown(v)} is a number: judge reads an {ERROR} column as the message of a run that failed (as in "
         "modern-gpt's runs.csv); rename the column"
     )
+
+
+# ---------------------------------------------------------------------------
+# Columns: every cell of one column parsed at once, refusals as a mask (the sentence comes from the parser again)
+# ---------------------------------------------------------------------------
+def parsed(values: list, parse) -> tuple[list, np.ndarray]:
+    """Each cell through `parse` (a cell parser above), a text parsed once per distinct value (a seed or a variant
+    repeats down a long column); the value None and True where `parse` refuses the cell."""
+    out, bad, seen = [None] * len(values), np.zeros(len(values), bool), {}
+    for i, v in enumerate(values):
+        if type(v) is str and v in seen:  # only text: 1, 1.0 and True are one key of a dict, and not one cell
+            out[i] = seen[v]
+            continue
+        try:
+            out[i] = parse(v)
+        except ValueError:
+            bad[i] = True
+            continue
+        if type(v) is str:
+            seen[v] = out[i]
+    return out, bad
+
+
+def numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """_number of every cell as float64 (NaN where refused) and the mask of refused cells: Python's float() over
+    the column when every cell is an ASCII number as written (the million-run case), else cell by cell."""
+    x = None
+    if all(type(v) is str for v in values):
+        joined = "\x1f".join(values)  # a separator float() refuses: one check of the whole column
+        if joined.isascii() and "_" not in joined:  # float() reads '1_0' and non-ASCII digits; _NUMBER does not
+            try:
+                x = np.fromiter(map(float, values), np.float64, len(values))
+            except ValueError:
+                x = None
+    elif all(type(v) is float for v in values):  # a DataFrame's float64 column
+        x = np.array(values, np.float64)
+    if x is not None:
+        bad = np.zeros(len(values), bool)
+        for i in np.flatnonzero(np.isinf(x)).tolist():  # digits that overflow read as inf: _number names them
+            bad[i] = _refuses(_number, values[i])
+        return np.where(bad, np.nan, x), bad
+    out, bad = parsed(values, _number)
+    return np.array([math.nan if b else v for v, b in zip(out, bad, strict=True)], np.float64), bad
+
+
+def out_of_range(x: np.ndarray) -> np.ndarray:
+    """Where _metric refuses a number that _number read: nonzero and outside the sizes float64 statistics hold."""
+    with np.errstate(invalid="ignore"):
+        size = np.abs(x)
+        return np.isfinite(x) & (x != 0) & ((size < SMALLEST) | (size > LARGEST))
+
+
+def _refuses(parse, v) -> bool:
+    try:
+        parse(v)
+    except ValueError:
+        return True
+    return False
+
+
+def refusal(parse, v) -> str:
+    """What `parse` says of a cell it refuses, for the one sentence; a JSON line's absent key is missing."""
+    if v is _MISSING:
+        return "is missing"
+    try:
+        parse(v)
+    except ValueError as e:
+        return str(e)
+    raise AssertionError(f"{parse.__name__} takes {v!r}")
 
 
 def _shown(v) -> str:

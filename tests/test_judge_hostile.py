@@ -1,0 +1,167 @@
+"""judge on hostile input (issue 31): large files read by column with the same sentences, Excel's CSVs named with
+their fix, a tracker's unfinished runs named, the placebo spoken of in the file's own terms, a Parquet file's
+repeated column, names that print reversed, and a MemoryError as one sentence."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import modern_gpt
+from modern_gpt.core.errors import UserError
+from modern_gpt.verdict import judge, reading
+
+GOOD = "variant,seed,val_loss\na,0,2.0\na,1,2.1\na,2,2.05\nb,0,1.9\nb,1,2.0\nb,2,1.95\n"
+
+
+def _one_sentence(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "", (code, out, err)
+    assert err.startswith("modern-gpt: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+# ---------------------------------------------------------------------------
+# Item 10: read by column, every sentence as the cell-by-cell reader said it
+# ---------------------------------------------------------------------------
+def test_a_plain_csv_is_read_by_column_not_a_dict_per_cell(tmp_path):
+    """The source holds one list per column (a million runs were a million dicts: 2.3 GB)."""
+    (tmp_path / "r.csv").write_text(GOOD)
+    source = reading.read_file(tmp_path / "r.csv")
+    assert source.cells["val_loss"] == ["2.0", "2.1", "2.05", "1.9", "2.0", "1.95"]
+    assert [source.where(i) for i in (0, 5)] == ["line 2", "line 7"]
+    assert source.records[0] == ("line 2", {"variant": "a", "seed": "0", "val_loss": "2.0"})  # ladder_judge's view
+
+
+CASES = [  # (file text, what the sentence says): each error of the cell-by-cell reader, found by the column reader
+    (GOOD.replace("b,1,2.0", "b,1,x"), "line 6, column val_loss: 'x' is not a number"),
+    (GOOD.replace("b,1,2.0", "b,1, "), "line 6, column val_loss: is empty"),
+    (GOOD.replace("b,1,2.0", "b,1,1_0"), "line 6, column val_loss: '1_0' is not a number"),
+    (GOOD.replace("b,1,2.0", "b,1,nan"), "line 6, column val_loss: nan is not a finite number"),
+    (GOOD.replace("b,1,2.0", "b,1," + "9" * 400), "line 6, column val_loss: '9999999999"),
+    (GOOD.replace("b,1,2.0", "b,1,1e-300"), "line 6, column val_loss: '1e-300' is too small"),
+    (GOOD.replace("b,1,2.0", "b,x,2.0"), "line 6, column seed: 'x' is not a whole number"),
+    (GOOD.replace("b,1,2.0", "b,1,x").replace("a,2,", "a,q,"), "line 4, column seed: 'q' is not a whole number"),
+    (GOOD.replace("b,1,2.0", ",1,x"), "line 6, column variant: is empty"),  # the variant before the metric
+    (GOOD.replace("b,2,1.95", "b,1.0,1.95"), "line 7, columns variant and seed: variant 'b', seed 1 is already on"),
+    (GOOD.replace("b,2,1.95", "b,1,1.95").replace("b,1,2.0", "b,1,x"), "line 6, column val_loss: 'x' is not"),
+    (GOOD.replace("b,2,1.95\n", "b,2\n"), "line 7: 2 fields where the header has 3"),
+    (GOOD.replace("\n", "\r\n").replace("b,1,2.0", "b,1,x"), "line 6, column val_loss: 'x' is not a number"),
+    (GOOD.replace("a,1,", '"a",1,').replace("b,1,2.0", "b,1,x"), "line 6, column val_loss: 'x' is not a number"),
+    (GOOD.replace("a,1,2.1\n", "\n\n").replace("b,1,2.0", "b,1,x"), "line 7, column val_loss: 'x' is not"),
+]
+
+
+@pytest.mark.parametrize("text,message", CASES)
+def test_the_column_reader_names_the_first_bad_cell_as_before(tmp_path, run, text, message):
+    path = tmp_path / "r.csv"
+    path.write_bytes(text.encode())
+    err = _one_sentence(*run("judge", path))
+    assert f"{path}, {message}" in err, err
+
+
+def test_a_million_runs_are_read_by_column(tmp_path):
+    """Not a timing (bench/bench_judge.py measures): a long file is read without a dict per cell, and judged
+    to the same numbers as its DataFrame."""
+    rng = np.random.default_rng(1)
+    n = 20_000
+    frame = pd.DataFrame(
+        {"variant": np.repeat(["a", "b"], n), "seed": np.tile(np.arange(n), 2), "val_loss": rng.normal(2, 0.1, 2 * n)}
+    )
+    frame.to_csv(tmp_path / "big.csv", index=False)
+    source = reading.read_file(tmp_path / "big.csv")
+    design, runs = judge.runs_from(source, judge.JudgeSettings())
+    assert "records" not in vars(source) and len(source.cells["seed"]) == len(runs) == 2 * n  # no dict was made
+    a = modern_gpt.judge(pd.read_csv(tmp_path / "big.csv"))
+    b = modern_gpt.judge(frame)
+    assert a.iloc[1]["p"] == pytest.approx(b.iloc[1]["p"], rel=1e-12) and a.iloc[1]["pairs"] == n
+
+
+def test_a_memory_error_anywhere_in_the_cli_is_one_sentence(tmp_path, run, monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    (tmp_path / "r.csv").write_text(GOOD)
+    monkeypatch.setattr(judge, "judge_file", out_of_memory)
+    err = _one_sentence(*run("judge", tmp_path / "r.csv"))
+    assert "out of memory" in err
+
+
+# ---------------------------------------------------------------------------
+# Weak messages: Excel's CSVs, each named with its fix
+# ---------------------------------------------------------------------------
+def test_a_semicolon_csv_with_decimal_commas_is_named_with_the_fix(tmp_path, run):
+    path = tmp_path / "excel.csv"
+    path.write_text(GOOD.replace(",", ";").replace(".", ","))
+    err = _one_sentence(*run("judge", path))
+    assert f"{path}, line 1 (the header): the columns are separated by ';'" in err, err
+    assert "decimal commas" in err and "sep=';', decimal=','" in err
+
+
+def test_a_sep_line_is_named_with_the_fix(tmp_path, run):
+    for sep in (",", ";"):
+        path = tmp_path / f"sep{ord(sep)}.csv"
+        path.write_text(f"sep={sep}\n" + GOOD.replace(",", sep))
+        err = _one_sentence(*run("judge", path))
+        assert f"{path}, line 1: 'sep={sep}' is Excel's separator line, not a header; delete that line" in err, err
+
+
+def test_excels_utf16_unicode_text_is_named_with_the_fix(tmp_path, run):
+    path = tmp_path / "unicode.csv"
+    path.write_bytes(GOOD.replace(",", "\t").encode("utf-16"))  # Excel's "Unicode text": UTF-16 with a BOM, tabs
+    err = _one_sentence(*run("judge", path))
+    assert f'{path} is UTF-16 text (Excel saves "Unicode text" so)' in err and "CSV UTF-8" in err, err
+
+
+# ---------------------------------------------------------------------------
+# Weak messages: a tracker's unfinished runs, the placebo, Parquet, reversed names
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("column", ["State", "status"])
+def test_a_tracker_exports_unfinished_runs_are_named(tmp_path, run_ok, column):
+    text = GOOD.replace("variant,seed,val_loss", f"variant,seed,val_loss,{column}").replace("\n", ",finished\n")
+    text = text.replace(f"{column},finished", column).replace("b,1,2.0,finished", "b,1,2.0,crashed")
+    text = text.replace("a,2,2.05,finished", "a,2,2.05,RUNNING")
+    (tmp_path / "export.csv").write_text(text)
+    notes = json.loads(run_ok("judge", tmp_path / "export.csv", "--format", "json"))["footnotes"]
+    said = [n for n in notes if n.startswith(f"Column {column} says 2 runs did not finish")]
+    assert len(said) == 1 and "'a', seed 2: 'RUNNING'" in said[0] and "'b', seed 1: 'crashed'" in said[0], notes
+    assert "averaged in" in said[0]
+
+
+def test_the_placebo_of_someone_elses_runs_is_not_a_weight_init():
+    rng = np.random.default_rng(4)
+    base = rng.normal(0.8, 0.01, 4)
+    df = pd.DataFrame(
+        [
+            {"variant": v, "seed": i, "acc": x}
+            for v, xs in (("a", base), ("a again", base + 1e-3))
+            for i, x in enumerate(xs)
+        ]
+    )
+    notes = modern_gpt.judge(df, metric="acc", placebo="a again").attrs["footnotes"]
+    placebo = [n for n in notes if n.startswith("Placebo:") or "placebo row" in n]
+    assert placebo and not any("weight init" in n or "initialisation" in n for n in notes), notes
+    assert any("run again" in n for n in placebo), placebo
+
+
+def test_a_parquet_file_with_a_repeated_column_is_one_sentence(tmp_path, run):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_arrays(
+        [pa.array(["a", "b"]), pa.array([0, 0]), pa.array([1, 1])], ["variant", "seed", "seed"]
+    )
+    pq.write_table(table, tmp_path / "twice.parquet")
+    err = _one_sentence(*run("judge", tmp_path / "twice.parquet"))
+    assert f"{tmp_path / 'twice.parquet'}, its columns: the column 'seed' is named twice." in err, err
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\u200f", "\u061c", "\x1b"])
+def test_a_name_with_a_bidi_or_control_character_is_refused(tmp_path, run, char):
+    """A right-to-left override printed 'b-tfel' for 'left-b': the table lied about which row is which."""
+    path = tmp_path / "r.csv"
+    path.write_text(GOOD.replace("b,", f"{char}left-b,"))
+    err = _one_sentence(*run("judge", path))
+    assert f"{path}, line 5, column variant: " in err and "holds" in err, err
+    with pytest.raises(UserError, match="row 3, column variant: "):
+        modern_gpt.judge(pd.read_csv(path, keep_default_na=False))
