@@ -250,9 +250,16 @@ def power(effect: float, sd: float, n: int, level: float) -> float:
 
 
 def mde(sd: float, n: int, level: float, target: float = POWER) -> float:
-    """The smallest |mean difference| that n pairs with this sd detect with probability `target`."""
+    """The smallest |mean difference| that n pairs with this sd detect with probability `target`: sd times that of
+    a unit sd (power depends on effect / sd alone), so a table of many rows with the same pairs searches once."""
     if n < 2 or not sd > 0:
         return math.nan
+    return sd * _unit_mde(n, level, target)
+
+
+@lru_cache(maxsize=4096)
+def _unit_mde(n: int, level: float, target: float) -> float:
+    sd = 1.0
     lo, hi = 0.0, sd
     while power(hi, sd, n, level) < target:
         hi *= 2.0

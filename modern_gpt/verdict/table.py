@@ -136,7 +136,8 @@ def _paired_rows(design: Design, runs: pd.DataFrame) -> list[SummaryRow]:
     """summarize's rows before any verdict: the means and each row's paired test against its reference."""
     good = {i: {} for i in range(len(design.rows))}  # row -> {seed: run} for runs that finished well
     failures = {i: 0 for i in range(len(design.rows))}
-    for (_, r), bad in zip(runs.iterrows(), failed(runs), strict=True):
+    # as plain dicts: a pandas row per run (iterrows) was most of judge's time on a file of many runs
+    for r, bad in zip(runs.to_dict("records"), failed(runs), strict=True):
         if bad:
             failures[int(r["row"])] += 1
         else:
