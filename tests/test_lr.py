@@ -193,7 +193,8 @@ def test_one_learning_rate_in_lrs_is_exactly_a_plain_ablation(tmp_path):
     invoke("ablate", *common, "--lrs", 5e-3, "--out", tmp_path / "lrs")
     pd.testing.assert_frame_equal(run_values(tmp_path / "plain"), run_values(tmp_path / "lrs"))
     plain, lrs = (
-        pd.read_csv(tmp_path / f / "summary.csv").drop(columns=["secs", "tokens_per_s", "mfu"]) for f in ("plain", "lrs")
+        pd.read_csv(tmp_path / f / "summary.csv").drop(columns=["secs", "tokens_per_s", "mfu"])
+        for f in ("plain", "lrs")
     )
     pd.testing.assert_frame_equal(plain, lrs)
 
