@@ -94,7 +94,8 @@ class Job:
 def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
     """One run as a results record, on the corpus the driver loaded and hashed (never read again here, so
     that every run trains on the tokens meta.json's data_key names). on_step(row, seed, step, loss) follows
-    its progress. Running out of memory, even before the first step, is a recorded failure, not an exception."""
+    its progress. Running out of memory, even before the first step, is a recorded failure, not an exception,
+    and so is any error, or sys.exit, of a row with a plugin component (run_error)."""
     progress = None if on_step is None else lambda step, loss: on_step(job.row, job.seed, step, loss)
     plugins.install_all(job.plugins)  # a worker (or Ray node) runs the plugin's source it was sent
     cfg = variant_config(job.model, job.variant)
@@ -102,16 +103,27 @@ def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
         init = "placebo" if job.variant.placebo else "init"
         result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
         record = result.to_dict()
-    except Exception as e:
-        plugin = plugins.raised_in(e)
-        if plugin:  # a plugin's forward failed mid-run: that run's error, the ablation goes on
-            why = f"the plugin {plugin} raised {type(e).__name__}: {e}"
-        elif isinstance(e, (RuntimeError, MemoryError)) and is_oom(e):
-            why = f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}"
-        else:
+    except (Exception, SystemExit) as e:  # not Ctrl-C, nor a worker's _DriverGone
+        why = run_error(e, cfg)
+        if why is None:
             raise
         record = _failed_record(job, cfg, corpus, why)
     return _identified(job, cfg, corpus, record)
+
+
+def run_error(e: BaseException, cfg: ModelConfig) -> str | None:
+    """The record's error of a run that raised e, or None for one that is no run's outcome (a defect: raised
+    again, the ablation ends). A row with a plugin component owns what it raises, in the plugin's forward or in
+    a backward (whose frames are torch's alone), a sys.exit too: that run's error, and the ablation goes on."""
+    text = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}".rstrip(": ")
+    plugin = plugins.raised_in(e)
+    if plugin:
+        return f"the plugin {plugin} raised {text}"
+    if isinstance(e, (RuntimeError, MemoryError)) and is_oom(e):
+        return f"out of memory before training: {(str(e).splitlines() or [type(e).__name__])[0]}"
+    if cfg.extra_components:
+        return f"training with the plugin {plugins.files_of(cfg)} raised {text}"
+    return None
 
 
 def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dict:
@@ -201,6 +213,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
             "variants": variant_info(spec, corpus.tokenizer.vocab_size),
             "corpus": corpus.facts(),  # what --resume names when the data or the tokenizer file changed
             "plugins": plugins.records(variant_config(spec.settings.model, v) for v in spec.variants),
+            "loaded_plugins": loaded_plugins(None),  # every one, used or not
             "jobs": options.jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
             "compile": compile_,
@@ -240,12 +253,23 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
         )
     _device(spec, options)
     meta["resumed"] = [*meta.get("resumed", []), now()]
+    meta["loaded_plugins"] = loaded_plugins(meta.get("loaded_plugins"))
     if meta.get("threads") is None:  # a folder from before threads were pinned: those its first run trained with
         meta["threads"] = first_threads(results.finished())
     ablation = Ablation(spec, results, meta, corpus, options)
     meta["threads"] = ablation.run_threads()
     meta["executor"] = ablation.executor.info()
     return ablation
+
+
+def loaded_plugins(recorded) -> list[dict]:
+    """meta.json's loaded_plugins: every plugin the driver loaded, at the start and at each resume, used by a row
+    or not (meta.json's plugins: those the rows use, which a resume needs). A folder from before the key gains it
+    at its next resume. One no row uses is recorded, not required: plugins.py refuses a plugin that changes the
+    process its runs train in, so that its absence changes no run."""
+    kept = [r for r in recorded if isinstance(r, dict)] if isinstance(recorded, list) else []
+    seen = {r.get("sha256") for r in kept}
+    return kept + [r for r in plugins.loaded_records() if r["sha256"] not in seen]
 
 
 def _choose_compile(spec: Spec, corpus: Corpus, device: str, threads: int) -> dict:

@@ -4,17 +4,26 @@ load() reads each --plugin FILE (and the `modern_gpt.components` entry points of
 as a module of its own and registers its module-level COMPONENTS in components.PLUGINS. A plugin travels by
 value: a job carries each file's source (Plugin.source) and install() runs it again in the worker, so a
 worker machine needs no file at the same path. Results folders and checkpoints record each file's name and
-the sha256 of its source (records); check_recorded refuses a missing or changed one. Torch-free to import:
-only price and check_forward build a model, and only a command that builds models loads a plugin.
+the sha256 of its source (records); check_recorded refuses a missing or changed one. A plugin's code runs
+guarded (_guarded): what it changes of the process every run trains in is put back and refused by name, a thread
+it leaves running cannot keep the process alive, and sys.exit or os._exit is a sentence, not the end of the
+command. Torch-free to import: only price and check_forward build a model, and only a command that builds models
+loads a plugin.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import hashlib
+import os
+import signal
 import sys
+import threading
 import traceback
 import types
 from dataclasses import dataclass, replace
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
@@ -61,16 +70,23 @@ def load(paths=()) -> list[Plugin]:
     """Each --plugin FILE (and TOML plugins = [...]), then the installed entry points, registered."""
     out = [install(str(Path(p).expanduser().resolve()), read(p)) for p in paths]
     for ep in metadata.entry_points(group=ENTRY_POINTS):
-        try:
-            module = ep.load()
-        except Exception as e:  # an installed package's import error: its name, not a traceback
-            raise PluginError(
-                f"the installed plugin {ep.value} (entry point {ep.name!r} of {ENTRY_POINTS}) raised "
-                f"{type(e).__name__}: {e} while loading; --debug shows the traceback"
-            ) from e
+        module = _imported(ep)
         path = getattr(module, "__file__", None) or ep.value
         out.append(install(str(path), read(path), getattr(module, "__package__", None) or ""))
     return out
+
+
+def _imported(ep) -> types.ModuleType:
+    """An installed package's plugin module, imported as Python imports it (its package's own imports first), and
+    guarded as a file's source is run: its import error or exit is its name, not a traceback or the end."""
+    name = f"{ep.value} (entry point {ep.name!r} of {ENTRY_POINTS})"
+    try:
+        with _guarded(name, "while loading"):
+            return ep.load()
+    except PluginError:
+        raise
+    except (Exception, SystemExit, _Exited) as e:
+        raise PluginError(f"the installed plugin {name} {_raised(e)} while loading{_advice(e)}") from e
 
 
 def install(path: str, source: str, package: str = "") -> Plugin:
@@ -89,19 +105,177 @@ def install(path: str, source: str, package: str = "") -> Plugin:
     module.__package__ = package or None
     sys.modules[module.__name__] = module  # dataclasses and pickle look a class's module up there
     try:
-        exec(code, module.__dict__)
-    except Exception as e:
+        _run(code, module, path)
+    except BaseException:
         del sys.modules[module.__name__]
-        line = _line_in(e, path)
-        raise PluginError(
-            f"the plugin {path} raised {type(e).__name__}: {e} while loading{line}; --debug shows the traceback"
-        ) from e
+        raise
     components = [replace(c, source=path) for c in _declared(module, path)]
     for c in components:
         PLUGINS[c.name] = c
     plugin = Plugin(path, source, digest, tuple(c.name for c in components), package)
     LOADED[digest] = plugin
     return plugin
+
+
+def _run(code, module, path: str) -> None:
+    """The plugin's module body, guarded: an error, or an exit, is one sentence naming the file and its line."""
+    try:
+        with _guarded(path, "while loading"):
+            exec(code, module.__dict__)
+    except PluginError:
+        raise
+    except (Exception, SystemExit, _Exited) as e:  # an exit too: else the command ends, silently, with its code
+        raise PluginError(f"the plugin {path} {_raised(e)} while loading{_line_in(e, path)}{_advice(e)}") from e
+
+
+def _raised(e: BaseException) -> str:
+    if isinstance(e, _Exited):
+        return f"called os._exit({e.code})"
+    return f"raised SystemExit({e.code!r})" if isinstance(e, SystemExit) else f"raised {type(e).__name__}: {e}"
+
+
+def _advice(e: BaseException) -> str:
+    if isinstance(e, Exception):
+        return "; --debug shows the traceback"
+    return "; a plugin declares components and may not end the process"
+
+
+# ---------------------------------------------------------------------------
+# The process a plugin's code runs in: every row's runs train in it too
+# ---------------------------------------------------------------------------
+class _Exited(BaseException):
+    """os._exit called by a plugin's code while guarded: raised in its place (a BaseException, as SystemExit is,
+    so that the plugin's own `except Exception` does not swallow it)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def _watched() -> list[tuple]:
+    """What a run depends on that a plugin's code can change for the whole process: every row's numbers (dtype,
+    grad mode, threads, device, the algorithms and matmul precision), where the results land (the working
+    folder), what the user sees (stdout, stderr) and Ctrl-C (the signal handlers). Each (what, read, put back)."""
+    import torch
+
+    watched = [
+        ("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype),
+        ("grad mode", torch.is_grad_enabled, torch.set_grad_enabled),
+        ("the working folder", _cwd, os.chdir),
+        ("torch's threads", torch.get_num_threads, torch.set_num_threads),
+        ("torch's inter-op threads", torch.get_num_interop_threads, torch.set_num_interop_threads),
+        ("deterministic algorithms", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+        ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+        ("sys.stdout", lambda: sys.stdout, partial(setattr, sys, "stdout")),
+        ("sys.stderr", lambda: sys.stderr, partial(setattr, sys, "stderr")),
+    ]
+    if hasattr(torch, "get_default_device"):  # torch 2.3 and later
+        watched.append(("torch's default device", lambda: str(torch.get_default_device()), _set_default_device))
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            number = getattr(signal, name)
+            watched.append(
+                (f"the handler of {name}", partial(signal.getsignal, number), partial(signal.signal, number))
+            )
+    return watched
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under this process: nothing a plugin changed
+        return None
+
+
+def _set_default_device(device: str) -> None:
+    import torch
+
+    torch.set_default_device(None if device == "cpu" else device)  # cpu: none set, as torch starts
+
+
+def _restored(watched: list[tuple], before: list) -> str:
+    """Everything watched put back as it was; what had changed, as words ("" for nothing)."""
+    changes = []
+    for (what, read, put_back), was in zip(watched, before, strict=True):
+        now = read()
+        if now is was or now == was:
+            continue
+        changes.append(f"{what} from {_shown(was)} to {_shown(now)}")
+        with contextlib.suppress(Exception):  # one torch allows once (inter-op threads): refused all the same
+            put_back(was)
+    return " and ".join(changes)
+
+
+def _shown(value) -> str:
+    if isinstance(value, enum.Enum):
+        return value.name  # signal.SIG_IGN
+    if isinstance(value, (bool, int, float, str)) or type(value).__module__.startswith("torch"):
+        return str(value)
+    return getattr(value, "__qualname__", None) or f"a {type(value).__name__}"
+
+
+@contextlib.contextmanager
+def _guarded(where: str, when: str):
+    """Run a plugin's code (its module body, or its factories, forward and backward) so that it cannot change the
+    process every row's runs train in: what it changed is put back and refused by name (refused, not only put
+    back, for the plugin meant it, and its runs would not be what its author thinks); a thread it starts is made a
+    daemon, and one it leaves running refused; os._exit raises _Exited instead of ending the process."""
+    watched, started = _watched(), []
+    before = [read() for _, read, _ in watched]
+    with _daemonic(started), _no_os_exit():
+        try:
+            yield
+        finally:
+            changed = _restored(watched, before)
+    if changed:
+        raise PluginError(
+            f"the plugin {where} set {changed} {when}; a plugin may not change the process that every row's runs "
+            "train in"
+        )
+    running = [t.name for t in started if t.is_alive()]
+    if running:
+        raise PluginError(
+            f"the plugin {where} started the thread {running[0]!r} {when} and left it running; a thread left running "
+            "would keep modern-gpt from ending (join it before the file ends, or make it a daemon)"
+        )
+
+
+@contextlib.contextmanager
+def _daemonic(started: list):
+    """Each thread that this thread starts meanwhile is made a daemon: the interpreter joins every other thread
+    before it exits, so one a plugin leaves running would hang the command at its end. Those not asked to be
+    daemons go into started, to be refused if still running."""
+    start, me = threading.Thread.start, threading.get_ident()
+
+    def daemon_start(thread):
+        if threading.get_ident() == me and not thread.daemon:
+            thread.daemon = True
+            started.append(thread)
+        return start(thread)
+
+    threading.Thread.start = daemon_start
+    try:
+        yield
+    finally:
+        threading.Thread.start = start
+
+
+@contextlib.contextmanager
+def _no_os_exit():
+    """os._exit raises _Exited in this process meanwhile (a plugin that calls it would end the command at once,
+    with its code and no word); a child forked meanwhile exits as os._exit does."""
+    real, pid = os._exit, os.getpid()
+
+    def refused(code):
+        if os.getpid() != pid:
+            real(code)
+        raise _Exited(code)
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def _line_in(e: BaseException, path: str) -> str:
@@ -187,6 +361,16 @@ def check_recorded(recorded, where) -> None:
 RECORD_SCHEMA = {"file": str, "path": str, "sha256": str, "components": [str]}  # a folder's or checkpoint's
 
 
+def loaded_records() -> list[dict]:
+    """Name and source hash of every plugin loaded in this process, used or not, for meta.json."""
+    return [p.record for p in LOADED.values()]
+
+
+def files_of(cfg: ModelConfig) -> str:
+    """The plugin files whose components a model uses, for a sentence ("" for none)."""
+    return ", ".join(sorted({PLUGINS[n].source for n in cfg.extra_components}))
+
+
 def raised_in(e: BaseException) -> str | None:
     """The plugin file an exception was raised in, if any (a forward that fails mid-run)."""
     files = {p.path for p in LOADED.values()}
@@ -227,36 +411,48 @@ def _piece(name: str) -> str:
 
 
 def check_forward(cfg: ModelConfig) -> None:
-    """Build the model and run two sequences of two tokens through it, before any training: a factory that
-    raises, or a plugin module whose output has the wrong shape, is one sentence naming the plugin. Two of each,
-    not one: at (1, 1) an output that drops or pools the batch or time axis has the right shape and then
-    broadcasts silently in training."""
+    """Build the model and run two sequences of two tokens through it, forward and backward, before any training:
+    a factory that raises, a plugin module whose output has the wrong shape, one that fails in backward (an
+    in-place op on a tensor autograd saved), exits, or changes the process (_guarded) is one sentence naming the
+    plugin. Two of each, not one: at (1, 1) an output that drops or pools the batch or time axis has the right
+    shape and then broadcasts silently in training."""
     if not cfg.extra_components:
         return
+    cfg, T = replace(cfg, dropout=0.0), min(2, cfg.context)
+    try:
+        with _guarded(files_of(cfg), "in its factory, forward or backward"):
+            logits = _forward_backward(cfg, T)
+    except PluginError:
+        raise
+    except (Exception, SystemExit, _Exited) as e:
+        text = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}".rstrip(": ")
+        where = raised_in(e) or files_of(cfg)
+        raise PluginError(f"the plugin {where} failed a two-token forward and backward: {text}") from e
+    if tuple(logits.shape) != (2, T, cfg.vocab_size):
+        raise PluginError(
+            f"with the plugins {', '.join(cfg.extra_components)} two sequences of {T} tokens give logits of shape "
+            f"{tuple(logits.shape)}, not (2, {T}, {cfg.vocab_size})"
+        )
+
+
+def _forward_backward(cfg: ModelConfig, T: int):
+    """The model built (on a forked generator: the caller's draws are untouched), its shapes checked by hooks, and
+    its loss on two sequences of T tokens backpropagated: the logits."""
     import torch
 
     from .gpt import GPT
 
-    cfg, T = replace(cfg, dropout=0.0), min(2, cfg.context)
     with torch.random.fork_rng(devices=[]):
         model = GPT(cfg)
     for module in model.modules():
         component = getattr(module, "_modern_gpt_component", None)
         if component is not None:
             module.register_forward_hook(_shape_hook(component, cfg))
-    try:
-        with torch.no_grad():
-            logits, _ = model(torch.zeros(2, T, dtype=torch.long))
-    except PluginError:
-        raise
-    except Exception as e:
-        where = raised_in(e) or ", ".join(sorted({PLUGINS[n].source for n in cfg.extra_components}))
-        raise PluginError(f"the plugin {where} failed a two-token forward: {type(e).__name__}: {e}") from e
-    if tuple(logits.shape) != (2, T, cfg.vocab_size):
-        raise PluginError(
-            f"with the plugins {', '.join(cfg.extra_components)} two sequences of {T} tokens give logits of shape "
-            f"{tuple(logits.shape)}, not (2, {T}, {cfg.vocab_size})"
-        )
+    tokens = torch.zeros(2, T, dtype=torch.long)
+    with torch.enable_grad():
+        logits, loss = model(tokens, tokens)
+        loss.backward()
+    return logits.detach()
 
 
 def _shape_hook(component: Component, cfg: ModelConfig):
