@@ -216,6 +216,11 @@ def train_checkpoint(
     check_free(out, "--out", force)
     _check_tracking(options)
     corpus = load_corpus(settings.data)
+    from dataclasses import replace
+
+    from .model.plugins import check_forward
+
+    check_forward(replace(settings.model, vocab_size=corpus.tokenizer.vocab_size))  # a plugin's forward and backward
     with display(corpus.name) if display else contextlib.nullcontext() as progress:
         result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
     settings.model = model.config  # with the tokenizer's vocab_size

@@ -183,6 +183,21 @@ def test_a_plugin_that_fails_in_backward_is_refused_before_any_folder(capsys, mo
     assert not (tmp_path / "r").exists()
 
 
+def test_train_with_a_plugin_that_fails_in_backward_is_refused_before_training(capsys, monkeypatch, tmp_path):
+    """modern-gpt train runs the same forward-and-backward check as an ablation, before any step."""
+    path = _plugin(tmp_path, IN_PLACE.replace("AFTER", "0"))
+    args = ["train", "--smoke", "--steps", "2", "--plugin", path, "--out", tmp_path / "ckpt"]
+    code, _, err = run_main(capsys, monkeypatch, *args)
+    assert code == 2 and "backward" in err and "inplace" in err and "Traceback" not in err, err
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_a_factory_that_calls_sys_exit_is_the_plugins_error():
+    component = components.Component("quits", "a -> b", "mlp", lambda cfg: sys.exit(0))
+    with pytest.raises(components.PluginError, match="factory raised SystemExit"):
+        component.build(None)
+
+
 def test_a_backward_that_fails_mid_run_is_that_runs_error_and_the_ablation_goes_on(capsys, monkeypatch, tmp_path):
     """The check's forward is call 1 (one layer), step 1 call 2: step 2's backward fails, past the check."""
     path = _plugin(tmp_path, IN_PLACE.replace("AFTER", "2"))

@@ -73,7 +73,7 @@ class Component:
         """The factory's module; a factory that raises or returns no module is the plugin's error, by name."""
         try:
             module = self.factory(*args)
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # sys.exit in a factory is the plugin's error too, not the command's end
             raise PluginError(f"{self.where}'s factory raised {type(e).__name__}: {e}") from e
         if not callable(module) or not hasattr(module, "parameters"):
             raise PluginError(f"{self.where}'s factory returned {type(module).__name__}, not a torch Module")
