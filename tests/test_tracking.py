@@ -176,20 +176,38 @@ def test_tensorboard_summary_holds_the_table_figure_and_verdicts(tracked):
 # ---------------------------------------------------------------------------
 # Resume: only the runs it adds
 # ---------------------------------------------------------------------------
-def test_resume_logs_only_the_runs_it_adds(tracked, run_ok, tmp_path):
+def test_resume_logs_only_the_runs_it_adds_or_its_tracker_lacks(tracked, run, tmp_path):
+    """TensorBoard's events came with the copied folder: only the two runs the resume adds are logged there. The
+    copy's MLflow experiment is its own and holds none of the ids its files record (they are the first folder's):
+    every run is logged there once, with a warning, and the first folder's experiment is untouched."""
     folder, uri = tracked
     copy = Path(shutil.copytree(folder, tmp_path / "resumed"))
     before = _records(copy)
     for key in ((1, 1), (2, 1)):
         (copy / "runs" / f"row{key[0]:02d}-seed{key[1]}.json").unlink()
-    run_ok("ablate", "--resume", copy, "--track", "mlflow", "--mlflow-uri", uri, "--track", "tensorboard")
+    code, _, err = run("ablate", "--resume", copy, "--track", "mlflow", "--mlflow-uri", uri, "--track", "tensorboard")
+    assert code == 0 and f"mlflow does not hold {ROWS * SEEDS - 2} of the finished runs" in err, err
+    assert "tensorboard does not hold" not in err
     after = _records(copy)
-    added = {k for k in after if after[k]["tracked"] != before[k]["tracked"]}
-    assert added == {(1, 1), (2, 1)}  # the others keep the ids of their first logging
+    kept = {k for k in after if after[k]["tracked"]["mlflow"] == before[k]["tracked"]["mlflow"]}
+    assert not kept  # every MLflow id is the copy's own now
     runs = [r for r in _runs(uri, "resumed") if r.data.tags.get("kind") != "summary"]
-    assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(added)
+    assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(after)
     assert len(_runs(uri, folder.name)) == ROWS * SEEDS + 1  # the first folder's experiment is untouched
     assert len(list((copy / "tensorboard").glob("*/seed*/events.*"))) == ROWS * SEEDS
+
+
+def test_resume_track_logs_again_what_the_tracker_no_longer_holds(tracked, run, tmp_path):
+    """Issue 31, item 3: --resume --track trusted the ids of the runs it did not add, though their events were gone."""
+    folder, _ = tracked
+    copy = Path(shutil.copytree(folder, tmp_path / "gone"))
+    shutil.rmtree(copy / "tensorboard")
+    (copy / "runs" / "row01-seed1.json").unlink()  # something left to train
+    code, _, err = run("ablate", "--resume", copy, "--track", "tensorboard")
+    assert code == 0 and f"tensorboard does not hold {ROWS * SEEDS - 1} of the finished runs" in err, err
+    assert len(list((copy / "tensorboard").glob("*/seed*/events.*"))) == ROWS * SEEDS  # every run, once
+    for record in _records(copy).values():
+        assert (copy / record["tracked"]["tensorboard"]).is_dir()
 
 
 # ---------------------------------------------------------------------------

@@ -97,13 +97,27 @@ def copy_of(logged, tmp_path, drop=(), untrack=()) -> tuple:
 
 
 def test_a_resumed_ablation_logs_only_the_runs_it_adds(logged, tmp_path, monkeypatch):
-    folder, root = copy_of(logged, tmp_path, drop=[(1, 1), (2, 1)])
+    """Resumed where W&B logged its first runs (the same offline root): those are held, and only the two runs the
+    resume adds are logged."""
+    folder, _ = copy_of(logged, tmp_path, drop=[(1, 1), (2, 1)])
+    root = logged[1]
     offline_env(monkeypatch, root)
+    before = {r.id for r in seed_runs(root)}
     invoke("ablate", "--resume", folder, "--track", "wandb")
-    added = seed_runs(root)
+    added = [r for r in seed_runs(root) if r.id not in before]
     assert sorted((r.config["row"], r.config["seed"]) for r in added) == [(1, 1), (2, 1)]
     records = run_files(folder)
     assert {records[1, 1]["tracked"]["wandb"], records[2, 1]["tracked"]["wandb"]} == {r.id for r in added}
+
+
+def test_a_resumed_ablation_logs_again_the_runs_wandb_no_longer_holds(logged, tmp_path, monkeypatch, run):
+    """Issue 31, item 3: resumed where W&B holds none of its first runs (another offline root), the ids its files
+    record are not trusted: every run is logged there, with a warning."""
+    folder, root = copy_of(logged, tmp_path, drop=[(1, 1), (2, 1)])
+    offline_env(monkeypatch, root)
+    code, _, err = run("ablate", "--resume", folder, "--track", "wandb")
+    assert code == 0 and "wandb does not hold 4 of the finished runs" in err, err
+    assert sorted((r.config["row"], r.config["seed"]) for r in seed_runs(root)) == sorted(run_files(folder))
     assert [r.name for r in runs(root) if r.job_type == "summary"] == ["summary"]
 
 

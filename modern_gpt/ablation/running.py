@@ -29,8 +29,8 @@ from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corp
 from ..model import plugins
 from ..run import compiling
 from ..run.train import RunResult, check_memory, is_oom, train_run
-from ..trackers.records import tracking_state
-from ..trackers.tracking import Tracking
+from ..trackers.records import tracked_ids, tracking_state
+from ..trackers.tracking import Tracking, warn
 from .executors import Executor, executor_class
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import FORMAT, ResultsDir, settings_hash
@@ -377,6 +377,22 @@ class Ablation:
             return
         self.tracking = Tracking.open(self.options.track, self.options.mlflow_uri, self.results.path, self.meta)
         self.meta["tracking"] = {**tracking_state(self.meta), **self.tracking.state(self.options.track)}
+        self._track_lost()
+
+    def _track_lost(self) -> None:
+        """--resume --track: the finished runs whose recorded id the tracker no longer holds (its folder or store
+        deleted, the run deleted in its UI) are logged again, with one warning per tracker, instead of trusted."""
+        finished = self.results.finished()
+        for name, keys in self.tracking.lost(finished).items():
+            if not keys:
+                continue
+            warn(
+                f"{name} does not hold {len(keys)} of the finished runs their files record as logged to it; they are logged again."
+            )
+            for key in sorted(keys, key=lambda rs: (rs[1], rs[0])):
+                record = finished[key]
+                record["tracked"] = {k: v for k, v in tracked_ids(record).items() if k != name}
+                self._track(record)
 
     def _track(self, record: dict) -> None:
         """Log a finished run, already written, to the trackers, then add their ids to its file: a kill between
