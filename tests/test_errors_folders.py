@@ -182,3 +182,23 @@ def test_power_says_how_to_resume_its_own_folder(run, tmp_path, made):
     meta["spec"]["plan"] = "power"
     (folder / "meta.json").write_text(json.dumps(meta))
     assert_user_error(run("power", *TINY, "--seeds", "3", "--out", folder), f"modern-gpt power --resume {folder}")
+
+
+def test_report_says_how_to_train_a_failed_run_again(run, tmp_path, made):
+    """Issue 31: a run recorded as failed (killed, out of memory) is kept by every resume, and nothing said how to
+    retry it. The report names its file and the resume; deleting it and resuming trains it again."""
+    folder = made("r", tmp_path / "r")
+    victim = folder / "runs" / "row02-seed1.json"
+    record = json.loads(victim.read_text())
+    good = record["val_loss"]
+    victim.write_text(json.dumps({**record, "error": "killed by signal 9", "val_loss": None, "train_loss": None}))
+    code, out, _ = run("report", folder)
+    out = " ".join(out.split())  # the footnote wraps at the console's width
+    assert code == 0 and "To train the 1 failed run again" in out and "runs/row02-seed1.json" in out
+    assert f"modern-gpt ablate --resume {folder}" in out
+    victim.unlink()
+    code, out, err = run("ablate", "--resume", folder)
+    assert code == 0, err
+    again = json.loads(victim.read_text())
+    assert again["error"] == "" and again["val_loss"] == good  # trained again, bit for bit
+    assert "failed run" not in run("report", folder)[1]

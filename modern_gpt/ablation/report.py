@@ -105,8 +105,23 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     summary = summarize(design, runs)
     duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
     notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
+    notes += _retry_note(results, all_runs)
     notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
     return Report(spec, design, summary, notes, duel_info, scan, runs)
+
+
+def _retry_note(results: ResultsDir, runs) -> list[str]:
+    """How to train a run that failed (killed, out of memory, a plugin's error) again: a resume keeps a recorded
+    run, failed or not, so its file goes first. A diverged run is not named: it would diverge again, bit for bit."""
+    errored = runs[(runs["error"].fillna("") != "")] if "error" in runs else runs.iloc[:0]
+    if errored.empty:
+        return []
+    files = [results.run_file(int(r.row), int(r.seed)).name for r in errored.itertuples()]
+    shown = ", ".join(f"runs/{f}" for f in files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+    return [
+        f"To train the {len(files)} failed run{'s' if len(files) != 1 else ''} again (not the diverged ones: they "
+        f"would diverge again), delete {shown} in {results.path} and resume: {results.spec.resume_command(results.path)}."
+    ]
 
 
 def write(folder, draw: bool = True) -> list[SummaryRow]:
