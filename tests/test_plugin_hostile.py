@@ -69,7 +69,8 @@ AT_IMPORT = {
     "device": ("import torch\ntorch.set_default_device('meta')\n", "torch's default device"),
     "deterministic": ("import torch\ntorch.use_deterministic_algorithms(True)\n", "deterministic algorithms"),
     "precision": ("import torch\ntorch.set_float32_matmul_precision('medium')\n", "float32 matmul precision"),
-    "sigint": ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n", "SIGINT"),
+    # a handler of its own: SIG_IGN could already be the handler when another test left it so, and be no change
+    "sigint": ("import signal\nsignal.signal(signal.SIGINT, lambda *args: None)\n", "SIGINT"),
     "stdout": ("import io, sys\nsys.stdout = io.StringIO()\n", "sys.stdout"),
 }
 
