@@ -136,7 +136,7 @@ def test_a_ladder_takes_plugins_and_trackers_as_an_ablation_does(run, tmp_path):
 
     plugin = Path(__file__).parent.parent / "examples" / "components" / "relu2.py"
     tiny = ["--smoke", "--context", "16", "--dim", "32", "--heads", "2", "--layers", "1", "--steps", "12"]
-    args = [*tiny, "--seeds", "2", "--plan", "custom", "--variants", "classic;relu2", "--no-placebo"]
+    args = [*tiny, "--seeds", "1", "--plan", "custom", "--variants", "classic;relu2", "--no-placebo"]
     code, out, err = run("scale", *args, "--plugin", plugin, "--track", "tensorboard", "--out", tmp_path / "l")
     assert code == 0, err
     assert "relu2" in out and "compute multiplier k" in out
@@ -148,15 +148,17 @@ def test_a_ladder_takes_plugins_and_trackers_as_an_ablation_does(run, tmp_path):
 
 @pytest.mark.slow
 def test_the_smoke_ladder_prints_k_with_cis_and_trend_verdicts(run, tmp_path):
-    """What CI shows: modern-gpt scale --smoke --seeds 3, the default plan at widths 16, 32 and 64, in seconds."""
-    code, out, err = run("scale", "--smoke", "--seeds", "3", "--out", tmp_path / "s")
+    """What CI shows: modern-gpt scale --smoke --seeds 3 at widths 16, 32 and 64, in seconds (here with two of the
+    components, half the default plan's runs: the test budget)."""
+    code, out, err = run("scale", "--smoke", "--seeds", "3", "--components", "rope,qk_norm", "--out", tmp_path / "s")
     assert code == 0, err
     summary = pd.read_csv(tmp_path / "s" / "summary.csv")
-    assert summary["variant"].tolist()[:3] == ["classic", "classic (placebo)", "+rmsnorm"]
+    assert summary["variant"].tolist() == ["classic", "classic (placebo)", "+rope", "+qk_norm"]
     tested = summary.iloc[2:]
     assert (tested["k_low"] < tested["k"]).all() and (tested["k"] < tested["k_high"]).all()
     assert set(tested["trend"]) <= {"grows", "shrinks", "inconclusive"}
-    assert "better" in set(tested["verdict"])  # a decided row: +qk_norm at seeds 0-2 (k 1.10, CI 1.09-1.11)
+    # decided rows at seeds 0-2: both trends grow (RoPE 1.23x per 10x compute, CI 1.03-1.46), with a crossover
+    assert set(tested["trend"]) == {"grows"} and tested["crossover"].notna().all()
     assert "k (ladder)" in out and "Rung 64x2" in out
 
 
