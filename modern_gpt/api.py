@@ -301,6 +301,7 @@ def power(
 # ---------------------------------------------------------------------------
 # scale: the plan's rows at a ladder of sizes, and the compute multiplier k
 # ---------------------------------------------------------------------------
+TABLE_CHOICES = ("trend_margin", "target_compute")  # they change the scale table, not the rungs: --resume takes them
 LADDER_CHOICES = ("rungs", "depths", "tokens_per_param", "rung_steps", "lr_rule", "trend_margin", "target_compute")
 RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
 
@@ -377,6 +378,7 @@ def run_ladder(
         folder = Path(resume)
         ladder = lad.read(folder)
         _check_ladder_resume(folder, ladder, settings, choices, ladder_choices, out)
+        ladder = _with_table_choices(ladder, ladder_choices)
     else:
         plan_name = choices.get("plan") or "cumulative"
         rows = {k: v for k, v in choices.items() if k != "plan"}
@@ -396,6 +398,22 @@ def run_ladder(
             raise Interrupted(done + e.finished, every, folder, lad.resume_command(folder)) from None
         done += ablation.total
     return ladder_result(folder)
+
+
+def _with_table_choices(ladder, given: dict):
+    """--trend-margin and --target-compute with --resume: the table's, checked as a new ladder's and kept."""
+    from dataclasses import replace
+
+    margin, target = given.get("trend_margin"), given.get("target_compute")
+    if margin is not None and not 1.0 < margin < float("inf"):
+        raise UserError(f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {margin}.")
+    if target is not None and not 0.0 < target < float("inf"):
+        raise UserError(f"--target-compute must be a positive number of FLOPs, got {target}.")
+    return replace(
+        ladder,
+        trend_margin=ladder.trend_margin if margin is None else margin,
+        target_compute=ladder.target_compute if target is None else target,
+    )
 
 
 def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: str, fresh: bool) -> None:
@@ -438,7 +456,7 @@ def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict
 
     if out is not None and os.path.realpath(out) != os.path.realpath(folder):
         raise UserError(f"--resume {folder} finishes the ladder in its own folder; leave out --out {out}.")
-    named = [k for k, v in given.items() if v is not None]
+    named = [k for k, v in given.items() if v is not None and k not in TABLE_CHOICES]
     rung_set = [k for k in settings.typed if k in RUNG_KEYS or k == "train.lr"]
     if named or rung_set:
         what = "--" + (named[0] if named else rung_set[0].split(".")[1]).replace("_", "-")

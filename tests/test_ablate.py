@@ -500,7 +500,7 @@ def test_jobs_with_ray_is_refused_not_ignored(run, run_ok, resume):
 
 def test_a_folder_that_is_no_results_folder_names_every_command(run, tmp_path):
     (tmp_path / "empty").mkdir()
-    assert "give a folder written by modern-gpt ablate, duel or power" in user_error(run, "report", "empty")
+    assert "give a folder written by modern-gpt ablate, duel, power or scale" in user_error(run, "report", "empty")
 
 
 def test_a_variant_may_start_from_classic_as_it_may_from_modern():

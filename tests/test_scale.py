@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -201,3 +202,104 @@ def test_a_best_learning_rate_at_the_edge_of_its_grid_is_flagged_per_rung():
     inside = [SimpleNamespace(name="rope", lr=3e-3)]
     assert _edge_notes(rung, SimpleNamespace(sweep=sweep, rows=inside)) == []
     assert _edge_notes(rung, SimpleNamespace(sweep=None, rows=rows)) == []  # no grid, no edge
+
+
+# ---------------------------------------------------------------------------
+# A hostile pass on the ladder (each case was a traceback, a hang or a silently wrong table before)
+# ---------------------------------------------------------------------------
+def _copy(ladder, tmp_path):
+    import shutil
+
+    return Path(shutil.copytree(ladder.folder, tmp_path / "copy"))
+
+
+def _edit_ladder(folder, change):
+    path = folder / "ladder.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (lambda d: d.update(target_compute="big"), "target_compute is 'big', not a number"),
+        (lambda d: d.update(trend_margin=0.5), "trend_margin is 0.5, not a number above 1"),
+        (lambda d: d["rungs"][0].update(dim=64), "rungs[0] says 64x2"),
+        (lambda d: d["rungs"][0].update(dim="eight"), "rungs[0].dim is 'eight'"),
+        (lambda d: d["rungs"].reverse(), "rungs[0] says 64x2"),
+        (lambda d: d.update(lr_rule=3), "lr_rule is 3, not text"),
+    ],
+)
+def test_a_hand_edited_ladder_json_is_one_sentence(ladder, run, tmp_path, change, says):
+    folder = _copy(ladder, tmp_path)
+    _edit_ladder(folder, change)
+    for args in (["report", folder], ["scale", "--resume", folder]):
+        err = user_error(run, *args)
+        assert "ladder.json" in err and says in err, err
+
+
+def test_a_ladder_json_that_is_a_pipe_is_never_read(ladder, run, tmp_path):
+    folder = _copy(ladder, tmp_path)
+    (folder / "ladder.json").unlink()
+    os.mkfifo(folder / "ladder.json")
+    err = user_error(run, "scale", "--resume", folder)  # it hung, reading the pipe
+    assert "ladder.json is a named pipe" in err or "FIFO" in err or "pipe" in err, err
+
+
+def test_a_run_file_with_a_bad_compute_or_an_absurd_loss_is_a_sentence_or_a_table(ladder, run, tmp_path):
+    folder = _copy(ladder, tmp_path)
+    victim = folder / "rung-0" / "runs" / "row01-seed1.json"
+    record = json.loads(victim.read_text())
+    victim.write_text(json.dumps({**record, "flops": -5.0}))
+    err = user_error(run, "report", folder)
+    assert "has a training compute of -5.0, not a positive number of FLOPs" in err, err
+    victim.write_text(json.dumps({**record, "val_loss": 1e308}))
+    code, out, err = run("report", folder / "rung-0")  # an OverflowError traceback before
+    assert code == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--tokens-per-param", "1e9"], "more than the 100,000,000 a ladder takes"),
+        (["--rung-steps", "2,3,99999999999999999999"], "from 1 to 100,000,000 per rung"),
+        (["--rungs", "32,,64"], "has an empty entry"),
+        (["--rungs", "8,16,32,"], "has an empty entry"),
+        (["--depths", "1,,1"], "has an empty entry"),
+    ],
+)
+def test_ladder_flags_that_hung_or_were_read_loosely_are_refused(run, tmp_path, flags, says):
+    err = user_error(run, "scale", *FLAGS, *flags, "--out", tmp_path / "x")
+    assert says in err and not (tmp_path / "x").exists(), err
+
+
+def test_judge_refuses_rungs_that_differ_by_variant_or_do_not_grow(ladder, run, tmp_path):
+    runs = pd.read_csv(ladder.folder / "runs.csv")
+    shifted = runs.assign(
+        rung=[r + 10 if v == "rope" else r for r, v in zip(runs["rung"], runs["variant"], strict=True)]
+    )
+    shifted.to_csv(tmp_path / "shifted.csv", index=False)
+    err = user_error(run, "judge", tmp_path / "shifted.csv", "--compute-col", "flops")  # an IndexError before
+    assert "every variant needs the same rungs" in err, err
+    flat = runs.assign(flops=[1e9 if r == 2 else f for r, f in zip(runs["rung"], runs["flops"], strict=True)])
+    flat.loc[flat["rung"] == 1, "flops"] = 1e9
+    flat.to_csv(tmp_path / "flat.csv", index=False)
+    err = user_error(run, "judge", tmp_path / "flat.csv", "--compute-col", "flops")
+    assert "training compute does not grow from rung to rung" in err, err
+    with pytest.raises(UserError, match="DataFrame"):
+        modern_gpt.judge([1, 2], compute_col="flops")  # a TypeError before
+    with pytest.raises(UserError, match="trend margin must be a number"):
+        modern_gpt.judge(runs, compute_col="flops", trend_margin="1.1")
+
+
+def test_resume_takes_the_tables_own_choices_and_a_narrow_terminal_keeps_every_column(
+    ladder, run, tmp_path, monkeypatch
+):
+    folder = _copy(ladder, tmp_path)
+    code, out, err = run("scale", "--resume", folder, "--target-compute", "1e12")  # refused before: not a rung's
+    assert code == 0 and "k at 1e+12" in out, err
+    assert json.loads((folder / "ladder.json").read_text())["target_compute"] == 1e12
+    monkeypatch.setenv("COLUMNS", "60")
+    code, out, _ = run("report", folder)
+    assert code == 0 and "classic" in out and "rope" in out  # rich dropped the names' columns in a narrow console

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..core.config import ModelConfig, non_embedding_params, param_counts
 from ..core.errors import UserError
-from ..core.files import write_json
+from ..core.files import not_regular, write_json
 from ..core.settings import Settings
 from .planning import Spec, SpecError, plan_spec, variant_config
 
@@ -33,6 +33,7 @@ MAX_RUNGS = 8
 DEFAULT_RUNGS = 3  # halving the width each step down: 16x the parameters from the bottom rung to the top
 LR_EXPONENT = -1 / 3  # --lr-rule scaled: lr ∝ N^(-1/3), the exponent of OLMo's ladder law (docs/statistics.md)
 LR_RULES = ("scaled", "constant")
+MAX_RUNG_STEPS = 10**8  # more steps than anyone waits for is a typing mistake (a ratio of 1e9, say), not a plan
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,17 @@ class Ladder:
         try:
             if d.get("format", FORMAT) != FORMAT:
                 raise ValueError(f"its format is {d.get('format')!r}, not {FORMAT}")
-            rungs = [Rung(**r) for r in d["rungs"]]
+            rungs = [_rung(r, i) for i, r in enumerate(d["rungs"])]
             specs = [Spec.from_dict(s) for s in d["specs"]]
             if len(rungs) != len(specs):
                 raise ValueError("its rungs and specs differ in number")
+            _agree(rungs, specs)
+            for key, low in (("trend_margin", 1.0), ("target_compute", 0.0)):
+                x = d.get(key)
+                if x is not None and (isinstance(x, bool) or not isinstance(x, int | float) or not low < x < math.inf):
+                    raise ValueError(f"{key} is {x!r}, not a number above {low:g}")
+            if not isinstance(d["lr_rule"], str):
+                raise ValueError(f"lr_rule is {d['lr_rule']!r}, not text")
             return cls(
                 rungs,
                 specs,
@@ -101,6 +109,32 @@ class Ladder:
             ) from None
 
 
+def _rung(r, i: int) -> Rung:
+    """ladder.json's rungs[i], each field of its type."""
+    if not isinstance(r, dict):
+        raise ValueError(f"rungs[{i}] is not an object")
+    for key in ("dim", "layers", "steps", "warmup_steps", "eval_every", "params"):
+        low = 0 if key == "warmup_steps" else 1
+        if isinstance(r.get(key), bool) or not isinstance(r.get(key), int) or r[key] < low:
+            raise ValueError(f"rungs[{i}].{key} is {r.get(key)!r}, not a whole number of {low} or more")
+    lr = r.get("lr")
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf):
+        raise ValueError(f"rungs[{i}].lr is {lr!r}, not a positive number")
+    return Rung(**{k: r.get(k) for k in ("dim", "layers", "steps", "warmup_steps", "eval_every", "lr", "params")})
+
+
+def _agree(rungs: list[Rung], specs: list[Spec]) -> None:
+    """Each rung as its spec trains it, and the rungs growing: a hand-edited rung would label another's numbers."""
+    for i, (r, spec) in enumerate(zip(rungs, specs, strict=True)):
+        m, t = spec.settings.model, spec.settings.train
+        if (m.dim, m.layers, t.steps) != (r.dim, r.layers, r.steps):
+            raise ValueError(
+                f"rungs[{i}] says {r.dim}x{r.layers} for {r.steps} steps and specs[{i}] {m.dim}x{m.layers} for {t.steps}"
+            )
+    if any(b.params <= a.params for a, b in zip(rungs, rungs[1:], strict=False)):
+        raise ValueError("its rungs do not grow in size from first to last")
+
+
 def is_ladder(folder) -> bool:
     return (Path(folder) / LADDER_FILE).is_file()
 
@@ -111,6 +145,9 @@ def rung_folder(folder: Path, i: int) -> Path:
 
 def read(folder: Path) -> Ladder:
     path = Path(folder) / LADDER_FILE
+    odd = not_regular(path)
+    if odd:  # a pipe would block the read for ever
+        raise UserError(f"{path} is {odd}, not a ladder file; start a new ladder with modern-gpt scale.")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -134,13 +171,16 @@ def resume_command(folder) -> str:
 # Planning: the rungs' sizes, tokens and learning rates
 # ---------------------------------------------------------------------------
 def _numbers(text: str, flag: str, kind=int) -> list:
-    try:
-        out = [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{flag} must be numbers separated by commas, got {text!r}.") from None
-    if not out:
+    """A comma list of whole numbers; an empty entry ('32,,64', a trailing comma) is a typing mistake, not a skip."""
+    parts = [x.strip() for x in str(text).split(",")]
+    if not any(parts):
         raise UserError(f"{flag} is empty; give numbers separated by commas.")
-    return out
+    if not all(parts):
+        raise UserError(f"{flag} {text!r} has an empty entry; give one number between each pair of commas.")
+    try:
+        return [kind(x) for x in parts]
+    except ValueError:
+        raise UserError(f"{flag} must be whole numbers separated by commas, got {text!r}.") from None
 
 
 def parse_widths(text: str | int | None, dim: int) -> list[int]:
@@ -260,9 +300,10 @@ def _steps(
         if ratio is not None:
             raise UserError("--rung-steps and --tokens-per-param both set the rungs' tokens; give one of them.")
         steps = _numbers(rung_steps, "--rung-steps")
-        if len(steps) != len(models) or min(steps) < 1:
+        if len(steps) != len(models) or min(steps) < 1 or max(steps) > MAX_RUNG_STEPS:
             raise UserError(
-                f"--rung-steps needs one whole number of 1 or more per rung ({len(models)}), got {rung_steps!r}."
+                f"--rung-steps needs one whole number from 1 to {MAX_RUNG_STEPS:,} per rung ({len(models)}), got "
+                f"{rung_steps!r}."
             )
         return steps, steps[-1] * per_step / sizes[-1]
     if ratio is None:
@@ -271,6 +312,11 @@ def _steps(
         raise UserError(f"--tokens-per-param must be a positive number, got {ratio}.")
     steps = [round(ratio * n / per_step) for n in sizes]
     for m, n, s in zip(models, sizes, steps, strict=True):
+        if s > MAX_RUNG_STEPS:
+            raise UserError(
+                f"rung {m.dim}x{m.layers} would train {s:,} steps ({ratio:.3g} tokens per parameter of its {n:,}), more "
+                f"than the {MAX_RUNG_STEPS:,} a ladder takes; give a lower --tokens-per-param or smaller rungs."
+            )
         if s < 1:
             raise UserError(
                 f"rung {m.dim}x{m.layers} gets {ratio * n:,.0f} tokens ({ratio:.3g} per parameter of its {n:,}), "
@@ -353,8 +399,13 @@ def load(folder) -> LadderReport:
     reps = []
     for i in range(len(ladder.rungs)):
         where = rung_folder(folder, i)
-        if not (where / "meta.json").is_file():
+        if not where.exists():
             raise UserError(f"{where} is missing: this ladder never started that rung; {resume_command(folder)} does.")
+        if not (where / "meta.json").is_file():
+            raise UserError(
+                f"{where} holds no meta.json, so it is no rung of this ladder any more; delete {where} and "
+                f"{resume_command(folder)} starts that rung again."
+            )
         reps.append(report.load(ResultsDir(where)))
     frames = []
     for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):

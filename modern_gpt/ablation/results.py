@@ -363,8 +363,8 @@ class ResultsDir:
         if what:  # never opened: a pipe would block the read
             raise UserError(f"{self.path}/meta.json is {what}, not a file; start a new ablation.")
         raise UserError(
-            f"{self.path} is not a results folder (no meta.json and runs/ in it); give a folder written by modern-gpt "
-            "ablate, duel or power."
+            f"{self.path} is not a results folder (no meta.json and runs/ in it, nor a ladder's ladder.json); give a "
+            "folder written by modern-gpt ablate, duel, power or scale."
         )
 
     @property

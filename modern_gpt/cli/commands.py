@@ -435,7 +435,8 @@ def _print_ladder(result, fmt: str) -> None:
     elif fmt == "json":
         print(render.ladder_json(rep))
     else:
-        console.print(render.ladder_table(rep), crop=False)
+        table = render.ladder_table(rep)  # never narrower than its columns: rich would drop the first ones
+        console.print(table, crop=False, width=max(console.width, table.needed_width))
         for note in rep.notes:
             console.print(f"- {note}", highlight=False, markup=False)
         for i, rung in enumerate(result.rungs):

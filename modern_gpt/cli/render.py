@@ -565,6 +565,8 @@ def _k(k: float, low: float, high: float) -> str:
         return ""
     if not (math.isfinite(low) and math.isfinite(high)):
         return f"{k:.3g}"
+    if not all(1e-3 <= abs(x) < 1e4 for x in (k, low, high) if x != 0):  # far from 1 (an extrapolation): powers of ten
+        return f"{k:.3g} ({low:.3g}–{high:.3g})"
     digits = 2 if high - low >= 0.1 else 3
     return f"{k:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
 
@@ -634,6 +636,7 @@ def ladder_table(rep) -> Table:
         )
     for i, column in enumerate(table.columns):  # nothing folds: wider than the terminal, the lines wrap there
         column.min_width, column.no_wrap = max([len(headers[i]), *(len(r[i]) for r in plain)]), True
+    table.needed_width = sum(c.min_width for c in table.columns) + 2 * len(table.columns)  # the CLI prints it so
     return table
 
 

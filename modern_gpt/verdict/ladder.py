@@ -42,7 +42,10 @@ _GOLDEN = 40  # golden-section steps between grid neighbours: t to about 1e-9
 
 
 class LadderError(UserError):
-    """A ladder that cannot be fitted or judged, in one sentence."""
+    """A ladder that cannot be fitted or judged, in one sentence (its full stop added here)."""
+
+    def __init__(self, message: str):
+        super().__init__(message if message.endswith(".") else f"{message}.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +79,9 @@ class LadderDesign:
         why = statistics_problem(self.alpha, None)
         if why:
             return why
+        for name, x in (("trend margin", self.trend_margin), ("target compute", self.target)):
+            if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
+                return f"the {name} must be a number, not {x!r}"
         if self.trend_margin is not None and not 1.0 < self.trend_margin < math.inf:
             return f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {self.trend_margin!r}"
         if self.target is not None and not 0.0 < self.target < math.inf:
@@ -291,12 +297,21 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
     compute at each rung (the mean over those runs), those seeds, and a footnote for the seeds left out."""
     nrows, nrungs = len(design.rows), len(design.rungs)
     ok = runs[~runs["failed"].astype(bool) & np.isfinite(runs["val_loss"].astype(float))]
+    flops = ok["flops"].astype(float)
+    if not (np.isfinite(flops) & (flops > 0)).all():
+        bad = ok[~(np.isfinite(flops) & (flops > 0))].iloc[0]
+        raise LadderError(
+            f"the run of {design.rows[int(bad['row'])].name}, seed {int(bad['seed'])} at rung "
+            f"{design.rungs[int(bad['rung'])]} has a training compute of {float(bad['flops'])!r}, not a positive number of "
+            "FLOPs; k reads every run's compute"
+        )
     counts = ok.groupby("seed").size()
     seeds = sorted(s for s in design.seeds if counts.get(s, 0) == nrows * nrungs)
     left_out = [s for s in design.seeds if s not in seeds]
     if not seeds:
         raise LadderError(
-            "no seed trained every row at every rung, so no seed pairs the ladder; finish or retry the missing runs"
+            "no seed trained every row at every rung, so no seed pairs the ladder; finish or retry the missing runs "
+            "(in a file of your own: give each run its rung in a --rung-col column)"
         )
     loss = np.full((len(seeds), nrows, nrungs), np.nan)
     compute = np.zeros((nrows, nrungs))
@@ -319,8 +334,15 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
 
 
 def _check_falls(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> None:
-    """The reference rows' loss must fall as their compute grows; else no curve maps a loss to a compute."""
+    """Every row's compute must grow from rung to rung, and its loss fall as it does; else no curve maps a loss to
+    a compute."""
     for i, r in enumerate(design.rows):
+        if not np.all(np.diff(flops[i]) > 0):
+            shown = ", ".join(f"{x:.3g}" for x in flops[i])
+            raise LadderError(
+                f"{r.name}'s training compute does not grow from rung to rung ({shown} FLOPs): each rung must be "
+                "larger than the one below"
+            )
         order = np.argsort(flops[i])
         if not np.all(np.diff(loss[i][order]) < 0):
             shown = ", ".join(f"{x:.4g}" for x in loss[i][order])

@@ -9,6 +9,7 @@ Every cell is checked by judge.py's readers, and nothing is guessed.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import pandas as pd
@@ -86,7 +87,8 @@ def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
         )
     name, axis = source.name, ls.axis
     rung_col = ls.rung_col or ("rung" if "rung" in source.columns and axis != "rung" else None)
-    for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric"), (axis, "compute")):
+    axis_name = "compute" if ls.compute_col else "size"
+    for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric"), (axis, axis_name)):
         if col not in source.columns:
             raise UserError(
                 f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
@@ -158,6 +160,13 @@ def _rungs(name: str, rows: list[str], runs: list[dict], rung_col: str | None) -
             f"{name}: the variants have different numbers of rungs by {how}: {_listed([f'{v}: {n}' for v, n in counts.items()], 6)}."
         )
     first = per[rows[0]]
+    if rung_col:  # the same rungs by name for every variant: a rung named for one variant alone pairs nothing
+        other = next((v for v in rows if set(per[v]) != set(first)), None)
+        if other is not None:
+            raise UserError(
+                f"{name}, column {rung_col}: {other!r} has the rungs {_listed(sorted(per[other], key=str), 6)} and "
+                f"{rows[0]!r} {_listed(sorted(first, key=str), 6)}; every variant needs the same rungs."
+            )
     return sorted(first, key=lambda r: sum(first[r]) / len(first[r]))
 
 
@@ -168,10 +177,12 @@ def _ranks(frame: pd.DataFrame) -> pd.Series:
 
 def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
     """The scale table of a file (or a DataFrame) of runs at several sizes: (design, rows, notes)."""
-    source = read_file(path_or_frame) if not isinstance(path_or_frame, pd.DataFrame) else from_frame(path_or_frame)
+    is_path = isinstance(path_or_frame, str | os.PathLike)
+    source = read_file(path_or_frame) if is_path else from_frame(path_or_frame)  # from_frame refuses a non-frame
     design, runs = ladder_from(source, s, ls)
     rows, notes = ladder_table(design, runs)
-    if ls.size_col is not None:
+    if ls.size_col is not None:  # the footnotes speak of FLOPs: here the axis is the size column's
+        notes = [n.replace(" FLOPs", f" (in {ls.size_col})") for n in notes]
         notes.insert(
             0,
             f"k is in units of {ls.size_col}, not compute: how many times the reference's {ls.size_col} reaches the row's loss.",

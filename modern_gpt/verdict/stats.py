@@ -45,7 +45,10 @@ def sample_sd(xs: Sequence[float]) -> float:
     if len(xs) < 2:
         return math.nan
     m = mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    try:
+        return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    except OverflowError:  # a hand-edited loss of 1e308: no finite sd, and a table rather than a traceback
+        return math.inf
 
 
 # ---------------------------------------------------------------------------
