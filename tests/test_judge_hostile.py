@@ -165,3 +165,18 @@ def test_a_name_with_a_bidi_or_control_character_is_refused(tmp_path, run, char)
     assert f"{path}, line 5, column variant: " in err and "holds" in err, err
     with pytest.raises(UserError, match="row 3, column variant: "):
         modern_gpt.judge(pd.read_csv(path, keep_default_na=False))
+
+
+def test_a_dataframes_index_label_is_shown_as_written_not_as_numpys_repr():
+    """A DataFrame with its own integer index: 'index 6', not 'index np.int64(6)'."""
+    import pandas as pd
+
+    import modern_gpt
+    from modern_gpt.core.errors import UserError
+
+    frame = pd.DataFrame(
+        {"variant": ["a", "a", "b", "b"], "seed": [0, 0, 0, 1], "val_loss": [1, 2, 3, 4]}, index=[5, 6, 7, 8]
+    )
+    with pytest.raises(UserError) as e:
+        modern_gpt.judge(frame)
+    assert "row 1 (index 6)" in str(e.value) and "np.int64" not in str(e.value)

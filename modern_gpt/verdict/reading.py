@@ -272,7 +272,8 @@ def from_frame(frame, name: str = "the DataFrame", first: int = 0) -> Source:
     labels = frame.index
 
     def place(i: int) -> str:
-        return f"row {first + i}" + ("" if plain else f" (index {labels[i]!r})")
+        label = labels[i].item() if hasattr(labels[i], "item") else labels[i]  # 0, not np.int64(0)
+        return f"row {first + i}" + ("" if plain else f" (index {label!r})")
 
     cells = {c: _cells(frame.iloc[:, j]) for j, c in enumerate(columns)}
     return Source(name, columns, cells, "its columns", place, len(frame))
