@@ -172,3 +172,12 @@ def test_the_power_the_docs_state(seeds):
         full, _, ses = _jack(runs, flops, [None, 0])
         got = (t_sf2(full.slope[:, 1] / ses[:, 1], seeds - 1) < 0.05).mean()
         assert got == pytest.approx(want, abs=0.02), (factor, got)
+
+
+def test_one_seed_gives_k_without_a_ci_and_says_every_verdict_is_inconclusive():
+    rng = np.random.default_rng(4)
+    runs, flops, _ = ladder(rng, 1, 1, [1.0, 1.3], [0.0, 0.0])
+    rows, notes = L.ladder_table(design([Row("a"), Row("b", 0)], 1), frame(runs[0], flops))
+    assert rows[1].k == pytest.approx(1.3, rel=0.2) and math.isnan(rows[1].k_low)
+    assert (rows[1].verdict, rows[1].trend) == ("inconclusive", "inconclusive")  # as the footnote says
+    assert notes[0].startswith("1 seed trained at every rung")
