@@ -378,7 +378,7 @@ def run_ladder(
         folder = Path(resume)
         ladder = lad.read(folder)
         _check_ladder_resume(folder, ladder, settings, choices, ladder_choices, out)
-        ladder = _with_table_choices(ladder, ladder_choices)
+        ladder = ladder.with_table_choices(ladder_choices.get("trend_margin"), ladder_choices.get("target_compute"))
     else:
         plan_name = choices.get("plan") or "cumulative"
         rows = {k: v for k, v in choices.items() if k != "plan"}
@@ -398,22 +398,6 @@ def run_ladder(
             raise Interrupted(done + e.finished, every, folder, lad.resume_command(folder)) from None
         done += ablation.total
     return ladder_result(folder)
-
-
-def _with_table_choices(ladder, given: dict):
-    """--trend-margin and --target-compute with --resume: the table's, checked as a new ladder's and kept."""
-    from dataclasses import replace
-
-    margin, target = given.get("trend_margin"), given.get("target_compute")
-    if margin is not None and not 1.0 < margin < float("inf"):
-        raise UserError(f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {margin}.")
-    if target is not None and not 0.0 < target < float("inf"):
-        raise UserError(f"--target-compute must be a positive number of FLOPs, got {target}.")
-    return replace(
-        ladder,
-        trend_margin=ladder.trend_margin if margin is None else margin,
-        target_compute=ladder.target_compute if target is None else target,
-    )
 
 
 def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: str, fresh: bool) -> None:

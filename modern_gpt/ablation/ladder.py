@@ -25,6 +25,7 @@ from ..core.config import ModelConfig, non_embedding_params, param_counts
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
 from ..core.settings import Settings
+from ..verdict.ladder import table_choices_problem
 from .planning import Spec, SpecError, plan_spec, variant_config
 
 LADDER_FILE = "ladder.json"
@@ -65,6 +66,18 @@ class Ladder:
     trend_margin: float | None = None
     target_compute: float | None = None
     command: str = ""
+
+    def with_table_choices(self, trend_margin: float | None, target_compute: float | None) -> Ladder:
+        """The ladder with the table's own choices, those given (None: kept), checked: they change the scale
+        table, not the rungs, so a --resume takes them too."""
+        why = table_choices_problem(trend_margin, target_compute)
+        if why:
+            raise UserError(f"{why}.")
+        return replace(
+            self,
+            trend_margin=self.trend_margin if trend_margin is None else trend_margin,
+            target_compute=self.target_compute if target_compute is None else target_compute,
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -259,11 +272,7 @@ def plan_ladder(
         warm = min(max(0, round(train.warmup_steps * share)), s - 1) if train.warmup_steps else 0
         out.append(Rung(m.dim, m.layers, s, warm, max(1, round(train.eval_every * share)), lr, n))
     specs = [plan_spec(rung_settings(settings, r), plan, **choices) for r in out]
-    if trend_margin is not None and not 1.0 < trend_margin < math.inf:
-        raise UserError(f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {trend_margin}.")
-    if target_compute is not None and not 0.0 < target_compute < math.inf:
-        raise UserError(f"--target-compute must be a positive number of FLOPs, got {target_compute}.")
-    return Ladder(out, specs, rule, ratio, trend_margin, target_compute)
+    return Ladder(out, specs, rule, ratio).with_table_choices(trend_margin, target_compute)
 
 
 def rung_settings(settings: Settings, r: Rung) -> Settings:

@@ -79,19 +79,25 @@ class LadderDesign:
         why = statistics_problem(self.alpha, None)
         if why:
             return why
-        for name, x in (("trend margin", self.trend_margin), ("target compute", self.target)):
-            if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
-                return f"the {name} must be a number, not {x!r}"
-        if self.trend_margin is not None and not 1.0 < self.trend_margin < math.inf:
-            return f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {self.trend_margin!r}"
-        if self.target is not None and not 0.0 < self.target < math.inf:
-            return f"--target-compute must be a positive number of FLOPs, got {self.target!r}"
-        return None
+        return table_choices_problem(self.trend_margin, self.target)
 
     @property
     def tested(self) -> list[int]:
         """The component rows: those with a reference that are not the placebo (Holm's family)."""
         return [i for i, r in enumerate(self.rows) if r.reference is not None and not r.placebo]
+
+
+def table_choices_problem(trend_margin, target) -> str | None:
+    """Why --trend-margin or --target-compute cannot be a table's (the one check: scale, --resume, judge), or
+    None."""
+    for name, x in (("trend margin", trend_margin), ("target compute", target)):
+        if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
+            return f"the {name} must be a number, not {x!r}"
+    if trend_margin is not None and not 1.0 < trend_margin < math.inf:
+        return f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {trend_margin!r}"
+    if target is not None and not 0.0 < target < math.inf:
+        return f"--target-compute must be a positive number of FLOPs, got {target!r}"
+    return None
 
 
 # ---------------------------------------------------------------------------
