@@ -303,3 +303,15 @@ def test_resume_takes_the_tables_own_choices_and_a_narrow_terminal_keeps_every_c
     monkeypatch.setenv("COLUMNS", "60")
     code, out, _ = run("report", folder)
     assert code == 0 and "classic" in out and "rope" in out  # rich dropped the names' columns in a narrow console
+
+
+def test_a_rungs_missing_runs_name_the_ladders_resume_in_either_table(ladder, run, tmp_path):
+    """The rung's own report and the scale table both say modern-gpt scale --resume DIR (ablate --resume on the
+    rung would leave the scale table stale)."""
+    folder = _copy(ladder, tmp_path)
+    (folder / "rung-1" / "runs" / "row01-seed1.json").unlink()
+    for where in (folder / "rung-1", folder):
+        code, out, err = run("report", where)
+        shown = " ".join((out + err).split())
+        assert f"finish them with: modern-gpt scale --resume {folder}" in shown, shown[-400:]
+        assert "ablate --resume" not in shown

@@ -198,7 +198,7 @@ def test_one_diverged_step_is_singular(tmp_path):
         assert _failed_run(tmp_path).endswith(words)
     import pandas as pd
 
-    from modern_gpt.verdict.table import _failure_notes
+    from modern_gpt.verdict.table import failure_notes
 
     runs = pd.DataFrame(
         {
@@ -211,4 +211,4 @@ def test_one_diverged_step_is_singular(tmp_path):
             "val_loss": [float("nan")],
         }
     )
-    assert "after 1 step;" in _failure_notes(runs)[0]
+    assert "after 1 step;" in failure_notes(runs)[0]

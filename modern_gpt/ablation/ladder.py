@@ -26,9 +26,8 @@ from ..core.errors import UserError
 from ..core.files import not_regular, write_json
 from ..core.settings import Settings
 from ..verdict.ladder import table_choices_problem
-from .planning import Spec, SpecError, plan_spec, variant_config
+from .planning import LADDER_FILE, Spec, SpecError, plan_spec, variant_config
 
-LADDER_FILE = "ladder.json"
 FORMAT = 1
 MAX_RUNGS = 8
 DEFAULT_RUNGS = 3  # halving the width each step down: 16x the parameters from the bottom rung to the top
@@ -446,13 +445,15 @@ def load(folder) -> LadderReport:
             else ""
         )
         raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
-    notes = _rung_notes(ladder, reps, folder) + notes
+    notes = _rung_notes(ladder, reps) + notes
     return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]))
 
 
-def _rung_notes(ladder: Ladder, reps: list, folder: Path) -> list[str]:
+def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
     """What a rung's own table warns of that the scale table inherits: memorised training splits, unfinished
     or failed runs, and a best learning rate at the edge of its grid."""
+    from ..verdict.table import failure_notes, unfinished_notes
+
     out = []
     for r, rep in zip(ladder.rungs, reps, strict=True):
         epochs = max((s.epochs for s in rep.summary if math.isfinite(s.epochs)), default=math.nan)
@@ -461,12 +462,9 @@ def _rung_notes(ladder: Ladder, reps: list, folder: Path) -> list[str]:
                 f"Rung {r.name} trained {epochs:.2g} epochs of the training split: its rows may have memorised it "
                 "(its own table says more: modern-gpt report on its folder)."
             )
-        for note in rep.notes:
-            if note.endswith("left out of the means."):  # a failed run
-                out.append(f"Rung {r.name}: {note}")
-            elif "have not finished" in note:  # the ladder's resume finishes every rung, and its table
-                out.append(f"Rung {r.name}: {note.split(';')[0]}; finish them with: {resume_command(folder)}")
-        out += _edge_notes(r, rep.design)
+        runs, seeds = rep.runs, rep.design.seeds_planned()  # its failed and missing runs, as its own table names them
+        mine = failure_notes(runs) + unfinished_notes(rep.design, runs, rep.summary, seeds)
+        out += [f"Rung {r.name}: {note}" for note in mine] + _edge_notes(r, rep.design)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..core.components import COMPONENTS, PLUGINS, SLOTS, component_problem
 from ..core.config import (
@@ -416,8 +417,15 @@ def command_of(plan: str) -> str:
     return plan if plan in ("duel", "power") else "ablate"
 
 
+LADDER_FILE = "ladder.json"  # a ladder's folder (ablation/ladder.py) holds it; each rung is a folder under it
+
+
 def resume_command(plan: str, folder) -> str:
-    """The command line that finishes a folder of this plan, quoted as a shell reads it."""
+    """The command line that finishes a folder of this plan, quoted as a shell reads it. A rung of a ladder is
+    finished by the ladder's own resume, which also writes the scale table again."""
+    parent = Path(folder).parent
+    if (parent / LADDER_FILE).is_file():
+        return f"modern-gpt scale --resume {shlex.quote(str(parent))}"
     return f"modern-gpt {command_of(plan)} --resume {shlex.quote(str(folder))}"
 
 

@@ -389,12 +389,12 @@ def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], ver
         notes += _placebo_notes(design, summary)
     if design.looks and design.looks["looks"]:
         notes.append(sequential_note(design, runs, summary))
-    notes += _failure_notes(runs)
+    notes += failure_notes(runs)
     if design.data_note and "lossless" in runs and (runs["lossless"].astype(str).str.lower() == "false").any():
         notes.append(design.data_note)
     if design.sweep:
         notes += sweep_notes(design.sweep)
-    notes += _unfinished_notes(design, runs, summary, seeds)
+    notes += unfinished_notes(design, runs, summary, seeds)
     if verdicts:
         notes.append(verdict_rule(design))
     return notes
@@ -468,7 +468,7 @@ def _placebo_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
     return notes
 
 
-def _failure_notes(runs: pd.DataFrame) -> list[str]:
+def failure_notes(runs: pd.DataFrame) -> list[str]:
     """Each run that diverged or failed, with why: the means leave it out."""
     ordered = runs.sort_values(["row", "seed"])
     notes = []
@@ -478,7 +478,7 @@ def _failure_notes(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _unfinished_notes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], seeds: int) -> list[str]:
+def unfinished_notes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], seeds: int) -> list[str]:
     """The runs planned so far that have not finished, and the command that finishes them."""
     sweep = design.sweep
     done, expected = (sweep.runs, sweep.run_rows * seeds) if sweep else (len(runs), len(summary) * seeds)
