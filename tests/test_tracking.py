@@ -86,11 +86,24 @@ def test_mlflow_holds_each_run_once_with_its_tags_settings_curve_and_final_metri
         assert (tags["variant"], tags["folder"], tags["plan"]) == (record["variant"], "r", "custom")
         assert metrics["val_loss"] == record["val_loss"] and metrics["val_bpc"] == record["val_bpc"]
         assert metrics["tokens_per_s"] == record["tokens_per_s"] and metrics["diverged"] == 0.0
-        assert params["model.dim"] == "16" and params["seed"] == str(record["seed"])
-        assert params["components"] == record["components"] and float(params["lr"]) == record["lr"]
+        assert params["model.dim"] == "16" and tags["seed"] == str(record["seed"])
+        assert params["components"] == record["components"] and float(tags["lr"]) == record["lr"]
         history = MlflowClient(uri).get_metric_history(run.info.run_id, "curve/val_loss")
         assert [(m.step, m.value) for m in history] == [(p["step"], p["val_loss"]) for p in record["curve"]]
         assert run.info.status == "FINISHED"
+
+
+def test_mlflow_logs_each_key_once_and_each_run_s_reference_and_placebo(tracked):
+    """Issue 30, item 6: seed, variant and lr were params and tags both, so MLflow's UI CSV (a column per bare key
+    of params, metrics and tags) named them twice; and judge needs each row's reference and placebo mark."""
+    folder, uri = tracked
+    runs = [r for r in _runs(uri, folder.name) if r.data.tags.get("kind") != "summary"]
+    expected = {"classic": ("", "false"), "classic (placebo)": ("classic", "true"), "rope": ("classic", "false")}
+    for run in runs:
+        params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
+        assert not set(params) & set(tags) and not set(params) & set(metrics) and not set(metrics) & set(tags)
+        assert {"seed", "variant", "lr"} <= set(tags) and not {"seed", "variant", "lr"} & set(params)
+        assert (tags["reference"], tags["placebo"]) == expected[tags["variant"]], tags["variant"]
 
 
 def test_mlflow_summary_run_holds_the_table_figures_and_each_row_s_verdict(tracked):

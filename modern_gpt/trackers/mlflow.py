@@ -95,7 +95,10 @@ class MlflowBackend:
         step = int(record.get("steps_done") or 0)
         points = [(name, value, s) for s, name, value in curve(record)]
         points += [(k, v, step) for k, v in run_metrics(record).items()]
-        self._batch(run_id, params=run_params(self.tracked, record), metrics=points)
+        # variant, seed and lr are tags alone: MLflow's UI downloads its runs table as a CSV whose columns are the
+        # bare keys of params, metrics and tags, where a key logged as both is a column named twice
+        params = {k: v for k, v in run_params(self.tracked, record).items() if k not in tags}
+        self._batch(run_id, params=params, metrics=points)
         self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED", end)
         return run_id
 

@@ -98,7 +98,9 @@ def run_metrics(record: dict) -> dict[str, float]:
 
 def run_tags(tracked: Tracked, record: dict, folder: Path) -> dict[str, str]:
     """The tags a run is found by: the folder, the plan, its row (its run file's, one per variant and learning
-    rate), variant, seed and lr, and its key (see run_key)."""
+    rate), variant, seed and lr, what `modern-gpt judge` needs to give the report's table from the tracker's
+    export (the row's reference, by name, and whether it is the placebo; see row_marks), and its key (see
+    run_key)."""
     return {
         "folder": Path(folder).name,
         "plan": tracked.plan,
@@ -106,9 +108,26 @@ def run_tags(tracked: Tracked, record: dict, folder: Path) -> dict[str, str]:
         "variant": record["variant"],
         "seed": str(record["seed"]),
         **({"lr": str(record["lr"])} if record.get("lr") is not None else {}),
+        **row_marks(tracked, record),
         "error": (record.get("error") or "")[:500],
         "modern_gpt.key": run_key(folder, tracked, record),
     }
+
+
+def row_marks(tracked: Tracked, record: dict) -> dict[str, str]:
+    """A run's reference (the name of the row it is compared with, "" for the first row) and placebo ("true" or
+    "false"), as the plan in meta.json says (runs.csv's columns of the same names); none for `train`'s one run or
+    a row the plan does not hold (a hand-edited meta.json)."""
+    variants, row = tracked.variants, record.get("row")
+    if not isinstance(row, int) or not 0 <= row < len(variants):
+        return {}
+    v, ref = variants[row], variants[row].get("reference")
+    if isinstance(ref, bool) or not (ref is None or (isinstance(ref, int) and 0 <= ref < len(variants))):
+        return {}
+    name = "" if ref is None else variants[ref].get("name")
+    if not isinstance(name, str):
+        return {}
+    return {"reference": name, "placebo": "true" if v.get("placebo") is True else "false"}
 
 
 def several_lrs(tracked: Tracked) -> bool:
