@@ -121,9 +121,13 @@ def ablation(tmp_path_factory):
     return folder
 
 
-def test_judge_on_runs_csv_gives_reports_table(ablation):
+PLACEBO_FLAG = [[], ["--placebo", "classic (placebo)"]]  # runs.csv marks its placebo; the flag says the same
+
+
+@pytest.mark.parametrize("flags", PLACEBO_FLAG)
+def test_judge_on_runs_csv_gives_reports_table(ablation, flags):
     report = json.loads(invoke("report", ablation, "--format", "json"))
-    mine = json.loads(invoke("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "json"))
+    mine = json.loads(invoke("judge", ablation / "runs.csv", *flags, "--format", "json"))
     assert [r["variant"] for r in mine["rows"]] == [r["variant"] for r in report["rows"]]
     names = [r["variant"] for r in report["rows"]]
     compared = 0
@@ -146,13 +150,10 @@ def test_judge_on_runs_csv_gives_reports_table(ablation):
     assert mine["footnotes"][-1] == report["footnotes"][-1]
 
 
-def test_judge_csv_has_reports_numbers(ablation):
+@pytest.mark.parametrize("flags", PLACEBO_FLAG)
+def test_judge_csv_has_reports_numbers(ablation, flags):
     report = pd.read_csv(pd.io.common.StringIO(invoke("report", ablation, "--format", "csv")))
-    mine = pd.read_csv(
-        pd.io.common.StringIO(
-            invoke("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "csv")
-        )
-    )
+    mine = pd.read_csv(pd.io.common.StringIO(invoke("judge", ablation / "runs.csv", *flags, "--format", "csv")))
     for key in report.columns:
         if key not in TRAINING and key != "reference":
             theirs, ours = report[key], mine[RENAMES.get(key, key)]
@@ -505,18 +506,24 @@ def test_one_seed_note_speaks_of_the_file_not_of_ablate(tmp_path, run_ok):
     assert not any("--seeds" in n for n in notes)
 
 
-def test_runs_csv_without_placebo_says_how_to_get_reports_table(ablation):
-    """Without --placebo, 'classic (placebo)' is a component row and rope is compared with it: a table unlike
-    report's, which says so and names the flag."""
-    doc = json.loads(invoke("judge", ablation / "runs.csv", "--format", "json"))
+def test_an_older_runs_csv_without_placebo_says_how_to_get_reports_table(ablation, tmp_path):
+    """A runs.csv written before its reference and placebo columns is read as before: without --placebo,
+    'classic (placebo)' is a component row and rope is compared with it, a table unlike report's, which says so
+    and names the flag."""
+    old = tmp_path / "r" / "runs.csv"
+    old.parent.mkdir()
+    shutil.copy(ablation / "meta.json", old.parent)
+    pd.read_csv(ablation / "runs.csv").drop(columns=["reference", "placebo"]).to_csv(old, index=False)
+    doc = json.loads(invoke("judge", old, "--format", "json"))
     assert doc["rows"][2]["reference"] == "classic (placebo)"
     assert doc["footnotes"][0] == (
         "'classic (placebo)' is judged as a component row, not as a placebo: it is in Holm's family, and 'rope' is "
         "compared with it; for the table modern-gpt report gives from a results folder's runs.csv, add --placebo "
         "'classic (placebo)'."
     )
-    marked = json.loads(invoke("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "json"))
+    marked = json.loads(invoke("judge", old, "--placebo", "classic (placebo)", "--format", "json"))
     assert not any("judged as a component row" in n for n in marked["footnotes"])
+    assert marked["rows"] == json.loads(invoke("judge", ablation / "runs.csv", "--format", "json"))["rows"]
 
 
 def test_ablate_refuses_an_alpha_whose_quantiles_cannot_be_computed(run):

@@ -34,6 +34,8 @@ RUN_COLUMNS = [
     "row",
     "variant",
     "components",
+    "reference",  # the name of the row this run's row is compared with, "" for none (the plan's, as report reads it)
+    "placebo",  # the row is the placebo: judge reads these two columns, so that its table is report's
     "seed",
     "lr",
     "params",
@@ -194,7 +196,7 @@ def _write_csv(path: Path, frame: pd.DataFrame) -> None:
         frame.to_csv(tmp, index=False)
 
 
-TEXT_COLUMNS = ("variant", "components", "error", "verdict", "device")
+TEXT_COLUMNS = ("variant", "components", "reference", "error", "verdict", "device")
 
 
 def _exact(pd) -> dict:
@@ -245,20 +247,31 @@ def _reread(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Scan:
-    """What runs/ holds, read once: each finished run of the ablation keyed (row, seed), and the files left
-    out, each as 'runs/NAME (why)'."""
+    """What runs/ holds, read once: each finished run of the ablation keyed (row, seed), the files left
+    out, each as 'runs/NAME (why)', and the plan's run rows (planning.Variant), which say each run's reference
+    and placebo mark."""
 
     records: dict[tuple[int, int], dict]
     rejected: list[str] = field(default_factory=list)
+    variants: tuple = ()
 
     def _ordered(self) -> list[dict]:
         return [self.records[k] for k in sorted(self.records)]
+
+    def _marks(self, record: dict) -> dict:
+        """The run's row's reference, by name ("" for none), and whether it is the placebo (None: not in the plan)."""
+        row, rows = record.get("row"), self.variants
+        if not isinstance(row, int) or not 0 <= row < len(rows):
+            return {"reference": None, "placebo": None}
+        ref = rows[row].reference
+        return {"reference": "" if ref is None else rows[ref].name, "placebo": rows[row].placebo}
 
     def runs_frame(self) -> pd.DataFrame:
         """runs.csv as a frame: what is written (runs() is what the table reads)."""
         import pandas as pd
 
-        return pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in self._ordered()], columns=RUN_COLUMNS)
+        rows = [{**{c: r.get(c) for c in RUN_COLUMNS}, **self._marks(r)} for r in self._ordered()]
+        return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
     def curves_frame(self) -> pd.DataFrame:
         """curves.csv as a frame: what is written (curves() is what the plot reads)."""
@@ -418,7 +431,7 @@ class ResultsDir:
                 rejected.append(f"runs/{f.name} ({why})")
             else:
                 records[(record["row"], record["seed"])] = record
-        return Scan(records, rejected)
+        return Scan(records, rejected, spec.variants)
 
     def _run_record(self, f: Path, spec: Spec, hashes: dict[float, str]) -> tuple[dict | None, str | None]:
         """One run file's record, or why it is left out."""
@@ -462,7 +475,7 @@ class ResultsDir:
 
     def write_tables(self, finished: dict[tuple[int, int], dict]) -> None:
         """runs.csv and curves.csv from the finished runs: for you and pandas; report reads runs/ itself."""
-        scan = Scan(finished)
+        scan = Scan(finished, variants=self.spec.variants)
         runs, curves = scan.runs_frame(), scan.curves_frame()
         _write_csv(self.path / "runs.csv", runs)
         _write_csv(self.path / "curves.csv", curves)

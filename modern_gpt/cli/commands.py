@@ -550,11 +550,17 @@ def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
 # ---------------------------------------------------------------------------
 JUDGE_FILE_HELP = "A .csv, .jsonl or .parquet file (the suffix, in any case, says which), one row per run."
 JUDGE = "The table"
-ORDER_HELP = "Every variant, comma separated, in the table's order \\[default: as they first appear]."
-REFERENCE_HELP = "Compare every row with this variant \\[default: each with the row above]."
+ORDER_HELP = (
+    "Every variant, comma separated, in the table's order \\[default: by FILE's row column, one number per "
+    "variant, as in runs.csv; else as they first appear, which a footnote says]."
+)
+REFERENCE_HELP = (
+    "Compare every row with this variant \\[default: the variant FILE's reference column names, as in runs.csv; "
+    "else each with the row above]."
+)
 JUDGE_PLACEBO_HELP = (
     "This variant repeats the first row with only its randomness changed: compared with the first row, "
-    "and never the row above another."
+    "and never the row above another \\[default: the one FILE's placebo column marks true, as in runs.csv]."
 )
 COMPUTE_COL_HELP = "The column of each run's training FLOPs: FILE is a ladder of sizes, and the table gives k."
 SIZE_COL_HELP = "The column of each run's model size, where that is all you have: k is then in units of size."
@@ -589,7 +595,7 @@ def judge(
 
     FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
 
-    A results folder's runs.csv gives the table report gives: modern-gpt judge DIR/runs.csv --placebo "classic (placebo)" (not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json).
+    A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
 
     With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
     """

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from .reading import (
     ERROR,
     JudgeSettings,
     Source,
+    _as_text,
     _empty,
     _failed_value,
     _flag,
@@ -55,22 +56,273 @@ def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
     return design, frame
 
 
-def read_runs(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame, list[str]]:
-    """runs_from's Design and runs, and judge's own footnotes on them (a tracker's unfinished runs). Each column is
-    parsed at once; the first refused cell, in the file's order, is the sentence the cell-by-cell reader gave."""
+def read_runs(source: Source, s: JudgeSettings, api: bool = False) -> tuple[Design, pd.DataFrame, list[str]]:
+    """runs_from's Design and runs, and judge's own footnotes on them (where the rows' order came from, a tracker's
+    unfinished runs). Each column is parsed at once; the first refused cell, in the file's order, is the sentence
+    the cell-by-cell reader gave. api: the settings are modern_gpt.judge's keywords (a sentence names them so)."""
     check_settings(s)
-    name = source.name
+    flags = API_FLAGS if api else CLI_FLAGS
+    s = replace(  # the columns as the file names them: MLflow's export holds variant as tags.variant
+        s,
+        variant_col=source.real(s.variant_col, flags["variant_col"]),
+        seed_col=source.real(s.seed_col, flags["seed_col"]),
+        metric=source.real(s.metric, flags["metric"]),
+    )
+    check_settings(s)
     for col, what in ((s.variant_col, "variant"), (s.seed_col, "seed"), (s.metric, "metric")):
         if col not in source.columns:
-            raise UserError(
-                f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
-            )
+            raise UserError(_no_column(source, s, col, what))
+    source = _without_summary(source, s)
     runs = _columns(source, s)
     _first_refusal(source, s, runs)
-    rows = _order(source, s, list(dict.fromkeys(runs.variant)))
+    found = list(dict.fromkeys(runs.variant))
+    marks = _Marks.read(source, s, runs, found)
+    rows = _order(source, s if s.order is not None or marks.order is None else replace(s, order=marks.order), found)
     _check_pairs(source, s, rows, runs)
-    refs = _references(source, s, rows)
-    return _design(source, s, rows, refs, runs), _runs_frame(s, rows, runs), _unfinished_states(source, s, runs)
+    placebo, refs = marks.references(source, s, rows, flags)
+    notes = marks.order_notes(source, s, rows, found, flags) + _unfinished_states(source, s, runs)
+    return _design(source, s, rows, refs, runs, placebo), _runs_frame(s, rows, runs), notes
+
+
+# How a sentence names each setting: the command's flags, or modern_gpt.judge's keywords.
+CLI_FLAGS = {
+    "variant_col": "--variant-col {}",
+    "seed_col": "--seed-col {}",
+    "metric": "--metric {}",
+    "order": "--order A,B,C",
+}
+API_FLAGS = {
+    "variant_col": "variant_col={!r}",
+    "seed_col": "seed_col={!r}",
+    "metric": "metric={!r}",
+    "order": "order=[...]",
+}
+
+# The columns of modern-gpt's runs.csv (and tags of its MLflow runs) that say the table's rows, as its plan has them.
+ROW, REFERENCE, PLACEBO = "row", "reference", "placebo"
+KIND, SUMMARY = "kind", "summary"  # MLflow's summary run of an ablation: tags.kind = summary, and no variant
+
+
+def _no_column(source: Source, s: JudgeSettings, col: str, what: str) -> str:
+    """The sentence for a column judge needs and the file or frame lacks: with the pandas call that makes a
+    DataFrame of it, where it is one (a wide table, a column per variant; its index holds the column)."""
+    name, needed = source.name, (s.variant_col, s.seed_col, s.metric)
+    numeric = [
+        c
+        for c in source.columns
+        if c != s.seed_col and all(isinstance(v, int | float) and not isinstance(v, bool) for v in source.cells[c])
+    ]
+    if source.frame and s.variant_col not in source.columns and s.metric not in source.columns and len(numeric) >= 2:
+        melt = f"melt(id_vars={s.seed_col!r}, var_name={s.variant_col!r}, value_name={s.metric!r})"
+        if s.seed_col in source.columns:
+            call, seeds = f"df.{melt}", ""
+        elif s.seed_col in source.index_names:
+            call, seeds = f"df.reset_index().{melt}", ""
+        else:
+            call, seeds = f"df.rename_axis({s.seed_col!r}).reset_index().{melt}", " (its rows as the seeds)"
+        return (
+            f"{name} has no variant column {s.variant_col!r} and no metric column {s.metric!r}: it is a wide table, "
+            f"a column per variant ({_listed(numeric, 6)}), where judge reads a long one, one row per run; make it "
+            f"long with {call}{seeds}."
+        )
+    indexed = [c for c in needed if c in source.index_names and c not in source.columns]
+    if indexed:
+        them = "it a column" if len(indexed) == 1 else "them columns"
+        return f"{name} holds {_and(indexed)} in its index, not in a column; pass df.reset_index(), which makes {them}."
+    return f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
+
+
+def _and(items: list) -> str:
+    """'a', 'a' and 'b', 'a', 'b' and 'c'."""
+    shown = [repr(x) for x in items]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def _without_summary(source: Source, s: JudgeSettings) -> Source:
+    """The runs without modern-gpt's summary run of an MLflow experiment (tags.kind summary, no variant): it
+    holds the table, not a run."""
+    col = source.real(KIND)
+    if col not in source.cells or col in (s.variant_col, s.seed_col, s.metric):
+        return source
+    kinds, variants = source.column(col), source.column(s.variant_col)
+    keep = [i for i in range(source.size) if not (_as_text(kinds[i]) == SUMMARY and not _as_text(variants[i]))]
+    if len(keep) == source.size:
+        return source
+    if not keep:
+        raise UserError(
+            f"{source.name} holds only modern-gpt's summary run ({col} {SUMMARY}), which holds a table, not a run; "
+            "give the runs of the experiment."
+        )
+    return source.subset(keep)
+
+
+def _is_placebo(v) -> bool:
+    try:
+        return _flag(v)
+    except ValueError:
+        raise ValueError(
+            f"{'is empty' if _empty(v) else _shown(v) + ' is not'} true or false (is the row the placebo?)"
+        ) from None
+
+
+@dataclass
+class _Marks:
+    """What the file says of its table's rows, as modern-gpt's runs.csv (and its MLflow runs' tags) say it: each
+    variant's row number (the order), its reference by name and the placebo; None where the file does not say
+    (or a setting does: --order, --reference, --placebo)."""
+
+    order: tuple[str, ...] | None = None
+    row_col: str | None = None  # the row column, used or not
+    refs: dict | None = None  # variant -> the variant it is compared with, or None
+    ref_col: str | None = None
+    placebo: str | None = None
+    placebo_col: str | None = None
+
+    @classmethod
+    def read(cls, source: Source, s: JudgeSettings, runs: _Runs, found: list[str]) -> _Marks:
+        own = (s.variant_col, s.seed_col, s.metric)
+        col = {c: source.real(c) for c in (ROW, REFERENCE, PLACEBO)}
+        col = {c: x for c, x in col.items() if x in source.cells and x not in own}
+        marks = cls(row_col=col.get(ROW), ref_col=col.get(REFERENCE), placebo_col=col.get(PLACEBO))
+        if s.order is None and marks.row_col is not None:
+            marks.order = _row_order(source, marks.row_col, runs, found)
+        if s.reference is None and marks.ref_col is not None:
+            marks.refs = _file_references(source, s, marks.ref_col, runs, found)
+        if s.placebo is None and marks.placebo_col is not None:
+            marks.placebo = _file_placebo(source, marks.placebo_col, runs, found)
+        return marks
+
+    def references(self, source: Source, s: JudgeSettings, rows: list[str], flags: dict) -> tuple[str | None, list]:
+        """The placebo (--placebo, else the file's) and each row's reference (--reference, else the file's, else
+        the row above)."""
+        placebo = s.placebo if s.placebo is not None else self.placebo
+        if s.placebo is None and placebo is not None:  # the file's: its problems name its column
+            col = self.placebo_col
+            if placebo == rows[0]:
+                raise UserError(
+                    f"{source.name}, column {col}: the placebo {placebo!r} is the first row, which a placebo is "
+                    f"compared with; put it lower with {flags['order']}."
+                )
+            if placebo == s.reference:
+                raise UserError(
+                    f"{source.name}, column {col} marks {placebo!r} as the placebo, which is compared with the first "
+                    f"row, and --reference names it; give another reference."
+                )
+        if self.refs is None:
+            return placebo, _references(source, replace(s, placebo=placebo), rows)
+        at = {v: i for i, v in enumerate(rows)}
+        refs = [None if self.refs[v] is None else at[self.refs[v]] for v in rows]
+        if placebo is not None:
+            i = at[placebo]
+            if s.placebo is not None:
+                if i == 0:
+                    _references(source, s, rows)  # its sentence: the placebo is the first row
+                refs[i] = 0  # --placebo: compared with the first row
+            elif refs[i] != 0:
+                raise UserError(
+                    f"{source.name}, column {self.placebo_col}: the placebo {placebo!r} is compared with "
+                    f"{'no row' if refs[i] is None else repr(rows[refs[i]])} in column {self.ref_col}, where a placebo "
+                    f"is compared with the first row, {rows[0]!r}."
+                )
+        return placebo, refs
+
+    def order_notes(self, source: Source, s: JudgeSettings, rows: list[str], found: list[str], flags: dict) -> list:
+        """Where the rows' order came from, when the file gave it: its row column (when the variants appear in
+        another order), or the order they first appear in, where each row is compared with the row above."""
+        if s.order is not None:
+            return []
+        if self.order is not None:
+            if list(self.order) == found:
+                return []
+            return [
+                f"The rows are in the order of column {self.row_col} (each variant's number there), not as the "
+                f"variants first appear in {source.name}; {flags['order']} gives another."
+            ]
+        if s.reference is not None or self.refs is not None:  # every row against a named one: the order is shown
+            return []
+        why = (
+            "" if self.row_col is None else f" (column {self.row_col} does not give each variant one number of its own)"
+        )
+        return [
+            f"The rows are in the order the variants first appear in {source.name}{why}, and each is compared with "
+            f"the row above it; if that is not the table's order, give it with {flags['order']} (every variant once)."
+        ]
+
+
+def _row_order(source: Source, col: str, runs: _Runs, found: list[str]) -> tuple[str, ...] | None:
+    """The variants in the order of their numbers in the row column, when it gives each variant one number of its
+    own (runs.csv's plan row); None when it does not (another file's row column: the order is then the file's)."""
+    numbers, bad = parsed(source.column(col), _seed)  # a whole number, as a seed is
+    if bad.any():
+        return None
+    per: dict[str, set] = {}
+    for v, n in zip(runs.variant, numbers, strict=True):
+        per.setdefault(v, set()).add(n)
+    if any(len(x) != 1 for x in per.values()) or len({min(x) for x in per.values()}) != len(per):
+        return None
+    return tuple(sorted(found, key=lambda v: min(per[v])))
+
+
+def _file_references(source: Source, s: JudgeSettings, col: str, runs: _Runs, found: list[str]) -> dict:
+    """Each variant's reference from the reference column: a variant of the file, by name, or empty for none; the
+    same on every run of the variant."""
+    name, cells, first = source.name, source.column(col), {}
+    for i, v in enumerate(runs.variant):
+        cell = cells[i]
+        if _as_text(cell):
+            try:
+                ref = _name(cell)
+            except ValueError as e:
+                raise UserError(f"{name}, {source.where(i)}, column {col}: {e}.") from None
+        else:
+            ref = None
+        if v in first and first[v][0] != ref:
+            was, j = first[v]
+            raise UserError(
+                f"{name}, {source.where(i)}, column {col}: {v!r} is compared with {_named(ref)} here and with "
+                f"{_named(was)} on {source.where(j)}; give each variant one reference."
+            )
+        first.setdefault(v, (ref, i))
+    for v, (ref, i) in first.items():
+        if ref is not None and ref not in found:
+            raise UserError(
+                f"{name}, {source.where(i)}, column {col}: {ref!r} is no variant of {name} (column {s.variant_col} "
+                f"has: {_listed(found)}); judge reads column {col} as the variant each row is compared with, empty "
+                "for none, as modern-gpt's runs.csv writes it: name a variant there, or rename the column."
+            )
+        if ref == v:
+            raise UserError(
+                f"{name}, {source.where(i)}, column {col}: {v!r} is compared with itself; name another variant, or "
+                "leave the cell empty."
+            )
+    return {v: ref for v, (ref, _) in first.items()}
+
+
+def _named(ref: str | None) -> str:
+    return "no row" if ref is None else repr(ref)
+
+
+def _file_placebo(source: Source, col: str, runs: _Runs, found: list[str]) -> str | None:
+    """The variant the placebo column marks true on every run (false on every run of the others), or None."""
+    name, flags, bad = source.name, *parsed(source.column(col), _is_placebo)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise UserError(f"{name}, {source.where(i)}, column {col}: {refusal(_is_placebo, source.column(col)[i])}.")
+    first: dict[str, tuple[bool, int]] = {}
+    for i, (v, mark) in enumerate(zip(runs.variant, flags, strict=True)):
+        if v in first and first[v][0] != mark:
+            raise UserError(
+                f"{name}, {source.where(i)}, column {col}: {v!r} is marked {str(mark).lower()} here and "
+                f"{str(first[v][0]).lower()} on {source.where(first[v][1])}; mark each variant once, on all its runs."
+            )
+        first.setdefault(v, (mark, i))
+    marked = [v for v in found if first[v][0]]
+    if len(marked) > 1:
+        raise UserError(
+            f"{name}, column {col}: {_and(marked)} are each marked as the placebo; a table has one placebo, the "
+            "first row run again."
+        )
+    return marked[0] if marked else None
 
 
 @dataclass
@@ -92,12 +344,15 @@ class _Runs:
 
 def _columns(source: Source, s: JudgeSettings) -> _Runs:
     """Each column parsed by its cell parser; a failed run (a diverged or error mark) may have an empty metric."""
-    markers = [c for c in (DIVERGED, ERROR) if c in source.columns and c not in (s.variant_col, s.seed_col, s.metric)]
+    diverged_col, error_col = source.real(DIVERGED), source.real(ERROR)  # MLflow's metrics.diverged, tags.error
+    markers = [
+        c for c in (diverged_col, error_col) if c in source.cells and c not in (s.variant_col, s.seed_col, s.metric)
+    ]
     n, none = source.size, np.zeros(source.size, bool)
     variant, v_bad = parsed(source.column(s.variant_col), _name)
     seed, s_bad = parsed(source.column(s.seed_col), _seed)
-    flags, d_bad = parsed(source.column(DIVERGED), _flag) if DIVERGED in markers else ([False] * n, none)
-    texts, e_bad = parsed(source.column(ERROR), _message) if ERROR in markers else ([""] * n, none)
+    flags, d_bad = parsed(source.column(diverged_col), _flag) if diverged_col in markers else ([False] * n, none)
+    texts, e_bad = parsed(source.column(error_col), _message) if error_col in markers else ([""] * n, none)
     diverged, error = np.array([bool(x) for x in flags], bool), [x or "" for x in texts]
     cells = source.column(s.metric)
     value, m_bad = numbers(cells)
@@ -108,12 +363,12 @@ def _columns(source: Source, s: JudgeSettings) -> _Runs:
     steps = np.full(n, math.nan)
     marked = np.flatnonzero(diverged & ~np.array([bool(e) for e in error], bool)).tolist()
     for i in marked:  # a diverged run's steps_done, for the footnote that names it
-        steps[i] = _failed_value({"steps_done": source.column("steps_done")[i]}, "steps_done")
+        steps[i] = _failed_value({"steps_done": source.column(source.real("steps_done"))[i]}, "steps_done")
         if not math.isfinite(steps[i]):  # the footnote then says why it is left out
-            error[i] = f"marked diverged in column {DIVERGED}"
+            error[i] = f"marked diverged in column {diverged_col}"
     metric = _Metric(failed)
-    refused = [(s.variant_col, _name, v_bad), (s.seed_col, _seed, s_bad), (DIVERGED, _flag, d_bad)]
-    refused += [(ERROR, _message, e_bad), (s.metric, metric, m_bad)]
+    refused = [(s.variant_col, _name, v_bad), (s.seed_col, _seed, s_bad), (diverged_col, _flag, d_bad)]
+    refused += [(error_col, _message, e_bad), (s.metric, metric, m_bad)]
     return _Runs(variant, seed, diverged, error, value, steps, refused)
 
 
@@ -175,10 +430,10 @@ def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: _Runs)
     )
 
 
-def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: _Runs) -> Design:
+def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: _Runs, placebo: str | None) -> Design:
     """The table's Design: the file's variants as rows (each with its reference, any other row, and the
     placebo marked), its seeds as labels that pair the runs, and judge's alpha and margin."""
-    table = [Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True)]
+    table = [Row(v, ref, placebo=v == placebo) for v, ref in zip(rows, refs, strict=True)]
     seeds = sorted(set(runs.seed))
     return Design(table, seeds, s.alpha, s.margin, any_reference=True, source=source.name)
 
@@ -376,7 +631,10 @@ def verdict(
     compute (trend_per_10x, trend_low, trend_high, trend), the crossover and per rung k_i (docs/scale.md).
 
     Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
-    share, Holm-corrected across the table, exactly as `modern-gpt judge` and `modern-gpt report` do. Returns
+    share, Holm-corrected across the table, exactly as `modern-gpt judge` and `modern-gpt report` do. A frame with
+    modern-gpt's row, reference and placebo columns (a results folder's runs.csv read by pandas, Result.runs,
+    or mlflow.search_runs of its MLflow runs, whose tags.variant, metrics.val_loss, ... are read as variant,
+    val_loss, ...; its summary run is left out) gives report's table with no keyword. Returns
     one row per variant: mean, delta, ci_low, ci_high, p, p_holm, verdict, mde, seeds_needed, pairs, ...;
     `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
     input raises modern_gpt.errors.UserError with one sentence naming the row and the column.
@@ -403,7 +661,7 @@ def verdict(
             title=f"compute multiplier k of {len(rows)} variants at {len(design.rungs)} rungs", footnotes=notes
         )
         return out
-    design, runs, first = read_runs(from_frame(df), s)
+    design, runs, first = read_runs(from_frame(df), s, api=True)
     rows, notes = judge(design, s, runs, first=first)
     out = pd.DataFrame(rows)
     out.attrs.update(title=title(design, s), footnotes=notes)

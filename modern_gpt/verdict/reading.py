@@ -12,7 +12,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +25,15 @@ from ..core.files import not_regular
 from .design import ALPHA, check_statistics
 
 SUFFIXES = (".csv", ".jsonl", ".parquet")
+
+# A tracker's export: MLflow's search_runs names each run's values tags.KEY, params.KEY and metrics.KEY, which judge
+# reads as KEY (tags first: modern-gpt logs a run's variant, seed, row, reference and placebo as tags).
+EXPORT_PREFIXES = ("tags.", "params.", "metrics.")
+
+# The CSV MLflow's UI downloads from its runs table: these columns, then params, metrics and tags by bare key; it
+# writes a cell beginning with = + - @ (a variant '+rope', a Δ -0.02) with a ' before it, so that a spreadsheet
+# does not read it as a formula.
+MLFLOW_UI_HEADER = ["Start Time", "Duration", "Run ID", "Name", "Source Type", "Source Name", "User", "Status"]
 
 
 # Optional columns that mark a failed run, as modern-gpt's runs.csv does: left out of the means and pairs.
@@ -66,12 +75,42 @@ class Source:
     header: str  # where the column names are
     places: Callable[[int], str]  # run i -> "line 5", "row 3 (index 'z')": said only in a sentence
     size: int
+    index_names: tuple[str, ...] = ()  # a DataFrame's named index levels (df.set_index("variant")): not columns
+    frame: bool = False  # a DataFrame given to modern_gpt.judge (a sentence then names the pandas call that helps)
 
     def where(self, i: int) -> str:
         return self.places(int(i))
 
     def column(self, col: str) -> list:
         return self.cells[col] if col in self.cells else [_MISSING] * self.size
+
+    def real(self, col: str, flag: str | None = None) -> str:
+        """The column that holds `col`: itself, else in a tracker's export (MLflow's search_runs frame, and the
+        CSV pandas writes of it) the one of tags.COL, params.COL and metrics.COL it has; `col` when none. Two of
+        them that differ are one sentence (flag: how the setting that names the column is written, as in
+        "--seed-col {}", to name one of them)."""
+        if col in self.cells:
+            return col
+        found = [f"{prefix}{col}" for prefix in EXPORT_PREFIXES if f"{prefix}{col}" in self.cells]
+        for other in found[1:]:
+            pairs = zip(self.cells[found[0]], self.cells[other], strict=True)
+            i = next((i for i, (a, b) in enumerate(pairs) if _as_text(a) != _as_text(b)), None)
+            if i is not None:
+                fix = f"name the one to read, as in {flag.format(found[0])}" if flag else "leave one of them out"
+                raise UserError(
+                    f"{self.name}, {self.where(i)}: columns {found[0]} and {other} both hold {col}, and differ "
+                    f"({_shown(self.cells[found[0]][i])} and {_shown(self.cells[other][i])}); {fix}."
+                )
+        return found[0] if found else col
+
+    def has(self, col: str) -> bool:
+        return self.real(col) in self.cells
+
+    def subset(self, keep: list[int]) -> Source:
+        """The runs at these positions, each still named where it is in the file or frame."""
+        places = self.places
+        cells = {c: [v[i] for i in keep] for c, v in self.cells.items()}
+        return replace(self, cells=cells, places=lambda i: places(keep[i]), size=len(keep))
 
     @cached_property
     def records(self) -> list[tuple[str, dict]]:
@@ -110,7 +149,7 @@ def read_file(path) -> Source:
         raise UserError(f"{path} is empty; give a table with one row per run.")
     if suffix == ".parquet":
         return _parquet(path)
-    return _csv(path, _text(path, data)) if suffix == ".csv" else _jsonl(path, _text(path, data))
+    return _mlflow_ui(_csv(path, _text(path, data))) if suffix == ".csv" else _jsonl(path, _text(path, data))
 
 
 def _text(path: Path, data: bytes) -> str:
@@ -256,14 +295,26 @@ def _parquet(path: Path) -> Source:
         raise UserError(f"{path} cannot be read as Parquet ({(str(e).splitlines() or ['unknown'])[0]}).") from None
     if any(n is not None for n in frame.index.names):  # pandas wrote df.set_index("variant"): a column in the file
         frame = frame.reset_index(allow_duplicates=True)
-    return from_frame(frame, str(path), first=1)
+    return from_frame(frame, str(path), first=1, given=False)
 
 
-def from_frame(frame, name: str = "the DataFrame", first: int = 0) -> Source:
+def from_frame(frame, name: str = "the DataFrame", first: int = 0, given: bool = True) -> Source:
     """A DataFrame as a Source, its records named by position (row 0, 1, ... or from `first`), and by index
-    label when the index is not the default one."""
+    label when the index is not the default one; given: handed to modern_gpt.judge (not read from a file)."""
+    if isinstance(frame, pd.Series) and any(n is not None for n in frame.index.names):
+        raise UserError(
+            "verdict takes a pandas DataFrame with one row per run, not a Series; series.reset_index() makes one, "
+            f"with its index ({_listed([n for n in frame.index.names if n is not None])}) as columns."
+        )
     if not isinstance(frame, pd.DataFrame):
         raise UserError(f"verdict takes a pandas DataFrame with one row per run, not a {type(frame).__name__}.")
+    if isinstance(frame.columns, pd.MultiIndex):  # a pivot's wide table: a column per (metric, variant)
+        level = frame.columns.names[-1]
+        raise UserError(
+            f"{name} has a MultiIndex of columns (levels {_listed(frame.columns.names)}): a wide table, where judge "
+            f"reads a long one, one row per run; make it long with df.stack({-1 if level is None else repr(level)})"
+            ".reset_index()."
+        )
     columns = [str(c) for c in frame.columns]
     _no_repeats(name, columns, "its columns")
     if not len(frame):
@@ -276,7 +327,8 @@ def from_frame(frame, name: str = "the DataFrame", first: int = 0) -> Source:
         return f"row {first + i}" + ("" if plain else f" (index {label!r})")
 
     cells = {c: _cells(frame.iloc[:, j]) for j, c in enumerate(columns)}
-    return Source(name, columns, cells, "its columns", place, len(frame))
+    index = tuple(str(n) for n in frame.index.names if n is not None)
+    return Source(name, columns, cells, "its columns", place, len(frame), index, frame=given)
 
 
 def _cells(column: pd.Series) -> list:
@@ -291,8 +343,33 @@ def _cells(column: pd.Series) -> list:
 
 def _no_repeats(name, columns: list[str], where: str) -> None:
     twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None and columns[: len(MLFLOW_UI_HEADER)] == MLFLOW_UI_HEADER:
+        raise UserError(
+            f"{name}, {where}: the column {twice!r} is named twice, as MLflow's UI names a param and a tag of one key "
+            f"(modern-gpt before issue 30 logged seed, variant and lr as both); read the runs with "
+            f"mlflow.search_runs(...), whose columns are params.{twice} and tags.{twice}, or delete one of the two "
+            "columns."
+        )
     if twice is not None:
         raise UserError(f"{name}, {where}: the column {twice!r} is named twice.")
+
+
+def _mlflow_ui(source: Source) -> Source:
+    """The CSV of MLflow's UI with its cells as logged: a ' that MLflow put before = + - @ taken off again."""
+    if source.columns[: len(MLFLOW_UI_HEADER)] != MLFLOW_UI_HEADER:
+        return source
+    for values in source.cells.values():
+        for i, v in enumerate(values):
+            if type(v) is str and len(v) > 1 and v[0] == "'" and v[1] in "=+-@\r\t":
+                values[i] = v[1:]
+    return source
+
+
+def _as_text(v) -> str:
+    """A cell as text, to compare two columns that hold one key ("" for an empty one)."""
+    if _empty(v) or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return str(v).strip()
 
 
 # ---------------------------------------------------------------------------
@@ -387,12 +464,13 @@ def _name(v) -> str:
 
 
 def _flag(v) -> bool:
+    """true or false; also 1 and 0, and 1.0 and 0.0 (MLflow's diverged metric, a float)."""
     if isinstance(v, bool | np.bool_):
         return bool(v)
-    if isinstance(v, int | np.integer) and v in (0, 1):
+    if isinstance(v, int | float | np.integer | np.floating) and v in (0, 1):
         return bool(v)
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0"):
-        return v.strip().lower() in ("true", "1")
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "1.0", "0.0"):
+        return v.strip().lower() in ("true", "1", "1.0")
     raise ValueError(f"{'is empty' if _empty(v) else _shown(v) + ' is not'} true or false (did the run diverge?)")
 
 
