@@ -163,7 +163,7 @@ def test_the_smoke_table_decides_a_row_and_its_placebo_stays_inconclusive(smoke)
     """The demonstration make smoke promises: RoPE's gain over learned positions is decided at 3 seeds,
     while the placebo (classic with another init) is not called an effect."""
     summary = pd.read_csv(smoke[0] / "summary.csv").set_index("variant")
-    assert summary.loc["+rope", "verdict"] == "better" and summary.loc["+rope", "p_holm"] < 0.05
+    assert summary.loc["+rope", "verdict"] == "better" and summary.loc["+rope", "p_adj"] < 0.05
     assert summary.loc["classic (placebo)", "verdict"] == "inconclusive"
     assert summary.loc["classic (placebo)", "reference"] == 0 and summary.loc["+rmsnorm", "reference"] == 0
     assert summary.loc["+rope", "reference"] == 2  # the row above in the plan, not the placebo
@@ -180,9 +180,7 @@ def test_report_prints_every_format(smoke):
 
     folder, _ = smoke
     md = invoke("report", folder, "--format", "markdown").splitlines()
-    assert (
-        md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | p_holm | verdict | mde | need | secs |"
-    )
+    assert md[2] == "| variant | params | train | val | Δ val | spread | 95% CI | p_adj | verdict | mde | need | secs |"
     rows = ["classic", "classic (placebo)"] + [f"+{c}" for c in COMPONENTS]
     assert [line.split(" | ")[0] for line in md[4 : 4 + len(rows)]] == [f"| {r}" for r in rows]
     doc = json.loads(invoke("report", folder, "--format", "json"))

@@ -32,14 +32,11 @@ def _long(table: dict[str, list[float]], metric: str = "val_loss") -> pd.DataFra
     return pd.DataFrame([{"variant": v, "seed": i, metric: x} for v, xs in table.items() for i, x in enumerate(xs)])
 
 
-def _holm(ps: list[float]) -> list[float]:
-    """Holm's step-down adjustment, written out here independently of stats.holm."""
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        out[i] = running
-    return out
+def _hommel(ps: list[float]) -> list[float]:
+    """Hommel's adjustment of two p-values, written out here independently of stats.hommel: the larger is its own
+    (Simes over both is at most it); the smaller is Simes over both, min(2 p, the larger), and at least itself."""
+    low, high = sorted(ps)
+    return [high if p == high else max(low, min(1.0, 2 * low, high)) for p in ps]
 
 
 # ---------------------------------------------------------------------------
@@ -63,7 +60,7 @@ def test_each_row_against_the_row_above_matches_scipy():
         assert row["p"] == pytest.approx(test.pvalue, rel=1e-7)
         assert row["pairs"] == 6 and row["mean"] == pytest.approx(np.mean(table[name]))
         ps.append(test.pvalue)
-    assert list(out["p_holm"][1:]) == pytest.approx(_holm(ps), rel=1e-7)
+    assert list(out["p_adj"][1:]) == pytest.approx(_hommel(ps), rel=1e-7)
     assert out.iloc[1]["verdict"] == "better" and out.iloc[2]["verdict"] == "inconclusive"
     assert out.iloc[0]["verdict"] == "" and math.isnan(out.iloc[0]["p"])
 
@@ -165,7 +162,7 @@ def test_judge_csv_has_reports_numbers(ablation, flags):
 
 def test_the_table_names_every_column(ablation, run_ok):
     out = run_ok("judge", ablation / "runs.csv", "--placebo", "classic (placebo)")
-    for header in ("Δ val_loss", "95% CI", "p_holm", "verdict", "mde", "need", "pairs"):
+    for header in ("Δ val_loss", "95% CI", "p_adj", "verdict", "mde", "need", "pairs"):
         assert header in out
     assert "val_loss (lower is better)" in out
     md = run_ok("judge", ablation / "runs.csv", "--placebo", "classic (placebo)", "--format", "markdown")

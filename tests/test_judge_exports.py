@@ -67,7 +67,7 @@ def _report(folder) -> dict:
 
 def _assert_reports_table(rows: list[dict], report: dict) -> None:
     """judge's rows are report's: the same variants in the same order, each against the same reference, with the
-    same Δ, CI, p, p_holm, verdict and every other statistic (training columns aside: judge has none)."""
+    same Δ, CI, p, p_adj, verdict and every other statistic (training columns aside: judge has none)."""
     assert [r["variant"] for r in rows] == [r["variant"] for r in report["rows"]]
     names, compared = [r["variant"] for r in report["rows"]], 0
     for ours, theirs in zip(rows, report["rows"], strict=True):

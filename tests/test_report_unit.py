@@ -1,5 +1,5 @@
 """The verdict engine on hand-built ablation folders, without training anything: table.summarize (means, paired
-Δ, CI and p against scipy, Holm over the component rows with the placebo tested alone, TOST), table.lr_view (each
+Δ, CI and p against scipy, Hommel over the component rows with the placebo tested alone, TOST), table.lr_view (each
 row's learning rate chosen on the tuning half, reported on the test half) and table.footnotes (diverged, failed,
 unfinished and lossy runs, the placebo, the verdict rule). Each test takes well under a second, nearly all of it
 in stats.mde's numerical integral (the mde column).
@@ -199,31 +199,32 @@ def test_means_delta_ci_and_p_are_scipy_s():
     assert [r["lr"] for r in summary] == [0.003] * 4 and [r["lrs"] for r in summary] == [1] * 4
 
 
-def test_holm_runs_over_the_component_rows_and_the_placebo_is_tested_alone():
+def test_hommel_runs_over_the_component_rows_and_the_placebo_is_tested_alone():
     summary = summarize(cumulative())
     placebo, rope, rmsnorm = summary[1:]
-    # the family is rope and rope+rmsnorm: two tests, whatever the placebo does
+    # the family is rope and rope+rmsnorm: two tests, whatever the placebo does. Hommel over two by hand: the
+    # larger p is its own (Simes over both is at most it), the smaller is min(2 p, the larger) and at least itself
     low, high = sorted([rope["p"], rmsnorm["p"]])
-    adjusted = {low: min(1.0, 2 * low), high: min(1.0, max(2 * low, high))}
-    assert rope["p_holm"] == pytest.approx(adjusted[rope["p"]], rel=1e-12)
-    assert rmsnorm["p_holm"] == pytest.approx(adjusted[rmsnorm["p"]], rel=1e-12)
-    assert placebo["p_holm"] == pytest.approx(placebo["p"], rel=1e-12)  # a family of one
-    assert rope["p_holm"] < 0.05 and rope["delta_val"] < 0 and rope["verdict"] == BETTER
+    adjusted = {low: max(low, min(1.0, 2 * low, high)), high: high}
+    assert rope["p_adj"] == pytest.approx(adjusted[rope["p"]], rel=1e-12)
+    assert rmsnorm["p_adj"] == pytest.approx(adjusted[rmsnorm["p"]], rel=1e-12)
+    assert placebo["p_adj"] == pytest.approx(placebo["p"], rel=1e-12)  # a family of one
+    assert rope["p_adj"] < 0.05 and rope["delta_val"] < 0 and rope["verdict"] == BETTER
     assert rmsnorm["verdict"] == INCONCLUSIVE and placebo["verdict"] == INCONCLUSIVE
-    assert math.isnan(summary[0]["p_holm"])
-    # mde at Holm's first step: alpha / 2 for the two component rows, alpha for the placebo alone
+    assert math.isnan(summary[0]["p_adj"])
+    # mde at the first step: alpha / 2 for the two component rows, alpha for the placebo alone
     assert rmsnorm["mde"] == pytest.approx(honest_mde(rmsnorm["sd"], 5, 0.05 / 2), rel=1e-12)
     assert placebo["mde"] == pytest.approx(honest_mde(placebo["sd"], 5, 0.05), rel=1e-12)
     # the placebo row does not count in the rows the verdict rule names
     (rule,) = [n for n in footnotes(cumulative()) if n.startswith("verdict:")]
-    assert "Holm-corrected across the 2 component rows" in rule and "(0.05/2)" in rule
+    assert "Hommel-adjusted across the 2 component rows" in rule and "(0.05/2)" in rule
 
 
 def test_a_worse_row_and_alpha():
     worse = [c + 0.1 + d for c, d in zip(CLASSIC, [0.0, 0.01, -0.01, 0.005, -0.005], strict=True)]
     a = ablation([("classic", "", None), ("rope", "rope", 0)], [CLASSIC, worse])
     (row,) = summarize(a)[1:]
-    assert row["verdict"] == WORSE and row["p_holm"] == pytest.approx(row["p"], rel=1e-12)  # one row: Holm is p
+    assert row["verdict"] == WORSE and row["p_adj"] == pytest.approx(row["p"], rel=1e-12)  # one row: p_adj is p
     strict = ablation([("classic", "", None), ("rope", "rope", 0)], [CLASSIC, worse], alpha=row["p"] / 2)
     assert summarize(strict)[1]["verdict"] == INCONCLUSIVE  # the folder's alpha is the level
 
@@ -238,7 +239,7 @@ def test_margin_gives_same_by_two_one_sided_tests():
         scipy_stats.ttest_1samp(deltas, 0.01, alternative="less").pvalue,
     )
     assert row["p_same"] == pytest.approx(tost, rel=1e-6)
-    assert row["p_same_holm"] == pytest.approx(tost, rel=1e-6) and row["verdict"] == SAME
+    assert row["p_same_adj"] == pytest.approx(tost, rel=1e-6) and row["verdict"] == SAME
     assert math.isnan(summarize(ablation([("classic", "", None), ("rope", "rope", 0)], [CLASSIC, tiny]))[1]["p_same"])
 
 
@@ -336,7 +337,7 @@ def test_footnotes_name_diverged_and_failed_runs_and_the_placebo():
     assert "rope, seed 1: diverged (loss NaN or infinite) after 37 steps; left out of the means." in notes
     assert "rope, seed 2: out of memory at step 1: CUDA out of memory; left out of the means." in notes
     (placebo,) = [n for n in notes if n.startswith("Placebo: ")]
-    assert "a diagnostic outside the rows' Holm family" in placebo
+    assert "a diagnostic outside the component rows' family" in placebo
     assert "it is what initialisation alone does on this data and budget" in placebo
     assert notes[-1].startswith("verdict: ")
     quiet = footnotes(a, verdicts=False)  # power's: every health note, no verdict rule and no placebo sentence

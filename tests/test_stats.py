@@ -14,6 +14,7 @@ from modern_gpt.verdict.stats import (
     OBRIEN_FLEMING,
     SAME,
     WORSE,
+    adjust,
     betainc,
     boundary,
     chi2_ppf,
@@ -149,7 +150,7 @@ def table_verdicts(deltas: np.ndarray, level: float) -> np.ndarray:
     n = deltas.shape[-1]
     m, sd = deltas.mean(-1), deltas.std(-1, ddof=1)
     p = t_sf2(m / (sd / math.sqrt(n)), n - 1)
-    return decide(m, holm(p), level)
+    return decide(m, adjust(p)[0], level)  # Hommel's, as the table's fixed rule
 
 
 def mc_bound(rate: float) -> float:
@@ -163,11 +164,11 @@ def test_the_fixed_rule_keeps_the_family_wise_false_positive_rate_at_alpha(seeds
     deltas = rng.standard_normal((TABLES, ROWS, seeds)) * SDS[:, None]
     fwer = np.mean(np.any(table_verdicts(deltas, 0.05) != INCONCLUSIVE, axis=1))
     assert fwer <= 0.05 + mc_bound(0.05)
-    assert fwer > 0.02  # not blind: Holm spends most of its alpha (uncorrected tests would give 25-33%)
+    assert fwer > 0.02  # not blind: Hommel spends most of its alpha (uncorrected tests would give 25-33%)
 
 
 def test_the_fixed_rule_detects_what_its_mde_promises():
-    """At 5 seeds, one shifted row among six: the rule detects a shift of the mde it reports (Holm's first
+    """At 5 seeds, one shifted row among six: the rule detects a shift of the mde it reports (the first
     step, alpha/6) in 80% of tables, and a shift of 2 paired sds in a single comparison in over 80%."""
     rng = np.random.default_rng(7)
     seeds = 5
@@ -282,16 +283,17 @@ def test_seeds_auto_keeps_the_family_wise_false_positive_rate_at_alpha(real_effe
 
 def test_seeds_auto_with_a_margin_keeps_both_error_rates_at_alpha():
     """With --margin: rows with no effect must not be called better/worse, and rows exactly at the margin
-    (where the equivalence test errs most) must not be called same, each in at most alpha of tables."""
+    (where the equivalence test errs most) must not be called same: any of these in at most alpha of tables."""
     margin = 0.02
     sds = np.array([0.0085, 0.01, 0.02, 0.0085, 0.015, 0.03])
     rng = np.random.default_rng(13)
     deltas = rng.standard_normal((TABLES, 6, 10)) * sds[:, None]
     deltas[:, 3:, :] += np.array([margin, -margin, margin])[:, None]
     verdicts, used = seeds_auto(deltas, margin=margin)
-    wrong_effect = np.mean(np.any(wrong(verdicts[:, :3]), axis=1))
-    wrong_same = np.mean(np.any(verdicts[:, 3:] == SAME, axis=1))
-    assert wrong_effect <= 0.05 + mc_bound(0.05) and wrong_same <= 0.05 + mc_bound(0.05)
+    wrong_effect = np.any(wrong(verdicts[:, :3]), axis=1)
+    wrong_same = np.any(verdicts[:, 3:] == SAME, axis=1)
+    # one step-down over both kinds of test (Shaffer's restriction): any wrong verdict at all, at most alpha
+    assert np.mean(wrong_effect | wrong_same) <= 0.05 + mc_bound(0.05)
     assert np.mean(verdicts[:, 0] == SAME) > 0.5 and used.mean() < 10  # a margin lets a null row be decided
 
 

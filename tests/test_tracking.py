@@ -117,7 +117,7 @@ def test_mlflow_summary_run_holds_the_table_figures_and_each_row_s_verdict(track
     table = _summary(folder)
     rope = next(row for row in table if row["variant"] == "rope")
     assert summary.data.metrics["row02.delta_val"] == pytest.approx(float(rope["delta_val"]), rel=1e-12)
-    assert summary.data.metrics["row02.p_holm"] == pytest.approx(float(rope["p_holm"]), rel=1e-12)
+    assert summary.data.metrics["row02.p_adj"] == pytest.approx(float(rope["p_adj"]), rel=1e-12)
     assert summary.data.tags["row02.verdict"] == rope["verdict"] and summary.data.tags["row02.variant"] == "rope"
     assert "row00.delta_val" not in summary.data.metrics  # the reference row has no Δ
     verdict = f"tags.verdict = '{rope['verdict']}' and tags.variant = 'rope'"  # the verdict is searchable

@@ -74,7 +74,7 @@ def test_the_summary_run_holds_the_table_the_curves_and_each_rows_verdict(logged
         assert summary.summary[f"{at}.variant"] == row["variant"]
         assert summary.summary[f"{at}.verdict"] == row["verdict"]
         if row["row"]:  # the reference row has no Δ
-            assert summary.summary[f"{at}.p_holm"] == pytest.approx(float(row["p_holm"]))
+            assert summary.summary[f"{at}.p_adj"] == pytest.approx(float(row["p_adj"]))
             assert summary.summary[f"{at}.delta_val"] == pytest.approx(float(row["delta_val"]))
     assert {r["verdict"] for _, r in expected.iterrows() if r["row"]} <= {"better", "worse", "inconclusive", "same"}
 

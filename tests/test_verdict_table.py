@@ -1,5 +1,5 @@
 """The verdict engine on hand-built tables, without training anything: summarize's means, paired Δ, CI and p
-against SciPy, Holm over the component rows with the placebo tested alone, TOST, need and mde against SciPy's
+against SciPy, Hommel over the component rows with the placebo tested alone, TOST, need and mde against SciPy's
 noncentral t, the footnotes, and --seeds auto's recorded looks. Each table is a Design and a runs frame with
 only the columns a table reads."""
 
@@ -9,12 +9,15 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import optimize
 from scipy import stats as scipy_stats
 
 from modern_gpt.cli import render
 from modern_gpt.verdict.design import Design, Row
 from modern_gpt.verdict.stats import boundary, mde, sd_bound
 from modern_gpt.verdict.table import footnotes, summarize
+
+from .test_verdict_rules import closed_simes
 
 
 # ---------------------------------------------------------------------------
@@ -54,54 +57,77 @@ def _design(
     return design, pd.DataFrame(runs)
 
 
-def test_known_values_give_the_documented_verdicts_and_holm_p_values():
+def test_known_values_give_the_documented_verdicts_and_hommel_p_values():
     vals = [[2.00, 2.02, 2.01], [1.90, 1.91, 1.89], [2.10, 2.12, 2.11], [2.11, 2.115, 2.13]]
     design, runs = _design(vals, [0, 1, 2])
     summary = summarize(design, runs)
     assert [r.verdict for r in summary] == ["", "better", "worse", "inconclusive"]
     assert summary[1].delta_val == pytest.approx(-0.11) and [r.pairs for r in summary] == [0, 3, 3, 3]
     assert summary[0].spread == pytest.approx(0.02)
-    # by hand: paired t-tests, then Holm over the three comparisons
+    # by hand: paired t-tests from SciPy, then Hommel over the three comparisons by its definition, the closed
+    # test of Simes' tests with every intersection enumerated
     p = [
         scipy_stats.ttest_1samp([x - y for x, y in zip(vals[i], vals[i - 1], strict=True)], 0).pvalue for i in (1, 2, 3)
     ]
-    order = sorted(range(3), key=lambda i: p[i])
-    adjusted = [0.0] * 3
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (3 - rank) * p[i]))
-        adjusted[i] = running
-    assert math.isnan(summary[0].p_holm)
+    assert math.isnan(summary[0].p_adj)
     assert [r.p for r in summary[1:]] == pytest.approx(p, rel=1e-9)
-    assert [r.p_holm for r in summary[1:]] == pytest.approx(adjusted, rel=1e-9)
-    # what the inconclusive row would need, checked with SciPy's noncentral t at Holm's first step (0.05 / 3),
-    # at the 80% upper confidence bound on its paired sd (chi-square, from SciPy)
+    assert [r.p_adj for r in summary[1:]] == pytest.approx(list(closed_simes(np.array(p))), rel=1e-9)
+    # the inconclusive row's mde, checked with SciPy's noncentral t at the first step's level (0.05 / 3), at the
+    # 80% upper confidence bound on its paired sd (chi-square, from SciPy)
     row = summary[3]
     deltas = [x - y for x, y in zip(vals[3], vals[2], strict=True)]
     level = 0.05 / 3
     assert row.sd == pytest.approx(np.std(deltas, ddof=1), rel=1e-12)
     sd = np.std(deltas, ddof=1) * math.sqrt(2 / scipy_stats.chi2.ppf(0.2, 2))
-    assert abs(row.delta_val) >= row.sd / math.sqrt(3)  # |t| >= 1: need is shown
-
-    def power(effect, n):
-        crit, nc = scipy_stats.t.ppf(1 - level / 2, n - 1), effect * math.sqrt(n) / sd
-        return scipy_stats.nct.sf(crit, n - 1, nc) + scipy_stats.nct.sf(crit, n - 1, -nc)  # the lower tail by symmetry
-
-    assert power(row.mde, 3) == pytest.approx(0.8, abs=1e-4), (row, sd, level)
-    need = int(row.seeds_needed)
-    assert power(abs(row.delta_val), need) >= 0.8 > power(abs(row.delta_val), need - 1)
+    assert scipy_power(row.mde / sd, 3, level) == pytest.approx(0.8, abs=1e-4), (row, sd, level)
     assert math.isnan(summary[1].seeds_needed)  # decided rows need nothing more
+    assert math.isnan(row.seeds_needed)  # |t| 1.15 at 3 seeds: smaller than one null row in ten shows
 
 
-def test_need_is_left_blank_below_one_standard_error_and_the_placebo_is_tested_alone():
-    """need from a |Δ| under one standard error would be post-hoc power on noise; the placebo row is not in the
-    components' Holm family (its p_holm is its own p) and its mde is at alpha, not alpha / rows."""
+def scipy_power(effect: float, n: int, level: float) -> float:
+    """The power of a two-sided paired t-test at `level` with n pairs, for an effect in paired sds, from SciPy."""
+    crit, nc = scipy_stats.t.ppf(1 - level / 2, n - 1), effect * math.sqrt(n)
+    return scipy_stats.nct.sf(crit, n - 1, nc) + scipy_stats.nct.sf(crit, n - 1, -nc)  # the lower tail by symmetry
+
+
+def scipy_bound(t: float, n: int, level: float, confidence: float) -> float:
+    """The noncentrality at which |t| is the `confidence` quantile of |T| below the critical value, from SciPy."""
+    crit = scipy_stats.t.ppf(1 - level / 2, n - 1)
+
+    def below(x, lam):
+        return scipy_stats.nct.sf(-x, n - 1, lam) - scipy_stats.nct.sf(x, n - 1, lam)
+
+    def gap(lam):
+        return below(t, lam) / below(crit, lam) - confidence
+
+    return optimize.brentq(gap, 0.0, 15.0) if gap(0.0) > 0 else 0.0
+
+
+def test_need_plans_on_the_lower_bound_of_an_inconclusive_rows_effect():
+    """need by hand from SciPy: the 90% conditional lower bound on the row's noncentrality (given that it missed
+    the critical t) must be above zero to show it, and the pairs are the fewest with 80% power at the 80% bound."""
+    vals = [[2.00, 2.02, 2.01, 2.03, 2.00], [1.99, 2.00, 2.00, 2.03, 1.985], [1.99, 2.00, 2.00, 2.03, 1.985]]
+    design, runs = _design(vals, [0, 1, 2, 3, 4])
+    row = summarize(design, runs)[1]
+    assert row.verdict == "inconclusive"
+    level, n = 0.05 / 2, 5
+    t = abs(row.delta_val) / (row.sd / math.sqrt(n))
+    assert scipy_bound(t, n, level, 0.9) > 0
+    effect = scipy_bound(t, n, level, 0.8) / math.sqrt(n)
+    need = int(row.seeds_needed)
+    assert scipy_power(effect, need, level) >= 0.8 > scipy_power(effect, need - 1, level), (t, effect, need)
+
+
+def test_need_is_left_blank_for_a_row_like_noise_and_the_placebo_is_tested_alone():
+    """A row whose |t| a null row would show in more than one table in ten gets no need (it would be post-hoc
+    power on noise); the placebo row is not in the components' family (its p_adj is its own p) and its mde is
+    at alpha, not alpha / rows."""
     vals = [[2.00, 2.02, 2.01], [2.03, 2.00, 2.02], [1.90, 1.91, 1.89], [1.91, 1.90, 1.90]]
     design, runs = _design(vals, [0, 1, 2], refs={1: 0, 2: 0}, placebo=1)
     summary = summarize(design, runs)
     placebo, clear, noise = summary[1], summary[2], summary[3]
-    assert placebo.p_holm == placebo.p and placebo.mde == pytest.approx(mde(placebo.sd * sd_bound(3), 3, 0.05))
-    assert clear.p_holm == pytest.approx(min(1.0, 2 * clear.p))  # Holm over the two components only
+    assert placebo.p_adj == placebo.p and placebo.mde == pytest.approx(mde(placebo.sd * sd_bound(3), 3, 0.05))
+    assert [clear.p_adj, noise.p_adj] == pytest.approx(list(closed_simes(np.array([clear.p, noise.p]))))
     assert abs(noise.delta_val) < noise.sd / math.sqrt(3) and math.isnan(noise.seeds_needed)
     design, runs = _design(
         vals, [0, 1, 2], refs={1: 0, 2: 0}, placebo=1, margin=0.01
@@ -128,7 +154,8 @@ def test_a_margin_adds_same_and_the_equivalence_p_values():
     lower = scipy_stats.ttest_1samp(deltas, -0.01, alternative="greater").pvalue
     upper = scipy_stats.ttest_1samp(deltas, 0.01, alternative="less").pvalue
     assert row.p_same == pytest.approx(max(lower, upper), rel=1e-9) and row.verdict == "same"
-    assert "same when an equivalence test" in footnotes(design, runs, [row, row])[-1]
+    assert "an equivalence test (TOST, |Δ| < 0.01)" in footnotes(design, runs, [row, row])[-1]
+    assert "Shaffer's restriction" in footnotes(design, runs, [row, row])[-1]
 
 
 def test_one_seed_is_always_inconclusive_and_says_why():

@@ -315,17 +315,18 @@ class SummaryRow:
     pairs: int = column(0, help="seeds at which the row and its reference both trained", judge_at=12)
     sd: float = column(help="sd of the paired Δs", judge_at=13)
     p: float = column(help="the paired t-test's p", judge_at=7)
-    p_holm: float = column(
-        help="p, Holm-adjusted over the table's component rows",
+    p_adj: float = column(
+        help="p, adjusted over the table's component rows by the table's rule (its verdict footnote): below alpha exactly when the "
+        "row is better or worse; a --seeds auto table's is its p on alpha's scale at the boundary it crossed",
         verdict=True,
         tracked=True,
-        header="p_holm",
+        header="p_adj",
         fmt="p",
         judge_at=8,
         table_at=10,
     )
     p_same: float = column(help="the equivalence test's p (--margin)", judge_at=15)
-    p_same_holm: float = column(help="p_same, Holm-adjusted", verdict=True, judge_at=16)
+    p_same_adj: float = column(help="p_same, adjusted with p_adj (below alpha: same)", verdict=True, judge_at=16)
     mde: float = column(
         help="the smallest |Δ| these pairs detect with 80% power",
         verdict=True,

@@ -217,6 +217,102 @@ def holm(p_values) -> np.ndarray | list[float]:
     return adjusted.tolist() if isinstance(p_values, list | tuple) else adjusted
 
 
+def hommel(p_values) -> np.ndarray | list[float]:
+    """Hommel's adjusted p-values along the last axis, in the input order; NaN entries (rows without a test) are
+    left out and stay NaN. Hommel's procedure is the closed test of Simes' intersection tests: it rejects every
+    hypothesis Holm rejects, and more when several p-values are moderately small. Simes' test needs the rows'
+    tests to be positively dependent or nearly independent; tests/test_verdict_rules.py measures its error rate in
+    the plans' own correlations (the chained plan's neighbours correlate -0.5). A list in, a list out."""
+    p = np.asarray(p_values, dtype=float)
+    if p.size == 0 or p.ndim == 0:  # no rows, or one p: its own
+        return (
+            p_values
+            if p.ndim == 0 and isinstance(p_values, float)
+            else (p.tolist() if isinstance(p_values, list | tuple) else p.copy())
+        )
+    out = np.full(p.shape, np.nan)
+    present = ~np.isnan(p)
+    flat_p, flat_present = p.reshape(-1, p.shape[-1]), present.reshape(-1, p.shape[-1])
+    flat_out = out.reshape(-1, p.shape[-1])
+    patterns, which = np.unique(flat_present, axis=0, return_inverse=True)
+    for k, pattern in enumerate(patterns):  # one pass per pattern of missing tests (one, in a simulation)
+        if pattern.any():
+            rows = np.flatnonzero(which.ravel() == k)
+            flat_out[np.ix_(rows, np.flatnonzero(pattern))] = _hommel(flat_p[np.ix_(rows, np.flatnonzero(pattern))])
+    out = flat_out.reshape(p.shape)
+    return out.tolist() if isinstance(p_values, list | tuple) else (out if out.ndim else float(out))
+
+
+def _hommel(p: np.ndarray) -> np.ndarray:
+    """Hommel's adjusted p-values of (tables, n) p-values with none missing (the algorithm of R's p.adjust)."""
+    n = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    s = np.take_along_axis(p, order, axis=-1)
+    i = np.arange(1, n + 1)
+    q = np.repeat(np.min(n * s / i, axis=-1, keepdims=True), n, axis=-1)
+    pa = q.copy()
+    for m in range(n - 1, 1, -1):
+        # within a subset of m hypotheses, Simes' test of the m - 1 largest and each smaller one
+        q1 = np.min(m * s[..., n - m + 1 :] / np.arange(2, m + 1), axis=-1, keepdims=True)
+        q = np.concatenate(
+            [
+                np.minimum(m * s[..., : n - m + 1], q1),
+                np.repeat(np.minimum(m * s[..., n - m : n - m + 1], q1), m - 1, axis=-1),
+            ],
+            axis=-1,
+        )
+        pa = np.maximum(pa, q)
+    adjusted = np.minimum(1.0, np.maximum(pa, s))
+    out = np.empty_like(adjusted)
+    np.put_along_axis(out, order, adjusted, axis=-1)
+    return out
+
+
+def shaffer(p_values, p_same_values) -> tuple[np.ndarray, np.ndarray]:
+    """One step-down over both kinds of test of a table with --margin: each row's t-test (no difference) and its
+    equivalence test (a difference of at least the margin), Holm's step-down with Shaffer's restriction (Shaffer
+    1986, JASA 81:826). The two nulls of a row cannot both be true, so at each step the divisor is the number of
+    rows that still have a test not rejected, not the number of tests: the first step is alpha / rows, as for
+    either kind alone, and the chance of any wrong better, worse or same in the table is at most alpha whatever the
+    dependence between tests. Adjusted p-values along the last axis, for the t-tests and the equivalence tests, in
+    the input order; NaN entries (no test) are left out and stay NaN. Without equivalence tests (all NaN) it is
+    Holm's procedure."""
+    p, q = np.broadcast_arrays(np.asarray(p_values, dtype=float), np.asarray(p_same_values, dtype=float))
+    rows = p.shape[-1]
+    both = np.concatenate([p, q], axis=-1)
+    present = ~np.isnan(both)
+    filled = np.where(present, both, np.inf)
+    order = np.argsort(filled, axis=-1, kind="stable")
+    ranked = np.take_along_axis(filled, order, axis=-1)
+    position = np.empty_like(order)
+    np.put_along_axis(position, order, np.arange(2 * rows), axis=-1)
+    # a row is still open at step j while one of its tests sits at position j or later
+    last = np.max(np.where(present, position, -1).reshape(*p.shape[:-1], 2, rows), axis=-2)
+    open_rows = np.sum(last[..., :, None] >= np.arange(2 * rows), axis=-2)
+    with np.errstate(invalid="ignore"):
+        scaled = np.where(np.isinf(ranked), 0.0, open_rows * ranked)
+    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(scaled, axis=-1))
+    adjusted = np.empty_like(adjusted_sorted)
+    np.put_along_axis(adjusted, order, adjusted_sorted, axis=-1)
+    adjusted = np.where(present, adjusted, np.nan)
+    return adjusted[..., :rows], adjusted[..., rows:]
+
+
+HOMMEL, SHAFFER, SEQUENTIAL = "hommel", "holm-shaffer", "sequential"  # the rules a fixed or --seeds auto table uses
+
+
+def adjust(p_values, p_same_values=None) -> tuple[np.ndarray, np.ndarray, str]:
+    """The fixed rule's adjusted p-values of a family of rows and the rule's name: Hommel's over the t-tests, or,
+    with equivalence tests (--margin), Holm-Shaffer's one step-down over both kinds (no Simes-type procedure is
+    known to be valid there). Returns (p_adj, p_same_adj, rule)."""
+    p = np.asarray(p_values, dtype=float)
+    q = np.full(p.shape, np.nan) if p_same_values is None else np.asarray(p_same_values, dtype=float)
+    if np.isnan(q).all():
+        return hommel(p), q, HOMMEL
+    p_adj, q_adj = shaffer(p, q)
+    return p_adj, q_adj, SHAFFER
+
+
 def decide(delta, p_holm, level: float, p_same_holm=np.nan):
     """The verdict from a row's mean difference and Holm-adjusted p-values, elementwise."""
     delta, p_holm, p_same = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (delta, p_holm, p_same_holm)))
@@ -310,6 +406,94 @@ def pairs_needed(effect: float, sd: float, level: float, target: float = POWER) 
         else:
             lo = mid + 1
     return float(hi)
+
+
+# ---------------------------------------------------------------------------
+# need: the pairs an inconclusive row would take, planned on a lower confidence bound of its effect
+# ---------------------------------------------------------------------------
+NEED_CONFIDENCE = 0.8  # need plans for this lower confidence bound on the row's standardised effect
+NEED_SHOWN = 0.9  # and is shown only when this lower bound is above zero (a null row: about 1 in 10)
+_NCT_POINTS = 200  # midpoints of the chi-distributed denominator: probabilities to about 1e-4
+
+
+@lru_cache(maxsize=256)
+def _chi_grid(df: float) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoints and weights of s = sqrt(chi2_df / df), as in power()."""
+    top = math.sqrt((df + 40.0 * math.sqrt(2.0 * df) + 100.0) / df)
+    step = top / _NCT_POINTS
+    s = (np.arange(_NCT_POINTS) + 0.5) * step
+    log_density = (
+        math.log(2.0) + (df / 2.0) * math.log(df / 2.0) - math.lgamma(df / 2.0) + (df - 1) * np.log(s) - df * s * s / 2
+    )
+    w = np.exp(log_density) * step
+    return s, w / w.sum()
+
+
+def nct_abs_cdf(x, noncentrality, df: float):
+    """P(|T| <= x) for T of the noncentral t distribution with df degrees of freedom, elementwise: T = (Z + ncp) / s,
+    integrated over s as power() does (equal to SciPy's nct to about 1e-4, tested)."""
+    s, w = _chi_grid(float(df))
+    x, lam = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(noncentrality, dtype=float))
+    xs = x[..., None] * s
+    out = np.sum((_phi(xs - lam[..., None]) - _phi(-xs - lam[..., None])) * w, axis=-1)
+    return out if out.ndim else float(out)
+
+
+def _phi(x: np.ndarray) -> np.ndarray:
+    """The normal cdf to 1e-7 absolute (Abramowitz & Stegun 7.1.26 for erf), vectorised: normal_cdf maps
+    math.erfc over the elements, too slow for the hundreds of points per row that nct_abs_cdf integrates."""
+    z = np.abs(x) / math.sqrt(2.0)
+    k = 1.0 / (1.0 + 0.3275911 * z)
+    poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))))
+    half_tail = 0.5 * poly * np.exp(-z * z)
+    return np.where(x >= 0, 1.0 - half_tail, half_tail)
+
+
+def effect_bound(t, df: float, ceiling: float, confidence: float):
+    """A one-sided lower `confidence` bound on a row's noncentrality |delta| sqrt(n) / sigma, from its |t| with df
+    degrees of freedom, given that the row was inconclusive (|t| below `ceiling`, the critical value it missed; inf
+    for none): the noncentrality at which |t| is the `confidence` quantile of |T| truncated at the ceiling.
+    Conditioning on the truncation corrects the winner's curse of a row reported because it was not decided (its
+    |t| is low for its effect); 0 where even no effect puts |t| below that quantile. Elementwise in t, read off the
+    quantile's curve over the noncentrality (increasing in it), which is computed once per df, ceiling and level."""
+    t = np.abs(np.asarray(t, dtype=float))
+    top = float(np.max(np.where(np.isfinite(t), t, 0.0), initial=1.0))
+    x, lam = _quantile_curve(float(df), float(ceiling), float(confidence), math.ceil(top) if ceiling == math.inf else 0)
+    out = np.where(t <= x[0], 0.0, np.interp(t, x, lam))
+    out = np.where(np.isnan(t), np.nan, out)
+    return out if out.ndim else float(out)
+
+
+@lru_cache(maxsize=256)
+def _quantile_curve(df: float, ceiling: float, q: float, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """The q quantile of |T| given |T| <= ceiling, for noncentralities from 0 up to where it is within 1e-6 of the
+    ceiling (or, with no ceiling, past |t| = reach): the curve effect_bound inverts."""
+    top_lam = (ceiling if math.isfinite(ceiling) else reach) * 1.5 + 12.0
+    lam = np.concatenate([np.linspace(0.0, 4.0, 41)[:-1], np.geomspace(4.0, top_lam, 60)])
+    within = nct_abs_cdf(np.full(lam.shape, ceiling), lam, df) if math.isfinite(ceiling) else np.ones(lam.shape)
+    lo, hi = np.zeros(lam.shape), np.full(lam.shape, ceiling if math.isfinite(ceiling) else top_lam * 3.0 + 30.0)
+    for _ in range(34):  # x with P(|T| <= x) = q P(|T| <= ceiling), by bisection
+        mid = (lo + hi) / 2.0
+        below = nct_abs_cdf(mid, lam, df) < q * within
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    x = np.maximum.accumulate((lo + hi) / 2.0)  # increasing in the noncentrality; guard the last digits
+    return x, lam
+
+
+def need_pairs(t: float, n: int, level: float) -> float:
+    """The pairs that detect an inconclusive row's effect with 80% power at `level`, planned on the 80% lower
+    confidence bound of its standardised effect (effect_bound, given that it missed the critical t at level); NaN
+    when the 90% lower bound is zero, i.e. the row's |t| is no larger than one in ten null rows show. Simulated in
+    tests/test_verdict_rules.py: the printed number decides the row about 80% of the time when its effect is one
+    paired sd or more, and it is shown for about one null row in twenty."""
+    if n < 2 or math.isnan(t):
+        return math.nan
+    df = n - 1
+    crit = t_ppf(1.0 - level / 2.0, df)
+    ceiling = crit if abs(t) < crit else math.inf  # a row undecided with |t| past it (--seeds auto): no truncation
+    if not effect_bound(t, df, ceiling, NEED_SHOWN) > 0:
+        return math.nan  # no larger than one null row in ten: a number from it would be noise
+    return pairs_needed(effect_bound(t, df, ceiling, NEED_CONFIDENCE) / math.sqrt(n), 1.0, level, POWER)
 
 
 # ---------------------------------------------------------------------------
@@ -463,18 +647,33 @@ def step_down(p, done, levels) -> np.ndarray:
     is rejected, r being the rows with a test not rejected yet, and again until none is. done: the rows
     rejected at earlier looks (their verdicts stand). NaN p: no test, not counted. Returns the rejected mask."""
     p = np.asarray(p, dtype=float)
-    done = np.array(done, dtype=bool)
+    return joint_step_down(p, np.full(p.shape, np.nan), done, np.zeros(p.shape, bool), levels)[0]
+
+
+def joint_step_down(p, p_same, done, same_done, levels):
+    """Holm-Shaffer's step-down at one look over both kinds of test (the t-tests p and, with --margin, the
+    equivalence tests p_same; all NaN without), along the last axis: r is the number of rows with a test not
+    rejected yet (a row's two nulls cannot both be true), and an open test with p below levels[r - 1] is
+    rejected, again until none is. done, same_done: the tests rejected at earlier looks (their verdicts stand).
+    Returns the two rejected masks and, for each test, the r it was held to at this look (the one at which it was
+    rejected, else the last), so that its p can be read on alpha's scale."""
+    p, p_same = np.asarray(p, dtype=float), np.asarray(p_same, dtype=float)
+    done, same_done = np.array(done, dtype=bool), np.array(same_done, dtype=bool)
     levels = np.asarray(levels, dtype=float)
-    tested = ~np.isnan(p)
-    for _ in range(p.shape[-1]):
-        r = np.sum(tested & ~done, axis=-1)
-        threshold = np.where(r > 0, levels[np.clip(r, 1, len(levels)) - 1], -1.0)
+    tested, same_tested = ~np.isnan(p), ~np.isnan(p_same)
+    held, same_held = np.zeros(p.shape, int), np.zeros(p.shape, int)
+    for _ in range(2 * p.shape[-1] + 1):
+        r = np.sum((tested & ~done) | (same_tested & ~same_done), axis=-1)
+        threshold = np.where(r > 0, levels[np.clip(r, 1, len(levels)) - 1], -1.0)[..., None]
         with np.errstate(invalid="ignore"):
-            new = tested & ~done & (p < threshold[..., None])
-        if not new.any():
+            new = tested & ~done & (p < threshold)
+            new_same = same_tested & ~same_done & (p_same < threshold)
+        held = np.where(~done, r[..., None], held)
+        same_held = np.where(~same_done, r[..., None], same_held)
+        if not (new.any() or new_same.any()):
             break
-        done |= new
-    return done
+        done, same_done = done | new, same_done | new_same
+    return done, same_done, held, same_held
 
 
 def conditional_power(delta, sd, n, final: int, level, margin=None):
@@ -509,12 +708,16 @@ class Looks:
     decided: np.ndarray  # (..., looks): rows with a verdict after each look
     futile: np.ndarray  # (..., looks): rows undecided and not worth waiting for at each look
     stop: np.ndarray  # (...): the look (index) at which the rule stops; -1 if not within the looks given
+    # (..., rows): each row's p on alpha's scale, the least over the looks it was read at of its p times alpha over
+    # the threshold it was held to: below alpha exactly when the test crossed (the verdict), capped at 1
+    p_adj: np.ndarray = None
+    p_same_adj: np.ndarray = None
 
 
 def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_at=None) -> Looks:
     """The --seeds auto rule over a run of looks (axis -2, the first looks of bound) for each row (axis -1):
-    at each look, Holm's step-down of the t-tests and, with a margin, of the equivalence tests, against the
-    boundary; a row's first crossing is its verdict and stands (better/worse before same at the same look).
+    at each look, Holm's step-down of the t-tests and, with a margin, of the equivalence tests too, in one
+    step-down with Shaffer's restriction (joint_step_down), against the boundary; a row's first crossing is its verdict and stands (better/worse before same at the same look).
     The rule stops at the first look where every row is decided or futile (its conditional power at the last
     look below FUTILITY; a row without a test is futile), or at the last look, or at stop_at if given; what
     crosses after the stop is not a verdict. Given fewer looks than the boundary's (an ablation still running),
@@ -529,11 +732,20 @@ def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_a
     futile = np.zeros(shape[:-1], dtype=int)
     stop = np.full(shape[:-2], -1 if stop_at is None else stop_at)
     last = len(bound.looks) - 1
+    levels = np.asarray(bound.levels, dtype=float)
+    scaled = np.full(rows_done.shape, np.inf)  # each test's p over its threshold, times alpha: min over the looks
+    same_scaled = scaled.copy()
     for k in range(looks):
-        at = [lv[k] for lv in bound.levels]
-        now = step_down(p[..., k, :], rows_done, at)
-        now_same = step_down(p_same[..., k, :], same_done, at) if margin else same_done
+        at = levels[:, k]
+        same_k = p_same[..., k, :] if margin else np.full(p.shape[:-2] + p.shape[-1:], np.nan)
+        now, now_same, held, same_held = joint_step_down(p[..., k, :], same_k, rows_done, same_done, at)
         fresh = code == 0
+        counts = (stop < 0) | (k <= stop)  # a look after the stop (stop_at) is not read
+        with np.errstate(invalid="ignore"):
+            on_scale = p[..., k, :] * bound.alpha / at[np.clip(held, 1, None) - 1]
+            same_on_scale = same_k * bound.alpha / at[np.clip(same_held, 1, None) - 1]
+        scaled = np.where(fresh & counts[..., None], np.fmin(scaled, on_scale), scaled)
+        same_scaled = np.where(fresh & counts[..., None], np.fmin(same_scaled, same_on_scale), same_scaled)
         code = np.where(fresh & now & ~rows_done & (delta[..., k, :] < 0), 1, code)
         code = np.where(fresh & now & ~rows_done & (delta[..., k, :] > 0), 2, code)
         code = np.where((code == 0) & now_same & ~same_done, 3, code)
@@ -553,4 +765,7 @@ def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_a
     counted = np.where(stop < 0, looks - 1, stop)
     code = np.where(look <= counted[..., None], code, 0)
     look = np.where(code != 0, look, -1)
-    return Looks(CODES[code], look, decided, futile, stop)
+    nan = ~np.isfinite(scaled) & np.all(np.isnan(p), axis=-2)
+    scaled = np.where(nan, np.nan, np.minimum(scaled, 1.0))
+    same_scaled = np.where(~np.isfinite(same_scaled), np.nan, np.minimum(same_scaled, 1.0))
+    return Looks(CODES[code], look, decided, futile, stop, scaled, same_scaled)

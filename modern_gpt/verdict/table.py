@@ -23,15 +23,19 @@ from .design import Design, Row, SummaryRow, Sweep
 from .stats import (
     FIXED,
     FUTILITY,
+    HOMMEL,
     INCONCLUSIVE,
     POWER,
     SAME,
+    SEQUENTIAL,
+    SHAFFER,
     Boundary,
+    adjust,
     decide,
-    holm,
     honest_mde,
     mde,
     mean,
+    need_pairs,
     paired,
     pairs_needed,
     sd_bound,
@@ -40,6 +44,7 @@ from .stats import (
     tost_p,
 )
 
+PLACEBO_AUTO = 0.011  # the placebo's false alarms under --seeds auto when no row has an effect: test_verdict_rules.py
 PARAM_MISMATCH = 0.02  # a row whose parameters differ from the first row's by more than this is flagged
 MEMORISED_VAL = 0.1  # nats/token: a val loss this low on text means it was learnt by heart
 MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split was memorised
@@ -191,7 +196,7 @@ def _means(v: Row, mine: list, lr: float) -> SummaryRow:
 
 
 def _judge(design: Design, runs: pd.DataFrame, rows: list[SummaryRow]) -> None:
-    """Verdicts, p_holm, mde and need for the rows of _paired_rows, in place."""
+    """Verdicts, p_adj, mde and need for the rows of _paired_rows, in place."""
     tested = [r for r in rows if not math.isnan(r.reference)]
     families = [[r for r in tested if r.placebo == placebo] for placebo in (False, True)]
     looks = sequential_verdicts(design, runs) if design.sequential else None
@@ -199,30 +204,40 @@ def _judge(design: Design, runs: pd.DataFrame, rows: list[SummaryRow]) -> None:
         bound = design.family_boundary(bool(placebo))
         # the level Holm's first step gives each row with a test at the last look: what mde and need promise
         per_row = bound.level(sum(not math.isnan(r.p) for r in family))
-        for row, p, p_same in zip(family, holm([r.p for r in family]), holm([r.p_same for r in family]), strict=True):
-            row.p_holm, row.p_same_holm = p, p_same
+        p_adj, p_same_adj, _ = adjust([r.p for r in family], [r.p_same for r in family])
+        for row, p, p_same in zip(family, p_adj, p_same_adj, strict=True):
             if looks is None:
+                row.p_adj, row.p_same_adj = float(p), float(p_same)
                 row.verdict = decide(row.delta_val, p, bound.alpha, p_same)
-            else:
+            else:  # the p on alpha's scale at the boundary: below alpha exactly when the row crossed
+                row.p_adj, row.p_same_adj = (
+                    looks["p_adj"].get(row.row, math.nan),
+                    looks["p_same_adj"].get(row.row, math.nan),
+                )
                 row.verdict = looks["verdicts"].get(row.row, INCONCLUSIVE)
             row.mde = honest_mde(row.sd, row.pairs, per_row)
             row.seeds_needed = need(row, design.margin, per_row) if row.verdict == INCONCLUSIVE else math.nan
 
 
+def rule_name(design: Design) -> str:
+    """The rule a table's component rows are judged by: HOMMEL (fixed seeds), SHAFFER (fixed, --margin) or
+    SEQUENTIAL (--seeds auto: Holm's step-down, Holm-Shaffer's with --margin, against the boundary)."""
+    if design.sequential:
+        return SEQUENTIAL
+    return SHAFFER if design.margin else HOMMEL
+
+
 def need(row: SummaryRow, margin: float | None, level: float) -> float:
-    """The pairs that give 80% power at --margin, or at the observed |delta| when it is at least one standard
-    error (|t| >= 1): below that the observed delta is mostly noise, and so would be any number from it. The
-    sd is its 80% upper confidence bound, as for mde."""
+    """The pairs that give 80% power at --margin (at the 80% upper confidence bound of the sd, as for mde), or
+    without a margin those that detect the row's effect with 80% power, planned on the 80% lower confidence bound
+    of its standardised effect given that it was inconclusive (stats.need_pairs); blank for a row whose |t| is no
+    larger than one null row in ten shows."""
     n, sd, delta = row.pairs, row.sd, row.delta_val
     if n < 2 or not sd > 0:
         return math.nan
     if margin:
-        effect = margin
-    elif abs(delta) >= sd / math.sqrt(n):
-        effect = abs(delta)
-    else:
-        return math.nan
-    return pairs_needed(effect, sd * sd_bound(n), level, POWER)
+        return pairs_needed(margin, sd * sd_bound(n), level, POWER)
+    return need_pairs(delta / (sd / math.sqrt(n)), n, level)
 
 
 # ---------------------------------------------------------------------------
@@ -237,7 +252,7 @@ def sequential_verdicts(design: Design, runs: pd.DataFrame, seeds: list[int] | N
     raw, raw_runs, at = (sweep.design, sweep.all, sweep.at) if sweep else (design, runs, None)
     seeds = [look["seeds"] for look in (design.looks or {}).get("looks", [])] if seeds is None else seeds
     if not seeds:
-        return {"verdicts": {}, "decided_at": {}, "looks": [], "stop": -1}
+        return {"verdicts": {}, "decided_at": {}, "looks": [], "stop": -1, "p_adj": {}, "p_same_adj": {}}
     per_look = []
     for n in seeds:
         chosen = set(design.seeds[:n])
@@ -252,7 +267,7 @@ def sequential_verdicts(design: Design, runs: pd.DataFrame, seeds: list[int] | N
         arrays = [np.array([[getattr(look[i], c) for i in rows] for look in per_look], dtype=float) for c in columns]
         return sequential(*arrays, bound, design.margin, stop_at)
 
-    out = {"verdicts": {}, "decided_at": {}, "looks": [], "stop": len(seeds) - 1}
+    out = {"verdicts": {}, "decided_at": {}, "looks": [], "stop": len(seeds) - 1, "p_adj": {}, "p_same_adj": {}}
     comp = judged(components, design.family_boundary()) if components else None
     if comp is not None:
         out["stop"] = int(comp.stop)
@@ -266,6 +281,10 @@ def sequential_verdicts(design: Design, runs: pd.DataFrame, seeds: list[int] | N
     for rows, looks in ((components, comp), (placebos, placebo)):
         for j, i in enumerate(rows):
             out["verdicts"][first[i].row] = str(looks.verdict[j])
+            out["p_adj"][first[i].row], out["p_same_adj"][first[i].row] = (
+                float(looks.p_adj[j]),
+                float(looks.p_same_adj[j]),
+            )
             if looks.look[j] >= 0:
                 out["decided_at"][first[i].row] = seeds[int(looks.look[j])]
     return out
@@ -341,43 +360,81 @@ def verdict_rule(design: Design) -> str:
     alpha, margin, tested = design.alpha, design.margin, design.tested_rows
     if not tested:  # no component row: a rule over zero rows (alpha/0) would describe nothing
         return no_tested_rows(design)
-    bound = design.family_boundary()
+    bound, rule = design.family_boundary(), rule_name(design)
     at = bound.level(tested)
-    if bound.method == FIXED:
-        how = (
-            f"better/worse when its Holm-adjusted p < {alpha:g}, so the chance of any wrong better/worse among them "
-            f"is at most {alpha:g}"
-        )
-        first = f"level {at:.3g} ({alpha:g}/{max(1, tested)}), Holm's first step"
-    else:
-        looks = bound.looks
-        how = (
-            f"with --seeds auto, at each look Holm's step-down against an O'Brien-Fleming-shaped boundary: with all "
-            f"{tested} rows undecided, a row's p must be below {bound.level(tested, 0):.2g} at {looks[0]} seeds, "
-            f"rising to {at:.3g} at {looks[-1]} (less strict as rows are decided); a verdict stands once reached, so "
-            f"the chance of any wrong better/worse among them is at most {alpha:g} wherever the ablation stopped"
-        )
-        if bound.method == "bonferroni":
-            how += (
-                f" (at alpha {alpha:g} the boundary is too small to calibrate by simulation, so every look gets "
-                f"alpha / rows / {len(looks)} looks: Bonferroni over the looks, valid and stricter)"
-            )
-        first = f"the last look's level {at:.3g} with all {max(1, tested)} rows undecided, Holm's first step"
+    test, how = _rule_test(design, rule)
+    wrong = "better, worse or same" if margin else "better/worse"
+    where = " wherever the ablation stopped" + _sequential_scale(design) if rule == SEQUENTIAL else ""
+    first = (
+        f"level {at:.3g} ({alpha:g}/{max(1, tested)}), the adjustment's first step"
+        if bound.method == FIXED
+        else f"the last look's level {at:.3g} with all {max(1, tested)} rows undecided, Holm's first step"
+    )
     placebo = (
-        "; the placebo is a diagnostic, tested alone at "
-        + (f"{alpha:g}" if bound.method == FIXED else "the one-row boundary")
-        if any(r.placebo for r in design.rows)
-        else ""
+        f"; the placebo is a diagnostic, tested alone at {alpha:g}"
+        if bound.method == FIXED
+        else "; the placebo is a diagnostic, tested alone against the one-row boundary up to the look where the "
+        f"components stopped: a false alarm in at most {alpha:g} of tables, fewer the earlier they stop (at the default "
+        f"alpha, {PLACEBO_AUTO:.1%} of simulated tables with no effect anywhere, which stop at about 6 seeds)"
     )
-    rows = f"the {tested} component rows" if tested > 1 else "the 1 component row (Holm over one row is its own p)"
-    same = f"; same when an equivalence test (TOST, Holm-adjusted) shows |Δ| < {margin:g}" if margin else ""
-    need = f"--margin {margin:g}" if margin else "the observed |Δ|, shown when it is at least one standard error"
+    placebo = placebo if any(r.placebo for r in design.rows) else ""
+    need = (
+        f"the pairs that would give 80% power at --margin {margin:g}, at that sd"
+        if margin
+        else "the pairs that would detect the row's effect with 80% power, planned on the 80% lower confidence "
+        "bound of its effect given that it was inconclusive; blank when the 90% bound is zero"
+    )
     return (
-        f"verdict: a paired t-test of each component row against its reference, Holm-corrected across {rows}; "
-        f"{how}{placebo}{same}; otherwise inconclusive (not evidence of no effect). mde: the smallest "
-        f"|Δ| these pairs detect with 80% power if the row's true sd is as large as the 80% upper confidence bound on "
-        f"its paired sd; need: the pairs that would give 80% power at {need}, at that sd; both at {first}."
+        f"verdict: {test}; {how}, so the chance of any wrong {wrong} among them is at most {alpha:g}{where}"
+        f"{placebo}; otherwise inconclusive (not evidence of no effect). mde: the smallest |Δ| these pairs detect "
+        f"with 80% power if the row's true sd is as large as the 80% upper confidence bound on its paired sd; need: "
+        f"{need}; both at {first}."
     )
+
+
+def _rule_test(design: Design, rule: str) -> tuple[str, str]:
+    """The verdict footnote's test (which tests, adjusted how) and when a row is decided, for each rule."""
+    alpha, margin, tested = design.alpha, design.margin, design.tested_rows
+    rows = f"the {tested} component rows" if tested > 1 else "the 1 component row"
+    own = "" if tested > 1 else ": over one row, its own p"
+    tost = f"an equivalence test (TOST, |Δ| < {margin:g})" if margin else ""
+    if rule == HOMMEL:
+        test = (
+            f"a paired t-test of each component row against its reference, Hommel-adjusted across {rows} (p_adj{own})"
+        )
+        return test, f"better/worse when p_adj < {alpha:g}"
+    if rule == SHAFFER:
+        test = (
+            f"a paired t-test and {tost} of each component row against its reference, in one Holm step-down with "
+            f"Shaffer's restriction (a row's two nulls cannot both be true) across {rows} (p_adj, and p_same_adj in "
+            f"the csv{own})"
+        )
+        return test, f"better/worse when p_adj < {alpha:g}, same when p_same_adj < {alpha:g}"
+    bound = design.family_boundary()
+    looks = bound.looks
+    both = f" and {tost} in one step-down with Shaffer's restriction" if margin else ""
+    test = (
+        f"a paired t-test of each component row against its reference{both}, with --seeds auto: at each look Holm's "
+        f"step-down across {rows} against an O'Brien-Fleming-shaped boundary (with all {tested} rows undecided, a "
+        f"row's p must be below {bound.level(tested, 0):.2g} at {looks[0]} seeds, rising to {bound.level(tested):.3g} "
+        f"at {looks[-1]}, less strict as rows are decided); a verdict stands once reached"
+    )
+    return test, "better/worse when a row's p crosses it" + (", same when its equivalence p does" if margin else "")
+
+
+def _sequential_scale(design: Design) -> str:
+    """What a --seeds auto table's p_adj is, and the boundary's fallback when alpha is too small to simulate."""
+    alpha, bound = design.alpha, design.family_boundary()
+    scale = (
+        f"; p_adj is the row's p on alpha's scale: its p over the threshold it was held to, times {alpha:g}, at its "
+        f"best look, so below {alpha:g} exactly when it crossed"
+    )
+    if bound.method == "bonferroni":
+        scale += (
+            f" (at alpha {alpha:g} the boundary is too small to calibrate by simulation, so every look gets "
+            f"alpha / rows / {len(bound.looks)} looks: Bonferroni over the looks, valid and stricter)"
+        )
+    return scale
 
 
 def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], verdicts: bool = True) -> list[str]:
@@ -462,7 +519,7 @@ def _placebo_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
         )
         notes.append(
             f"Placebo: {row.variant} is {first} with only its weight init changed, a diagnostic outside the "
-            f"rows' Holm family; its Δ is {row.delta_val:+.4f} (95% CI [{row.ci_low:+.4f}, "
+            f"component rows' family; its Δ is {row.delta_val:+.4f} (95% CI [{row.ci_low:+.4f}, "
             f"{row.ci_high:+.4f}]): {said}."
         )
     return notes
