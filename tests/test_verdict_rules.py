@@ -378,3 +378,22 @@ def test_the_shipped_null_pool_gives_the_documented_error_rate_and_its_upper_bou
     assert pool.shape == (60, 7) and np.all((pool > 2.5) & (pool < 3.5))
     rate, upper = bench.jackknife(np.diff(pool, axis=1), 5, 5)
     assert (round(100 * rate, 1), round(100 * upper, 1)) == (4.0, 7.0)
+
+
+def test_the_side_figures_docs_statistics_states():
+    """The figures docs/statistics.md quotes along the way: testing every look of --seeds auto at alpha, with no
+    boundary, is wrong 13-17% of the time (one null row, looks 3..10); the 95% interval of an sd from 3 pairs spans
+    x0.52 to x6.3; a row of a six-row table at 3, 5 and 10 seeds is found 80% of the time at 8.0, 2.8 and 1.4
+    paired sds, one comparison at 5 seeds at 1.7."""
+    from modern_gpt.verdict.stats import sd_interval
+
+    rng = np.random.default_rng(50)
+    x = rng.standard_normal((TABLES, 10))
+    n = np.arange(3, 11)
+    m = np.cumsum(x, axis=1)[:, n - 1] / n
+    sd = np.sqrt((np.cumsum(x * x, axis=1)[:, n - 1] - n * m * m) / (n - 1))
+    naive = np.mean(np.any(t_sf2(m / (sd / np.sqrt(n)), n - 1) < ALPHA, axis=1))
+    assert 0.13 <= naive <= 0.17, naive
+    assert [round(v, 2) for v in sd_interval(1.0, 3)] == [0.52, 6.28]
+    assert [round(mde(1.0, k, ALPHA / 6), 1) for k in (3, 5, 10)] == [8.0, 2.8, 1.4]
+    assert round(mde(1.0, 5, ALPHA), 1) == 1.7

@@ -205,8 +205,8 @@ POWER_TABLE_SEEDS = (3, 5, 10, 20)  # the seed counts power's mde table shows (i
 def power_info(spec: Spec, summary: list[SummaryRow]) -> dict:
     """From a power folder's spec and summary (one architecture and its placebo): the paired sd of two inits
     with its 95% confidence interval, the placebo's own test, and the smallest effect 3, 5, 10 and 20 seeds would
-    detect with 80% power, for one comparison and for a row of the default cumulative table (Holm's first step
-    over its component rows), at the measured sd and over its interval: an sd from 8 pairs (power's default) is
+    detect with 80% power, for one comparison and for a row of the default cumulative table (the adjustment's
+    first step, alpha over its component rows), at the measured sd and over its interval: an sd from 8 pairs (power's default) is
     known only to within x0.66 to x2.04."""
     first, placebo = summary[0], summary[1]
     alpha, sd = spec.alpha, placebo.sd

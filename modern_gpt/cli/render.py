@@ -283,7 +283,7 @@ def power_table(info: dict) -> Table:
     table.add_column("seeds", justify="right")
     table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
     table.add_column("over the sd's 95% CI", justify="right")
-    table.add_column(f"a row of a {info['table_rows']}-row table (Holm)", justify="right")
+    table.add_column(f"a row of a {info['table_rows']}-row table (α/{info['table_rows']})", justify="right")
     table.add_column("over the sd's 95% CI", justify="right")
     for r in info["mde"]:
         cells = [str(r["seeds"])]

@@ -525,7 +525,7 @@ def _unmarked_placebo(design: Design) -> str | None:
 
 # report's placebo is the first row with another weight init; in anyone's runs it is the first row run again.
 THEIR_PLACEBO = {
-    "with only its weight init changed, a diagnostic": "run again (--placebo), with nothing else changed, a diagnostic",
+    "with only its weight init changed, a diagnostic": "run again, with nothing else changed, a diagnostic",
     "it is what initialisation alone does on this data and budget": "it is what a rerun alone does in these runs",
     "initialisation alone moved the val loss": "a rerun alone moved the val loss",
     "may be initialisation rather than the component": "may be a rerun's noise rather than the component",
