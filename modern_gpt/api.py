@@ -509,7 +509,7 @@ def _result(folder: Path, at_lr: float | None) -> Result:
     from .ablation.results import ResultsDir
     from .verdict.design import summary_frame
 
-    results = ResultsDir(folder)
+    results = ResultsDir(folder, read_only=True)  # nothing trains: a missing plugin file is a footnote
     table = load(results, at_lr, verdicts=results.spec.plan != "power")
     return Result(folder, summary_frame(table.summary), table.scan.runs_frame(), table.notes, table)
 

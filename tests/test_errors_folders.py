@@ -202,3 +202,24 @@ def test_report_says_how_to_train_a_failed_run_again(run, tmp_path, made):
     again = json.loads(victim.read_text())
     assert again["error"] == "" and again["val_loss"] == good  # trained again, bit for bit
     assert "failed run" not in run("report", folder)[1]
+
+
+def test_report_reads_a_folder_whose_plugin_file_is_gone_and_resume_still_refuses(run, tmp_path, monkeypatch):
+    """report needs no model: a folder made with a plugin whose file has since gone prints its table from the
+    runs, with a footnote naming the file; resume, which trains, still refuses in one sentence."""
+    from .test_plugins import EXAMPLES, isolated_registry
+
+    isolated_registry(monkeypatch)
+    plugin = tmp_path / "mine.py"
+    plugin.write_text((EXAMPLES / "relu2.py").read_text())
+    folder = tmp_path / "res"
+    variants = ["--plan", "custom", "--variants", "modern;modern+relu2", "--no-placebo"]
+    code, _, err = run("ablate", *TINY, "--jobs", "1", "--seeds", "2", *variants, "--plugin", plugin, "--out", folder)
+    assert code == 0, err
+    isolated_registry(monkeypatch)  # a later command, in a process that never loaded it
+    plugin.unlink()
+    code, out, err = run("report", folder, "--format", "markdown")
+    assert code == 0, err
+    assert "| modern+relu2 |" in out and f"Missing plugin: {plugin} (relu2)" in out and "Traceback" not in err
+    isolated_registry(monkeypatch)
+    assert_user_error(run("ablate", "--resume", folder), f"made with the plugin {plugin} (relu2), which is missing")

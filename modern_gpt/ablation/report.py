@@ -105,9 +105,20 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     summary = summarize(design, runs)
     duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
     notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
-    notes += _retry_note(results, all_runs)
+    notes += _retry_note(results, all_runs) + _missing_note(results)
     notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
     return Report(spec, design, summary, notes, duel_info, scan, runs)
+
+
+def _missing_note(results: ResultsDir) -> list[str]:
+    """A report of a folder whose plugin file is gone: the table is read from the runs alone."""
+    if not results.missing_plugins:
+        return []
+    files = "; ".join(results.missing_plugins)
+    return [
+        f"Missing plugin: {files} made this folder's runs and is gone; the table is read from the runs alone, and "
+        f"resuming, checking or training its rows again needs the file back (or a copy given with --plugin)."
+    ]
 
 
 def _retry_note(results: ResultsDir, runs) -> list[str]:

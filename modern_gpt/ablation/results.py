@@ -165,13 +165,15 @@ def check_format(meta, path: Path) -> None:
         )
 
 
-def check_meta(meta, path: Path) -> Spec:
+def check_meta(meta, path: Path, missing: list | None = None) -> Spec:
     """meta.json against META_SCHEMA, its settings, and its spec (which checks itself): one sentence for what is
-    wrong. Returns the spec."""
+    wrong. Returns the spec. Given a list (a report, which needs no model), a recorded plugin whose file is
+    missing is stood in for and named in it, instead of refused."""
     check_format(meta, path)
     found, spec = problem(meta, META_SCHEMA), None
-    if found is None:
-        plugins.check_recorded(meta.get("plugins"), path.parent)  # before the spec names their components
+    if found is None:  # before the spec names their components
+        gone = plugins.check_recorded(meta.get("plugins"), path.parent, read_only=missing is not None)
+        missing is None or missing.extend(gone)
         try:
             spec = Spec.from_dict(meta["spec"])
         except SpecError as e:
@@ -292,12 +294,14 @@ class Scan:
 
 
 class ResultsDir:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = Path(path)
         self.runs_dir = self.path / "runs"
         self.folder_lock = FolderLock(self.path)
         self._meta: dict | None = None  # meta.json, read and checked once
         self._spec: Spec | None = None
+        # read_only (report): a recorded plugin whose file is missing is named here, not refused; nothing trains
+        self.missing_plugins: list[str] | None = [] if read_only else None
 
     # -- creating and opening -------------------------------------------------
     def create(self, meta: dict) -> None:
@@ -363,7 +367,7 @@ class ResultsDir:
                 meta = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as e:
                 raise UserError(f"{path} is damaged ({str(e).splitlines()[0]}); start a new ablation.") from None
-            self._spec = check_meta(meta, path)
+            self._spec = check_meta(meta, path, self.missing_plugins)
             self._meta = meta
         return self._meta
 

@@ -227,7 +227,7 @@ def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
     from ..ablation import report
     from ..ablation.results import ResultsDir
 
-    results = ResultsDir(folder)
+    results = ResultsDir(folder, read_only=True)  # nothing trains: a missing plugin file is a footnote
     power = fmt in TABLE_OR_JSON and results.spec.plan == "power"
     _print_table(report.load(results, at_lr, verdicts=not power), fmt)
 

@@ -335,15 +335,22 @@ def records(cfgs) -> list[dict]:
     return [p.record for p in LOADED.values() if p.path in used]
 
 
-def check_recorded(recorded, where) -> None:
+def check_recorded(recorded, where, read_only: bool = False) -> list[str]:
     """Each plugin a folder or checkpoint recorded, loaded with the same source: one given by --plugin (on any
-    path), else its recorded file. A missing or changed file is one sentence naming it."""
+    path), else its recorded file. A missing or changed file is one sentence naming it; read_only (a report,
+    which needs no model), a missing file's components are stood in for by placeholders that refuse to build, and
+    the missing files are returned for a footnote."""
+    missing = []
     for r in recorded or []:
         if r["sha256"] in LOADED:
             continue
         names = ", ".join(r["components"])
         now = next((p for p in LOADED.values() if set(p.names) & set(r["components"])), None)
         path = now.path if now else r["path"]
+        if now is None and not Path(path).is_file() and read_only:
+            _stand_in(r["components"], path, where)
+            missing.append(f"{path} ({names})")
+            continue
         if now is None and not Path(path).is_file():
             raise PluginError(
                 f"{where} was made with the plugin {path} ({names}), which is missing; put it back, or give a copy "
@@ -356,6 +363,23 @@ def check_recorded(recorded, where) -> None:
                 "differs); put back the original"
             )
         install(path, source)
+    return missing
+
+
+MISSING_SLOT = "(missing)"  # the slot of a stand-in for a recorded component whose plugin file is gone
+
+
+def _stand_in(names, path: str, where) -> None:
+    """Register each recorded component of a missing plugin file by name, so that a folder's spec still reads
+    (report needs no model); building one is the missing file's sentence."""
+    text = f"{where} was made with the plugin {path}, which is missing; put it back, or give a copy with --plugin"
+
+    def refuse(*_):
+        raise PluginError(text)
+
+    for name in names:
+        if name not in PLUGINS:
+            PLUGINS[name] = Component(name, f"(the plugin {path} is missing)", MISSING_SLOT, refuse, source=path)
 
 
 RECORD_SCHEMA = {"file": str, "path": str, "sha256": str, "components": [str]}  # a folder's or checkpoint's
