@@ -184,6 +184,19 @@ def test_diverged_runs_are_left_out_of_the_means_and_named():
     assert render.cell(summary[1], "val_loss") == "1.0500 (1 diverged)"
 
 
+def test_a_failed_run_is_counted_apart_from_a_diverged_one():
+    """A killed or errored run can be trained again, a diverged one would diverge again: the val cell names each
+    kind with its own count, and summary.csv's errored column counts the failed ones."""
+    design, runs = _design([[2.0, 2.1, 2.2, 2.3], [1.0, 1.1, 1.2, 1.3]], [0, 1, 2, 3])
+    runs.loc[(runs.row == 1) & (runs.seed == 2), ["diverged", "val_loss"]] = [True, math.nan]
+    runs.loc[(runs.row == 1) & (runs.seed == 3), ["error", "val_loss"]] = ["killed by signal 9", math.nan]
+    runs.loc[runs.row == 0, ["error", "val_loss"]] = ["out of memory", math.nan]
+    summary = summarize(design, runs)
+    assert (summary[1].diverged, summary[1].errored, summary[1].seeds) == (2, 1, 2)
+    assert render.cell(summary[1], "val_loss") == "1.0500 (1 diverged, 1 failed)"
+    assert render.cell(summary[0], "val_loss") == "failed"
+
+
 def test_memorisation_and_parameter_mismatch_are_footnoted():
     design, runs = _design([[2.0, 2.1], [1.0, 1.1]], [0, 1])
     design = replace(design, rows=(design.rows[0], replace(design.rows[1], params=1100)))

@@ -345,7 +345,7 @@ def cell(row: SummaryRow, name: str, fmt: str | None = None) -> str:
         return f"{row.stable}/{row.lrs}"
     if fmt == "val":
         val = _num(x, ".4f")
-        return val if not row.diverged else "diverged" if not row.seeds else f"{val} ({row.diverged} diverged)"
+        return _val_cell(val, row)
     if fmt == "ci":
         return "" if math.isnan(row.ci_low) else f"[{row.ci_low:+.4f}, {row.ci_high:+.4f}]"
     if fmt == "p":
@@ -434,6 +434,19 @@ def json_text(rep: Report) -> str:
 # ---------------------------------------------------------------------------
 # judge: the verdict table of runs modern-gpt did not train (judge.py)
 # ---------------------------------------------------------------------------
+def _val_cell(val: str, row) -> str:
+    """A row's val cell: its mean, and how many of its runs diverged and how many failed (killed, an error),
+    which a resume treats differently (a diverged run would diverge again; a failed one can be trained again)."""
+    errored = getattr(row, "errored", 0)
+    diverged = row.diverged - errored
+    kinds = [f"{n} {what}" for n, what in ((diverged, "diverged"), (errored, "failed")) if n]
+    if not kinds:
+        return val
+    if not row.seeds:
+        return " and ".join(what for n, what in ((diverged, "diverged"), (errored, "failed")) if n)
+    return f"{val} ({', '.join(kinds)})"
+
+
 def _judge_headers(metric: str) -> list[str]:
     return [
         "variant",

@@ -352,6 +352,7 @@ class SummaryRow:
     )
     seeds: int = column(0, help="the runs that trained", judge_at=17)
     diverged: int = column(0, help="the runs that diverged or failed", judge="failed", judge_at=18)
+    errored: int = column(0, help="of those, the runs that failed with an error (killed, out of memory, a plugin's)")
     epochs: float = column(help="mean epochs of the training split", training=True)
     lr: float = column(help="the learning rate", training=True, table_at=3, when="sweep", header="lr", fmt="g")
     stable: float = column(

@@ -141,17 +141,19 @@ def _paired_rows(design: Design, runs: pd.DataFrame) -> list[SummaryRow]:
     """summarize's rows before any verdict: the means and each row's paired test against its reference."""
     good = {i: {} for i in range(len(design.rows))}  # row -> {seed: run} for runs that finished well
     failures = {i: 0 for i in range(len(design.rows))}
+    errors = dict(failures)  # of the failures, those with an error (killed, out of memory): not a divergence
     # as plain dicts: a pandas row per run (iterrows) was most of judge's time on a file of many runs
     for r, bad in zip(runs.to_dict("records"), failed(runs), strict=True):
         if bad:
             failures[int(r["row"])] += 1
+            errors[int(r["row"])] += bool(r["error"])
         else:
             good[int(r["row"])][int(r["seed"])] = r
     rows = []
     for i, v in enumerate(design.rows):
         mine = good[i]
         row = _means(v, list(mine.values()), design.lr if v.lr is None else v.lr)
-        row.row, row.diverged = i, failures[i]
+        row.row, row.diverged, row.errored = i, failures[i], errors[i]
         if v.reference is not None:
             theirs = good[v.reference]
             deltas = [mine[s]["val_loss"] - theirs[s]["val_loss"] for s in sorted(set(mine) & set(theirs))]
