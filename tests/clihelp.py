@@ -85,6 +85,35 @@ def cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def concurrently(start, cases, width: int = 2, timeout: float = 120) -> list[subprocess.CompletedProcess]:
+    """start(case) -> a Popen for each case, at most `width` of them running at once (the test machine has two
+    cores, and start-up is most of a short command's time): each one's CompletedProcess, in order, with its
+    seconds; returncode None for one still running `timeout` seconds after it started (it is then killed). The
+    commands' output is read one command at a time: it must be short (a pipe holds 64 KiB)."""
+    results: list = [None] * len(cases)
+    running: list[tuple[int, float, subprocess.Popen]] = []  # oldest first
+    try:
+        for i in range(len(cases) + width):
+            if i < len(cases):
+                running.append((i, time.time(), start(cases[i])))
+            if len(running) == width or (i >= len(cases) and running):
+                j, t0, proc = running[0]
+                try:
+                    out, err = proc.communicate(timeout=max(0.0, t0 + timeout - time.time()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    out, err = proc.communicate()
+                    proc.returncode = None
+                results[j] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+                results[j].seconds = time.time() - t0
+                running.pop(0)
+    finally:
+        for _, _, proc in running:  # what is left when one failed
+            proc.kill()
+            proc.communicate()
+    return results
+
+
 def wait_for_runs(folder, n: int, proc: subprocess.Popen, limit: float = 120) -> None:
     """Until the ablation that proc writes into folder has n finished runs; fails if proc ends first."""
     deadline = time.time() + limit

@@ -23,7 +23,7 @@ from modern_gpt.data.corpus import (
     train_tokenizer,
 )
 
-from .clihelp import cli, tiny
+from .clihelp import cli_process, concurrently, tiny
 
 TINY = tiny(steps=2, eval_every=2)
 DOCS = ["First document.\nIt has two lines.", "Second: héllo wörld", "Third.\n"]
@@ -168,8 +168,8 @@ def damaged_parquet(path):
 def test_a_damaged_parquet_file_always_exits_2(tmp_path):
     # Before the fix, 18 of 25 such runs aborted (2 of 6 in another try) with exit 134 ("terminate called without an active exception").
     path = damaged_parquet(tmp_path / "damaged.parquet")
-    for _ in range(8):
-        result = cli("train", *TINY, "--data", path, timeout=120)
+    # two at a time: each is a fresh process (the abort came as it exited), whose start-up is most of its time
+    for result in concurrently(lambda _: cli_process("train", *TINY, "--data", path), range(8)):
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip().splitlines() == [
             f"modern-gpt: error: {path}: cannot read the column 'text' (Corrupt snappy compressed data.)."

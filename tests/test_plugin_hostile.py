@@ -7,16 +7,14 @@ it, never a silent exit, a bare rc 1 or a hang."""
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 
 import pytest
 import torch
 
 import modern_gpt.core.components as components
 import modern_gpt.model.plugins as plugins
-from tests.clihelp import cli_process, run_main
+from tests.clihelp import cli_process, concurrently, run_main
 from tests.test_plugins import EXAMPLES, _installed, _plugin, ablate, fresh  # noqa: F401  (fresh: the registries emptied)
 
 MLP = "COMPONENTS = [Component('m', 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n"
@@ -274,19 +272,6 @@ def test_a_forward_that_calls_sys_exit_in_a_worker_is_that_runs_error(capsys, mo
     assert "SystemExit: no more" in runs["quits"]["error"]
 
 
-def _command(*args, limit: float = 30) -> tuple[int | None, str, str, float]:
-    """modern-gpt in a process of its own: (rc, stdout, stderr, seconds); rc None when it still ran after
-    limit seconds (it is then killed)."""
-    t0, proc = time.time(), cli_process(*args)
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        return None, out, err, time.time() - t0
-    return proc.returncode, out, err, time.time() - t0
-
-
 THREADS = {
     "non-daemon": ("threading.Thread(target=time.sleep, args=(600,)).start()\n", 2),
     "daemon=False": ("threading.Thread(target=time.sleep, args=(600,), daemon=False).start()\n", 2),
@@ -296,20 +281,31 @@ THREADS = {
 }
 
 
+@pytest.fixture(scope="module")
+def at_import(tmp_path_factory) -> dict:
+    """`modern-gpt params --plugin P` for each plugin below, one folder each, two at a time (clihelp.concurrently;
+    returncode None: still running after 30 s): case -> (P, its CompletedProcess)."""
+    texts = {case: "import threading, time\n" + text for case, (text, _) in THREADS.items()}
+    texts["os._exit"] = "import os\nos._exit(0)\n"
+    paths = {case: _plugin(tmp_path_factory.mktemp("plugin"), text + MLP) for case, text in texts.items()}
+    done = concurrently(lambda path: cli_process("params", "--plugin", path), list(paths.values()), timeout=30)
+    return {case: (path, result) for (case, path), result in zip(paths.items(), done, strict=True)}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(THREADS))
-def test_a_plugin_that_starts_a_non_daemon_thread_at_import_is_refused_without_a_hang(tmp_path, case):
-    text, want = THREADS[case]
-    path = _plugin(tmp_path, "import threading, time\n" + text + MLP)
-    code, out, err, secs = _command("params", "--plugin", path)
+def test_a_plugin_that_starts_a_non_daemon_thread_at_import_is_refused_without_a_hang(at_import, case):
+    want = THREADS[case][1]
+    path, done = at_import[case]
+    code, err = done.returncode, done.stderr
     assert code == want, (code, err[-2000:])
     if want:
         assert str(path) in err and "thread" in err and err.count("\n") == 1, err
-    assert secs < 30
+    assert done.seconds < 30
 
 
 @pytest.mark.slow
-def test_a_plugin_that_calls_os_exit_at_import_is_one_sentence_naming_it(tmp_path):
-    path = _plugin(tmp_path, "import os\nos._exit(0)\n" + MLP)
-    code, out, err, _ = _command("params", "--plugin", path)
+def test_a_plugin_that_calls_os_exit_at_import_is_one_sentence_naming_it(at_import):
+    path, done = at_import["os._exit"]
+    code, err = done.returncode, done.stderr
     assert code == 2 and str(path) in err and "os._exit(0)" in err and err.count("\n") == 1, (code, err)

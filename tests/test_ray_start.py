@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from .clihelp import invoke
+from .clihelp import concurrently, invoke
 from .test_executors import TINY, values
 
 pytestmark = pytest.mark.slow
@@ -114,15 +114,20 @@ def reference(tmp_path_factory):
     return values(folder)
 
 
-def driver(ray_start, *args, **env) -> subprocess.CompletedProcess:
+def driver_process(ray_start, *args, **env) -> subprocess.Popen:
     """modern-gpt as a separate process, as on a login node: Ray is imported there for the first time."""
-    return subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-m", "modern_gpt", *map(str, args)],
         env={**ray_start.env, **env},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,  # a retry loop fails the test instead of hanging it
     )
+
+
+def driver(ray_start, *args, **env) -> subprocess.CompletedProcess:
+    # a retry loop fails the test instead of hanging it
+    return concurrently(lambda _: driver_process(ray_start, *args, **env), [None], timeout=300)[0]
 
 
 def test_the_token_where_ray_keeps_it_is_sent_and_the_ablation_equals_jobs_1(ray_start, reference, tmp_path):
@@ -142,7 +147,7 @@ def test_a_missing_or_wrong_token_is_one_sentence_that_says_how_to_give_it(ray_s
     empty = tmp_path / "home"
     empty.mkdir()
     (tmp_path / "wrong").write_text("0" * 64)
-    for env, start in [
+    cases = [
         ({"HOME": str(empty)}, "the Ray cluster at {} (--ray-address) asks for a token"),
         ({"RAY_AUTH_TOKEN": "0" * 64}, "the Ray cluster at {} (--ray-address) refused the token from RAY_AUTH_TOKEN,"),
         ({"RAY_AUTH_TOKEN_PATH": str(tmp_path / "wrong")}, "the Ray cluster at {} (--ray-address) refused the token"),
@@ -153,11 +158,12 @@ def test_a_missing_or_wrong_token_is_one_sentence_that_says_how_to_give_it(ray_s
             "and RAY_AUTH_MODE=disabled here sends none; unset RAY_AUTH_MODE, or set it to token.",
         ),
         ({"RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")}, f"RAY_AUTH_TOKEN_PATH names {tmp_path / 'none'}, but"),
-    ]:
-        folder = tmp_path / "r"
-        out = driver(
-            ray_start, "ablate", *TINY, "--executor", "ray", "--ray-address", ray_start.address, "--out", folder, **env
-        )
+    ]
+    folder = tmp_path / "r"
+    args = ["ablate", *TINY, "--executor", "ray", "--ray-address", ray_start.address, "--out", folder]
+    # two drivers at a time (start-up, torch and Ray, is most of their time): each is refused before any folder
+    outs = concurrently(lambda case: driver_process(ray_start, *args, **case[0]), cases, timeout=300)
+    for (env, start), out in zip(cases, outs, strict=True):
         assert out.returncode == 2, (env, out.stderr)
         assert out.stderr.startswith("modern-gpt: error: " + start.format(ray_start.address)), (env, out.stderr)
         assert out.stderr.count("\n") == 1, out.stderr  # one sentence: no log lines of Ray's retries before it

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import typer
@@ -90,18 +91,29 @@ sys.__stdout__.write(json.dumps([(forked if fork else run)(argv) for argv in cas
 """
 
 
-def run_cases(cases: list[list[str]], eager: tuple[str, ...] = (), fork: bool = False) -> list[dict]:
+def start_cases(cases: list[list[str]], eager: tuple[str, ...] = (), fork: bool = False) -> subprocess.Popen:
     env = {**os.environ, "COLUMNS": "120"}  # one width for help and tables, terminal or not
-    proc = subprocess.run(
-        [sys.executable, "-c", RUNNER],
-        input=json.dumps([cases, HEAVY, eager, fork]),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    with tempfile.TemporaryFile("w+") as given:
+        json.dump([cases, HEAVY, eager, fork], given)
+        given.seek(0)
+        return subprocess.Popen(
+            [sys.executable, "-c", RUNNER],
+            stdin=given,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+
+def results(proc: subprocess.Popen) -> list[dict]:
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, err
+    return json.loads(out)
 
 
 @pytest.fixture(scope="module")
@@ -170,8 +182,10 @@ def test_help_argument_errors_and_params_import_no_torch_and_print_what_they_pri
     strict = strict_cases(files)
     cases = [argv for argv, _ in strict] + PLAN_ERRORS
     codes = [code for _, code in strict] + [2] * len(PLAN_ERRORS)
-    lazy = run_cases(cases, fork=True)  # a fresh fork each: what that case alone imports
-    eager = run_cases(cases, EAGER)
+    # the two processes at once (two cores): each prints only when all its cases are done
+    lazy_proc = start_cases(cases, fork=True)  # a fresh fork each: what that case alone imports
+    eager_proc = start_cases(cases, EAGER)
+    lazy, eager = results(lazy_proc), results(eager_proc)
     for argv, code, got in zip(cases, codes, lazy, strict=True):
         allowed = {"numpy"} if argv in PLAN_ERRORS else set()
         assert set(got["heavy"]) <= allowed, (argv, got["heavy"])
