@@ -7,6 +7,7 @@ before Ray is imported), and the tests check it.
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,8 +28,9 @@ from modern_gpt.core.config import EXECUTORS, AblationOptions, ExecutorKind
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import resolve
 
-from .clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, runner, wait_for_runs
+from .clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, run_main, runner, tiny, wait_for_runs
 from .executor_jobs import FakeJob
+from .test_plugins import EXAMPLES, isolated_registry
 from .wandbread import offline_env
 from .wandbread import runs as wandb_runs
 
@@ -55,24 +57,24 @@ def test_every_private_ray_name_the_checks_use_is_where_the_installed_ray_keeps_
         ray_executor.ray_private("GcsClient")
 
 
-def test_a_third_executor_is_one_file_and_one_registry_line(tmp_path, monkeypatch):
+def test_a_third_executor_is_one_file_and_one_registry_line(tmp_path, monkeypatch, reference):
     """tests/executor_serial.py, registered as core.config.EXECUTORS registers local and ray: its flag is
-    accepted, it trains every run (in another order), and the folder equals --jobs 1's bitwise."""
+    accepted, it trains every run (in another order), and the folder equals --jobs 1's bitwise (the module's
+    reference below)."""
     monkeypatch.setitem(EXECUTORS, "serial", ExecutorKind("tests.executor_serial:Serial"))
-    invoke("ablate", *TINY, "--jobs", "1", "--out", tmp_path / "local")
     invoke("ablate", *TINY, "--executor", "serial", "--out", tmp_path / "serial")
-    pd.testing.assert_frame_equal(values(tmp_path / "serial"), values(tmp_path / "local"))
+    pd.testing.assert_frame_equal(values(tmp_path / "serial"), reference)
     meta = json.loads((tmp_path / "serial" / "meta.json").read_text())
     assert meta["executor"] == {"name": "serial", "ran": 0} and meta["threads"] == 1  # info() is taken at start
     with pytest.raises(UserError, match="--ray-address goes with --executor ray"):
         AblationOptions(executor="serial", ray_address="h:1")
-    with pytest.raises(UserError, match="unknown executor 'slurm'; choose local or ray or serial"):
-        AblationOptions(executor="slurm")
+    with pytest.raises(UserError, match="unknown executor 'kubernetes'; choose local or ray or slurm or serial"):
+        AblationOptions(executor="kubernetes")
 
 
 def test_executor_flags_are_checked_in_one_sentence(monkeypatch):
     for options, message in [
-        ({"executor": "slurm"}, "unknown executor 'slurm'; choose local or ray"),
+        ({"executor": "kubernetes"}, "unknown executor 'kubernetes'; choose local or ray or slurm"),
         ({"gpus_per_run": 0.5}, "--gpus-per-run goes with --executor ray"),
         ({"ray_address": "h:1"}, "--ray-address goes with --executor ray"),
         ({"executor": "ray", "gpus_per_run": 1.5}, "--gpus-per-run must be a fraction up to 1"),
@@ -427,6 +429,27 @@ def test_a_ray_ladder_equals_jobs_1(cluster, tmp_path):
         drop = [c for c in ("secs", "tokens_per_s", "mfu") if c in one]
         pd.testing.assert_frame_equal(ray.drop(columns=drop), one.drop(columns=drop))
     assert json.loads((tmp_path / "ray" / "rung-2" / "meta.json").read_text())["executor"]["name"] == "ray"
+
+
+@pytest.mark.slow
+def test_a_ray_ablation_with_a_plugin_component_equals_jobs_1(cluster, capsys, monkeypatch, tmp_path):
+    """Ray tasks get the plugin by value (tests/test_plugins.py has the local workers' case)."""
+    isolated_registry(monkeypatch)  # the plugin loaded here is gone after the test
+    mine = tmp_path / "relu2.py"
+    shutil.copy(EXAMPLES / "relu2.py", mine)
+    values = {}
+    for name, extra in (("jobs1", ["--jobs", "1"]), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+        code, _, err = run_main(
+            capsys, monkeypatch, "ablate", *tiny(2), "--plugin", mine, "--plan", "custom", "--variants",
+            "classic;relu2", "--seeds", "2", "--no-placebo", "--threads", "1", "--out", tmp_path / name, *extra,
+        )  # fmt: skip
+        assert code == 0, err
+        runs = [json.loads(p.read_text()) for p in sorted((tmp_path / name / "runs").glob("*.json"))]
+        assert all(r["error"] == "" for r in runs)
+        values[name] = {(r["variant"], r["seed"]): r["val_loss"] for r in runs}
+    assert values["ray"] == values["jobs1"] and len(values["jobs1"]) == 4
+    meta = json.loads((tmp_path / "ray" / "meta.json").read_text())
+    assert meta["executor"]["name"] == "ray" and meta["plugins"][0]["components"] == ["relu2"]
 
 
 @pytest.mark.slow

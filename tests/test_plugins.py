@@ -20,16 +20,13 @@ from modern_gpt.core.errors import UserError
 from modern_gpt.data.corpus import load_corpus
 from modern_gpt.model.gpt import GPT, linear
 from tests.clihelp import run_main, tiny
-from tests.test_executors import cluster as _two_node_cluster
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "components"
-cluster = _two_node_cluster  # the loopback two-node Ray cluster of test_executors.py (module-scoped)
 SMALL = ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    """Each test loads its own plugins: the registry is emptied before and restored after."""
+def isolated_registry(monkeypatch):
+    """The plugin registry emptied now and restored when the test ends (monkeypatch's undo)."""
     monkeypatch.setattr(components, "PLUGINS", {})
     monkeypatch.setattr(plugins, "PLUGINS", components.PLUGINS)
     for module in ("core.config", "model.gpt", "ablation.planning", "hf.export", "hf.explain"):
@@ -37,6 +34,12 @@ def fresh(monkeypatch):
         if hasattr(mod, "PLUGINS"):
             monkeypatch.setattr(mod, "PLUGINS", components.PLUGINS)
     monkeypatch.setattr(plugins, "LOADED", {})
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """Each test loads its own plugins: the registry is emptied before and restored after."""
+    isolated_registry(monkeypatch)
 
 
 def ablate(capsys, monkeypatch, out, plugin, variants, *extra):
@@ -308,7 +311,7 @@ def test_each_reader_takes_an_unchanged_copy_and_refuses_a_changed_or_missing_on
 
 
 # ---------------------------------------------------------------------------
-# Workers and Ray tasks get the plugin by value
+# Workers get the plugin by value (and Ray tasks: tests/test_executors.py, on its cluster)
 # ---------------------------------------------------------------------------
 def _tiny_settings():
     from modern_gpt.core.settings import resolve
@@ -340,25 +343,6 @@ def test_a_spawned_worker_trains_a_plugin_component_whose_file_is_gone(tmp_path)
     assert records[0]["val_loss"] == job(ablation.corpus)["val_loss"]  # in this process, where it is loaded
     with pytest.raises(Exception, match="unknown component 'relu2'"):
         LocalPool(1).run([replace(job, plugins=())], ablation.corpus, lambda *step: None, records.append)
-
-
-@pytest.mark.slow
-def test_a_ray_ablation_with_a_plugin_component_equals_jobs_1(cluster, capsys, monkeypatch, tmp_path):
-    mine = tmp_path / "relu2.py"
-    shutil.copy(EXAMPLES / "relu2.py", mine)
-    values = {}
-    for name, extra in (("jobs1", ["--jobs", "1"]), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
-        code, _, err = run_main(
-            capsys, monkeypatch, "ablate", *tiny(2), "--plugin", mine, "--plan", "custom", "--variants",
-            "classic;relu2", "--seeds", "2", "--no-placebo", "--threads", "1", "--out", tmp_path / name, *extra,
-        )  # fmt: skip
-        assert code == 0, err
-        runs = [json.loads(p.read_text()) for p in sorted((tmp_path / name / "runs").glob("*.json"))]
-        assert all(r["error"] == "" for r in runs)
-        values[name] = {(r["variant"], r["seed"]): r["val_loss"] for r in runs}
-    assert values["ray"] == values["jobs1"] and len(values["jobs1"]) == 4
-    meta = json.loads((tmp_path / "ray" / "meta.json").read_text())
-    assert meta["executor"]["name"] == "ray" and meta["plugins"][0]["components"] == ["relu2"]
 
 
 # ---------------------------------------------------------------------------
