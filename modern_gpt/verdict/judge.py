@@ -579,10 +579,16 @@ def title(design: Design, s: JudgeSettings) -> str:
 
 def judge_file(path, s: JudgeSettings) -> tuple[Design, list[dict], list[str]]:
     """The design, the table's rows and its footnotes, for `modern-gpt judge FILE`."""
+    design, _, rows, notes = judge_file_runs(path, s)
+    return design, rows, notes
+
+
+def judge_file_runs(path, s: JudgeSettings) -> tuple[Design, pd.DataFrame, list[dict], list[str]]:
+    """judge_file's design, rows and footnotes, and between them the runs the table read (read_runs')."""
     check_settings(s)  # before the file is read
     design, runs, first = read_runs(read_file(path), s)
     rows, notes = judge(design, s, runs, own=_folder_spec(Path(path)) is not None, first=first)
-    return design, rows, notes + _folder_note(Path(path))
+    return design, runs, rows, notes + _folder_note(Path(path))
 
 
 def _folder_spec(path: Path) -> dict | None:
@@ -604,6 +610,33 @@ def _folder_note(path: Path) -> list[str]:
         f"{path.parent}/meta.json says this folder was a --seeds auto ablation: judge tests every row at the fixed "
         f"level, not against the boundary the ablation stopped on; modern-gpt report {path.parent} gives its table."
     ]
+
+
+def api_settings(
+    variant_col: str = "variant",
+    seed_col: str = "seed",
+    metric: str = "val_loss",
+    higher_is_better: bool = False,
+    order: str | list[str] | None = None,
+    reference: str | None = None,
+    placebo: str | None = None,
+    alpha: float = ALPHA,
+    margin: float | None = None,
+) -> JudgeSettings:
+    """modern_gpt.judge's keywords as judge's settings, each checked (a sentence names the keyword)."""
+    if not isinstance(higher_is_better, bool | np.bool_):  # "no" would be truthy: the table turned upside down
+        raise UserError(f"higher_is_better must be True or False, not {_shown(higher_is_better)}.")
+    for key, x in (("alpha", alpha), ("margin", margin)):
+        if (x is not None or key == "alpha") and (
+            isinstance(x, bool | np.bool_) or not isinstance(x, int | float | np.integer | np.floating)
+        ):
+            raise UserError(f"{key} must be a number, not {_shown(x)}.")
+    reference, placebo = (None if x is None else names([x])[0] for x in (reference, placebo))
+    s = JudgeSettings(
+        variant_col, seed_col, metric, bool(higher_is_better), names(order), reference, placebo, alpha, margin
+    )
+    check_settings(s)
+    return s
 
 
 def verdict(
@@ -639,18 +672,7 @@ def verdict(
     `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
     input raises modern_gpt.errors.UserError with one sentence naming the row and the column.
     """
-    if not isinstance(higher_is_better, bool | np.bool_):  # "no" would be truthy: the table turned upside down
-        raise UserError(f"higher_is_better must be True or False, not {_shown(higher_is_better)}.")
-    for key, x in (("alpha", alpha), ("margin", margin)):
-        if (x is not None or key == "alpha") and (
-            isinstance(x, bool | np.bool_) or not isinstance(x, int | float | np.integer | np.floating)
-        ):
-            raise UserError(f"{key} must be a number, not {_shown(x)}.")
-    reference, placebo = (None if x is None else names([x])[0] for x in (reference, placebo))
-    s = JudgeSettings(
-        variant_col, seed_col, metric, bool(higher_is_better), names(order), reference, placebo, alpha, margin
-    )
-    check_settings(s)
+    s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
     if compute_col is not None or size_col is not None or rung_col is not None:
         if margin is not None:
             raise UserError("margin is in the metric's units for one size; for a ladder give trend_margin.")
