@@ -24,6 +24,7 @@ _LAZY = {
     "Result": ("api", "Result"),
     "Interrupted": ("api", "Interrupted"),
     "judge": ("verdict.judge", "verdict"),
+    "share": ("cli.share", "share"),
 }
 
 

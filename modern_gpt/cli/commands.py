@@ -499,6 +499,33 @@ ReportMlflowUri = Annotated[
 ]
 
 
+SHARE = "Share"
+HTML_HELP = (
+    "Also write the table, its footnotes, the figures, the runs (seed by seed and as CSV) and the claim test as one "
+    "self-contained HTML page: no script, nothing loaded from the network."
+)
+MARKDOWN_HELP = "Also write that page as a README-ready Markdown file, its figures and runs' CSV beside it."
+Html = Annotated[Path | None, typer.Option("--html", help=HTML_HELP, metavar="FILE", rich_help_panel=SHARE)]
+Markdown = Annotated[Path | None, typer.Option("--markdown", help=MARKDOWN_HELP, metavar="FILE", rich_help_panel=SHARE)]
+
+
+def _check_pages(html: Path | None, markdown: Path | None, inputs) -> None:
+    """--html and --markdown checked before anything is read: a folder, a pipe, a missing folder or a file the
+    command reads is one sentence."""
+    from .share import check_output
+
+    for path, flag in ((html, "--html"), (markdown, "--markdown")):
+        if path is not None:
+            check_output(path, flag, inputs)
+
+
+def _write_pages(page, html: Path | None, markdown: Path | None, inputs=()) -> None:
+    from .share import write
+
+    for path in write(page, html, markdown, inputs):
+        print(f"wrote {path}", file=sys.stderr)
+
+
 @app.command()
 def report(
     folder: Annotated[Path, typer.Argument(help="A results folder written by modern-gpt ablate, duel or power.")],
@@ -510,29 +537,43 @@ def report(
     plugin: RecordedPlugins = None,
     track: ReportTrack = None,
     mlflow_uri: ReportMlflowUri = None,
+    html: Html = None,
+    markdown: Markdown = None,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
     from ..ablation.report import plot as draw
     from ..ablation.results import ResultsDir
     from ..verdict.table import at_lr_index
 
+    _check_pages(html, markdown, _share_inputs(folder))
     _load_plugins(plugin)
     from ..ablation.ladder import is_ladder
+    from ..api import report as api_report
 
     if is_ladder(folder):  # a ladder's folder: its scale table (each rung is a folder report reads as any other)
-        from ..api import report as api_report
-
         if plot or track or mlflow_uri is not None:
             raise UserError(f"{folder} is a ladder: give --plot or --track with report on one of its rung-N folders.")
-        _print_ladder(api_report(folder, at_lr=at_lr), fmt)
-        return
-    if plot:
-        at_lr_index(ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
-        for path in draw(folder):
-            print(f"wrote {path}", file=sys.stderr)
-    if track or mlflow_uri is not None:
-        _push(folder, track or [], mlflow_uri)
-    _print_report(folder, fmt, at_lr)
+        result = api_report(folder, at_lr=at_lr)
+        _print_ladder(result, fmt)
+    else:
+        if plot:
+            at_lr_index(ResultsDir(folder).spec.lrs, at_lr)  # refused before drawing
+            for path in draw(folder):
+                print(f"wrote {path}", file=sys.stderr)
+        if track or mlflow_uri is not None:
+            _push(folder, track or [], mlflow_uri)
+        _print_report(folder, fmt, at_lr)
+        result = api_report(folder, at_lr=at_lr) if html or markdown else None
+    if html or markdown:
+        from .share import folder_page
+
+        _write_pages(folder_page(result), html, markdown, _share_inputs(folder))
+
+
+def _share_inputs(folder: Path) -> list[Path]:
+    from .share import _folder_files
+
+    return _folder_files(folder)
 
 
 def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
@@ -590,6 +631,8 @@ def judge(
     trend_margin: Annotated[float | None, typer.Option(help=TREND_MARGIN_HELP, rich_help_panel=LADDER)] = None,
     target_compute: Annotated[float | None, typer.Option(help=TARGET_HELP, rich_help_panel=LADDER)] = None,
     fmt: Format = "table",
+    html: Html = None,
+    markdown: Markdown = None,
 ) -> None:
     """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, Holm-corrected, as ablate and report judge theirs.
 
@@ -600,8 +643,9 @@ def judge(
     With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
     """
     from ..verdict.design import ALPHA
-    from ..verdict.judge import JudgeSettings, judge_file, names
+    from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
+    _check_pages(html, markdown, [file])
     settings = JudgeSettings(
         variant_col,
         seed_col,
@@ -614,17 +658,35 @@ def judge(
         margin,
     )
     if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
-        from types import SimpleNamespace
-
-        from ..verdict.ladder_judge import LadderSettings, judge_ladder
+        from ..verdict.ladder_judge import LadderSettings
 
         if margin is not None:
             raise UserError("--margin is in the metric's units for one size; for a ladder give --trend-margin.")
         ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
-        design, rows, notes = judge_ladder(file, settings, ladder)
-        _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
+        _judge_ladder(file, settings, ladder, fmt, html, markdown)
         return
-    _print_judged(settings, *judge_file(file, settings), fmt)
+    design, runs, rows, notes = judge_file_runs(file, settings)
+    _print_judged(settings, design, rows, notes, fmt)
+    if html or markdown:
+        from .share import _file_facts, judged_page
+
+        name, data, _ = _file_facts(file)
+        _write_pages(judged_page(design, settings, runs, rows, notes, name, data), html, markdown, [file])
+
+
+def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, markdown: Path | None) -> None:
+    """judge --compute-col (or --size-col): the scale table of a ladder of anyone's runs, and its page."""
+    from types import SimpleNamespace
+
+    from ..verdict.ladder_judge import judge_ladder
+
+    design, rows, notes = judge_ladder(file, settings, ladder)
+    _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
+    if html or markdown:
+        from .share import _file_facts, judge_flags, judged_ladder_page
+
+        page = judged_ladder_page(design, rows, notes, *_file_facts(file), judge_flags(settings, ladder))
+        _write_pages(page, html, markdown, [file])
 
 
 def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str) -> None:
