@@ -211,8 +211,6 @@ KILLED = ["--smoke", "--seeds", "3", "--steps", "30", "--eval-every", "30", "--p
 
 @pytest.mark.slow
 def test_a_killed_ablation_resumes_without_repeating_a_finished_run(tmp_path):
-    reference = tmp_path / "uninterrupted"
-    invoke("ablate", *KILLED, "classic;rope", "--out", reference)
     folder = tmp_path / "killed"
     proc = cli_process("ablate", *KILLED, "classic;rope", "--out", folder)
     deadline = time.time() + 120
@@ -228,6 +226,8 @@ def test_a_killed_ablation_resumes_without_repeating_a_finished_run(tmp_path):
     assert ResultsDir(folder).read_meta()["command"] == command
 
     resumed = cli_process("ablate", "--resume", folder)
+    reference = tmp_path / "uninterrupted"
+    invoke("ablate", *KILLED, "classic;rope", "--out", reference)  # in this process, while the resume runs
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert f"resuming: {len(before)} of {total} runs already finished" in err
