@@ -222,9 +222,7 @@ def test_the_header_says_commit_versions_machine_wall_time_and_compute(folders):
     assert meta["platform"] in header["machine"] and "device cpu" in header["machine"]
     assert header["wall time"].startswith("15 s, 2026-12-01T19:41:04")
     assert header["compute"].startswith("24 runs, training FLOPs not recorded")  # a folder from before FLOPs
-    assert "rope: learned position table -> rotary position embedding" in header["components"].lower() or (
-        "rope:" in header["components"]
-    )
+    assert "rope: learned position table -> rotary position embedding (RoPE)" in header["components"]
 
 
 # ---------------------------------------------------------------------------

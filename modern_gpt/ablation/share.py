@@ -363,9 +363,9 @@ def claim_code(csv_name: str, columns: str, value: str, tests: list[Test], margi
     return "\n".join([*lines, *extra]) + "\n"
 
 
-def _says(name: str, ref: str, row) -> str:
+def _says(row) -> str:
     adj = "" if not math.isfinite(row.p_adj) else f", p_adj {row.p_adj:.4g}"
-    return f"{name} against {ref}: the table's p {row.p!r}{adj} ({row.verdict or 'no verdict'})"
+    return f"the table's p {row.p!r}{adj}: {row.verdict or 'no verdict'}"
 
 
 def _flags(alpha: float, margin) -> str:
@@ -394,7 +394,7 @@ def folder_claim(rep, folder) -> Claim:
             f'view.assign(val_loss=view["val_loss_test"]).to_csv({lit(VIEW_NAME)}, index=False)',
         ]
     tests = [
-        Test(keys[b], keys[r.reference], _says(names[b], names[r.reference], summary[b]))
+        Test(keys[b], keys[r.reference], _says(summary[b]))
         for b, r in enumerate(d.rows)
         if r.reference is not None and keys[b] is not None and keys[r.reference] is not None
     ]
@@ -576,7 +576,7 @@ def judged_facts(design, s, runs: pd.DataFrame, rows: list[dict], source: str, d
     frame, metric = judged_runs(design, s, runs)
     names = [r.name for r in design.rows]
     tests = [
-        Test(lit(names[b]), lit(names[r.reference]), _says(names[b], names[r.reference], _Row(rows[b])))
+        Test(lit(names[b]), lit(names[r.reference]), _says(_Row(rows[b])))
         for b, r in enumerate(design.rows)
         if r.reference is not None
     ]
