@@ -213,6 +213,15 @@ def test_the_figures_are_inline_png_data_and_markdown_puts_them_beside(folders, 
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_figure_that_is_a_pipe_or_no_png_is_left_out_with_a_note(folders, tmp_path):
+    folder = Path(shutil.copytree(folders / "lrs", tmp_path / "lrs"))
+    os.mkfifo(folder / "curves.png")  # opened, it would block the page forever
+    (folder / "lr.png").write_text("<script>alert(1)</script>")
+    page = modern_gpt.share(folder).html()
+    assert "curves.png is a pipe (FIFO): left out" in page and "lr.png is not a PNG file: left out" in page
+    assert "<img" not in page and "<script" not in page
+
+
 def test_the_header_says_commit_versions_machine_wall_time_and_compute(folders):
     header = dict(modern_gpt.share(folders / "ablate").facts.header)
     meta = json.loads((folders / "ablate" / "meta.json").read_text())
