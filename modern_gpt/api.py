@@ -39,9 +39,19 @@ ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: eve
 TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
 POWER_OPTIONS = (
     *("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries"),
+    *("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach"),  # --executor slurm's
     *TRACK_OPTIONS,
 )
 NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
+
+
+class Detached(Exception):  # not an error: the runs go on
+    """--detach: the runs are submitted and go on without this process; resume is the command line that collects
+    them (it waits for those still training, submits again those that did not finish, and prints the table)."""
+
+    def __init__(self, what: str, folder: Path, resume: str):
+        super().__init__(f"{what}; {resume} collects them and prints the table")
+        self.folder, self.resume = folder, resume
 
 
 class Interrupted(KeyboardInterrupt):
@@ -580,6 +590,7 @@ def train_pending(ablation, display: Callable) -> None:
     """Train what is pending; then write the report's files and log the summary to the trackers. Ctrl-C: the
     summary of what finished is written, the trackers closed without one, and Interrupted raised."""
     from .ablation import report
+    from .ablation.executors import Detached as Handed
 
     folder = ablation.results.path
     try:
@@ -589,6 +600,8 @@ def train_pending(ablation, display: Callable) -> None:
         except BaseException:
             ablation.finish_tracking(None)  # closed, without a summary of an ablation that stopped
             raise
+    except Handed as e:  # --detach: the runs train on without this process
+        raise Detached(str(e), folder, ablation.spec.resume_command(folder)) from None
     except KeyboardInterrupt:
         report.write(folder, draw=False)  # the summary of what finished
         done = len(ablation.results.finished())

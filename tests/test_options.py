@@ -133,7 +133,7 @@ def test_defaults_then_the_file_then_the_flags_and_what_was_given(tmp_path):
         ({"jobs": "many"}, "--jobs must be a whole number or auto, got 'many'"),
         ({"jobs": 0}, "--jobs must be at least 1, got 0"),
         ({"executor": "ray", "jobs": 2}, "--jobs 2 goes with --executor local"),
-        ({"executor": "slurm"}, "unknown executor 'slurm'; choose local or ray"),
+        ({"executor": "kubernetes"}, "unknown executor 'kubernetes'; choose local or ray or slurm"),
         ({"cpus_per_run": 2.0}, "--cpus-per-run goes with --executor ray"),
         ({"executor": "ray", "ray_address": " "}, "--ray-address is empty"),
         ({"executor": "ray", "gpus_per_run": float("nan")}, "--gpus-per-run must be a fraction up to 1"),

@@ -466,6 +466,11 @@ class ResultsDir:
             notes.append(
                 f"The process that wrote this folder stopped before the end (it holds no lock); {resume} finishes it."
             )
+        elif status == "detached":  # --executor slurm --detach: the driver submitted the runs and exited
+            notes.append(
+                f"Detached: its runs were submitted to Slurm, and the table shows those collected so far; {resume} "
+                "collects the others, submitting again any that did not finish."
+            )
         elif status == "failed":
             notes.append(
                 f"The ablation failed: {str(meta.get('error') or 'no reason recorded').rstrip('.')}; {resume} runs what is left."

@@ -31,7 +31,8 @@ from ..run import compiling
 from ..run.train import RunResult, check_memory, is_oom, train_run
 from ..trackers.records import tracked_ids, tracking_state
 from ..trackers.tracking import Tracking, warn
-from .executors import Executor, executor_class
+from .executors import Detached, Executor, executor_class, resume_options
+from .margins import margins
 from .planning import Spec, Variant, variant_config, variant_info
 from .results import FORMAT, ResultsDir, settings_hash
 
@@ -165,6 +166,10 @@ def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> di
         diverged=False,
         spikes=0,
         error=error,
+        flops=nan,
+        mfu=nan,
+        peak_flops=nan,
+        peak="",  # a string, as RUN_SCHEMA reads it: None made the failed run's file foreign to its own folder
         curve=[],
     )
     return record
@@ -244,6 +249,7 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
             "wait for it to finish or stop it first."
         )
     plugins.check_recorded(meta.get("plugins"), folder)
+    options = resume_options(meta, folder, options)  # a Slurm folder's tasks may still be training its runs
     spec = results.spec
     corpus = load_corpus(spec.settings.data)
     if corpus.key != spec.data_key:
@@ -318,6 +324,13 @@ class Ablation:
     def __post_init__(self) -> None:
         device = _device(self.spec, self.options)
         self.executor = executor_class(self.options)(self.options, self.run_threads(), device)
+        bind = getattr(self.executor, "bind", None)  # an executor that needs the plan and the folder (Slurm)
+        if bind is not None:
+            try:
+                bind(self)
+            except BaseException:
+                self.executor.close()
+                raise
 
     @property
     def total(self) -> int:
@@ -415,7 +428,7 @@ class Ablation:
             return
         try:
             if summary is not None:
-                self.tracking.finish(self.results.path, summary)
+                self.tracking.finish(self.results.path, summary, margins(self.results))
                 for name in self.tracking.names:  # still open: it holds the summary (report --track logs it not again)
                     self.meta["tracking"][name]["summary"] = True
         finally:
@@ -484,8 +497,10 @@ class Ablation:
             self.results.write_tables(self.results.finished())
             self._run_rounds(display)
             self.meta.update(status="finished", finished=now())
-        except BaseException as e:  # the folder tells the truth: interrupted, or failed and why
-            if isinstance(e, KeyboardInterrupt):
+        except BaseException as e:  # the folder tells the truth: interrupted, detached, or failed and why
+            if isinstance(e, Detached):  # its runs go on without this process; a resume collects them
+                self.meta.update(status="detached", detached=now())
+            elif isinstance(e, KeyboardInterrupt):
                 self.meta.update(status="interrupted", interrupted=now())
             else:
                 self.meta.update(status="failed", failed=now(), error=failure_reason(e))

@@ -283,6 +283,7 @@ def _run_ablation(
     """ablate, duel and power: the library's run_ablation with the live display, then the table printed.
     Ctrl-C: the summary of what finished, the command that resumes, exit code 130."""
     from ..ablation.progress import ablation_display
+    from ..api import Detached
 
     def display(ablation):
         return ablation_display(ablation, console, Console(stderr=True))
@@ -294,6 +295,9 @@ def _run_ablation(
 
         print(render.interrupted(e.finished, e.total, e.folder, e.resume), file=sys.stderr)
         raise typer.Exit(130) from None
+    except Detached as e:  # --detach: submitted, and this process is done
+        print(f"{e}.", flush=True)
+        return
     _print_table(result.table, fmt)
     if fmt == "table":
         from . import render
@@ -404,7 +408,7 @@ def scale(
     reference's compute reaches its loss) at each size and over the ladder, with seed noise in its CI, and
     whether its gain grows, holds or shrinks as the model grows."""
     from ..ablation.progress import ablation_display
-    from ..api import run_ladder
+    from ..api import Detached, run_ladder
 
     choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     given = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
@@ -420,6 +424,9 @@ def scale(
 
         print(render.interrupted(e.finished, e.total, e.folder, e.resume), file=sys.stderr)
         raise typer.Exit(130) from None
+    except Detached as e:  # --detach: a rung's runs are submitted, and this process is done
+        print(f"{e}.", flush=True)
+        return
     _print_ladder(result, fmt)
 
 

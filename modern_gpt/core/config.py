@@ -418,20 +418,47 @@ class AblationOptions:
     )
     executor: str = setting(
         "local",
-        'local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e ".[ray]")',
+        'local: this machine (--jobs); ray: one Ray task per run on a Ray cluster (needs pip install -e ".[ray]"); '
+        'slurm: one Slurm job array per round of runs, from a login node (needs pip install -e ".[slurm]")',
     )  # the names are EXECUTORS', below
     ray_address: str | None = setting(
         None,
         "with --executor ray: the cluster's host:port (unset: RAY_ADDRESS, else a local Ray started for the ablation)",
     )
     cpus_per_run: float | None = setting(
-        None, "with --executor ray: the CPUs each run reserves (unset: the run's torch threads, 1 unless --threads)"
+        None,
+        "with --executor ray or slurm: the CPUs each run reserves (unset: the run's torch threads, 1 unless --threads)",
     )
     gpus_per_run: float | None = setting(
-        None, "with --executor ray: the GPUs each run reserves; fractions share one (0.25: four runs a GPU; unset: 0)"
+        None,
+        "with --executor ray or slurm: the GPUs each run reserves; on Ray fractions share one (0.25: four runs a GPU; "
+        "unset: 0)",
+    )
+    partition: str | None = setting(None, "with --executor slurm: the partition the runs train in (unset: its default)")
+    time_limit: int | str | None = setting(
+        None,
+        "with --executor slurm: each array task's time limit, in minutes or as Slurm's [D-]HH:MM[:SS] (unset: three "
+        "times the task's estimated time, at least 10 minutes)",
+    )
+    array_parallelism: int | None = setting(
+        None, "with --executor slurm: at most this many array tasks run at once (unset: as many as Slurm allows)"
+    )
+    sbatch: tuple[str, ...] | None = setting(  # made a tuple by validate
+        None,
+        "with --executor slurm: another sbatch option for every task, as KEY=VALUE (account=lab, qos=high; KEY= for "
+        "a bare flag); repeat for more",
+    )
+    runs_per_task: int | None = setting(
+        None, "with --executor slurm: runs one array task trains one after another, for short runs (unset: 1)"
+    )
+    detach: bool | None = setting(
+        None,
+        "with --executor slurm: submit the runs and exit; modern-gpt ablate --resume DIR later collects them, submits "
+        "again what did not finish, and prints the table",
     )
     max_retries: int = setting(
-        2, "times a run is started again when its worker process (or node) dies; then it is recorded as failed"
+        2,
+        "times a run is started again when its worker process, node or Slurm task dies; then it is recorded as failed",
     )
     track: tuple[str, ...] | None = setting(  # made a tuple by validate: () when unset
         None,
@@ -465,10 +492,10 @@ class AblationOptions:
         kind = EXECUTORS.get(self.executor)
         if kind is None:
             raise ConfigError(f"unknown executor {self.executor!r}; choose {' or '.join(EXECUTORS)}.")
-        for name, other in EXECUTORS.items():
-            for option in other.options if name != self.executor else ():
-                if getattr(self, option) is not None:
-                    raise ConfigError(f"--{option.replace('_', '-')} goes with --executor {name}.")
+        for option in dict.fromkeys(o for other in EXECUTORS.values() for o in other.options):
+            if option not in kind.options and getattr(self, option) is not None:
+                owners = [name for name, other in EXECUTORS.items() if option in other.options]
+                raise ConfigError(f"--{option.replace('_', '-')} goes with --executor {' or '.join(owners)}.")
         if kind.check is not None:
             kind.check(self)
 
@@ -510,10 +537,60 @@ def _check_ray(o: AblationOptions) -> None:
         )
 
 
+def slurm_minutes(value: int | str) -> int:
+    """--time-limit in whole minutes: a number of minutes, or Slurm's MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+    (seconds rounded up to a minute)."""
+    text = str(value).strip()
+    days, _, clock = text.rpartition("-") if "-" in text else ("0", "", text)
+    parts = clock.split(":")
+    try:
+        if not days.isdigit() or not all(p.isdigit() for p in parts) or len(parts) > 3:
+            raise ValueError
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(
+            f"--time-limit must be minutes or Slurm's [D-]HH:MM[:SS] (90, 1:30:00, 2-00:00:00), got {value!r}."
+        ) from None
+    if "-" in text:  # D-HH, D-HH:MM, D-HH:MM:SS
+        h, m, sec = (numbers + [0, 0])[:3]
+    else:  # MM, MM:SS, HH:MM:SS
+        h, m, sec = ([0, 0] + numbers)[-3:] if len(numbers) == 3 else (0, numbers[0], numbers[1] if numbers[1:] else 0)
+    minutes = int(days) * 1440 + h * 60 + m + math.ceil(sec / 60)
+    if minutes < 1:
+        raise ConfigError(f"--time-limit must be at least a minute, got {value!r}.")
+    return minutes
+
+
+def _check_slurm(o: AblationOptions) -> None:
+    if o.jobs != AUTO:  # else it would be silently ignored
+        raise ConfigError(
+            f"--jobs {o.jobs} goes with --executor local; on Slurm every run is an array task, and --array-parallelism "
+            "decides how many train at once."
+        )
+    for name in ("cpus_per_run", "gpus_per_run", "array_parallelism", "runs_per_task"):
+        value, least = getattr(o, name), 0 if name == "gpus_per_run" else 1
+        if value is not None and not (value == int(value) and least <= value < math.inf):
+            what = "a whole number of 0 or more" if least == 0 else "a whole number of 1 or more"
+            raise ConfigError(f"--{name.replace('_', '-')} must be {what} on Slurm, got {value}.")
+    if o.partition is not None and not o.partition.strip():
+        raise ConfigError("--partition is empty; give a partition's name, or leave it out for the cluster's default.")
+    if o.time_limit is not None:
+        slurm_minutes(o.time_limit)
+    o.sbatch = tuple(o.sbatch) if o.sbatch is not None else None
+    for entry in o.sbatch or ():
+        key, sep, _ = entry.partition("=")
+        if not sep or not key.strip("-").strip():
+            raise ConfigError(f"--sbatch takes KEY=VALUE (account=lab, qos=high), got {entry!r}.")
+
+
+SLURM_OPTIONS = ("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach")
 EXECUTORS: dict[str, ExecutorKind] = {
     "local": ExecutorKind("modern_gpt.ablation.executors.local:Local"),
     "ray": ExecutorKind(
         "modern_gpt.ablation.executors.ray:Ray", ("ray_address", "cpus_per_run", "gpus_per_run"), _check_ray
+    ),
+    "slurm": ExecutorKind(
+        "modern_gpt.ablation.executors.slurm:Slurm", ("cpus_per_run", "gpus_per_run", *SLURM_OPTIONS), _check_slurm
     ),
 }
 

@@ -10,7 +10,9 @@ data) are saved with it; an ablation's options ([ablation]) are read by ablate, 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
+import operator
 import os
 import tomllib
 import types
@@ -38,6 +40,7 @@ PANELS = {
     **{
         f"{ABLATION}.{n}": "Where the runs train"
         for n in ("executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
+        + ("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach")
     },
     **{f"{ABLATION}.{n}": "Trackers" for n in ("track", "mlflow_uri")},
 }
@@ -49,7 +52,9 @@ class Setting:
 
     section: str
     name: str
-    type: type  # int, float, bool or str; int | str (--seeds and --jobs: a number or auto); tuple[str, ...] (--track)
+    type: (
+        type  # int, float, bool or str; int | str (--seeds, --jobs, --time-limit); tuple[str, ...] (--track, --sbatch)
+    )
     optional: bool  # None is a valid value
     default: object
     help: str  # the field's metadata["help"] (a component's: its COMPONENT_SUMMARY line), the one place it is written
@@ -92,7 +97,8 @@ def _settings(section: str) -> list[Setting]:
         hint = hints[f.name]
         args = typing.get_args(hint)
         optional = isinstance(hint, types.UnionType) and type(None) in args
-        base = next(a for a in args if a is not type(None)) if optional else hint
+        rest = [a for a in args if a is not type(None)]
+        base = (rest[0] if len(rest) == 1 else functools.reduce(operator.or_, rest)) if optional else hint
         text = f.metadata.get("help") or (COMPONENT_SUMMARY.get(f.name) if section == "model" else None)
         if not text:
             raise TypeError(f"{cls.__name__}.{f.name} has no help: declare it with errors.setting(default, help).")

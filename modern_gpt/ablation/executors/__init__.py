@@ -1,11 +1,13 @@
-"""Executors: where the runs of an ablation train. One interface (Executor), two executors:
+"""Executors: where the runs of an ablation train. One interface (Executor), three executors:
 
     Local       this machine (--executor local), each round of runs in one of two ways:
       InProcess   one run after another in this process (--jobs 1, or a single run to do)
       LocalPool   N processes (--jobs N, or auto: one single-thread run per core)
     Ray         one Ray task per run on a Ray cluster (--executor ray), local or remote
+    Slurm       one Slurm job array per round of runs (--executor slurm), each task one run or a few
 
-executor.run(jobs, corpus, on_step, on_record) trains every job and returns when each has a record.
+executor.run(jobs, corpus, on_step, on_record) trains every job and returns when each has a record (or, for an
+executor that can let its runs go on without the driver, raises Detached once they are handed over: --detach).
 A job comes from running.py: job(corpus, on_step) -> its record, job.failure_record(corpus, error) -> the record
 of a run that could not finish, job.row and job.seed name it. on_step(row, seed, step, loss) follows the
 runs in progress (a few updates a second per run at most); on_record(record) receives each finished run in
@@ -67,12 +69,35 @@ class Executor(Protocol):
     def close(self) -> None:
         """Let go of what it holds (a Ray cluster); it runs no more jobs."""
 
+    # Two hooks an executor may have (Slurm has both; local and Ray have neither):
+    #   bind(ablation)                              called once the ablation is made (before its folder is, for a
+    #                                               new one): its plan, corpus and folder; may refuse it (UserError)
+    #   resume_options(meta, folder, options)       static: the options a resume of a folder it started runs with
+
+
+class Detached(Exception):  # not an error: the runs go on without this process
+    """The runs are handed over and go on without this process (--detach); a resume of the folder collects them."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
 
 def executor_class(options: AblationOptions) -> type:
     """The class of the executor these options name, from the registry (core.config.EXECUTORS)."""
     from ...core.config import EXECUTORS
 
     return EXECUTORS[options.executor].load()
+
+
+def resume_options(meta: dict, folder, options: AblationOptions) -> AblationOptions:
+    """The options a resume of this folder runs with: those given, unless the executor that the folder records
+    has its own say (resume_options: Slurm's tasks may still be training the folder's runs)."""
+    from ...core.config import EXECUTORS
+
+    recorded = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
+    kind = EXECUTORS.get(recorded.get("name")) if isinstance(recorded.get("name"), str) else None
+    hook = getattr(kind.load(), "resume_options", None) if kind is not None else None
+    return options if hook is None else hook(meta, folder, options)
 
 
 def prestart(options: AblationOptions, runs: int) -> None:
