@@ -63,6 +63,11 @@ def _runs(uri: str, experiment: str) -> list:
     return client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
 
 
+def _seeds(uri: str, experiment: str) -> list:
+    """The experiment's training runs: not the summary's run (tags.kind summary)."""
+    return [r for r in _runs(uri, experiment) if not r.data.tags.get("kind")]
+
+
 def _summary(folder: Path) -> list[dict]:
     with (folder / "summary.csv").open() as f:
         return list(csv.DictReader(f))
@@ -75,7 +80,7 @@ def test_mlflow_holds_each_run_once_with_its_tags_settings_curve_and_final_metri
     from mlflow import MlflowClient
 
     folder, uri = tracked
-    runs = [r for r in _runs(uri, folder.name) if r.data.tags.get("kind") != "summary"]
+    runs = _seeds(uri, folder.name)
     records = _records(folder)
     assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(records)
     assert len(records) == ROWS * SEEDS
@@ -97,7 +102,7 @@ def test_mlflow_logs_each_key_once_and_each_run_s_reference_and_placebo(tracked)
     """Issue 30, item 6: seed, variant and lr were params and tags both, so MLflow's UI CSV (a column per bare key
     of params, metrics and tags) named them twice; and judge needs each row's reference and placebo mark."""
     folder, uri = tracked
-    runs = [r for r in _runs(uri, folder.name) if r.data.tags.get("kind") != "summary"]
+    runs = _seeds(uri, folder.name)
     expected = {"classic": ("", "false"), "classic (placebo)": ("classic", "true"), "rope": ("classic", "false")}
     for run in runs:
         params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
@@ -143,7 +148,7 @@ def test_train_logs_its_one_run(tracked, run_ok, tmp_path):
     metrics = json.loads((tmp_path / "ck" / "metrics.json").read_text())
     (run,) = _runs(uri, trecords.TRAIN_EXPERIMENT)
     assert run.data.metrics["val_loss"] == metrics["val_loss"] and run.data.tags["plan"] == "train"
-    assert len(list((tmp_path / "ck" / "tensorboard" / "00-classic" / "seed0").glob("events.*"))) == 1
+    assert len(list((tmp_path / "ck" / "tensorboard" / "00-classic" / "seed0").glob("events.*[0-9]"))) == 1
 
 
 # ---------------------------------------------------------------------------
@@ -161,8 +166,9 @@ def test_tensorboard_holds_each_run_once_with_its_curve_and_final_metrics(tracke
     folder, _ = tracked
     root = folder / "tensorboard"
     records = _records(folder)
-    runs = sorted(p.parent for p in root.glob("*/seed*/events.*"))
-    assert len(runs) == len(set(runs)) == ROWS * SEEDS  # one event file per run
+    runs = sorted(p.parent for p in root.glob("*/seed*/events.*[0-9]"))
+    assert len(runs) == len(set(runs)) == ROWS * SEEDS  # one event file per run, and one of its hparams:
+    assert len(list(root.glob("*/seed*/events.*.hparams"))) == ROWS * SEEDS  # written again with the verdict
     for (row, seed), record in records.items():
         path = folder / record["tracked"]["tensorboard"]
         assert path.parent.name.startswith(f"{row:02d}-") and path.name == f"seed{seed}"
@@ -175,15 +181,119 @@ def test_tensorboard_holds_each_run_once_with_its_curve_and_final_metrics(tracke
 
 
 def test_tensorboard_summary_holds_the_table_figure_and_verdicts(tracked):
+    """The verdict table is the Text tab's first entry (TensorBoard lists its tags by name, capitals first),
+    each row's numbers are scalars, and curves.png is under Images."""
     folder, _ = tracked
     events = _events(folder / "tensorboard" / "summary")
     rope = next(row for row in _summary(folder) if row["variant"] == "rope")
-    (delta,) = events.Scalars("delta_val/02-rope")
-    assert delta.value == pytest.approx(float(rope["delta_val"]), rel=1e-6)
+    for key in ("delta_val", "ci_low", "ci_high", "p", "p_adj", "mde"):
+        (point,) = events.Scalars(f"row/02-rope/{key}")
+        assert point.value == pytest.approx(float(rope[key]), rel=1e-6), key
+    assert "row/00-classic/delta_val" not in events.Tags()["scalars"]  # the reference row has no Δ
     assert events.Tags()["images"] == ["curves"]
-    (text,) = events.Tensors("verdicts/text_summary")
+    texts = {tag for path in (folder / "tensorboard").glob("**/seed*") for tag in _events(path).Tags()["tensors"]}
+    texts |= {t for t in events.Tags()["tensors"] if t.endswith("text_summary")}
+    assert sorted(texts)[0] == "Verdicts/text_summary"
+    (text,) = events.Tensors("Verdicts/text_summary")
     table = text.tensor_proto.string_val[0].decode()
-    assert f"| rope | {rope['verdict']} |" in table
+    ci = f"[{float(rope['ci_low']):+.4f}, {float(rope['ci_high']):+.4f}]"
+    assert f"| rope | {rope['verdict']} | {float(rope['delta_val']):+.4f} | {ci} |" in table
+
+
+def _layout(events):
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    (config,) = events.Tensors("custom_scalars__config__")
+    layout = layout_pb2.Layout()
+    layout.ParseFromString(config.tensor_proto.string_val[0])
+    return {c.title: {chart.title: list(chart.margin.series) for chart in c.chart} for c in layout.category}
+
+
+def test_tensorboard_custom_scalars_chart_each_rows_delta_with_its_ci_band(tracked):
+    """Issue 33: CUSTOM SCALARS holds a margin chart of every row's Δ and CI (step = the run row) under a section
+    that says the answer, and one margin chart per row named by its verdict; each series is a scalar there."""
+    folder, _ = tracked
+    events = _events(folder / "tensorboard" / "summary")
+    table = _summary(folder)
+    (first, everyone), (second, per_row) = _layout(events).items()
+    assert first.startswith("Verdicts: ") and second == "Verdicts by row"
+    ((series,),) = everyone.values()
+    value, low, high = (
+        [(p.step, p.value) for p in events.Scalars(t)] for t in (series.value, series.lower, series.upper)
+    )
+    assert [s for s, _ in value] == [1, 2]  # the tested rows
+    for (step, v), (_, lo), (_, hi) in zip(value, low, high, strict=True):
+        row = table[step]
+        assert (v, lo, hi) == pytest.approx((float(row["delta_val"]), float(row["ci_low"]), float(row["ci_high"])))
+    assert len(per_row) == 2
+    for row in table[1:]:
+        ci = f"[{float(row['ci_low']):+.4f}, {float(row['ci_high']):+.4f}]"
+        name = f"{int(row['row']):02d}-{row['variant'].replace(' (placebo)', '_placebo')}"
+        title = f"{row['verdict']}: {row['variant']}, Δ {float(row['delta_val']):+.4f} {ci}"
+        assert [(s.value, s.lower, s.upper) for s in per_row[title]] == [
+            (f"row/{name}/delta_val", f"row/{name}/ci_low", f"row/{name}/ci_high")
+        ]
+
+
+def test_tensorboard_hparams_hold_each_runs_variant_and_its_rows_verdict(tracked):
+    """HPARAMS: each seed's run holds its variant and, once the table is written, its row's verdict (its event
+    file of hparams written again): what differs between runs, which HPARAMS lists first."""
+    from tensorboard.plugins.hparams import metadata
+
+    folder, _ = tracked
+    verdicts = {row["variant"]: row["verdict"] for row in _summary(folder)}
+    for record in _records(folder).values():
+        path = folder / record["tracked"]["tensorboard"]
+        assert len(list(path.glob("*.hparams"))) == 1
+        content = _events(path).SummaryMetadata(metadata.SESSION_START_INFO_TAG).plugin_data.content
+        hparams = metadata.parse_session_start_info_plugin_data(content).hparams
+        assert hparams["variant"].string_value == record["variant"]
+        assert hparams["verdict"].string_value == verdicts[record["variant"]]
+        assert hparams["seed"].number_value == record["seed"] and "params" not in hparams
+
+
+MARGINS = [
+    (["--seeds", "auto", "--min-seeds", "2", "--max-seeds", "3"], "step = the pairs at each look of --seeds auto"),
+    (["--seeds", "2", "--lrs", "1e-3,3e-3"], "step 0, 1 = lr 0.001, 0.003"),
+]
+
+
+@pytest.mark.parametrize("flags, axis", MARGINS, ids=["looks", "lrs"])
+def test_tensorboard_margin_charts_follow_a_row_across_looks_or_learning_rates(run_ok, tmp_path, flags, axis):
+    """Where a row has more than one point, its margin chart draws its Δ and CI band across them: at each look
+    of --seeds auto on the seeds that look saw (the last look's is the table's), or at each learning rate of
+    --lrs, every row at that rate (the table's rate's is the table's)."""
+    from modern_gpt.verdict.stats import paired
+
+    folder = tmp_path / "r"
+    plan = ["--jobs", "1", "--plan", "custom", "--variants", "classic;rope", "--no-placebo"]
+    run_ok("ablate", *TINY, *plan, *flags, "--out", folder, "--track", "tensorboard")
+    events = _events(folder / "tensorboard" / "summary")
+    ((title, (series,)),) = _layout(events)["Verdicts by row"].items()
+    assert title.endswith(f"({axis})") and series.value.startswith("margin/")
+    value, low, high = (
+        [(p.step, p.value) for p in events.Scalars(t)] for t in (series.value, series.lower, series.upper)
+    )
+    runs = list(csv.DictReader((folder / "runs.csv").open()))
+    (row,) = [r for r in _summary(folder) if r["variant"] == "rope"]
+    looks = json.loads((folder / "meta.json").read_text()).get("sequential", {}).get("looks", [])
+    points = [look["seeds"] for look in looks] if looks else [0, 1]
+    assert [s for s, _ in value] == [s for s, _ in low] == [s for s, _ in high] == points
+    for k, step in enumerate(points):  # each point recomputed here from runs.csv, on its own seeds or rate
+        lr, seeds = (None, range(step)) if looks else ((1e-3, 3e-3)[step], range(2))
+        loss = {
+            (r["variant"], int(r["seed"])): float(r["val_loss_test" if lr else "val_loss"])
+            for r in runs
+            if lr is None or math.isclose(float(r["lr"]), lr)
+        }
+        stats = paired([loss["rope", s] - loss["classic", s] for s in seeds])
+        assert (value[k][1], low[k][1], high[k][1]) == pytest.approx(
+            (stats.delta, stats.ci_low, stats.ci_high), rel=1e-5
+        )
+    at = -1 if looks else [0.001, 0.003].index(float(row["lr"]))  # the table's point
+    assert (value[at][1], low[at][1], high[at][1]) == pytest.approx(
+        (float(row["delta_val"]), float(row["ci_low"]), float(row["ci_high"])), rel=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -204,10 +314,10 @@ def test_resume_logs_only_the_runs_it_adds_or_its_tracker_lacks(tracked, run, tm
     after = _records(copy)
     kept = {k for k in after if after[k]["tracked"]["mlflow"] == before[k]["tracked"]["mlflow"]}
     assert not kept  # every MLflow id is the copy's own now
-    runs = [r for r in _runs(uri, "resumed") if r.data.tags.get("kind") != "summary"]
+    runs = _seeds(uri, "resumed")
     assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(after)
     assert len(_runs(uri, folder.name)) == ROWS * SEEDS + 1  # the first folder's experiment is untouched
-    assert len(list((copy / "tensorboard").glob("*/seed*/events.*"))) == ROWS * SEEDS
+    assert len(list((copy / "tensorboard").glob("*/seed*/events.*[0-9]"))) == ROWS * SEEDS
 
 
 def test_resume_track_logs_again_what_the_tracker_no_longer_holds(tracked, run, tmp_path):
@@ -218,7 +328,7 @@ def test_resume_track_logs_again_what_the_tracker_no_longer_holds(tracked, run, 
     (copy / "runs" / "row01-seed1.json").unlink()  # something left to train
     code, _, err = run("ablate", "--resume", copy, "--track", "tensorboard")
     assert code == 0 and f"tensorboard does not hold {ROWS * SEEDS - 1} of the finished runs" in err, err
-    assert len(list((copy / "tensorboard").glob("*/seed*/events.*"))) == ROWS * SEEDS  # every run, once
+    assert len(list((copy / "tensorboard").glob("*/seed*/events.*[0-9]"))) == ROWS * SEEDS  # every run, once
     for record in _records(copy).values():
         assert (copy / record["tracked"]["tensorboard"]).is_dir()
 
@@ -334,7 +444,7 @@ def test_mlflow_runs_span_their_own_training_time_not_the_logging(tracked):
     folder, uri = tracked
     records = _records(folder)
     for run in _runs(uri, folder.name):
-        if run.data.tags.get("kind") == "summary":
+        if run.data.tags.get("kind"):  # the summary's run
             continue
         record = records[int(run.data.tags["row"]), int(run.data.tags["seed"])]
         start = int(record["timing"]["started"] * 1000)
@@ -475,7 +585,7 @@ def test_another_mlflow_store_gets_every_run_on_report_track_and_refuses_a_resum
     assert_user_error((code, "", err), "are in the MLflow store sqlite:////elsewhere/mlflow.db")
     code, _, err = run("report", copy, "--track", "mlflow", "--mlflow-uri", uri)
     assert code == 0 and f"mlflow: logged {ROWS * SEEDS} runs and the summary" in err, err
-    runs = [r for r in _runs(uri, "moved") if r.data.tags.get("kind") != "summary"]
+    runs = _seeds(uri, "moved")
     assert sorted(r.info.run_id for r in runs) == sorted(r["tracked"]["mlflow"] for r in _records(copy).values())
     assert json.loads((copy / "meta.json").read_text())["tracking"]["mlflow"]["uri"] == checks.store_id(uri)
 
@@ -522,7 +632,7 @@ def test_report_track_logs_again_what_mlflow_no_longer_holds(run, tmp_path):
     code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
     assert code == 0 and f"mlflow does not hold 2 of the {n} runs" in err, err
     assert "mlflow: logged 2 runs and the summary" in err
-    runs = [r for r in _runs(uri, "r") if r.data.tags.get("kind") != "summary"]
+    runs = _seeds(uri, "r")
     held = {r.info.run_id for r in runs}
     assert held == {r["tracked"]["mlflow"] for r in _records(folder).values()} and not held & set(gone)
     (summary,) = [r for r in _runs(uri, "r") if r.data.tags.get("kind") == "summary"]

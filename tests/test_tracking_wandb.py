@@ -40,16 +40,25 @@ def seed_runs(root) -> list:
     return [r for r in runs(root) if r.job_type == "run"]
 
 
+def verdicts(folder) -> dict[str, str]:
+    """summary.csv's verdict of each variant ("" for the reference row)."""
+    table = pd.read_csv(folder / "summary.csv", keep_default_na=False)
+    return dict(zip(table["variant"], table["verdict"], strict=True))
+
+
 def test_one_wandb_run_per_row_and_seed_in_the_folders_group_with_its_tags_and_final_metrics(logged):
     folder, root = logged
     records, logged_runs = run_files(folder), seed_runs(root)
+    verdict = verdicts(folder)
     assert len(records) == 6 and len(logged_runs) == 6
     by_id = {r.id: r for r in logged_runs}
     assert len(by_id) == 6  # one W&B run per (row, seed), none twice
     for (row, seed), record in records.items():
         run = by_id[record["tracked"]["wandb"]]  # the id the run file records
         assert run.group == "r" and run.name == f"{record['variant']} seed {seed}" and run.exit_code == 0
-        assert set(run.tags) == {"folder=r", "plan=custom", f"row={row}", f"variant={record['variant']}"}
+        marks = {f"verdict={verdict[record['variant']]}"} if row else set()  # the reference row has no verdict
+        assert set(run.tags) == {"folder=r", "plan=custom", f"row={row}", f"variant={record['variant']}", *marks}
+        assert run.config.get("verdict", "") == verdict[record["variant"]]
         assert run.config["seed"] == seed and run.config["variant"] == record["variant"]
         assert run.config["model.dim"] == 16 and run.config["train.lr"] == record["lr"]
         for key in ("train_loss", "val_loss", "val_bpc", "val_ppl", "tokens_per_s"):
@@ -77,6 +86,37 @@ def test_the_summary_run_holds_the_table_the_curves_and_each_rows_verdict(logged
             assert summary.summary[f"{at}.p_adj"] == pytest.approx(float(row["p_adj"]))
             assert summary.summary[f"{at}.delta_val"] == pytest.approx(float(row["delta_val"]))
     assert {r["verdict"] for _, r in expected.iterrows() if r["row"]} <= {"better", "worse", "inconclusive", "same"}
+
+
+def test_every_seed_run_carries_its_rows_verdict_and_the_summary_a_typed_table_with_the_ci(logged):
+    """Issue 33: only the summary run held the verdicts; now each seed's run has its row's verdict in its
+    config (a column of W&B's runs table, to filter and group by) and tags, and the summary run a wandb.Table
+    of the verdicts whose Δ, CI, p, p_adj and mde are numbers (summary.csv's table holds the file's text)."""
+    folder, root = logged
+    verdict = verdicts(folder)
+    tested = [r for r in seed_runs(root) if verdict[r.config["variant"]]]
+    assert len(tested) == 4 and all(r.config["verdict"] == verdict[r.config["variant"]] for r in tested)
+    assert all(len(r.history) == 2 and r.exit_code == 0 for r in tested)  # logged again whole, not doubled
+    (summary,) = [r for r in runs(root) if r.job_type == "summary"]
+    table = json.loads((summary.folder / "files" / summary.summary["verdicts/path"]).read_text())
+    assert table["columns"] == [
+        "variant",
+        "verdict",
+        "delta_val",
+        "ci_low",
+        "ci_high",
+        "p",
+        "p_adj",
+        "mde",
+        "reference",
+    ]
+    expected = pd.read_csv(folder / "summary.csv")
+    for cells, (_, row) in zip(table["data"], expected.iterrows(), strict=True):
+        got = dict(zip(table["columns"], cells, strict=True))
+        assert got["variant"] == row["variant"] and got["verdict"] == verdict[row["variant"]]
+        for key in ("delta_val", "ci_low", "ci_high", "p", "p_adj", "mde"):
+            assert got[key] == (None if pd.isna(row[key]) else pytest.approx(row[key], rel=1e-12)), key
+        assert got["reference"] == ("" if pd.isna(row["reference"]) else "classic")
 
 
 def copy_of(logged, tmp_path, drop=(), untrack=()) -> tuple:

@@ -11,6 +11,7 @@ from ..core.files import write_json
 from ..trackers.checks import check, other_store
 from ..trackers.records import tracked_ids, tracking_state
 from ..trackers.tracking import Tracking, notes, warn
+from .margins import margins
 from .report import write
 from .results import ResultsDir
 
@@ -53,8 +54,9 @@ def push_folder(
         ]
         stale = [b for b in stale if b in tracking.backends]  # lacks_summary may have switched one off
         summary = write(results.path) if stale else []  # summary.csv and curves.png of the runs it holds now
+        points = margins(results) if stale else None
         for b in stale:
-            tracking._safely(b, b.log_summary, results.path, summary)
+            tracking._safely(b, b.log_summary, results.path, summary, points)
         tracking.close()
         done = {b.name for b in stale if b.name not in tracking.errors}
         for name in names:

@@ -126,7 +126,7 @@ class MlflowBackend:
     def where(self) -> str:
         return f"in the store {self.uri}"
 
-    def log_summary(self, folder: Path, summary: list) -> None:
+    def log_summary(self, folder: Path, summary: list, margins=None) -> None:
         rows = summary_cells(summary)
         run_id = self._new_run(
             run_key(folder, self.tracked, None), "summary", {"kind": "summary", "folder": Path(folder).name}

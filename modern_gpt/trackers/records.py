@@ -7,16 +7,17 @@ import hashlib
 import io
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.config import TRACKERS
-from ..verdict.design import TRACKED, SummaryRow, summary_frame
+from ..verdict.design import SUMMARY_COLUMNS, TRACKED, SummaryRow, summary_frame
 
 FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
 TRAIN = "train"  # the plan of a run that `modern-gpt train` logs
 TRAIN_EXPERIMENT = "modern-gpt train"  # MLflow's experiment of every `train` run
 TB_DIR = "tensorboard"  # inside the results folder (or the checkpoint folder of `train`)
+ROW_STATS = tuple(c for c in SUMMARY_COLUMNS if c in {*TRACKED, "p"})  # delta_val, ci_low, ci_high, p, p_adj, mde
 
 
 # ---------------------------------------------------------------------------
@@ -187,9 +188,9 @@ def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
 
 
 def row_stats(row: dict[str, str]) -> dict[str, float]:
-    """A table row's Δ, CI, p_holm and mde that it has (the first row, the reference, has none)."""
+    """A table row's Δ, CI, p, p_adj and mde that it has (the first row, the reference, has none)."""
     out = {}
-    for key in TRACKED:
+    for key in ROW_STATS:
         value = _number(row.get(key))
         if math.isfinite(value):
             out[key] = value
@@ -216,3 +217,148 @@ def artifacts(folder: Path) -> list[Path]:
 def first_line(e: BaseException) -> str:
     text = (str(e).strip().splitlines() or [""])[0][:300]
     return f"{type(e).__name__}: {text}".rstrip(": ")
+
+
+# ---------------------------------------------------------------------------
+# The table as the trackers show it: each row's verdict on first open
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Margins:
+    """Each table row's Δ and 95% CI at more than one point, for the trackers' margin charts: at each look of
+    --seeds auto (steps: the pairs each look saw) or at each learning rate of --lrs (steps: the rate's index in
+    lrs, every row at that rate against its reference at it). Empty (axis "") for a table of one point per row."""
+
+    axis: str = ""  # "pairs" or "lr"
+    steps: tuple[int, ...] = ()
+    lrs: tuple[float, ...] = ()
+    rows: dict = field(default_factory=dict)  # variant -> ((delta, ci_low, ci_high), ...), one per step
+
+    def of(self, variant: str) -> list[tuple[int, float, float, float]]:
+        """A row's points, (step, Δ, low, high), those it has (a look before a row's first pair has none)."""
+        points = zip(self.steps, self.rows.get(variant, ()), strict=False)
+        return [(step, *p) for step, p in points if all(math.isfinite(x) for x in p)]
+
+    def axis_text(self) -> str:
+        """What the steps are: "step = pairs at each look" or "step 0, 1, 2 = lr 0.001, 0.003, 0.01"."""
+        if self.axis == "lr":
+            return f"step {', '.join(map(str, self.steps))} = lr {', '.join(f'{lr:g}' for lr in self.lrs)}"
+        return "step = the pairs at each look of --seeds auto" if self.axis else ""
+
+
+def tracked_records(folder: Path, name: str) -> list[dict]:
+    """The folder's run files that this tracker logged."""
+    import json
+
+    out = []
+    for f in sorted((Path(folder) / "runs").glob("*.json")):
+        try:
+            record = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and tracked_ids(record).get(name):
+            out.append(record)
+    return out
+
+
+def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """summary.csv's cells with each row's reference by name (the file holds its table row's number), "" for
+    the first row: what a tracker shows beside a verdict."""
+    names = {int(_number(r.get("row"))): r["variant"] for r in rows if math.isfinite(_number(r.get("row")))}
+    out = []
+    for r in rows:
+        ref = _number(r.get("reference"))
+        out.append({**r, "reference": names.get(int(ref), "") if math.isfinite(ref) else ""})
+    return out
+
+
+def row_of(rows: list[dict[str, str]], record: dict) -> tuple[dict[str, str] | None, bool]:
+    """The table row (summary.csv's cells) a run belongs to, and whether it is one of the row's seeds as the
+    table counts them: with --lrs, a run at the learning rate the table shows its row at (the others are the
+    row's too, at rates the table did not choose)."""
+    row = next((r for r in rows if r["variant"] == record.get("variant")), None)
+    if row is None:
+        return None, False
+    return row, not row.get("lr") or _number(row["lr"]) == _number(record.get("lr"))
+
+
+def signed(value: float) -> str:
+    return f"{value:+.4f}"
+
+
+def ci_text(row: dict[str, str]) -> str:
+    """A row's Δ and 95% CI as the table prints them: "Δ -0.0730 [-0.0776, -0.0684]"; "" for the reference."""
+    stats = row_stats(row)
+    if "delta_val" not in stats:
+        return ""
+    ci = f" [{signed(stats['ci_low'])}, {signed(stats['ci_high'])}]" if "ci_low" in stats else ""
+    return f"Δ {signed(stats['delta_val'])}{ci}"
+
+
+def row_title(row: dict[str, str]) -> str:
+    """A table row's name where a tracker shows names first (MLflow's runs, TensorBoard's charts): its verdict
+    first, so that a narrow column still shows it: "better: rope, Δ -0.0730 [-0.0776, -0.0684]"."""
+    verdict = row.get("verdict") or ("reference" if not row.get("reference") else "no verdict")
+    numbers = ci_text(row)
+    return f"{verdict}: {row['variant']}" + (f", {numbers}" if numbers else "")
+
+
+def answer(rows: list[dict[str, str]]) -> str:
+    """The table in one short line, which a tracker shows before anything is opened: the rows found better,
+    worse or the same, each with its Δ and CI, then how many are inconclusive."""
+    tested = [r for r in rows if r.get("reference")]
+    parts = []
+    for verdict in ("better", "worse", "same"):
+        found = [f"{r['variant']} ({ci_text(r)})" for r in tested if r.get("verdict") == verdict]
+        if found:
+            parts.append(f"{verdict}: {', '.join(found)}")
+    rest = sum(r.get("verdict") not in ("better", "worse", "same") for r in tested)
+    if not parts:
+        return f"all {rest} rows inconclusive" if rest > 1 else "1 row, inconclusive" if rest else "no row is tested"
+    return "; ".join(parts) + (f"; {rest} inconclusive" if rest else "")
+
+
+ABOUT = (
+    "Δ val: the mean paired difference in val loss against the row's reference (negative is better), with its "
+    "95% CI; p_adj: p adjusted across the table's rows; mde: the smallest |Δ| these pairs detect with 80% power."
+)
+
+
+def verdict_table(rows: list[dict[str, str]]) -> str:
+    """The verdict table in Markdown, as MLflow's description and TensorBoard's text tab render it."""
+    lines = [
+        "| variant | verdict | Δ val | 95% CI | p | p_adj | mde | reference |",
+        "|---|---|---:|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        s = row_stats(r)
+        ci = f"[{signed(s['ci_low'])}, {signed(s['ci_high'])}]" if "ci_low" in s else ""
+        cells = [
+            _cell(r["variant"]),
+            r.get("verdict") or "",
+            signed(s["delta_val"]) if "delta_val" in s else "",
+            ci,
+            *(f"{s[k]:.4g}" if k in s else "" for k in ("p", "p_adj", "mde")),
+            _cell(r.get("reference") or ""),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """A name in a Markdown table cell: its | escaped, nothing else of it read as markup."""
+    return re.sub(r"([\\|*_`\[\]<>])", r"\\\1", text)
+
+
+def verdict_columns(rows: list[dict[str, str]]) -> dict[str, list]:
+    """The verdict table as typed columns (numbers as floats, None where a row has none), for a tracker's own
+    table (MLflow's log_table, W&B's wandb.Table): variant, verdict, the row's numbers and its reference."""
+    out: dict[str, list] = {"variant": [r["variant"] for r in rows], "verdict": [r.get("verdict") or "" for r in rows]}
+    for key in ROW_STATS:
+        out[key] = [row_stats(r).get(key) for r in rows]
+    out["reference"] = [r.get("reference") or "" for r in rows]
+    return out
+
+
+def table_rows(columns: dict[str, list]) -> list[list]:
+    """verdict_columns' table as its rows."""
+    return [list(cells) for cells in zip(*columns.values(), strict=True)]

@@ -1,4 +1,4 @@
-"""TensorBoard: one event folder per run under the results folder, and the summary's table, figures and numbers."""
+"""TensorBoard: one event folder per run under the results folder, and the summary's table, charts and figures."""
 
 from __future__ import annotations
 
@@ -6,24 +6,40 @@ import shutil
 from pathlib import Path
 
 from .records import (
+    ABOUT,
     TB_DIR,
+    Margins,
     Tracked,
+    answer,
     artifacts,
     curve,
+    named,
+    row_of,
     row_stats,
     row_tag,
+    row_title,
     run_metrics,
     run_params,
     run_tags,
     several_lrs,
     slug,
     summary_cells,
+    tracked_ids,
+    tracked_records,
+    verdict_table,
 )
+
+VERDICTS = "Verdicts"  # the text and the charts' sections: capitalised, they sort before the lower-case ones
+# Of a run's settings, those HPARAMS leaves out (the run's text tab has them): it shows the first five hparams
+# that differ between runs, by name, and variant and verdict must be among them (lr stands for train.lr).
+FACTS = ("params", "mlp_width")
+HPARAMS = ".hparams"  # the suffix of a run's event file of hparams, written again with its row's verdict
 
 
 class TensorBoardBackend:
     """Event files under <folder>/tensorboard/: one TensorBoard run per (row, seed) (its curves as scalars
-    against step, its settings and final metrics in the HPARAMS tab), and summary/ for the table."""
+    against step, its settings, variant and row's verdict against its final metrics in the HPARAMS tab), and
+    summary/ for the table (log_summary)."""
 
     name = "tensorboard"
 
@@ -46,27 +62,44 @@ class TensorBoardBackend:
         return self.root / f"{record['row']:02d}-{slug(record['variant'])}{lr}" / f"seed{record['seed']}"
 
     def log_run(self, record: dict) -> str:
-        from torch.utils.tensorboard.summary import hparams
-
         path = self.run_dir(record)
         writer = self._fresh(path)
         try:
             for step, name, value in curve(record):
                 writer.add_scalar(name, value, step)
-            metrics = {f"final/{k}": v for k, v in run_metrics(record).items()}
-            params = {
-                k: v if isinstance(v, (int, float, str, bool)) else str(v)
-                for k, v in run_params(self.tracked, record).items()
-            }
-            for part in hparams(params, metrics):
-                writer.file_writer.add_summary(part)
             step = int(record.get("steps_done") or 0)
-            for key, value in metrics.items():
-                writer.add_scalar(key, value, step)
-            writer.add_text("tags", _markdown(run_tags(self.tracked, record, self.folder)), step)
+            for key, value in run_metrics(record).items():
+                writer.add_scalar(f"final/{key}", value, step)
+            facts = {k: record[k] for k in FACTS if record.get(k) is not None}
+            writer.add_text("tags", _markdown({**run_tags(self.tracked, record, self.folder), **facts}), step)
         finally:
             writer.close()
+        self._hparams(path, record)
         return str(path.relative_to(self.folder))
+
+    def _hparams(self, path: Path, record: dict, verdict: str | None = None) -> None:
+        """The run's HPARAMS entry: its settings, variant (and, once the table is written, its row's verdict)
+        against its final metrics, in an event file of its own (*.hparams), replaced when the verdict comes:
+        TensorBoard reads a run's first hparams and no later one."""
+        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard.summary import hparams
+
+        for old in path.glob(f"events.out.tfevents.*{HPARAMS}"):
+            old.unlink()
+        params = {
+            k: v if isinstance(v, (int, float, str, bool)) else str(v)
+            for k, v in run_params(self.tracked, record).items()
+            if k not in FACTS and not (k == "train.lr" and "lr" in record)
+        }
+        if verdict is not None:
+            params["verdict"] = verdict
+        writer = SummaryWriter(log_dir=str(path), filename_suffix=HPARAMS)
+        try:
+            _, start, end = hparams(params, {f"final/{k}": v for k, v in run_metrics(record).items()})
+            for part in (start, end):  # no experiment summary: TensorBoard then lists first what differs
+                writer.file_writer.add_summary(part)
+        finally:
+            writer.close()
 
     def held(self, ids: list[str]) -> set[str]:
         """Of these run ids (event folders, relative to the results folder), those that still hold events."""
@@ -79,28 +112,62 @@ class TensorBoardBackend:
     def where(self) -> str:
         return f"in {self.root}"
 
-    def log_summary(self, folder: Path, summary: list) -> None:
+    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
+        """summary/: the verdict table (the first entry of the Text tab), each row's numbers as scalars
+        (row/NN-variant/delta_val, ...), and CUSTOM SCALARS' layout: a margin chart of every row's Δ and CI
+        (step = the run row), and one per row named by its verdict (across the looks of --seeds auto or the
+        learning rates of --lrs, where there are several); the figures under Images; and each seed's HPARAMS
+        entry given its row's verdict."""
+        rows = named(summary_cells(summary))
+        margins = margins or Margins()
         writer = self._fresh(self.root / "summary")
         try:
-            rows = summary_cells(summary)
-            for row in rows:
-                for key, value in row_stats(row).items():
-                    name = (
-                        f"{key}/{row_tag(self.tracked, row):02d}-{slug(row['variant'])}"  # a stat's rows side by side
-                    )
-                    writer.add_scalar(name, value, 0)
             if rows:
-                verdicts = [{"variant": r["variant"], "verdict": r.get("verdict", ""), **_cells(r)} for r in rows]
-                writer.add_text("verdicts", _table(verdicts), 0)
+                title = f"**{answer(rows)}**"
+                writer.add_text(VERDICTS, f"{title}\n\n{verdict_table(rows)}\n\n{ABOUT}", 0)
+                writer.add_text("summary.csv", _table(rows), 0)
+            layout = self._scalars(writer, rows, margins)
+            if layout:
+                writer.add_custom_scalars(layout)
             for path in artifacts(folder):
                 if path.suffix == ".png":
                     import matplotlib.image
 
                     writer.add_image(path.stem, matplotlib.image.imread(path)[..., :3], 0, dataformats="HWC")
-                else:
-                    writer.add_text(path.name, _table(rows), 0)
         finally:
             writer.close()
+        for record in tracked_records(folder, self.name):
+            row, counted = row_of(rows, record)
+            self._hparams(self.folder / tracked_ids(record)[self.name], record, row["verdict"] if counted else "")
+
+    def _scalars(self, writer, rows: list[dict[str, str]], margins: Margins) -> dict:
+        """Each row's numbers as scalars, and the custom scalars layout that charts them."""
+        # lower case: TIME SERIES, which TensorBoard opens on, lists its groups by name, the runs' curves first
+        everyone = [f"table/{k}" for k in ("delta_val", "ci_low", "ci_high")]
+        charts = {}
+        for row in rows:
+            stats, tag = row_stats(row), row_tag(self.tracked, row)
+            name = f"{tag:02d}-{slug(row['variant'])}"
+            for key, value in stats.items():
+                writer.add_scalar(f"row/{name}/{key}", value, 0)
+            if "ci_low" not in stats:
+                continue
+            for key, value in zip(everyone, (stats["delta_val"], stats["ci_low"], stats["ci_high"]), strict=True):
+                writer.add_scalar(key, value, tag)
+            series = [f"row/{name}/{k}" for k in ("delta_val", "ci_low", "ci_high")]
+            points = margins.of(row["variant"])
+            if len(points) > 1:
+                series = [f"margin/{name}/{k}" for k in ("delta_val", "ci_low", "ci_high")]
+                for step, *values in points:
+                    for key, value in zip(series, values, strict=True):
+                        writer.add_scalar(key, value, step)
+            charts[row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
+        if not charts:
+            return {}
+        by_row = {
+            "every row: Δ val and its 95% CI against the row's reference (step = the run row)": ["Margin", everyone]
+        }
+        return {f"{VERDICTS}: {answer(rows)}": by_row, f"{VERDICTS} by row": charts}
 
     def close(self) -> None:
         pass
@@ -112,10 +179,6 @@ def _has_events(root: Path, path: Path) -> bool:
     if not path.is_relative_to(root.resolve()) or not path.is_dir():
         return False
     return any(f.is_file() and f.stat().st_size > 0 for f in path.glob("events.out.tfevents.*"))
-
-
-def _cells(row: dict[str, str]) -> dict[str, str]:
-    return {k: f"{v:.4g}" for k, v in row_stats(row).items()}
 
 
 def _table(rows: list[dict]) -> str:

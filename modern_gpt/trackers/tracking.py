@@ -11,7 +11,7 @@ from typing import Protocol
 
 from ..core.config import check_names
 from .checks import mlflow_uri, store_id
-from .records import Tracked, first_line, tracked_ids, tracking_state
+from .records import Margins, Tracked, first_line, tracked_ids, tracking_state
 
 
 class Backend(Protocol):
@@ -19,7 +19,7 @@ class Backend(Protocol):
 
     def start(self, folder: Path, tracked: Tracked) -> None: ...
     def log_run(self, record: dict) -> str: ...  # the tracker's run id
-    def log_summary(self, folder: Path, summary: list) -> None: ...  # summary: verdict.design.SummaryRow's
+    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None: ...  # SummaryRow's
     def held(self, ids: list[str]) -> set[str]: ...  # of these run ids, those the tracker holds now
     def holds_summary(self) -> bool: ...
     def close(self) -> None: ...
@@ -120,10 +120,11 @@ class Tracking:
         """The backend holds no summary of this folder (None from _ask: it failed, and has no summary either)."""
         return not self._ask(b, b.holds_summary)
 
-    def finish(self, folder: Path, summary: list) -> None:
-        """The ablation's summary (summary.csv, the figures, each row's verdict) to every backend still open."""
+    def finish(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
+        """The ablation's summary (summary.csv, the figures, each row's verdict, and with --seeds auto or --lrs
+        each row's Δ and CI at each look or rate) to every backend still open."""
         for b in list(self.backends):
-            self._safely(b, b.log_summary, folder, summary)
+            self._safely(b, b.log_summary, folder, summary, margins)
 
     def close(self) -> None:
         for b in list(self.backends):

@@ -14,6 +14,8 @@ from .records import (
     Tracked,
     artifacts,
     curve,
+    named,
+    row_of,
     row_stats,
     row_tag,
     run_key,
@@ -23,6 +25,10 @@ from .records import (
     run_tags,
     several_lrs,
     summary_cells,
+    table_rows,
+    tracked_ids,
+    tracked_records,
+    verdict_columns,
 )
 
 # ---------------------------------------------------------------------------
@@ -92,9 +98,11 @@ class WandbBackend:
     """Offline unless WANDB_MODE says otherwise: nothing reaches the network and no login is needed; `wandb sync`
     uploads the run folders later. An ablation is one W&B group (named after its results folder) in the project modern-gpt
     (or WANDB_PROJECT): one W&B run per (row, seed), tagged folder=, plan=, row= and variant=, with its settings as
-    config, its curves as history and its final metrics in its summary; and one run named "summary" (job type
-    summary) holding summary.csv as a wandb.Table, curves.png and lr.png as images, and each row's Δ, CI, p_holm,
-    mde and verdict in its summary (rowNN.verdict), which the W&B runs table shows and filters.
+    config, its curves as history and its final metrics in its summary, and once the table is written its row's
+    verdict (config.verdict and a tag verdict=); and one run named "summary" (job type summary) holding the
+    verdict table (wandb.Table "verdicts": variant, verdict, delta_val, ci_low, ci_high, p, p_adj, mde, reference,
+    its numbers typed) and summary.csv as tables, curves.png and lr.png as images, and each row's Δ, CI, p,
+    p_adj, mde and verdict in its summary (rowNN.verdict), which the W&B runs table shows and filters.
 
     A run's W&B id is its run_key, so logging it again (a kill after logging and before its run file was
     written) replaces the earlier offline folder instead of adding a second run."""
@@ -130,19 +138,28 @@ class WandbBackend:
             settings=settings,
         )
 
-    def log_run(self, record: dict) -> str:
+    def log_run(self, record: dict, verdict: str | None = None) -> str:
+        """One run; with its row's verdict (log_summary), the same run again, the verdict in its config and
+        tags: offline, its folder is written anew (an offline run cannot be reopened); online, the run is
+        resumed and its history, already there, is not sent twice."""
         tags = run_tags(self.tracked, record, self.folder)
         key = tags.pop("modern_gpt.key")
+        if verdict is not None:
+            key = tracked_ids(record).get(self.name) or key  # the run its file records
         keys = ("folder", "plan", "row", "variant", *(("lr",) if several_lrs(self.tracked) and "lr" in tags else ()))
         labels = [_wandb_tag(k, tags[k]) for k in keys]
         config = {**{k: v for k, v in tags.items() if v}, **run_params(self.tracked, record), "row": record["row"]}
+        if verdict is not None:
+            labels.append(_wandb_tag("verdict", verdict))
+            config["verdict"] = verdict
         run = self._init(key, run_name(self.tracked, record), "run", labels, config)
         try:
-            steps: dict[int, dict[str, float]] = {}
-            for step, name, value in curve(record):
-                steps.setdefault(step, {})[name] = value
-            for step in sorted(steps):
-                run.log(steps[step], step=step)
+            if verdict is None or wandb_mode() in WANDB_OFFLINE:
+                steps: dict[int, dict[str, float]] = {}
+                for step, name, value in curve(record):
+                    steps.setdefault(step, {})[name] = value
+                for step in sorted(steps):
+                    run.log(steps[step], step=step)
             run.summary.update(run_metrics(record))
         finally:
             run.finish(exit_code=1 if record.get("error") else 0)
@@ -180,19 +197,17 @@ class WandbBackend:
     def project(self) -> str:
         return os.environ.get("WANDB_PROJECT") or WANDB_PROJECT
 
-    def log_summary(self, folder: Path, summary: list) -> None:
-        rows = summary_cells(summary)
+    def log_summary(self, folder: Path, summary: list, margins=None) -> None:
+        """The summary run: the verdict table (variant, verdict, Δ, CI, p, p_adj, mde, reference: typed
+        columns) and summary.csv as wandb.Table's, the figures, and each row's numbers in its summary
+        (row02.verdict, row02.delta_val, ...); then every seed's run gets its row's verdict (log_run)."""
+        rows = named(summary_cells(summary))
         key = run_key(folder, self.tracked, None)
         plan = self.tracked.plan
         labels = [_wandb_tag("folder", Path(folder).name), _wandb_tag("plan", plan), "summary"]
         run = self._init(key, "summary", "summary", labels, {"folder": Path(folder).name, "plan": plan})
         try:
-            logged = {}
-            if rows:
-                columns = list(rows[0])
-                logged["summary"] = self.wandb.Table(
-                    columns=columns, data=[[r.get(c, "") for c in columns] for r in rows]
-                )
+            logged = self._tables(rows) if rows else {}
             for path in artifacts(folder):
                 if path.suffix == ".png":
                     logged[path.stem] = self.wandb.Image(str(path))
@@ -206,6 +221,18 @@ class WandbBackend:
             run.summary.update(verdicts)
         finally:
             run.finish()
+        for record in tracked_records(folder, self.name):
+            row, counted = row_of(rows, record)
+            if counted and row.get("verdict"):  # the reference row has none
+                self.log_run(record, row["verdict"])
+
+    def _tables(self, rows: list[dict[str, str]]) -> dict:
+        """The verdict table, its numbers typed (the W&B table sorts and plots them), and summary.csv's cells."""
+        columns, cells = verdict_columns(rows), list(rows[0])
+        return {
+            "verdicts": self.wandb.Table(columns=list(columns), data=table_rows(columns)),
+            "summary": self.wandb.Table(columns=cells, data=[[r.get(c, "") for c in cells] for r in rows]),
+        }
 
     def close(self) -> None:
         self.wandb.teardown()  # stops wandb's service process: nothing of it outlives the ablation
