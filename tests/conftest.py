@@ -72,3 +72,23 @@ def made(tmp_path_factory):
     for s, h in handlers.items():
         signal.signal(s, h)
     return lambda name, to: Path(shutil.copytree(base / name, to, symlinks=True))
+
+
+@pytest.fixture(scope="session")
+def executor_reference(tmp_path_factory):
+    """tests/test_executors.py's tiny ablation (TINY) with --jobs 1, trained once for the session: what every
+    executor must give, bitwise (test_executors' and test_ray_start's clusters). Where wandb is installed it is
+    logged to W&B offline (the group r) under a folder of its own: (its values, that folder or None)."""
+    import importlib.util
+
+    from .clihelp import invoke
+    from .test_executors import TINY, values
+    from .wandbread import offline_env
+
+    folder, root = tmp_path_factory.mktemp("jobs1") / "r", None
+    with pytest.MonkeyPatch.context() as mp:
+        if importlib.util.find_spec("wandb") is not None:
+            root = tmp_path_factory.mktemp("wandb")
+            offline_env(mp, root)
+        invoke("ablate", *TINY, "--jobs", "1", "--out", folder, *(["--track", "wandb"] if root else []))
+    return values(folder), root

@@ -4,7 +4,6 @@ Every Ray node the tests start listens on 127.0.0.1 only (conftest.py sets RAY_E
 before Ray is imported), and the tests check it.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -359,13 +358,14 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def wandb_root(tmp_path_factory):
-    """W&B offline, one folder for the module: the --jobs 1 reference and the Ray ablation both log there, each as
-    the group of its folder's name (None without wandb). W&B, not MLflow: a fresh sqlite store costs seconds."""
-    if importlib.util.find_spec("wandb") is None:
+def wandb_root(executor_reference):
+    """W&B offline, one folder for the module: the --jobs 1 reference (conftest.executor_reference) and the Ray
+    ablation both log there, each as the group of its folder's name (None without wandb). W&B, not MLflow: a
+    fresh sqlite store costs seconds."""
+    root = executor_reference[1]
+    if root is None:
         yield None
         return
-    root = tmp_path_factory.mktemp("wandb")
     with pytest.MonkeyPatch.context() as mp:
         offline_env(mp, root)
         yield root
@@ -393,11 +393,9 @@ def tracked(root, group: str) -> dict[tuple[int, int], tuple]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, wandb_root):
+def reference(executor_reference):
     """The tiny ablation with --jobs 1: what every executor must give, bitwise (logged to W&B as the group r)."""
-    folder = tmp_path_factory.mktemp("jobs1") / "r"
-    invoke("ablate", *TINY, "--jobs", "1", "--out", folder, *track(wandb_root))
-    return values(folder)
+    return executor_reference[0]
 
 
 @pytest.mark.slow

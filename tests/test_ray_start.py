@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from .clihelp import concurrently, invoke
+from .clihelp import concurrently
 from .test_executors import TINY, values
 
 pytestmark = pytest.mark.slow
@@ -108,10 +108,8 @@ def ray_start(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("jobs1") / "r"
-    invoke("ablate", *TINY, "--jobs", "1", "--out", folder)
-    return values(folder)
+def reference(executor_reference):
+    return executor_reference[0]  # test_executors' --jobs 1 values of TINY, trained once a session (conftest.py)
 
 
 def driver_process(ray_start, *args, **env) -> subprocess.Popen:
