@@ -293,9 +293,12 @@ def test_each_reader_takes_an_unchanged_copy_and_refuses_a_changed_or_missing_on
         assert "Traceback" not in err
         return code, out, err
 
-    code, _, err = call()  # the recorded file is gone, and no copy given
-    assert code == 2 and f"{tmp_path / 'made' / 'relu2.py'} (relu2), which is missing" in err, err
-    assert "give a copy with --plugin" in err and err.count("\n") == 1
+    code, out, err = call()  # the recorded file is gone, and no copy given
+    if command == "report":  # nothing trains: the table from the runs, the missing file named in a footnote
+        assert code == 0 and f"Missing plugin: {tmp_path / 'made' / 'relu2.py'} (relu2)" in out, (out, err)
+    else:
+        assert code == 2 and f"{tmp_path / 'made' / 'relu2.py'} (relu2), which is missing" in err, err
+        assert "give a copy with --plugin" in err and err.count("\n") == 1
     code, _, err = call("--plugin", changed)
     assert code == 2 and f"the plugin {changed} has changed since {made} was made" in err, err
     assert err.count("\n") == 1
