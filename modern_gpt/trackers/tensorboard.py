@@ -167,7 +167,8 @@ class TensorBoardBackend:
         by_row = {
             "every row: Δ val and its 95% CI against the row's reference (step = the run row)": ["Margin", everyone]
         }
-        return {f"{VERDICTS}: {answer(rows)}": by_row, f"{VERDICTS} by row": charts}
+        in_order = dict(reversed(charts.items()))  # CUSTOM SCALARS draws a section's charts last first
+        return {f"{VERDICTS}: {answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
 
     def close(self) -> None:
         pass
