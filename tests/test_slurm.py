@@ -134,14 +134,17 @@ def _cancel_all(env: dict, limit: float = 30) -> None:
         time.sleep(0.2)
 
 
-def _stop(pid: int, limit: float = 20) -> None:
-    """SIGTERM, then SIGKILL after `limit` seconds, of one daemon by its pid; waits until it is gone."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.time() + limit
-        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
-            time.sleep(0.1)
-        if os.path.exists(f"/proc/{pid}"):
+def _stop(pids: list[int], limit: float = 20) -> None:
+    """SIGTERM to each daemon by its own pid, then SIGKILL to any left after `limit` seconds; waits until all
+    are gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + limit
+    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.time() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -173,9 +176,8 @@ def cluster(tmp_path_factory):
     finally:
         _cancel_all(env)
         pids = [_pid(f, limit=2) for f in pid_files]
-        for pid in reversed(pids):  # slurmd, slurmctld, munged: each by its own pid
-            if pid:
-                _stop(pid)
+        _stop([p for p in pids[1:] if p])  # slurmctld and slurmd, then munged, which they talk to until they end
+        _stop([p for p in pids[:1] if p])
         shutil.rmtree(munge, ignore_errors=True)
     left = [p for p in pids if p and os.path.exists(f"/proc/{p}")]
     assert not left, f"daemons left running: {left}"
@@ -234,16 +236,6 @@ def test_a_smoke_ablation_on_slurm_equals_jobs_1(cluster, reference, tmp_path):
     assert "classic" in out and "rope" in out
 
 
-@pytest.mark.slow
-def test_four_runs_per_task_give_the_same_values(cluster, reference, tmp_path):
-    folder = tmp_path / "r"
-    invoke("ablate", *SMOKE, *SLURM, "--runs-per-task", "4", "--out", folder)
-    same_as(folder, reference)
-    once_each(folder)
-    state = json.loads((folder / "slurm" / "state.json").read_text())
-    assert [len(p) for p in state["waves"][0]["packs"]] == [4, 4, 4, 4]
-
-
 def _wait_for(predicate, what: str, limit: float = 120, proc=None) -> None:
     deadline = time.time() + limit
     while not predicate():
@@ -300,14 +292,22 @@ def test_a_driver_killed_after_submitting_is_finished_by_resume(cluster, referen
 
 
 @pytest.mark.slow
-def test_detach_then_resume(cluster, reference, tmp_path):
+def test_detach_then_resume_with_four_runs_per_task(cluster, reference, tmp_path):
+    """--detach submits 4 tasks of 4 runs and exits; while they train, a resume on another executor is refused and
+    report shows the folder as detached; ablate --resume DIR waits for them and prints --jobs 1's table."""
     folder = tmp_path / "r"
     t0 = time.time()
-    done = cli("ablate", *SMOKE, *SLURM, "--runs-per-task", "8", "--detach", "--out", folder)
+    done = cli("ablate", *SMOKE, *SLURM, "--runs-per-task", "4", "--detach", "--out", folder)
     assert done.returncode == 0, done.stderr
     assert re.search(r"16 runs are queued or training in Slurm job \d+ \(partition debug\); modern-gpt ablate "
                      rf"--resume {re.escape(str(folder))} collects them and prints the table\.", done.stdout), done.stdout  # fmt: skip
     assert json.loads((folder / "meta.json").read_text())["status"] == "detached"
+    refused = runner.invoke(app, ["ablate", "--resume", str(folder), "--executor", "local"])
+    assert isinstance(refused.exception, UserError) and re.fullmatch(
+        rf"{re.escape(str(folder))} has 4 Slurm tasks still queued or running \(job (\d+)\); resume it on Slurm "
+        r"\(leave out --executor local\), or cancel them first with scancel \1\.",
+        str(refused.exception),
+    ), refused.exception
     report = cli("report", folder)
     assert report.returncode == 0 and "Detached: its runs were submitted to Slurm" in report.stdout, report.stdout
     out = invoke("ablate", "--resume", folder)  # waits for the tasks, then the table
@@ -315,7 +315,85 @@ def test_detach_then_resume(cluster, reference, tmp_path):
     same_as(folder, reference)
     once_each(folder)
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["status"] == "finished" and meta["executor"]["settings"]["runs_per_task"] == 8
+    assert meta["status"] == "finished" and meta["executor"]["settings"]["runs_per_task"] == 4
+    waves = json.loads((folder / "slurm" / "state.json").read_text())["waves"]
+    assert [[len(p) for p in w["packs"]] for w in waves] == [[4, 4, 4, 4]]  # one array, nothing submitted again
+
+
+@pytest.mark.slow
+def test_seeds_auto_submits_one_array_per_look(cluster, tmp_path):
+    """--seeds auto: the first look's runs are one array, each later look's another; the values and the looks are
+    --jobs 1's."""
+    auto = ["--smoke", "--seeds", "auto", "--min-seeds", "2", "--max-seeds", "3", "--plan", "custom"]
+    auto += ["--variants", "classic;rope"]
+    invoke("ablate", *auto, "--jobs", "1", "--out", tmp_path / "one")
+    invoke("ablate", *auto, *SLURM, "--runs-per-task", "3", "--out", tmp_path / "slurm")
+    pd.testing.assert_frame_equal(values(tmp_path / "slurm"), values(tmp_path / "one"))
+    looks = [json.loads((tmp_path / f / "meta.json").read_text())["sequential"]["looks"] for f in ("one", "slurm")]
+    assert [lk["seeds"] for lk in looks[1]] == [lk["seeds"] for lk in looks[0]] == [2, 3]
+    waves = json.loads((tmp_path / "slurm" / "slurm" / "state.json").read_text())["waves"]
+    assert [[len(p) for p in w["packs"]] for w in waves] == [[3, 3], [3]]
+
+
+@pytest.mark.slow
+def test_a_run_whose_tasks_all_die_is_recorded_failed_with_slurm_s_reason(cluster, tmp_path):
+    """--max-retries 0 and the one task killed mid-run: the run is a failed run whose error is Slurm's JobState,
+    and the ablation ends with its table (the failed run counted apart)."""
+    folder = tmp_path / "r"
+    one = ["--smoke", "--steps", "3000", "--seeds", "1", "--plan", "custom", "--variants", "classic", "--no-placebo"]
+    proc = cli_process("ablate", *one, *SLURM, "--max-retries", "0", "--out", folder)
+    state = folder / "slurm" / "state.json"
+    _wait_for(lambda: state.exists() and json.loads(state.read_text())["waves"][0]["job_id"], "the array", proc=proc)
+    task = json.loads(state.read_text())["waves"][0]["job_id"]  # a lone task: no array index
+    _wait_for(lambda: ": training" in _log(folder, task), "the run to start", proc=proc)
+    subprocess.run(["scancel", "--signal=KILL", task], check=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    run = json.loads((folder / "runs" / "row00-seed0.json").read_text())
+    assert run["error"] == f"the Slurm task running it ({task}) ended CANCELLED (signal 15, SIGTERM), 1 time", run
+    assert "failed" in out
+
+
+def test_a_failed_run_s_record_belongs_to_its_folder(corpus):
+    """The record an executor writes for a run that could not finish (its worker, node or task died on every
+    try) passes the run files' schema: its peak was None, which left the file out of its own folder's table."""
+    from modern_gpt.ablation import planning, running
+    from modern_gpt.ablation.results import RUN_SCHEMA
+    from modern_gpt.core.schema import problem
+    from modern_gpt.core.settings import resolve
+
+    settings = resolve(None, True, {})
+    spec = planning.plan_spec(settings, "custom", variants="classic", seeds="1", placebo=False)
+    s = spec.settings
+    job = running.Job(0, spec.variants[0], 0, s.model, s.train, s.data, 1)
+    record = job.failure_record(corpus, "the Slurm task running it (7_0) ended NODE_FAIL, 3 times")
+    assert problem(record, RUN_SCHEMA) is None and record["error"].endswith("3 times")
+
+
+def test_a_results_folder_the_compute_nodes_cannot_see_is_refused(monkeypatch, tmp_path):
+    from modern_gpt.ablation.executors import slurm
+
+    monkeypatch.setattr(slurm, "slurm", lambda *args, **kw: "gpu01\ngpu02\n")  # scontrol show hostnames
+    partition = slurm.Partition("gpu", True, None, 64, 8, "gpu[01-02]")
+    with pytest.raises(UserError) as e:
+        slurm.check_visible(Path("/tmp/results/r"), partition)
+    assert str(e.value) == (
+        "the results folder /tmp/results/r is on this machine's own tmp, which the compute nodes of partition gpu "
+        "(gpu01, gpu02) cannot see; give --out a folder on the filesystem they share (your home or project folder)."
+    )
+    slurm.check_visible(Path.home() / "results" / "r", partition)  # not node-local: trusted (the docs say so)
+    monkeypatch.setattr(slurm, "slurm", lambda *args, **kw: f"{socket.gethostname()}\n")
+    slurm.check_visible(Path("/tmp/results/r"), partition)  # a cluster of this machine alone sees its /tmp
+
+
+def test_time_limits_read_as_slurm_reads_them():
+    from modern_gpt.core.config import slurm_minutes
+
+    cases = {"90": 90, "1:30": 2, "1:30:00": 90, "2-00": 2880, "2-1:30": 2970, "1-00:00:30": 1441, 5: 5}
+    assert {k: slurm_minutes(k) for k in cases} == cases
+    for bad in ("soon", "1:2:3:4", "0", "-5", "1-"):
+        with pytest.raises(UserError):
+            slurm_minutes(bad)
 
 
 def refusal(tmp_path, *args, env: dict | None = None) -> str:
@@ -356,6 +434,17 @@ def test_every_bad_input_is_one_sentence_before_anything_trains(cluster, tmp_pat
         "--executor slurm needs Slurm's sbatch and srun and more, which is not on PATH; run modern-gpt on a login "
         "node of the cluster, or add Slurm's bin folder to PATH."
     )
+    assert refusal(tmp_path, "--cpus-per-run", "3") == (
+        "--cpus-per-run 3 is more than a node of Slurm partition debug has (2); lower --cpus-per-run."
+    )
+    # what sbatch alone can refuse, when the array is submitted: its words, in one sentence
+    folder = tmp_path / "refused"
+    result = runner.invoke(app, ["ablate", *SMOKE, *SLURM, "--sbatch", "constraint=nope", "--out", str(folder)])
+    assert str(result.exception) == (
+        "sbatch refused the array of 16 tasks: Batch job submission failed: Invalid feature specification; check "
+        "--sbatch and --partition."
+    )
+    assert json.loads((folder / "meta.json").read_text())["status"] == "failed" and not list(folder.glob("runs/*"))
     monkeypatch.setitem(sys.modules, "submitit", None)  # as if it were not installed
     assert refusal(tmp_path) == (
         '--executor slurm needs submitit, which is not installed; install it with: pip install -e ".[slurm]"'

@@ -23,7 +23,9 @@ Torch-free at import, and submitit is imported only when a Slurm executor is mad
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import io
 import json
 import math
 import os
@@ -34,7 +36,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -99,6 +100,7 @@ class Partition:
     cpus: int  # the partition's CPUs, every node's
     gpus: int  # its GPUs
     nodes: str  # Slurm's node list, compressed (node[01-04])
+    node_cpus: int = 0  # the most CPUs of one node: a task cannot have more
 
 
 def _minutes(text: str) -> int | None:
@@ -115,13 +117,16 @@ def partitions() -> dict[str, Partition]:
     rows: dict[str, dict] = {}
     for line in slurm("sinfo", "-h", "-o", "%P|%G|%D|%c|%l|%N").splitlines():
         name, gres, nodes, cpus, limit, nodelist = (line.split("|") + [""] * 6)[:6]
-        row = rows.setdefault(name.rstrip("*"), {"default": name.endswith("*"), "cpus": 0, "gpus": 0, "nodes": []})
-        count = int(nodes) if nodes.isdigit() else 1
-        row["cpus"] += count * int(re.match(r"\d*", cpus).group() or 0)
+        new = {"default": name.endswith("*"), "cpus": 0, "gpus": 0, "nodes": [], "node_cpus": 0}
+        row = rows.setdefault(name.rstrip("*"), new)
+        count, per_node = int(nodes) if nodes.isdigit() else 1, int(re.match(r"\d*", cpus).group() or 0)
+        row["cpus"] += count * per_node
         row["gpus"] += count * _gpus(gres)
+        row["node_cpus"] = max(row["node_cpus"], per_node)
         row["limit"], row["nodes"] = _minutes(limit), [*row["nodes"], nodelist]
     return {
-        n: Partition(n, r["default"], r["limit"], r["cpus"], r["gpus"], ",".join(r["nodes"])) for n, r in rows.items()
+        n: Partition(n, r["default"], r["limit"], r["cpus"], r["gpus"], ",".join(r["nodes"]), r["node_cpus"])
+        for n, r in rows.items()
     }
 
 
@@ -189,11 +194,21 @@ def _recorded(folder: Path, job, corpus) -> bool:
     return isinstance(found, dict) and found.get("settings_hash") == want
 
 
-def task(jobs: list, corpus_file: str, folder: str) -> list:
+def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
     """One array task: its runs one after another, each record written to done/ as it finishes. Returns
     [("raised", row, seed, error, traceback)] when a run raised (the ablation ends), else []."""
     if hasattr(signal, "SIGUSR2"):  # submitit's warning before the time limit: Slurm ends the task, as TIMEOUT
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    if gpus:
+        import torch
+
+        if not torch.cuda.is_available():  # else --device auto would train on the CPU, the GPUs reserved and idle
+            error = UserError(
+                f"a task on the Slurm node {socket.gethostname()} reserved {gpus} GPU, but torch {torch.__version__} "
+                "there sees no CUDA GPU; install a CUDA build of torch where the GPU nodes see it, or leave out "
+                "--gpus-per-run."
+            )
+            return [("raised", jobs[0].row, jobs[0].seed, error, str(error))]
     with open(corpus_file, "rb") as f:
         corpus = pickle.load(f)
     root = Path(folder)
@@ -372,10 +387,10 @@ class Slurm:
                 f"{self.partition.gpus or 'none'} (no node of it lists a gpu gres); choose a partition with GPUs with "
                 "--partition, or leave out --gpus-per-run to train on CPUs."
             )
-        if self.cpus > self.partition.cpus:
+        if self.cpus > self.partition.node_cpus:
             raise UserError(
-                f"--cpus-per-run {self.cpus} is more than Slurm partition {self.partition.name} has "
-                f"({self.partition.cpus}); lower --cpus-per-run."
+                f"--cpus-per-run {self.cpus} is more than a node of Slurm partition {self.partition.name} has "
+                f"({self.partition.node_cpus}); lower --cpus-per-run."
             )
         self.version = slurm("sbatch", "--version").strip()
         self.folder: Path | None = None
@@ -524,7 +539,7 @@ class Slurm:
             for key in missing:
                 n = self.book.attempts[_key(*key)] = self.book.attempts.get(_key(*key), 0) + 1
                 if n > self.options.max_retries:
-                    on_record(pending.pop(key).failure_record(corpus, f"{why}, {n} times"))
+                    on_record(pending.pop(key).failure_record(corpus, f"{why}, {n} time{'s' * (n > 1)}"))
             wave["settled"].append(tid)
             gone.pop(tid, None)
             changed = True
@@ -542,8 +557,9 @@ class Slurm:
         result = self._result(tid)
         if result and result[0] == "success" and result[1]:
             _, row, seed, error, text = result[1][0]
-            print(f"modern-gpt: row {row} seed {seed} raised on Slurm (task {tid}):\n{text}", file=sys.stderr)
-            raise error
+            from .local import RemoteTraceback
+
+            raise error from RemoteTraceback(f"row {row} seed {seed}, in Slurm task {tid}:\n{text}")  # for --debug
 
     def _task_error(self, tid: str) -> str:
         """The last line of the traceback submitit recorded when the task's own Python failed."""
@@ -577,13 +593,15 @@ class Slurm:
         ex.update_parameters(**self._parameters(wave["name"]))
         n = len(packs)
         try:
-            submitted = ex.map_array(task, packs, [str(corpus_file)] * n, [str(self.folder)] * n)
+            with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: it is said below
+                submitted = ex.map_array(task, packs, [str(corpus_file)] * n, [str(self.folder)] * n, [self.gpus] * n)
         except Exception as e:  # sbatch refused the array (an --sbatch option, a limit)
             self.book.waves.remove(wave)
             self.book.save()
-            said = next((line for line in str(e).splitlines() if "error" in line.lower()), str(e).splitlines()[0])
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+            said = next((line for line in lines if "error" in line.lower()), lines[0]).removeprefix("sbatch: error: ")
             raise UserError(
-                f"sbatch refused the array of {n} tasks: {said.strip()}; check --sbatch and --partition."
+                f"sbatch refused the array of {n} task{'s' * (n > 1)}: {said.rstrip('.')}; check --sbatch and --partition."
             ) from None
         wave["job_id"] = submitted[0].job_id.split("_")[0]
         self.book.save()
