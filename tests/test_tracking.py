@@ -64,7 +64,7 @@ def _runs(uri: str, experiment: str) -> list:
 
 
 def _seeds(uri: str, experiment: str) -> list:
-    """The experiment's training runs: not the summary's run (tags.kind summary)."""
+    """The experiment's training runs: not the summary's run nor a table row's (tags.kind summary, row)."""
     return [r for r in _runs(uri, experiment) if not r.data.tags.get("kind")]
 
 
@@ -111,23 +111,82 @@ def test_mlflow_logs_each_key_once_and_each_run_s_reference_and_placebo(tracked)
         assert (tags["reference"], tags["placebo"]) == expected[tags["variant"]], tags["variant"]
 
 
-def test_mlflow_summary_run_holds_the_table_figures_and_each_row_s_verdict(tracked):
+def test_mlflow_summary_run_holds_the_table_and_figures(tracked, tmp_path):
+    """The summary run holds summary.csv, the figures and the verdict table as mlflow.log_table's verdicts.json
+    (which the UI's artifact view renders), its numbers typed; its description is the table in Markdown."""
     from mlflow import MlflowClient
 
     folder, uri = tracked
-    runs = _runs(uri, folder.name)
-    (summary,) = [r for r in runs if r.data.tags.get("kind") == "summary"]
+    (summary,) = [r for r in _runs(uri, folder.name) if r.data.tags.get("kind") == "summary"]
     client = MlflowClient(uri)
-    assert {a.path for a in client.list_artifacts(summary.info.run_id)} == {"summary.csv", "curves.png"}
+    paths = {a.path for a in client.list_artifacts(summary.info.run_id)}
+    assert paths == {"summary.csv", "curves.png", "verdicts.json"}
+    assert json.loads(summary.data.tags["mlflow.loggedArtifacts"]) == [{"path": "verdicts.json", "type": "table"}]
+    table = json.loads(Path(client.download_artifacts(summary.info.run_id, "verdicts.json", str(tmp_path))).read_text())
+    expected = _summary(folder)
+    assert table["columns"] == [
+        "variant",
+        "verdict",
+        "delta_val",
+        "ci_low",
+        "ci_high",
+        "p",
+        "p_adj",
+        "mde",
+        "reference",
+    ]
+    for cells, row in zip(table["data"], expected, strict=True):
+        got = dict(zip(table["columns"], cells, strict=True))
+        assert (got["variant"], got["verdict"]) == (row["variant"], row["verdict"])
+        for key in ("delta_val", "ci_low", "ci_high", "p", "p_adj", "mde"):
+            assert got[key] == (pytest.approx(float(row[key]), rel=1e-12) if row[key] else None), key
+    assert [dict(zip(table["columns"], c, strict=True))["reference"] for c in table["data"]] == [
+        "",
+        "classic",
+        "classic",
+    ]
+    assert "| rope | " in summary.data.tags["mlflow.note.content"] and not summary.data.metrics
+
+
+def test_mlflow_opens_on_a_run_per_table_row_named_by_its_verdict_with_its_seeds_nested(tracked):
+    """Issue 33: the default runs table (newest first, names shown, metric columns hidden) shows the answer: the
+    experiment's description starts with it, and each table row is a run whose name starts with its verdict,
+    in the table's order, with its Δ, CI, p, p_adj and mde as numbers (they were string tags, sorted as text),
+    its verdict and reference as tags, and its seeds' runs nested under it, each with the row's verdict."""
+    from mlflow import MlflowClient
+
+    folder, uri = tracked
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(folder.name)
+    newest_first = client.search_runs([experiment.experiment_id], "tags.kind = 'row'", order_by=["start_time DESC"])
     table = _summary(folder)
+    assert [r.data.tags["row"] for r in newest_first] == [row["row"] for row in table]  # the table's order
+    seeds = _seeds(uri, folder.name)
+    for run, row in zip(newest_first, table, strict=True):
+        tags, metrics = run.data.tags, run.data.metrics
+        assert "variant" not in tags and not run.data.params  # not a training run: judge leaves it out
+        assert tags["verdict"] == row["verdict"] and tags["reference"] == ("" if row["row"] == "0" else "classic")
+        stats = {k: float(row[k]) for k in ("delta_val", "ci_low", "ci_high", "p", "p_adj", "mde") if row[k]}
+        assert metrics == pytest.approx(stats, rel=1e-12) and (len(stats) == 6 or row["row"] == "0")
+        assert run.info.run_name.startswith(f"{row['verdict'] or 'reference'}: {row['variant']}")
+        assert tags["mlflow.note.content"].startswith(f"**{run.info.run_name}**")  # its page's description
+        if stats:
+            assert f"Δ {stats['delta_val']:+.4f} [{stats['ci_low']:+.4f}, {stats['ci_high']:+.4f}]" in run.info.run_name
+        children = [s for s in seeds if s.data.tags.get("mlflow.parentRunId") == run.info.run_id]
+        assert sorted(s.data.tags["seed"] for s in children) == [str(i) for i in range(SEEDS)]
+        assert {s.data.tags["variant"] for s in children} == {row["variant"]}
+        assert {s.data.tags["verdict"] for s in children} == {row["verdict"]}
+        assert not {"delta_val", "p_adj", "mde"} & set(children[0].data.tags)  # a row's numbers once, on its run
+    first, *_ = experiment.tags["mlflow.note.content"].split("\n")  # what the runs page shows, collapsed
+    tested = [row for row in table if row["row"] != "0"]
+    for row in tested:
+        decided = row["verdict"] in ("better", "worse", "same")
+        assert (f"{row['variant']} (Δ {float(row['delta_val']):+.4f}" in first) == decided, (first, row)
+    undecided = sum(row["verdict"] == "inconclusive" for row in tested)
+    assert first.startswith("**") and (f"{undecided} inconclusive" in first or f"all {undecided} rows" in first)
     rope = next(row for row in table if row["variant"] == "rope")
-    assert summary.data.metrics["row02.delta_val"] == pytest.approx(float(rope["delta_val"]), rel=1e-12)
-    assert summary.data.metrics["row02.p_adj"] == pytest.approx(float(rope["p_adj"]), rel=1e-12)
-    assert summary.data.tags["row02.verdict"] == rope["verdict"] and summary.data.tags["row02.variant"] == "rope"
-    assert "row00.delta_val" not in summary.data.metrics  # the reference row has no Δ
-    verdict = f"tags.verdict = '{rope['verdict']}' and tags.variant = 'rope'"  # the verdict is searchable
-    found = client.search_runs([summary.info.experiment_id], filter_string=verdict)
-    assert len(found) == SEEDS
+    verdict = f"tags.verdict = '{rope['verdict']}' and tags.variant = 'rope'"  # the seeds' verdict is searchable
+    assert len(client.search_runs([experiment.experiment_id], filter_string=verdict)) == SEEDS
 
 
 def test_a_run_logged_again_replaces_the_earlier_copy(tracked, tmp_path):
@@ -316,7 +375,7 @@ def test_resume_logs_only_the_runs_it_adds_or_its_tracker_lacks(tracked, run, tm
     assert not kept  # every MLflow id is the copy's own now
     runs = _seeds(uri, "resumed")
     assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in runs) == sorted(after)
-    assert len(_runs(uri, folder.name)) == ROWS * SEEDS + 1  # the first folder's experiment is untouched
+    assert len(_runs(uri, folder.name)) == ROWS * SEEDS + 1 + ROWS  # the first folder's experiment is untouched
     assert len(list((copy / "tensorboard").glob("*/seed*/events.*[0-9]"))) == ROWS * SEEDS
 
 
@@ -444,7 +503,7 @@ def test_mlflow_runs_span_their_own_training_time_not_the_logging(tracked):
     folder, uri = tracked
     records = _records(folder)
     for run in _runs(uri, folder.name):
-        if run.data.tags.get("kind"):  # the summary's run
+        if run.data.tags.get("kind"):  # the summary's and the rows' runs
             continue
         record = records[int(run.data.tags["row"]), int(run.data.tags["seed"])]
         start = int(record["timing"]["started"] * 1000)
@@ -644,6 +703,6 @@ def test_report_track_logs_again_what_mlflow_no_longer_holds(run, tmp_path):
     code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
     assert code == 0 and f"mlflow does not hold {n} of the {n} runs" in err, err
     assert f"mlflow: logged {n} runs and the summary" in err
-    assert len(_runs(uri, "r")) == n + 1
+    assert len(_runs(uri, "r")) == n + 1 + 2  # the seeds', the summary's and the two rows' runs
     code, _, err = run("report", folder, "--track", "mlflow", "--mlflow-uri", uri)
     assert code == 0 and err.endswith("mlflow: holds every run already\n"), err

@@ -82,7 +82,7 @@ def test_an_ablation_logs_each_run_once_to_a_real_server_with_the_summary_artifa
     experiment = client.get_experiment_by_name("r")
     runs = client.search_runs([experiment.experiment_id])
     records = {(r["row"], r["seed"]): r for r in (json.loads(f.read_text()) for f in (folder / "runs").glob("*.json"))}
-    seeds = [r for r in runs if r.data.tags.get("kind") != "summary"]
+    seeds = [r for r in runs if not r.data.tags.get("kind")]  # not the summary's nor a table row's run
     assert sorted((int(r.data.tags["row"]), int(r.data.tags["seed"])) for r in seeds) == sorted(records)
     for run in seeds:
         record = records[int(run.data.tags["row"]), int(run.data.tags["seed"])]
@@ -92,10 +92,12 @@ def test_an_ablation_logs_each_run_once_to_a_real_server_with_the_summary_artifa
         assert run.data.tags["verdict"] in {"", "better", "worse", "inconclusive", "same"}
     (summary,) = [r for r in runs if r.data.tags.get("kind") == "summary"]
     names = {a.path for a in client.list_artifacts(summary.info.run_id)}  # through the server's artifact proxy
-    assert {"summary.csv", "curves.png"} <= names
+    assert {"summary.csv", "curves.png", "verdicts.json"} <= names
     assert list((server.base / "art").rglob("summary.csv"))  # stored where the server was told
     rope = client.search_runs([experiment.experiment_id], "tags.variant = 'rope'")
-    assert len(rope) == 2 and {r.data.tags["verdict"] for r in rope} == {summary.data.tags["row02.verdict"]}
+    (row,) = [r for r in runs if r.data.tags.get("kind") == "row" and r.data.tags["row"] == "2"]
+    assert len(rope) == 2 and {r.data.tags["verdict"] for r in rope} == {row.data.tags["verdict"]}
+    assert {r.data.tags["mlflow.parentRunId"] for r in rope} == {row.info.run_id}  # nested under its row's run
 
 
 def test_stopping_the_server_leaves_no_process_and_then_its_uri_is_one_sentence(server, tmp_path, run):

@@ -5,13 +5,16 @@ driver logs (running.Ablation's on_record, the one writer of the folder, and `tr
 tracker and no credentials, and --jobs, --executor ray and --resume log the same runs once. A tracker is
 imported only when asked for: --help and every command without --track stay tracker-free.
 
-Where each tracker puts an ablation:
-    tensorboard  <results folder>/tensorboard/<row>-<variant>/seed<seed>/ per run; summary/ holds the table,
-                 curves.png, lr.png and each row's Δ, CI, p_holm and mde (scalars) and verdict (text)
-    mlflow       one experiment per results folder (named after it), one MLflow run per (row, seed), and a run
-                 named "summary" with summary.csv, curves.png and lr.png as artifacts and rowNN.* metrics and
-                 tags; each seed's run also gets its row's verdict, delta_val, p_holm, ... as tags
-    wandb        one W&B group per results folder, offline by default: see WandbBackend
+Where each tracker puts an ablation (once the table is written, the answer where each opens):
+    tensorboard  <results folder>/tensorboard/<row>-<variant>/seed<seed>/ per run (HPARAMS: its variant and its
+                 row's verdict); summary/ holds the verdict table (the Text tab's first entry), each row's
+                 numbers as scalars, CUSTOM SCALARS' margin charts of each row's Δ and CI, and the figures
+    mlflow       one experiment per results folder (named after it), one MLflow run per (row, seed); a run per
+                 table row (tags.kind row), named by its verdict, with its Δ, CI, p, p_adj and mde as metrics
+                 and its seeds' runs nested under it; a run named "summary" (tags.kind summary) with
+                 summary.csv, the figures and the table (verdicts.json); and the answer as the description
+    wandb        one W&B group per results folder, offline by default; each seed's run gets its row's verdict,
+                 the summary run the verdict table as a wandb.Table: see WandbBackend
 
 A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
 log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from pathlib import Path
@@ -9,14 +10,20 @@ from pathlib import Path
 from ..core.errors import UserError
 from .checks import _local_store, mlflow_uri
 from .records import (
+    ABOUT,
     TRAIN,
     TRAIN_EXPERIMENT,
+    Margins,
     Tracked,
     _number,
+    answer,
     artifacts,
     curve,
+    named,
+    row_of,
     row_stats,
     row_tag,
+    row_title,
     run_key,
     run_metrics,
     run_name,
@@ -25,15 +32,27 @@ from .records import (
     run_times,
     slug,
     summary_cells,
+    table_rows,
     tracked_ids,
+    tracked_records,
+    verdict_columns,
+    verdict_table,
+)
+
+ROW_KIND = "row"  # tags.kind of a table row's run (the summary run's is "summary"); neither is a training run
+LAYOUT = (
+    "Each table row is a run named by its verdict, with its Δ (delta_val), CI (ci_low, ci_high), p, p_adj and mde "
+    "as metrics and its seeds' runs nested under it; the run named summary holds summary.csv, the figures and "
+    "this table (verdicts.json)."
 )
 
 
 class MlflowBackend:
-    """One MLflow experiment per results folder (named after it), one run per (row, seed), and a run named
-    "summary". An experiment rather than a parent run with nested runs: it is what MLflow's UI compares and
-    searches (the runs table, tags.verdict = 'better'), and a resume or report --track adds to it without a
-    parent run to reopen."""
+    """One MLflow experiment per results folder (named after it), one run per (row, seed), logged as each run
+    finishes; once the table is written, a run per table row (tags.kind row) with that row's seeds nested under
+    it, a run named "summary" (tags.kind summary), and the experiment's description: opening the experiment
+    shows the answer (log_summary). Neither kind of run is a training run: they have no variant tag, and
+    judge leaves them out."""
 
     name = "mlflow"
 
@@ -126,46 +145,80 @@ class MlflowBackend:
     def where(self) -> str:
         return f"in the store {self.uri}"
 
-    def log_summary(self, folder: Path, summary: list, margins=None) -> None:
-        rows = summary_cells(summary)
-        run_id = self._new_run(
-            run_key(folder, self.tracked, None), "summary", {"kind": "summary", "folder": Path(folder).name}
-        )
-        metrics, tags = [], {}
-        for row in rows:
-            at = f"row{row_tag(self.tracked, row):02d}"
-            metrics += [(f"{at}.{k}", v, 0) for k, v in row_stats(row).items()]
-            tags.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
-        self._batch(run_id, metrics=metrics, tags=tags)
+    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
+        """The answer where the experiment opens: its description says which rows are better or worse (and the
+        table below it); a run per table row, named by its verdict, with the row's Δ, CI, p, p_adj and mde as
+        metrics and its seeds' runs nested under it; and the summary run (summary.csv, the figures, the table
+        as verdicts.json by mlflow.log_table, which the UI's artifact view shows). Each replaces its earlier copy."""
+        rows = named(summary_cells(summary))
+        text = f"**{answer(rows)}**\n\n{verdict_table(rows)}\n\n{ABOUT}\n\n{LAYOUT}"
+        now = int(time.time() * 1000)
+        key = run_key(folder, self.tracked, None)
+        tags = {"kind": "summary", "folder": Path(folder).name, "mlflow.note.content": text[:8000]}
+        run_id = self._new_run(key, "summary", tags, now + 1)  # on top of the newest-first runs table
+        self._log_table(run_id, verdict_columns(rows), "verdicts.json")
         for path in artifacts(folder):
             self.client.log_artifact(run_id, str(path))
-        self.client.set_terminated(run_id, "FINISHED")
-        self._verdicts_on_runs(folder, rows)
+        self.client.set_terminated(run_id, "FINISHED", now + 1)
+        parents = {r["variant"]: self._row_run(folder, r, now - i) for i, r in enumerate(rows)}
+        self._nest_seeds(folder, rows, parents)
+        self.client.set_experiment_tag(self.experiment_id, "mlflow.note.content", text[:20000])  # MLflow's limit
 
-    def _verdicts_on_runs(self, folder: Path, rows: list[dict[str, str]]) -> None:
-        """Each seed's run gets its row's verdict and numbers as tags: search them with tags.verdict = 'better'."""
-        by_variant = {r["variant"]: r for r in rows}
-        for record in _tracked_records(folder, self.name):
-            row = by_variant.get(record["variant"])
-            if row is None or (row.get("lr") and _number(row["lr"]) != _number(record.get("lr"))):
+    def _log_table(self, run_id: str, columns: dict[str, list], name: str) -> None:
+        """mlflow.log_table's table (the UI's artifact view shows it), then its file written again in the same
+        format at full precision: log_table keeps 10 decimals, where a p of 1e-12 would read 0."""
+        import json
+        import warnings
+
+        import pandas as pd
+
+        with warnings.catch_warnings():  # MLflow's own select_dtypes call, deprecated by pandas
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.client.log_table(run_id, pd.DataFrame(columns), name)
+        table = {"columns": list(columns), "data": table_rows(columns)}
+        self.client.log_text(run_id, json.dumps(table, allow_nan=False), name)
+
+    def _row_run(self, folder: Path, row: dict[str, str], at: int) -> str:
+        """A table row's run: its verdict and reference as tags, its numbers as metrics. Created at `at`, a
+        millisecond apart, so that the UI's newest-first table lists the rows in the table's order."""
+        tag = row_tag(self.tracked, row)
+        tags = {
+            "kind": ROW_KIND,
+            "folder": Path(folder).name,
+            "plan": self.tracked.plan,
+            "row": str(tag),
+            "verdict": row.get("verdict") or "",
+            "reference": row.get("reference") or "",
+            "mlflow.note.content": _about(row),
+        }
+        key = f"{run_key(folder, self.tracked, None)}-row{tag:02d}"
+        run_id = self._new_run(key, row_title(row), tags, at)
+        self._batch(run_id, metrics=[(k, v, 0) for k, v in row_stats(row).items()])
+        self.client.set_terminated(run_id, "FINISHED", at)
+        return run_id
+
+    def _nest_seeds(self, folder: Path, rows: list[dict[str, str]], parents: dict[str, str]) -> None:
+        """Each seed's run nested under its row's run (MLflow's mlflow.parentRunId), and given its row's verdict
+        as a tag: tags.verdict = 'better' finds the runs of the rows that helped. With --lrs, a row's runs at
+        the rates the table did not choose are nested too, without a verdict."""
+        for record in tracked_records(folder, self.name):
+            row, counted = row_of(rows, record)
+            if row is None:
                 continue
-            tags = {"verdict": row.get("verdict") or "", **{k: f"{v:.6g}" for k, v in row_stats(row).items()}}
+            tags = {"mlflow.parentRunId": parents[row["variant"]]}
+            if counted:
+                tags["verdict"] = row.get("verdict") or ""
             self._batch(tracked_ids(record)[self.name], tags=tags)
 
     def close(self) -> None:
         pass
 
 
-def _tracked_records(folder: Path, name: str) -> list[dict]:
-    """The folder's run files that this tracker logged."""
-    import json
-
-    out = []
-    for f in sorted((Path(folder) / "runs").glob("*.json")):
-        try:
-            record = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and tracked_ids(record).get(name):
-            out.append(record)
-    return out
+def _about(row: dict[str, str]) -> str:
+    """A table row's run description: its verdict and numbers in words, against its reference."""
+    stats = row_stats(row)
+    against = f" against {row['reference']}" if row.get("reference") else ""
+    numbers = ", ".join(f"{k} {stats[k]:.4g}" for k in ("p", "p_adj", "mde") if k in stats)
+    pairs = f" from {int(_number(row['pairs']))} pairs" if math.isfinite(_number(row.get("pairs"))) else ""
+    return f"**{row_title(row)}**{against}" + (f"; {numbers}{pairs}." if numbers else ".")
