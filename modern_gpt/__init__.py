@@ -23,6 +23,7 @@ _LAZY = {
     "Trained": ("api", "Trained"),
     "Result": ("api", "Result"),
     "Interrupted": ("api", "Interrupted"),
+    "Detached": ("api", "Detached"),
     "judge": ("verdict.judge", "verdict"),
     "share": ("cli.share", "share"),
 }
