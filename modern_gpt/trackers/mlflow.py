@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..verdict.judge import ROW_KIND, SUMMARY  # tags.kind of a row's run and the summary's: judge leaves both out
 from .checks import _local_store, mlflow_uri
 from .records import (
     ABOUT,
@@ -39,7 +40,6 @@ from .records import (
     verdict_table,
 )
 
-ROW_KIND = "row"  # tags.kind of a table row's run (the summary run's is "summary"); neither is a training run
 LAYOUT = (
     "Each table row is a run named by its verdict, with its Δ (delta_val), CI (ci_low, ci_high), p, p_adj and mde "
     "as metrics and its seeds' runs nested under it; the run named summary holds summary.csv, the figures and "
@@ -154,7 +154,7 @@ class MlflowBackend:
         text = f"**{answer(rows)}**\n\n{verdict_table(rows)}\n\n{ABOUT}\n\n{LAYOUT}"
         now = int(time.time() * 1000)
         key = run_key(folder, self.tracked, None)
-        tags = {"kind": "summary", "folder": Path(folder).name, "mlflow.note.content": text[:8000]}
+        tags = {"kind": SUMMARY, "folder": Path(folder).name, "mlflow.note.content": text[:8000]}
         run_id = self._new_run(key, "summary", tags, now + 1)  # on top of the newest-first runs table
         self._log_table(run_id, verdict_columns(rows), "verdicts.json")
         for path in artifacts(folder):

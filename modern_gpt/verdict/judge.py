@@ -100,7 +100,9 @@ API_FLAGS = {
 
 # The columns of modern-gpt's runs.csv (and tags of its MLflow runs) that say the table's rows, as its plan has them.
 ROW, REFERENCE, PLACEBO = "row", "reference", "placebo"
-KIND, SUMMARY = "kind", "summary"  # MLflow's summary run of an ablation: tags.kind = summary, and no variant
+# MLflow's summary run of an ablation and its row runs (tags.kind summary or row, no variant): the one place that
+# names them; trackers/mlflow.py tags its runs with these
+KIND, SUMMARY, ROW_KIND = "kind", "summary", "row"
 
 
 def _no_column(source: Source, s: JudgeSettings, col: str, what: str) -> str:
@@ -138,14 +140,17 @@ def _and(items: list) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
+HOLDERS = (SUMMARY, ROW_KIND)  # the kinds of modern-gpt's MLflow runs that hold figures, not a training run
+
+
 def _without_summary(source: Source, s: JudgeSettings) -> Source:
-    """The runs without modern-gpt's summary run of an MLflow experiment (tags.kind summary, no variant): it
-    holds the table, not a run."""
+    """The runs without modern-gpt's summary run and row runs of an MLflow experiment (tags.kind summary or row,
+    no variant): they hold the table and a row's figures, not a run."""
     col = source.real(KIND)
     if col not in source.cells or col in (s.variant_col, s.seed_col, s.metric):
         return source
     kinds, variants = source.column(col), source.column(s.variant_col)
-    keep = [i for i in range(source.size) if not (_as_text(kinds[i]) == SUMMARY and not _as_text(variants[i]))]
+    keep = [i for i in range(source.size) if not (_as_text(kinds[i]) in HOLDERS and not _as_text(variants[i]))]
     if len(keep) == source.size:
         return source
     if not keep:
