@@ -5,7 +5,7 @@ import os
 
 import pandas as pd
 
-from .errhelp import TINY, assert_user_error, make_checkpoint, write
+from .errhelp import TINY, assert_user_error, write
 
 
 def test_missing_data_path(run, tmp_path):
@@ -43,12 +43,12 @@ def test_corpus_too_short_for_the_context(run, tmp_path):
     )
 
 
-def test_non_regular_data_paths_are_refused(run, tmp_path):
+def test_non_regular_data_paths_are_refused(run, made, tmp_path):
     fifo = tmp_path / "pipe.txt"
     os.mkfifo(fifo)
     for path in (fifo, "/dev/zero"):
         assert_user_error(run("train", *TINY, "--data", path), f"{path} is not a regular file")
-    ckpt = make_checkpoint(run, tmp_path / "ckpt")
+    ckpt = made("ckpt", tmp_path / "ckpt")  # a copy of the session's tiny checkpoint
     assert_user_error(run("extrapolate", ckpt, "--contexts", "16", "--data", fifo), "is not a regular file")
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from modern_gpt.core.components import COMPONENTS
 
-from .clihelp import cli
+from .clihelp import cli_process, concurrently
 from .errhelp import TINY, assert_user_error
 
 
@@ -99,13 +99,14 @@ def test_empty_plans_and_ignored_flags_are_refused_before_anything_is_written(ru
 
 @pytest.mark.slow
 def test_debug_shows_the_traceback():
-    plain = cli("train", "--data", "/nonexistent/corpus.txt")
+    plain, debug = concurrently(
+        lambda flags: cli_process(*flags, "train", "--data", "/nonexistent/corpus.txt"), [[], ["--debug"]]
+    )  # the two at once: each is mostly its start-up
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert (
         plain.stderr
         == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a .txt, .jsonl (.ndjson, .json) or .parquet file, or a folder of them.\n"
     )
-    debug = cli("--debug", "train", "--data", "/nonexistent/corpus.txt")
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataError" in debug.stderr
 
 

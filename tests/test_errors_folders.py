@@ -47,8 +47,8 @@ def test_a_damaged_runs_csv_changes_no_table_and_resume_rebuilds_it(run, tmp_pat
     assert len(pd.read_csv(folder / "runs.csv")) == len(json.loads((folder / "meta.json").read_text())["variants"])
 
 
-def test_existing_folders_are_not_overwritten_without_force(run, tmp_path):
-    ckpt = make_checkpoint(run, tmp_path / "ckpt")
+def test_existing_folders_are_not_overwritten_without_force(run, made, tmp_path):
+    ckpt = made("ckpt", tmp_path / "ckpt")  # a copy of the session's tiny checkpoint (train errhelp.TINY)
     weights = (ckpt / "model.safetensors").read_bytes()
     assert_user_error(run("train", *TINY, "--out", ckpt), "already exists and holds files", "--force")
     assert (ckpt / "model.safetensors").read_bytes() == weights
@@ -63,9 +63,8 @@ def test_existing_folders_are_not_overwritten_without_force(run, tmp_path):
     assert_user_error(run("generate", ckpt), "holds a run that diverged", "no weights were saved")
 
 
-def test_resume_refuses_another_out_and_another_commands_folder(run, tmp_path):
-    folder = tmp_path / "r"
-    make_results(run, folder)
+def test_resume_refuses_another_out_and_another_commands_folder(run, made, tmp_path):
+    folder = made("r", tmp_path / "r")  # a copy of the session's tiny ablation (errhelp.ABLATE)
     assert_user_error(run("ablate", "--resume", folder, "--out", tmp_path / "other"), "leave out --out")
     assert_user_error(run("duel", "--resume", folder), "was written by modern-gpt ablate")
     assert run("ablate", "--resume", folder, "--out", folder)[0] == 0  # the same folder is no contradiction

@@ -15,7 +15,7 @@ import pytest
 from modern_gpt.ablation.results import ResultsDir
 
 from .clihelp import CLASSIC_ROPE, cli_process, invoke, wait_for_runs
-from .errhelp import ABLATE, assert_user_error, make_results
+from .errhelp import ABLATE, assert_user_error
 
 
 @pytest.mark.slow
@@ -161,9 +161,9 @@ def test_a_live_writer_locks_the_folder_and_a_dead_ones_lock_is_taken_over(run, 
 
 
 @pytest.mark.slow
-def test_the_report_tells_a_dead_or_live_writer(run, tmp_path):
-    folder = tmp_path / "r"
-    meta = make_results(run, folder)
+def test_the_report_tells_a_dead_or_live_writer(run, made, tmp_path):
+    folder = made("r", tmp_path / "r")  # a copy of the session's tiny ablation (errhelp.ABLATE)
+    meta = json.loads((folder / "meta.json").read_text())
     meta["status"] = "running"  # what a SIGKILLed ablation leaves
     (folder / "meta.json").write_text(json.dumps(meta))
     code, out, err = run("report", folder)
@@ -186,9 +186,8 @@ def cli_process_python(code: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
-def test_odd_lock_files(run, tmp_path):
-    folder = tmp_path / "r"
-    make_results(run, folder)
+def test_odd_lock_files(run, made, tmp_path):
+    folder = made("r", tmp_path / "r")
     (folder / ".lock").write_text("99999999999999999999")  # an impossible pid, left by no live process
     assert run("ablate", "--resume", folder)[0] == 0
     (folder / ".lock").mkdir()

@@ -4,13 +4,14 @@ folder from before the pin keeps its first run's, hand-edited threads are named,
 
 import json
 import os
+import shutil
 
 import pandas as pd
 import pytest
 
 from modern_gpt.ablation.results import ResultsDir
 
-from .clihelp import CLASSIC_ROPE, interrupt, run_values, tiny, user_error
+from .clihelp import CLASSIC_ROPE, interrupt, invoke, run_values, tiny, user_error
 
 # dim 64: large enough that one and two torch threads give different values (about 1e-7 apart); --threads 0
 # undoes the smoke config's one thread per run, so that --jobs decides the threads
@@ -73,8 +74,21 @@ def test_a_resume_with_another_jobs_gives_identical_values(run_ok, tmp_path):
     pd.testing.assert_frame_equal(resumed, whole)
 
 
-def test_hand_edited_threads_are_named(run, run_ok, tmp_path):
-    run_ok("ablate", *tiny(2), *CLASSIC_ROPE, "--no-placebo", "--jobs", "1", "--out", "f")
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    """A finished tiny ablation (classic and rope, 2 seeds, no placebo), trained once for the module."""
+    folder = tmp_path_factory.mktemp("tiny") / "f"
+    invoke("ablate", *tiny(2), *CLASSIC_ROPE, "--no-placebo", "--jobs", "1", "--out", folder)
+    return folder
+
+
+@pytest.fixture
+def f(tiny_folder, tmp_path):
+    """A copy of it as f in the test's own folder (the run fixture's working folder)."""
+    return shutil.copytree(tiny_folder, tmp_path / "f")
+
+
+def test_hand_edited_threads_are_named(run, f, tmp_path):
     meta = json.loads((tmp_path / "f" / "meta.json").read_text())
     for bad, said in ((0, "threads must be 1 or more"), ("two", "threads must be")):
         (tmp_path / "f" / "meta.json").write_text(json.dumps({**meta, "threads": bad}))
@@ -85,10 +99,9 @@ def test_hand_edited_threads_are_named(run, run_ok, tmp_path):
 # ---------------------------------------------------------------------------
 # Sentences that name what is true
 # ---------------------------------------------------------------------------
-def test_resume_names_only_the_given_flags_that_differ(run, run_ok, tmp_path):
+def test_resume_names_only_the_given_flags_that_differ(run, run_ok, f):
     """A folder made with a custom plan, no placebo and tiny settings: a flag given with --resume is compared,
     never the defaults nobody typed (the plan, the data path, the context); equal flags are no difference."""
-    run_ok("ablate", *tiny(2), *CLASSIC_ROPE, "--no-placebo", "--jobs", "1", "--out", "f")
     err = user_error(run, "ablate", "--resume", "f", "--steps", "5")
     assert "(settings.train.steps: 2 -> 5)" in err
     for never in ("plan", "data.path", "context", "rows", "placebo"):
@@ -105,8 +118,7 @@ def test_resume_names_only_the_given_flags_that_differ(run, run_ok, tmp_path):
 
 
 @pytest.mark.parametrize("seeds", [["--seeds", "3"], ["--seed-list", "0,1,2"], ["--seeds", "auto"], ["--seeds", "1"]])
-def test_resume_says_seeds_cannot_be_added(run, run_ok, seeds):
-    run_ok("ablate", *tiny(2), *CLASSIC_ROPE, "--no-placebo", "--jobs", "1", "--out", "f")
+def test_resume_says_seeds_cannot_be_added(run, f, seeds):
     err = user_error(run, "ablate", "--resume", "f", *seeds)
     assert "--resume cannot change or add seeds: the folder was made with seeds [0, 1]" in err
     assert "start a new folder" in err
