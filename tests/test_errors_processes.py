@@ -2,6 +2,7 @@
 folder's lock has one owner, live or dead; a worker killed from outside has its run started again."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -17,26 +18,59 @@ from modern_gpt.ablation.results import ResultsDir
 from .clihelp import CLASSIC_ROPE, cli_process, invoke, wait_for_runs
 from .errhelp import ABLATE, assert_user_error
 
+# Fifteen runs (classic, its placebo and +rope, 5 seeds) of a third of the smoke's steps: the resume below is quick,
+# and twelve runs still to go after the third leave the signal time to land on a busy machine (with nine, a slow
+# poll once saw the ablation finish first: exit 0, not 130)
+INTERRUPTED = ["--smoke", "--seeds", "5", "--steps", "30", "--eval-every", "30", "--plan", "custom", "--variants"]
+SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"]
+
+
+def _interruptible(folder, *jobs) -> subprocess.Popen:
+    return cli_process("ablate", *INTERRUPTED, "classic;rope", "--out", folder, *jobs, start_new_session=True)
+
+
+@pytest.fixture(scope="module")
+def signalled(tmp_path_factory) -> dict:
+    """One ablation per signal, all at once (each trains in its own process, on one core): each is sent its signal
+    once it has three finished runs. how -> (folder, exit code, stderr, seconds from the signal to the exit)."""
+    procs = {how: (tmp_path_factory.mktemp(how) / "r",) for how in SIGNALS}
+    procs = {how: (folder, _interruptible(folder)) for how, (folder,) in procs.items()}
+    sent, ended, deadline = {}, {}, time.time() + 150
+    try:
+        while len(ended) < len(procs):
+            for how, (folder, proc) in procs.items():
+                if how not in sent and proc.poll() is None and len(list((folder / "runs").glob("*.json"))) >= 3:
+                    proc.send_signal(getattr(signal, how))
+                    sent[how] = time.time()
+                if how not in ended and proc.poll() is not None:
+                    ended[how] = time.time()
+            assert time.time() < deadline, (sent, ended)
+            time.sleep(0.02)
+    finally:
+        for _, proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    return {
+        how: (folder, proc.returncode, proc.communicate()[1], ended[how] - sent.get(how, -math.inf))
+        for how, (folder, proc) in procs.items()
+    }
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "SIGINT to the group, --jobs 2"])
-def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(tmp_path, how):
-    folder = tmp_path / "r"
-    jobs = ["--jobs", "2"] if "jobs" in how else []
-    # Fifteen runs (classic, its placebo and +rope, 5 seeds) of a third of the smoke's steps: the resume below is
-    # quick, and twelve runs still to go after the third leave the signal time to land on a busy machine (with
-    # nine, a slow poll once saw the ablation finish first: exit 0, not 130)
-    short = ["--steps", "30", "--eval-every", "30", "--plan", "custom", "--variants", "classic;rope"]
-    proc = cli_process("ablate", "--smoke", "--seeds", "5", *short, "--out", folder, *jobs, start_new_session=True)
-    wait_for_runs(folder, 3, proc)
-    sent = time.time()
+@pytest.mark.parametrize("how", [*SIGNALS, "SIGINT to the group, --jobs 2"])
+def test_interrupts_stop_promptly_keep_finished_runs_and_say_how_to_resume(request, tmp_path, how):
     if "group" in how:
+        folder = tmp_path / "r"
+        proc = _interruptible(folder, "--jobs", "2")
+        wait_for_runs(folder, 3, proc)
+        sent = time.time()
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        _, err = proc.communicate(timeout=30)
+        code, secs = proc.returncode, time.time() - sent
     else:
-        proc.send_signal(getattr(signal, how))
-    out, err = proc.communicate(timeout=30)
-    assert time.time() - sent < 10, "did not stop promptly"
-    assert proc.returncode == 130, err
+        folder, code, err, secs = request.getfixturevalue("signalled")[how]
+    assert secs < 10, f"did not stop promptly (or ended before its signal: {secs})"
+    assert code == 130, err
     assert "Traceback" not in err
     assert f"Resume with: modern-gpt ablate --resume {folder}" in err
     kept = len(list((folder / "runs").glob("*.json")))
