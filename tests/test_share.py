@@ -222,6 +222,21 @@ def test_a_figure_that_is_a_pipe_or_no_png_is_left_out_with_a_note(folders, tmp_
     assert "<img" not in page and "<script" not in page
 
 
+def test_a_folder_records_whether_its_checkout_was_clean_and_the_header_says_so(folders, tmp_path):
+    """meta.json records git_dirty beside git_commit (running.environment, from core.files.git_state), and the
+    page's header reads it: clean, or with uncommitted changes (a folder written before it: not recorded)."""
+    from modern_gpt.ablation.running import environment
+    from modern_gpt.core.files import git_state
+
+    env = environment("cpu")
+    assert (env["git_commit"], env["git_dirty"]) == git_state()
+    for dirty, said in ((False, "clean"), (True, "with uncommitted changes")):
+        folder = Path(shutil.copytree(folders / "ablate", tmp_path / str(dirty)))
+        meta = json.loads((folder / "meta.json").read_text())
+        (folder / "meta.json").write_text(json.dumps({**meta, "git_dirty": dirty}))
+        assert f"{meta['git_commit']} ({said})" in dict(modern_gpt.share(folder).facts.header)["trained by"]
+
+
 def test_the_header_says_commit_versions_machine_wall_time_and_compute(folders):
     header = dict(modern_gpt.share(folders / "ablate").facts.header)
     meta = json.loads((folders / "ablate" / "meta.json").read_text())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import platform
-import subprocess
 import time
 from dataclasses import dataclass, field, fields, replace
 from importlib import metadata
@@ -23,7 +22,7 @@ import torch
 from .. import __version__
 from ..core.config import AblationOptions, DataConfig, ModelConfig, TrainConfig, param_counts
 from ..core.errors import UserError
-from ..core.files import write_json
+from ..core.files import git_state, write_json
 from ..core.settings import Settings
 from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corpus
 from ..model import plugins
@@ -53,18 +52,8 @@ def environment(device: str, device_name: str | None = None) -> dict:
         "device": device,
         "device_name": device_name
         or (torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()),
-        "git_commit": _git_commit(),
+        **dict(zip(("git_commit", "git_dirty"), git_state(), strict=True)),  # the checkout that trained, if any
     }
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def now() -> str:

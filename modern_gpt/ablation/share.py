@@ -12,7 +12,6 @@ import datetime as dt
 import hashlib
 import math
 import platform
-import subprocess
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import __version__
-from ..core.files import not_regular
+from ..core.files import git_state, not_regular
 from ..verdict.table import failed
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -69,22 +68,6 @@ class Facts:
 # ---------------------------------------------------------------------------
 # The header: where the numbers come from
 # ---------------------------------------------------------------------------
-def git_state(where: Path | None = None) -> tuple[str | None, bool | None]:
-    """The commit of the git checkout that holds `where` (this package by default) and whether it has uncommitted
-    changes to tracked files: (None, None) outside a checkout, or without git."""
-    cwd = Path(where or Path(__file__).parent)
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-        if head.returncode != 0 or not head.stdout.strip():
-            return None, None
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    return head.stdout.strip(), (bool(status.stdout.strip()) if status.returncode == 0 else None)
-
-
 def _text(x) -> str | None:
     """A recorded value as text, or None when it is missing or not a plain value (a hand-edited meta.json)."""
     if isinstance(x, bool) or not isinstance(x, str | int | float):

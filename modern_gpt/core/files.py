@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import stat
+import subprocess
 from pathlib import Path
 
 from safetensors import SafetensorError
@@ -219,3 +220,19 @@ class FolderLock:
             return None
         finally:
             os.close(fd)
+
+
+def git_state(where: Path | None = None) -> tuple[str | None, bool | None]:
+    """The commit of the git checkout that holds `where` (this package by default) and whether it has uncommitted
+    changes to tracked files: (None, None) outside a checkout, or without git."""
+    cwd = Path(where or Path(__file__).parent)  # this package's checkout by default
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        if head.returncode != 0 or not head.stdout.strip():
+            return None, None
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return head.stdout.strip(), (bool(status.stdout.strip()) if status.returncode == 0 else None)
