@@ -82,7 +82,7 @@ def test_a_memory_error_anywhere_in_the_cli_is_one_sentence(tmp_path, run, monke
         raise MemoryError
 
     (tmp_path / "r.csv").write_text(GOOD)
-    monkeypatch.setattr(judge, "judge_file", out_of_memory)
+    monkeypatch.setattr(judge, "judge_file_runs", out_of_memory)  # what the command calls
     err = _one_sentence(*run("judge", tmp_path / "r.csv"))
     assert "out of memory" in err
 
