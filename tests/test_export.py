@@ -486,6 +486,7 @@ def test_greedy_generation_in_transformers_equals_modern_gpts(components, tmp_pa
 BLOCKED = "import sys; sys.modules['modern_gpt'] = None  # importing modern_gpt now fails: transformers alone\n"
 PIPELINE = (
     "from transformers import pipeline\n"
+    "input()  # the folder is there once a line comes: transformers loads meanwhile\n"
     "out = pipeline('text-generation', model=sys.argv[1], device='cpu')('ROMEO:', max_new_tokens=20, do_sample=False)\n"
     "print(out[0]['generated_text'])\n"
 )
@@ -507,6 +508,27 @@ def test_train_export_then_transformers_alone_generates_what_modern_gpt_generate
         assert code == 0, (code, out, err)
         return out
 
+    # transformers alone, started first: it imports transformers while this process trains and exports
+    theirs = subprocess.Popen(
+        [sys.executable, "-c", BLOCKED + PIPELINE, "hf"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        ours = _train_export_generate(run, tmp_path)
+        out, err = theirs.communicate("go\n", timeout=240)
+    finally:
+        if theirs.poll() is None:
+            theirs.kill()
+            theirs.wait()
+    assert theirs.returncode == 0, err[-2000:]
+    assert out == ours and len(ours) == len("ROMEO:") + 20 + 1  # print's line end
+
+
+def _train_export_generate(run, tmp_path) -> str:
     run(
         "train",
         "--smoke",
@@ -529,12 +551,7 @@ def test_train_export_then_transformers_alone_generates_what_modern_gpt_generate
         "tokenizer.json",
         "tokenizer_config.json",
     ]
-    ours = run("generate", "ckpt", "--prompt", "ROMEO:", "--tokens", "20", "--temperature", "0")
-    theirs = subprocess.run(
-        [sys.executable, "-c", BLOCKED + PIPELINE, "hf"], capture_output=True, text=True, timeout=240, cwd=tmp_path
-    )
-    assert theirs.returncode == 0, theirs.stderr[-2000:]
-    assert theirs.stdout == ours and len(ours) == len("ROMEO:") + 20 + 1  # print's line end
+    return run("generate", "ckpt", "--prompt", "ROMEO:", "--tokens", "20", "--temperature", "0")
 
 
 def test_greedy_generation_equals_transformers_with_a_sentencepiece_style_tokenizer(tmp_path):
