@@ -244,6 +244,25 @@ def _wait_for(predicate, what: str, limit: float = 120, proc=None) -> None:
         time.sleep(0.1)
 
 
+def _kill_task(task: str) -> None:
+    """scancel --signal=KILL of an array task, and SIGKILL to its processes on this one-node cluster as well:
+    under load, Slurm 22.05 was seen to deliver only SIGCONT and SIGTERM (which the tasks ignore, as the time-limit
+    warning) and let the task finish, so the kill the test is about is made sure of."""
+    subprocess.run(["scancel", "--full", "--signal=KILL", task], check=True)
+    job, _, index = task.partition("_")
+    for proc in Path("/proc").iterdir():
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            argv = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        wanted = [f"SLURM_ARRAY_JOB_ID={job}", f"SLURM_ARRAY_TASK_ID={index}"] if index else [f"SLURM_JOB_ID={job}"]
+        mine = all(w.encode() in env for w in wanted)
+        if mine and b"submitit" in argv:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
 def _log(folder: Path, task: str) -> str:
     log = folder / "slurm" / "tasks" / f"{task}_0_log.out"
     return log.read_text() if log.exists() else ""
@@ -260,13 +279,14 @@ def test_a_task_killed_mid_run_is_submitted_again_and_the_table_is_unchanged(clu
     _wait_for(lambda: state.exists() and json.loads(state.read_text())["waves"][0]["job_id"], "the array", proc=proc)
     task = json.loads(state.read_text())["waves"][0]["job_id"] + "_0"
     _wait_for(lambda: _log(folder, task).count(": training") >= 2, f"task {task}'s second run", proc=proc)
-    subprocess.run(["scancel", "--signal=KILL", task], check=True)
+    _kill_task(task)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     same_as(folder, reference)
     killed = _log(folder, task)
     kept = killed.count(": trained in")
-    assert killed.count(": training") == kept + 1 and 1 <= kept < 8, killed  # killed mid-run
+    # killed mid-run, or (on a loaded machine) between one run's end and the next one's start
+    assert killed.count(": training") in (kept, kept + 1) and 1 <= kept < 8, killed
     waves = json.loads(state.read_text())["waves"]
     assert len(waves) == 2 and [len(p) for p in waves[1]["packs"]] == [8 - kept]  # the rest, submitted again
     assert set(trainings(folder).values()) == {1}  # none trained twice to completion
