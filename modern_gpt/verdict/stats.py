@@ -199,21 +199,11 @@ def tost_p(deltas: Sequence[float], margin: float) -> float:
 
 
 def holm(p_values) -> np.ndarray | list[float]:
-    """Holm-Bonferroni adjusted p-values along the last axis, in the input order; NaN entries (rows
-    without a test) are left out of the count and stay NaN. A list in, a list out."""
+    """Holm-Bonferroni adjusted p-values along the last axis, in the input order; NaN entries (rows without a
+    test) are left out of the count and stay NaN. A list in, a list out. Holm-Shaffer's step-down with no
+    equivalence tests (shaffer) is exactly Holm's, so it is that one piece of code."""
     p = np.asarray(p_values, dtype=float)
-    present = ~np.isnan(p)
-    m = present.sum(axis=-1, keepdims=True)
-    filled = np.where(present, p, np.inf)  # NaNs sort last and take no rank among the tests
-    order = np.argsort(filled, axis=-1, kind="stable")
-    ranked = np.take_along_axis(filled, order, axis=-1)
-    factor = m - np.arange(p.shape[-1])
-    with np.errstate(invalid="ignore"):
-        scaled = np.where(np.isinf(ranked), 0.0, factor * ranked)
-    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(scaled, axis=-1))
-    adjusted = np.empty_like(adjusted_sorted)
-    np.put_along_axis(adjusted, order, adjusted_sorted, axis=-1)
-    adjusted = np.where(present, adjusted, np.nan)
+    adjusted = shaffer(p, np.full(p.shape, np.nan))[0]
     return adjusted.tolist() if isinstance(p_values, list | tuple) else adjusted
 
 
