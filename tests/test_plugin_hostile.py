@@ -31,6 +31,7 @@ def _state() -> dict:
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "precision": torch.get_float32_matmul_precision(),
         "sigint": signal.getsignal(signal.SIGINT),
+        "environment": dict(os.environ),
     }
 
 
@@ -70,6 +71,12 @@ AT_IMPORT = {
     # a handler of its own: SIG_IGN could already be the handler when another test left it so, and be no change
     "sigint": ("import signal\nsignal.signal(signal.SIGINT, lambda *args: None)\n", "SIGINT"),
     "stdout": ("import io, sys\nsys.stdout = io.StringIO()\n", "sys.stdout"),
+    # a worker starts with the driver's environment: every row would train on another device or thread count
+    "env set": (
+        "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = ''\n",
+        "the environment variable CUDA_VISIBLE_DEVICES",
+    ),
+    "env unset": ("import os\nos.environ.pop('OMP_NUM_THREADS')\n", "OMP_NUM_THREADS"),
 }
 
 
@@ -79,6 +86,7 @@ def test_a_plugin_that_changes_the_process_at_import_is_refused_and_the_process_
 ):
     text, what = AT_IMPORT[case]
     path = _plugin(tmp_path, text + MLP)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     before, stdout = _state(), sys.stdout
     code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
     assert code == 2 and str(path) in err and what in err and "while loading" in err, err
@@ -92,6 +100,15 @@ def test_a_plugin_no_row_uses_cannot_change_the_classic_rows_dtype(capsys, monke
     code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;rope")
     assert code == 2 and f"the plugin {path} set torch's default dtype" in err and "float64" in err, err
     assert not (tmp_path / "r").exists() and torch.get_default_dtype() == torch.float32
+
+
+def test_a_variable_no_run_reads_is_the_plugins_own(capsys, monkeypatch, tmp_path):
+    """Libraries set variables as they import (scikit-learn's KMP_DUPLICATE_LIB_OK): a plugin that imports one
+    is not refused, and what it set stays (the negative control of the environment cases above)."""
+    monkeypatch.delenv("KMP_DUPLICATE_LIB_OK", raising=False)
+    path = _plugin(tmp_path, "import os\nos.environ['KMP_DUPLICATE_LIB_OK'] = 'True'\n" + MLP)
+    code, out, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    assert code == 0 and not err and os.environ["KMP_DUPLICATE_LIB_OK"] == "True", err
 
 
 @pytest.mark.parametrize(
@@ -209,6 +226,45 @@ def test_a_backward_that_fails_mid_run_is_that_runs_error_and_the_ablation_goes_
     assert json.loads((tmp_path / "r" / "meta.json").read_text())["status"] == "finished"
     code, _, err = run_main(capsys, monkeypatch, "ablate", "--resume", tmp_path / "r")  # it crashed every resume
     assert code == 0 and _runs(tmp_path / "r")["inplace"] == runs["inplace"], err
+
+
+LATE = (
+    "import torch\n"
+    "class Late(nn.Module):\n"
+    "    calls = 0\n"
+    "    def __init__(self, cfg):\n"
+    "        super().__init__()\n"
+    "        self.fc = nn.Linear(cfg.dim, cfg.dim)\n"
+    "    def forward(self, x):\n"
+    "        Late.calls += 1\n"
+    "        if Late.calls == 3:  # past the check's forward (call 1): mid-run\n"
+    "            CHANGE\n"
+    "        return self.fc(x)\n"
+    "COMPONENTS = [Component('late', 'a -> b', 'mlp', Late)]\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        ("torch.set_default_dtype(torch.float64)", "torch's default dtype from torch.float32 to torch.float64"),
+        ("torch.set_num_threads(torch.get_num_threads() + 1)", "torch's threads"),
+        ("import os; os.environ['OMP_NUM_THREADS'] = '7'", "the environment variable OMP_NUM_THREADS"),
+    ],
+)
+def test_a_forward_that_changes_the_process_mid_run_is_that_runs_error(capsys, monkeypatch, tmp_path, change, what):
+    """The rows after it train in the process as it was (the same worker, --jobs 1): their numbers equal an
+    ablation without the plugin row, bit for bit."""
+    path = _plugin(tmp_path, LATE.replace("CHANGE", change))
+    code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;late;rope", "--steps", "3")
+    assert code == 0, err
+    runs = _runs(tmp_path / "r")
+    assert f"the plugin {path} set {what}" in runs["late"]["error"] and "while training" in runs["late"]["error"]
+    assert _state()["dtype"] == torch.float32
+    code, _, err = ablate(capsys, monkeypatch, tmp_path / "c", path, "classic;rope", "--steps", "3")
+    control = _runs(tmp_path / "c")
+    assert code == 0 and runs["rope"]["val_loss"] == control["rope"]["val_loss"], err
+    assert runs["rope"]["train_loss"] == control["rope"]["train_loss"]
 
 
 # ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__
+from ..core.components import PluginError
 from ..core.config import AblationOptions, DataConfig, ModelConfig, TrainConfig, param_counts
 from ..core.errors import UserError
 from ..core.files import git_state, write_json
@@ -27,7 +28,7 @@ from ..core.settings import Settings
 from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corpus
 from ..model import plugins
 from ..run import compiling
-from ..run.train import RunResult, check_memory, is_oom, train_run
+from ..run.train import RunResult, check_memory, is_oom, pin_threads, train_run
 from ..trackers.records import tracked_ids, tracking_state
 from ..trackers.tracking import Tracking, warn
 from .executors import Detached, Executor, executor_class, resume_options
@@ -91,7 +92,9 @@ def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
     cfg = variant_config(job.model, job.variant)
     try:
         init = "placebo" if job.variant.placebo else "init"
-        result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
+        pin_threads(job.train, job.threads)  # before the guard, which then sees only the plugin's changes
+        with plugins.guarded_run(cfg):
+            result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
         record = result.to_dict()
     except (Exception, SystemExit) as e:  # not Ctrl-C, nor a worker's _DriverGone
         why = run_error(e, cfg)
@@ -105,6 +108,8 @@ def run_error(e: BaseException, cfg: ModelConfig) -> str | None:
     """The record's error of a run that raised e, or None for one that is no run's outcome (a defect: raised
     again, the ablation ends). A row with a plugin component owns what it raises, in the plugin's forward or in
     a backward (whose frames are torch's alone), a sys.exit too: that run's error, and the ablation goes on."""
+    if isinstance(e, PluginError):  # guarded_run's: it names the plugin and what it changed
+        return str(e)
     text = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}".rstrip(": ")
     plugin = plugins.raised_in(e)
     if plugin:

@@ -155,7 +155,8 @@ class _Exited(BaseException):
 def _watched() -> list[tuple]:
     """What a run depends on that a plugin's code can change for the whole process: every row's numbers (dtype,
     grad mode, threads, device, the algorithms and matmul precision), where the results land (the working
-    folder), what the user sees (stdout, stderr) and Ctrl-C (the signal handlers). Each (what, read, put back)."""
+    folder), what the user sees (stdout, stderr), Ctrl-C (the signal handlers) and the environment variables
+    a run reads (RUN_ENVIRONMENT). Each (what, read, put back)."""
     import torch
 
     watched = [
@@ -169,6 +170,7 @@ def _watched() -> list[tuple]:
         ("sys.stdout", lambda: sys.stdout, partial(setattr, sys, "stdout")),
         ("sys.stderr", lambda: sys.stderr, partial(setattr, sys, "stderr")),
     ]
+    watched.append((ENVIRONMENT, _run_environment, _set_run_environment))
     if hasattr(torch, "get_default_device"):  # torch 2.3 and later
         watched.append(("torch's default device", lambda: str(torch.get_default_device()), _set_default_device))
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
@@ -178,6 +180,9 @@ def _watched() -> list[tuple]:
                 (f"the handler of {name}", partial(signal.getsignal, number), partial(signal.signal, number))
             )
     return watched
+
+
+ENVIRONMENT = "the environment"
 
 
 def _cwd() -> str | None:
@@ -193,6 +198,61 @@ def _set_default_device(device: str) -> None:
     torch.set_default_device(None if device == "cpu" else device)  # cpu: none set, as torch starts
 
 
+# The environment variables a run reads, through torch and its math libraries (threads, devices, allocators,
+# compilers), the trackers, Ray or modern-gpt itself; a worker starts with the driver's environment, so a plugin
+# that sets one changes every row's runs. Other variables are the plugin's own business: libraries set some as
+# they import (scikit-learn's KMP_DUPLICATE_LIB_OK, MLflow's telemetry id).
+RUN_ENVIRONMENT = (
+    "CUDA_",
+    "HIP_",
+    "ROCR_",
+    "ROCM_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "GOTO_",
+    "BLIS_",
+    "VECLIB_",
+    "NUMEXPR_",
+    "PYTORCH_",
+    "TORCH",
+    "CUBLAS",
+    "CUDNN_",
+    "NCCL_",
+    "NVIDIA_",
+    "TRITON_",
+    "MODERN_GPT_",
+    "WANDB_",
+    "MLFLOW_",
+    "RAY_",
+    "PYTHONHASHSEED",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "HOME",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+)
+
+
+def _run_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(RUN_ENVIRONMENT)}
+
+
+def _set_run_environment(was: dict[str, str]) -> None:
+    for k in set(_run_environment()) - set(was):
+        del os.environ[k]
+    os.environ.update(was)
+
+
+def _environment_change(was: dict[str, str], now: dict[str, str]) -> str:
+    """The first changed variable, as words (the refusal names one; all are put back)."""
+    k = min(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+    shown = {None: "unset"}
+    return f"the environment variable {k} from {shown.get(was.get(k), repr(was.get(k)))} to " + shown.get(
+        now.get(k), repr(now.get(k))
+    )
+
+
 def _restored(watched: list[tuple], before: list) -> str:
     """Everything watched put back as it was; what had changed, as words ("" for nothing)."""
     changes = []
@@ -200,7 +260,9 @@ def _restored(watched: list[tuple], before: list) -> str:
         now = read()
         if now is was or now == was:
             continue
-        changes.append(f"{what} from {_shown(was)} to {_shown(now)}")
+        changes.append(
+            _environment_change(was, now) if what == ENVIRONMENT else f"{what} from {_shown(was)} to {_shown(now)}"
+        )
         with contextlib.suppress(Exception):  # one torch allows once (inter-op threads): refused all the same
             put_back(was)
     return " and ".join(changes)
@@ -457,6 +519,21 @@ def check_forward(cfg: ModelConfig) -> None:
             f"with the plugins {', '.join(cfg.extra_components)} two sequences of {T} tokens give logits of shape "
             f"{tuple(logits.shape)}, not (2, {T}, {cfg.vocab_size})"
         )
+
+
+@contextlib.contextmanager
+def guarded_run(cfg: ModelConfig):
+    """A run of a row with a plugin component, guarded as the check was: a change to the process made mid-run
+    (on step 50, say, long after the check's two tokens) is put back and is that run's error (a PluginError), so
+    that the worker's next runs train as every other row's; os._exit is a SystemExit, the run's error too."""
+    if not cfg.extra_components:
+        yield
+        return
+    try:
+        with _guarded(files_of(cfg), "while training"):
+            yield
+    except _Exited as e:
+        raise SystemExit(e.code) from e
 
 
 def _forward_backward(cfg: ModelConfig, T: int):

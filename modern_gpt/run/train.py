@@ -680,6 +680,13 @@ def run_result(
     )
 
 
+def pin_threads(cfg: TrainConfig, threads: int | None = None) -> int:
+    """torch's threads for a run, pinned before it trains: CPU results depend on them."""
+    threads = threads or cfg.threads or default_threads()
+    torch.set_num_threads(threads)
+    return threads
+
+
 def train_run(
     model_cfg: ModelConfig,
     corpus: Corpus,
@@ -697,8 +704,7 @@ def train_run(
     ends it with its message; neither raises."""
     started, t0, out = time.time(), time.perf_counter(), Outcome()
     model_cfg, device = check_run(model_cfg, corpus, cfg)
-    threads = threads or cfg.threads or default_threads()
-    torch.set_num_threads(threads)  # pinned per run: CPU results depend on it
+    threads = pin_threads(cfg, threads)
     model, step_fn, opt = build(model_cfg, cfg, seed, init, device)
     reader = LossReader(sync_every or sync_interval(device), device, cfg.warmup_steps)
     context = model_cfg.context
