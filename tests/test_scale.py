@@ -293,6 +293,23 @@ def test_judge_refuses_rungs_that_differ_by_variant_or_do_not_grow(ladder, run, 
         modern_gpt.judge(runs, compute_col="flops", trend_margin="1.1")
 
 
+def test_judge_of_a_ladder_names_unfinished_states_and_says_how_to_mark_a_failed_run(ladder, run, tmp_path):
+    """judge's footnote for a State column (W&B's export) that says a counted run crashed, and the hint of a
+    loss that is not finite, as judge gives them for one size (the ladder's reader gave neither)."""
+    runs = pd.read_csv(ladder.folder / "runs.csv").drop(columns=["rung"])
+    runs["State"] = ["crashed" if i == 4 else "finished" for i in range(len(runs))]
+    runs.to_csv(tmp_path / "state.csv", index=False)
+    code, out, err = run("judge", tmp_path / "state.csv", "--compute-col", "flops")
+    row = runs.iloc[4]
+    assert code == 0 and "Column State says 1 run did not finish" in " ".join(out.split()), err
+    assert f"{row['variant']!r}, seed {row['seed']}, rung" in " ".join(out.split())
+    runs["val_loss"] = runs["val_loss"].astype(object)
+    runs.loc[4, "val_loss"] = "nan"  # as a tracker writes it (pandas writes NaN as an empty cell)
+    runs.to_csv(tmp_path / "nan.csv", index=False)
+    err = user_error(run, "judge", tmp_path / "nan.csv", "--compute-col", "flops")
+    assert "line 6, column val_loss: nan is not a finite number (a failed run is marked true in a diverged" in err
+
+
 def test_resume_takes_the_tables_own_choices_and_a_narrow_terminal_keeps_every_column(
     ladder, run, tmp_path, monkeypatch
 ):

@@ -23,6 +23,7 @@ from .ladder_judge import LadderSettings, judge_ladder
 from .reading import (
     DIVERGED,
     ERROR,
+    NOT_FINITE,
     JudgeSettings,
     Source,
     _as_text,
@@ -46,6 +47,7 @@ from .reading import (
     parsed,
     read_file,
     refusal,
+    unfinished_states,
 )
 
 
@@ -80,7 +82,9 @@ def read_runs(source: Source, s: JudgeSettings, api: bool = False) -> tuple[Desi
     rows = _order(source, s if s.order is not None or marks.order is None else replace(s, order=marks.order), found)
     _check_pairs(source, s, rows, runs)
     placebo, refs = marks.references(source, s, rows, flags)
-    notes = marks.order_notes(source, s, rows, found, flags) + _unfinished_states(source, s, runs)
+    notes = marks.order_notes(source, s, rows, found, flags) + unfinished_states(
+        source, s, runs.variant, runs.seed, runs.failed
+    )
     return _design(source, s, rows, refs, runs, placebo), _runs_frame(s, rows, runs), notes
 
 
@@ -405,8 +409,7 @@ def _first_refusal(source: Source, s: JudgeSettings, runs: _Runs) -> None:
             raise UserError(f"{source.name}, {where}, column {col}: {refusal(parse, cells(col)[i])}.")
     if infinite[i]:
         raise UserError(
-            f"{source.name}, {where}, column {s.metric}: {float(runs.value[i])} is not a finite number (a failed run "
-            f"is marked true in a {DIVERGED} column, or has a message in an {ERROR} column)."
+            f"{source.name}, {where}, column {s.metric}: {float(runs.value[i])} is not a finite number {NOT_FINITE}."
         )
     variant, seed = runs.variant[i], runs.seed[i]
     first = next(j for j in range(i) if runs.variant[j] == variant and runs.seed[j] == seed)
@@ -460,34 +463,6 @@ def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs) -> pd.DataFrame:
         }
     )
     return frame.sort_values(["row", "seed"], kind="stable").reset_index(drop=True)
-
-
-# A tracker's export (W&B's State, MLflow's status) says how each run ended; a run that did not finish would be
-# averaged in like the others.
-STATE_COLUMNS = ("state", "status")
-FINISHED = frozenset(("", "finished", "complete", "completed", "done", "ok", "success", "succeeded", "successful"))
-
-
-def _unfinished_states(source: Source, s: JudgeSettings, runs: _Runs) -> list[str]:
-    """A footnote per State/status column that says some counted run did not finish, naming those runs."""
-    notes, failed = [], runs.failed
-    for col in source.columns:
-        if col.lower() not in STATE_COLUMNS or col in (s.variant_col, s.seed_col, s.metric):
-            continue
-        cells = source.column(col)
-        named = [
-            f"{runs.variant[i]!r}, seed {runs.seed[i]}: {cells[i]!r}"
-            for i in range(source.size)
-            if not failed[i] and str(cells[i]).strip().lower() not in FINISHED and not _empty(cells[i])
-        ]
-        if named:
-            shown = "; ".join(named[:12]) + (f"; and {len(named) - 12} more" if len(named) > 12 else "")
-            notes.append(
-                f"Column {col} says {len(named)} run{'s' if len(named) != 1 else ''} did not finish ({shown}), yet "
-                f"{'they are' if len(named) != 1 else 'it is'} averaged in like the others; mark a run that did "
-                f"not finish in an {ERROR} column (with why), or leave it out of the file."
-            )
-    return notes
 
 
 # ---------------------------------------------------------------------------

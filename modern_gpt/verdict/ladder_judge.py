@@ -21,6 +21,7 @@ from .reading import (
     _MISSING,
     DIVERGED,
     ERROR,
+    NOT_FINITE,
     JudgeSettings,
     Source,
     _empty,
@@ -38,6 +39,7 @@ from .reading import (
     check_settings,
     from_frame,
     read_file,
+    unfinished_states,
 )
 
 
@@ -116,7 +118,8 @@ def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str |
     """Each run of a ladder file, checked cell by cell: variant, seed, rung, metric, compute and whether it failed;
     and where each variant first appears."""
     name = source.name
-    markers = [c for c in (DIVERGED, ERROR) if c in source.columns]
+    diverged_col, error_col = source.real(DIVERGED), source.real(ERROR)  # MLflow's metrics.diverged, tags.error
+    markers = [c for c in (diverged_col, error_col) if c in source.columns]
 
     def cell(where, record, col, parse):
         try:
@@ -130,12 +133,12 @@ def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str |
         seed = cell(where, record, s.seed_col, _seed)
         compute = cell(where, record, axis, _positive)
         rung = cell(where, record, rung_col, _label) if rung_col else compute
-        failed = (DIVERGED in markers and cell(where, record, DIVERGED, _flag)) or (
-            ERROR in markers and bool(cell(where, record, ERROR, _message))
+        failed = (diverged_col in markers and cell(where, record, diverged_col, _flag)) or (
+            error_col in markers and bool(cell(where, record, error_col, _message))
         )
         value = cell(where, record, s.metric, _metric if not failed else _number_or_empty)
         if not failed and not math.isfinite(value):
-            raise UserError(f"{name}, {where}, column {s.metric}: {value} is not a finite number.")
+            raise UserError(f"{name}, {where}, column {s.metric}: {value} is not a finite number {NOT_FINITE}.")
         if (variant, seed, rung) in seen:
             raise UserError(
                 f"{name}, {where}: variant {variant!r}, seed {seed} at rung {rung!r} is already on "
@@ -181,6 +184,8 @@ def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
     source = read_file(path_or_frame) if is_path else from_frame(path_or_frame)  # from_frame refuses a non-frame
     design, runs = ladder_from(source, s, ls)
     rows, notes = ladder_table(design, runs)
+    named = runs.assign(rung=[design.rungs[r] for r in runs["rung"]])  # the rung as the table shows it
+    notes += unfinished_states(source, s, *(named[c].tolist() for c in ("variant", "seed", "failed", "rung")))
     if ls.size_col is not None:  # the footnotes speak of FLOPs: here the axis is the size column's
         notes = [n.replace(" FLOPs", f" (in {ls.size_col})") for n in notes]
         notes.insert(

@@ -681,3 +681,33 @@ def _references(source: Source, s: JudgeSettings, rows: list[str]) -> list[int |
             refs.append(above)
             above = i
     return refs
+
+
+# A tracker's export (W&B's State, MLflow's status) says how each run ended; a run that did not finish would be
+# averaged in like the others.
+STATE_COLUMNS = ("state", "status")
+FINISHED = frozenset(("", "finished", "complete", "completed", "done", "ok", "success", "succeeded", "successful"))
+NOT_FINITE = f"(a failed run is marked true in a {DIVERGED} column, or has a message in an {ERROR} column)"
+
+
+def unfinished_states(source: Source, s: JudgeSettings, variant: list, seed: list, failed, rung=None) -> list[str]:
+    """A footnote per State/status column that says some counted run did not finish, naming those runs (each
+    run's variant, seed, failed mark and, in a ladder, rung: a list each, in the file's order)."""
+    notes = []
+    for col in source.columns:
+        if col.lower() not in STATE_COLUMNS or col in (s.variant_col, s.seed_col, s.metric):
+            continue
+        cells = source.column(col)
+        named = [
+            f"{variant[i]!r}, seed {seed[i]}{'' if rung is None else f', rung {rung[i]}'}: {cells[i]!r}"
+            for i in range(source.size)
+            if not failed[i] and str(cells[i]).strip().lower() not in FINISHED and not _empty(cells[i])
+        ]
+        if named:
+            shown = "; ".join(named[:12]) + (f"; and {len(named) - 12} more" if len(named) > 12 else "")
+            notes.append(
+                f"Column {col} says {len(named)} run{'s' if len(named) != 1 else ''} did not finish ({shown}), yet "
+                f"{'they are' if len(named) != 1 else 'it is'} averaged in like the others; mark a run that did "
+                f"not finish in an {ERROR} column (with why), or leave it out of the file."
+            )
+    return notes
