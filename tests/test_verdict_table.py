@@ -207,6 +207,30 @@ def test_memorisation_and_parameter_mismatch_are_footnoted():
     assert any(n.startswith("Memorisation risk: a: its runs saw 3.5 epochs") for n in notes)
 
 
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (
+            (800, 800),
+            "in its embeddings (a position table, say): its non-embedding parameters, which scaling laws "
+            "count and --match-params matches, are +0.0% against base.",
+        ),
+        ((800, 900), "part of a delta may be size, not architecture; --match-params equalises them."),
+        ((math.nan, math.nan), "part of a delta may be size, not architecture; --match-params equalises them."),
+    ],
+)
+def test_a_parameter_gap_in_the_embeddings_alone_is_not_sent_to_match_params(body, says):
+    """RoPE drops the position table: with --match-params on, the footnote said to turn it on. Where the rows'
+    non-embedding parameters are known and within 2%, the gap is the embeddings'; unknown (an older folder,
+    judge), the sentence is as before."""
+    design, runs = _design([[2.0, 2.1], [1.0, 1.1]], [0, 1])
+    rows = (replace(design.rows[0], body_params=body[0]), replace(design.rows[1], params=1100, body_params=body[1]))
+    design = replace(design, rows=rows)
+    notes = footnotes(design, runs, summarize(design, runs))
+    said = next(n for n in notes if n.startswith("Parameter mismatch: a has 1,100 parameters, +10.0% against base"))
+    assert said.endswith(says), said
+
+
 def test_a_sequential_folder_is_judged_by_its_looks_alone():
     """--seeds auto killed during its first round: meta.json has no looks yet, so no verdict has been reached,
     however clear the runs look; once a look is recorded, the verdict is the boundary's at that look."""

@@ -439,6 +439,7 @@ def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
             {
                 **v.to_dict(),
                 "params": param_counts(cfg)["total"],
+                "body_params": non_embedding_params(param_counts(cfg)),
                 "hidden": cfg.mlp_width,
                 "kv_cache_bytes_per_token": kv_cache_bytes_per_token(cfg),
             }

@@ -23,8 +23,6 @@ from ..verdict.table import failed, footnotes, looks_problem, lr_view, summarize
 from .planning import POWER_MIN_SEEDS, Spec
 from .results import ResultsDir, Scan
 
-VARIANT_FACTS = ("params", "hidden", "kv_cache_bytes_per_token")  # what meta.json adds to each run row
-
 
 def design_of(meta: dict, spec: Spec, folder="DIR") -> Design:
     """The folder's Design: its spec's rows with the facts meta.json holds for each (parameters, MLP width,
@@ -32,7 +30,13 @@ def design_of(meta: dict, spec: Spec, folder="DIR") -> Design:
     a lossy tokenizer."""
     design = spec.design
     rows = tuple(
-        replace(r, params=v["params"], mlp_width=v["hidden"], kv_cache_bytes_per_token=v["kv_cache_bytes_per_token"])
+        replace(
+            r,
+            params=v["params"],
+            body_params=v.get("body_params", math.nan),  # a folder from before the key: unknown
+            mlp_width=v["hidden"],
+            kv_cache_bytes_per_token=v["kv_cache_bytes_per_token"],
+        )
         for r, v in zip(design.rows, meta["variants"], strict=True)
     )
     return replace(

@@ -89,7 +89,9 @@ META_SCHEMA = {  # written by running.start; planning.Spec checks the spec's val
         "min_seeds?": (int, None),
         "lrs?": ([float], None),
     },
-    "variants": [{**VARIANT_SCHEMA, "params": int, "hidden": int, "kv_cache_bytes_per_token": int}],
+    "variants": [
+        {**VARIANT_SCHEMA, "params": int, "body_params?": int, "hidden": int, "kv_cache_bytes_per_token": int}
+    ],  # body_params: non-embedding (a folder from before it has none)
     "status": str,
     "plugins?": [plugins.RECORD_SCHEMA],  # each plugin file the models use: name, path, sha256 (plugins.py)
     "threads?": (int, None),  # every run's torch threads, pinned by the first (running.first_threads)

@@ -37,6 +37,7 @@ class Row:
     lr: float | None = None  # on a learning-rate grid: this run row's
     components: tuple[str, ...] = ()
     params: float = NAN
+    body_params: float = NAN  # non-embedding: what --match-params matches and scaling laws count
     mlp_width: float = NAN
     kv_cache_bytes_per_token: float = NAN
     stable: float = NAN  # a table row over a grid (lr_view): the learning rates at which every seed trained stably

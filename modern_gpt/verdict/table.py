@@ -443,7 +443,7 @@ def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], ver
     """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs.
     verdicts=False: a table shown without its verdicts (power's), whose own sentences say what the placebo did."""
     seeds = design.seeds_planned()
-    notes = _seed_notes(design, summary, seeds) + _mismatch_notes(summary) + _memorisation_notes(runs, summary)
+    notes = _seed_notes(design, summary, seeds) + _mismatch_notes(design, summary) + _memorisation_notes(runs, summary)
     if verdicts:
         notes += _placebo_notes(design, summary)
     if design.looks and design.looks["looks"]:
@@ -471,19 +471,27 @@ def _seed_notes(design: Design, summary: list[SummaryRow], seeds: int) -> list[s
     return notes + ([few] if few else [])
 
 
-def _mismatch_notes(summary: list[SummaryRow]) -> list[str]:
-    """Rows whose parameters differ from the first row's by more than PARAM_MISMATCH."""
+def _mismatch_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
+    """Rows whose parameters differ from the first row's by more than PARAM_MISMATCH; where the design knows
+    each row's non-embedding parameters (a folder's meta.json does), whether the gap is in the body, which
+    --match-params closes, or in the embeddings alone (the position table RoPE drops), which it need not."""
     notes, base = [], summary[0]
-    for row in summary[1:]:
+    body = [r.body_params for r in design.rows] if len(design.rows) == len(summary) else [math.nan] * len(summary)
+    for i, row in enumerate(summary[1:], 1):
         gap = (row.params - base.params) / base.params
         if abs(gap) > PARAM_MISMATCH:
             ref = summary[int(row.reference)]
             against_ref = (row.params - ref.params) / ref.params
             also = f" ({100 * against_ref:+.1f}% against its reference {ref.variant})" if ref is not base else ""
-            notes.append(
-                f"Parameter mismatch: {row.variant} has {row.params:,} parameters, {100 * gap:+.1f}% against "
-                f"{base.variant}{also}: part of a delta may be size, not architecture; --match-params equalises them."
-            )
+            said = f"Parameter mismatch: {row.variant} has {row.params:,} parameters, {100 * gap:+.1f}% against {base.variant}{also}"
+            body_gap = (body[i] - body[0]) / body[0]
+            if abs(body_gap) <= PARAM_MISMATCH:  # NaN (unknown) is not
+                notes.append(
+                    f"{said}, in its embeddings (a position table, say): its non-embedding parameters, which "
+                    f"scaling laws count and --match-params matches, are {100 * body_gap:+.1f}% against {base.variant}."
+                )
+            else:
+                notes.append(f"{said}: part of a delta may be size, not architecture; --match-params equalises them.")
     return notes
 
 
