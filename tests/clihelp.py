@@ -60,6 +60,25 @@ def run_main(capsys, monkeypatch, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+def main_ok(*args) -> None:
+    """main() with argv set, which must exit 0, for the module and session fixtures that cannot use run_ok; the
+    SIGTERM and SIGHUP handlers the command line installs are put back."""
+    import pytest
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
+        with pytest.raises(SystemExit) as e:
+            main()
+    for s, h in handlers.items():
+        signal.signal(s, h)
+    assert not e.value.code
+
+
+# The verdict table a tracker's summary run holds (MLflow's verdicts.json, W&B's wandb.Table): its columns, in order
+VERDICT_COLUMNS = ["variant", "verdict", "delta_val", "ci_low", "ci_high", "p", "p_adj", "mde", "reference"]
+
+
 def _default_sigint() -> None:
     # A shell starts background jobs with SIGINT ignored, and a child inherits that: the Ctrl-C tests
     # would then test nothing. Each command starts with the SIGINT a terminal user has.

@@ -53,24 +53,14 @@ def made(tmp_path_factory):
     """One tiny results folder and one checkpoint, made in process once; each test works on a copy:
     made("r" or "ckpt", to) -> the copy's path."""
     import shutil
-    import signal
-    import sys
     from pathlib import Path
 
-    from modern_gpt.cli.commands import main
-
+    from .clihelp import main_ok
     from .errhelp import ABLATE, TINY
 
     base = tmp_path_factory.mktemp("made")
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    with pytest.MonkeyPatch.context() as mp:
-        for args in ([*ABLATE, "--out", base / "r"], ["train", *TINY, "--out", base / "ckpt"]):
-            mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
-            with pytest.raises(SystemExit) as e:
-                main()
-            assert not e.value.code
-    for s, h in handlers.items():
-        signal.signal(s, h)
+    for args in ([*ABLATE, "--out", base / "r"], ["train", *TINY, "--out", base / "ckpt"]):
+        main_ok(*args)
     return lambda name, to: Path(shutil.copytree(base / name, to, symlinks=True))
 
 
@@ -92,3 +82,22 @@ def executor_reference(tmp_path_factory):
             offline_env(mp, root)
         invoke("ablate", *TINY, "--jobs", "1", "--out", folder, *(["--track", "wandb"] if root else []))
     return values(folder), root
+
+
+@pytest.fixture(scope="session")
+def mlflow_store(tmp_path_factory):
+    """An empty MLflow sqlite store whose tables are made once for the session (a fresh store's migrations cost
+    seconds): mlflow_store(path) copies it to path and gives its URI, a store of the caller's own."""
+    import shutil
+
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    empty = tmp_path_factory.mktemp("mlflow-empty") / "mlflow.db"
+    MlflowClient(f"sqlite:///{empty}").search_experiments()  # the tables and the Default experiment
+
+    def copy(path) -> str:
+        shutil.copyfile(empty, path)
+        return f"sqlite:///{path}"
+
+    return copy

@@ -7,20 +7,17 @@ import csv
 import dataclasses
 import io
 import json
-import signal
-import sys
 
 import pandas as pd
 import pytest
 
 import modern_gpt
-from modern_gpt.cli.commands import main
 from modern_gpt.cli.render import to_json
 from modern_gpt.core.errors import UserError
 from modern_gpt.verdict.design import SummaryRow
 from modern_gpt.verdict.reading import MLFLOW_UI_HEADER
 
-from .clihelp import invoke, tiny
+from .clihelp import invoke, main_ok, tiny
 
 pytest.importorskip("mlflow")
 
@@ -31,27 +28,15 @@ ABLATE = ["ablate", *tiny(6), "--plan", "single", "--components", "rope,swiglu",
 ROWS = ["classic", "classic (placebo)", "rope", "swiglu"]
 
 
-def _main(*args) -> None:
-    """The console script in this process, which must exit 0 (a module fixture cannot use run_ok)."""
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
-        with pytest.raises(SystemExit) as e:
-            main()
-    for s, h in handlers.items():
-        signal.signal(s, h)
-    assert not e.value.code
-
-
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory):
+def tracked(tmp_path_factory, mlflow_store):
     """One single-plan ablation logged to a sqlite-backed MLflow store: (results folder, the experiment's
     search_runs frame, as MLflow returns it: newest first, the summary run among the runs)."""
     import mlflow
 
     base = tmp_path_factory.mktemp("exports")
-    uri = f"sqlite:///{base / 'mlflow.db'}"
-    _main(*ABLATE, "--out", base / "r", "--track", "mlflow", "--mlflow-uri", uri)
+    uri = mlflow_store(base / "mlflow.db")
+    main_ok(*ABLATE, "--out", base / "r", "--track", "mlflow", "--mlflow-uri", uri)
     before = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:

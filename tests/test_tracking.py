@@ -7,19 +7,17 @@ import csv
 import json
 import math
 import shutil
-import signal
 import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from modern_gpt.cli.commands import main
 from modern_gpt.trackers import checks, tensorboard, tracking
 from modern_gpt.trackers import mlflow as mlflow_backend
 from modern_gpt.trackers import records as trecords
 
-from .clihelp import CLASSIC_ROPE, tiny
+from .clihelp import CLASSIC_ROPE, VERDICT_COLUMNS, main_ok, tiny
 from .errhelp import assert_user_error
 
 pytest.importorskip("mlflow")
@@ -30,24 +28,12 @@ ABLATE = ["ablate", *TINY, "--jobs", "1", *CLASSIC_ROPE]  # 3 rows (classic, its
 ROWS, SEEDS = 3, 2
 
 
-def _main(*args) -> None:
-    """The console script in this process, which must exit 0 (module fixtures cannot use run_ok)."""
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["modern-gpt", *map(str, args)])
-        with pytest.raises(SystemExit) as e:
-            main()
-    for s, h in handlers.items():
-        signal.signal(s, h)
-    assert not e.value.code
-
-
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory):
+def tracked(tmp_path_factory, mlflow_store):
     """One ablation logged to TensorBoard and to MLflow: (results folder, MLflow URI)."""
     base = tmp_path_factory.mktemp("tracked")
-    uri = f"sqlite:///{base / 'mlflow.db'}"
-    _main(*ABLATE, "--out", base / "r", "--track", "tensorboard", "--track", "mlflow", "--mlflow-uri", uri)
+    uri = mlflow_store(base / "mlflow.db")
+    main_ok(*ABLATE, "--out", base / "r", "--track", "tensorboard", "--track", "mlflow", "--mlflow-uri", uri)
     return base / "r", uri
 
 
@@ -124,17 +110,7 @@ def test_mlflow_summary_run_holds_the_table_and_figures(tracked, tmp_path):
     assert json.loads(summary.data.tags["mlflow.loggedArtifacts"]) == [{"path": "verdicts.json", "type": "table"}]
     table = json.loads(Path(client.download_artifacts(summary.info.run_id, "verdicts.json", str(tmp_path))).read_text())
     expected = _summary(folder)
-    assert table["columns"] == [
-        "variant",
-        "verdict",
-        "delta_val",
-        "ci_low",
-        "ci_high",
-        "p",
-        "p_adj",
-        "mde",
-        "reference",
-    ]
+    assert table["columns"] == VERDICT_COLUMNS
     for cells, row in zip(table["data"], expected, strict=True):
         got = dict(zip(table["columns"], cells, strict=True))
         assert (got["variant"], got["verdict"]) == (row["variant"], row["verdict"])
@@ -677,11 +653,11 @@ def test_report_track_logs_again_what_tensorboard_no_longer_holds(tracked, run, 
     assert code == 0 and err.endswith("tensorboard: holds every run already\n"), err
 
 
-def test_report_track_logs_again_what_mlflow_no_longer_holds(run, tmp_path):
+def test_report_track_logs_again_what_mlflow_no_longer_holds(run, tmp_path, mlflow_store):
     """Runs deleted in MLflow (its UI's delete), the summary run deleted, then the whole store deleted."""
     from mlflow import MlflowClient
 
-    uri, folder, n = f"sqlite:///{tmp_path / 'm.db'}", tmp_path / "r", 2 * SEEDS
+    uri, folder, n = mlflow_store(tmp_path / "m.db"), tmp_path / "r", 2 * SEEDS
     code, _, err = run(*ABLATE, "--no-placebo", "--out", folder, "--track", "mlflow", "--mlflow-uri", uri)
     assert code == 0, err
     client, records = MlflowClient(uri), _records(folder)

@@ -33,8 +33,9 @@ def stop(server: subprocess.Popen) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, mlflow_store):
     base = tmp_path_factory.mktemp("mlflow-server")
+    store = mlflow_store(base / "mlflow.db")  # its tables made already: the server starts sooner
     port = free_port()
     # MLflow 3's job runner (a pool of huey consumers for GenAI jobs) is switched off: tracking never uses it
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -42,7 +43,7 @@ def server(tmp_path_factory):
     log = (base / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-        + ["--backend-store-uri", f"sqlite:///{base / 'mlflow.db'}", "--artifacts-destination", str(base / "art")],
+        + ["--backend-store-uri", store, "--artifacts-destination", str(base / "art")],
         cwd=base,
         env=env,
         stdout=log,

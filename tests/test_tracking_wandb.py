@@ -10,7 +10,7 @@ import pytest
 
 from modern_gpt.ablation.results import ResultsDir
 
-from .clihelp import CLASSIC_ROPE, invoke, tiny
+from .clihelp import CLASSIC_ROPE, VERDICT_COLUMNS, invoke, tiny
 from .wandbread import offline_env, runs
 
 pytest.importorskip("wandb")
@@ -99,17 +99,7 @@ def test_every_seed_run_carries_its_rows_verdict_and_the_summary_a_typed_table_w
     assert all(len(r.history) == 2 and r.exit_code == 0 for r in tested)  # logged again whole, not doubled
     (summary,) = [r for r in runs(root) if r.job_type == "summary"]
     table = json.loads((summary.folder / "files" / summary.summary["verdicts/path"]).read_text())
-    assert table["columns"] == [
-        "variant",
-        "verdict",
-        "delta_val",
-        "ci_low",
-        "ci_high",
-        "p",
-        "p_adj",
-        "mde",
-        "reference",
-    ]
+    assert table["columns"] == VERDICT_COLUMNS
     expected = pd.read_csv(folder / "summary.csv")
     for cells, (_, row) in zip(table["data"], expected.iterrows(), strict=True):
         got = dict(zip(table["columns"], cells, strict=True))
