@@ -77,6 +77,41 @@ def test_a_million_runs_are_read_by_column(tmp_path):
     assert a.iloc[1]["p"] == pytest.approx(b.iloc[1]["p"], rel=1e-12) and a.iloc[1]["pairs"] == n
 
 
+def test_judge_shows_that_it_works_on_a_terminal_once_it_takes_a_while(tmp_path, monkeypatch):
+    """A large file took seconds with nothing shown: the judge command now shows a spinner with the time taken,
+    on a terminal, after a second (quick work shows nothing), and leaves nothing on the screen or in a pipe."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from modern_gpt.ablation.progress import working
+
+    def shown(terminal: bool, secs: float) -> str:
+        buf = io.StringIO()
+        with working(Console(file=buf, force_terminal=terminal, width=80), "judging big.csv", after=0.2):
+            time.sleep(secs)
+        return buf.getvalue()
+
+    assert "judging big.csv" in shown(True, 0.6) and "0:00:00" in shown(True, 0.6)
+    assert shown(True, 0.0) == "" and shown(False, 0.6) == ""
+    seen = []
+    monkeypatch.setattr("modern_gpt.ablation.progress.working", lambda console, what: seen.append(what) or _nothing())
+    (tmp_path / "r.csv").write_text(GOOD)
+    from typer.testing import CliRunner
+
+    from modern_gpt.cli.commands import app
+
+    assert CliRunner().invoke(app, ["judge", str(tmp_path / "r.csv")]).exit_code == 0
+    assert seen == [f"judging {tmp_path / 'r.csv'}"]  # the command runs its work inside it
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 def test_a_memory_error_anywhere_in_the_cli_is_one_sentence(tmp_path, run, monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise MemoryError

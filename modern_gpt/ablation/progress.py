@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..core.schema import count
 
@@ -32,6 +41,34 @@ def _bar(console: Console) -> Progress:
         console=console,
         transient=True,
     )
+
+
+@contextlib.contextmanager
+def working(console: Console, description: str, after: float = 1.0):
+    """A spinner with the time elapsed, on a terminal, for work of unknown length (judge on a large file) that
+    has taken more than `after` seconds: nothing for quick work, nor in a log or a pipe."""
+    if not console.is_terminal:
+        yield
+        return
+    spinner = Progress(SpinnerColumn(), TextColumn(description), TimeElapsedColumn(), console=console, transient=True)
+    spinner.add_task(description, total=None)
+    lock, done = threading.Lock(), []
+
+    def start() -> None:
+        with lock:
+            if not done:
+                spinner.start()
+
+    timer = threading.Timer(after, start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            done.append(True)
+            spinner.stop()
 
 
 @contextlib.contextmanager

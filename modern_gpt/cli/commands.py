@@ -649,6 +649,7 @@ def judge(
 
     With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
     """
+    from ..ablation.progress import working
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
@@ -672,7 +673,8 @@ def judge(
         ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
         _judge_ladder(file, settings, ladder, fmt, html, markdown)
         return
-    design, runs, rows, notes = judge_file_runs(file, settings)
+    with working(Console(stderr=True), f"judging {file}"):  # a large file takes seconds: show that it works
+        design, runs, rows, notes = judge_file_runs(file, settings)
     _print_judged(settings, design, rows, notes, fmt)
     if html or markdown:
         from .share import _file_facts, judged_page
@@ -685,9 +687,11 @@ def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, mar
     """judge --compute-col (or --size-col): the scale table of a ladder of anyone's runs, and its page."""
     from types import SimpleNamespace
 
+    from ..ablation.progress import working
     from ..verdict.ladder_judge import judge_ladder
 
-    design, rows, notes = judge_ladder(file, settings, ladder)
+    with working(Console(stderr=True), f"judging {file}"):
+        design, rows, notes = judge_ladder(file, settings, ladder)
     _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
     if html or markdown:
         from .share import _file_facts, judge_flags, judged_ladder_page

@@ -498,11 +498,11 @@ def _mismatch_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
 def _memorisation_notes(runs: pd.DataFrame, summary: list[SummaryRow]) -> list[str]:
     """Rows that may have learnt the training split by heart: several epochs, a tiny val loss, a wide gap."""
     notes = []
+    epochs = runs.groupby("row")["epochs"].max().to_dict() if "epochs" in runs else {}  # once: rows x runs was slow
     for row in summary:
-        mine = runs[runs["row"] == row.row]
         reasons = []
-        if len(mine) and "epochs" in mine and mine["epochs"].max() > 1:
-            reasons.append(f"its runs saw {mine['epochs'].max():.1f} epochs of the training split")
+        if epochs.get(row.row, math.nan) > 1:
+            reasons.append(f"its runs saw {epochs[row.row]:.1f} epochs of the training split")
         if row.val_loss < MEMORISED_VAL:
             reasons.append(f"its val loss is {row.val_loss:.3f} nats/token")
         if row.val_loss - row.train_loss > MEMORISED_GAP:
