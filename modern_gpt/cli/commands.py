@@ -649,7 +649,6 @@ def judge(
 
     With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
     """
-    from ..ablation.progress import working
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
@@ -673,8 +672,7 @@ def judge(
         ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
         _judge_ladder(file, settings, ladder, fmt, html, markdown)
         return
-    with working(Console(stderr=True), f"judging {file}"):  # a large file takes seconds: show that it works
-        design, runs, rows, notes = judge_file_runs(file, settings)
+    design, runs, rows, notes = _judging(file, judge_file_runs, settings)
     _print_judged(settings, design, rows, notes, fmt)
     if html or markdown:
         from .share import _file_facts, judged_page
@@ -683,15 +681,21 @@ def judge(
         _write_pages(judged_page(design, settings, runs, rows, notes, name, data), html, markdown, [file])
 
 
+def _judging(file: Path, judged, *settings):
+    """judged(file, *settings), with a spinner on a terminal while it takes more than a second (a large file)."""
+    from ..ablation.progress import working
+
+    with working(Console(stderr=True), f"judging {file}"):
+        return judged(file, *settings)
+
+
 def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, markdown: Path | None) -> None:
     """judge --compute-col (or --size-col): the scale table of a ladder of anyone's runs, and its page."""
     from types import SimpleNamespace
 
-    from ..ablation.progress import working
     from ..verdict.ladder_judge import judge_ladder
 
-    with working(Console(stderr=True), f"judging {file}"):
-        design, rows, notes = judge_ladder(file, settings, ladder)
+    design, rows, notes = _judging(file, judge_ladder, settings, ladder)
     _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
     if html or markdown:
         from .share import _file_facts, judge_flags, judged_ladder_page

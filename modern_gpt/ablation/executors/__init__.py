@@ -30,6 +30,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from ...core.errors import UserError
+
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
 
@@ -73,6 +75,34 @@ class Executor(Protocol):
     #   bind(ablation)                              called once the ablation is made (before its folder is, for a
     #                                               new one): its plan, corpus and folder; may refuse it (UserError)
     #   resume_options(meta, folder, options)       static: the options a resume of a folder it started runs with
+
+
+class Cluster:
+    """What Ray and Slurm share: runs that reserve their CPUs and GPUs on nodes of a cluster. Their device is cuda
+    when each run reserves GPUs (--gpus-per-run), else cpu; their threads the CPUs each run reserves
+    (--cpus-per-run, one by default); their memory is checked on their own node (train_run), not this machine;
+    nothing starts before the driver imports torch."""
+
+    local_memory = False
+    NAME = ""  # as a sentence names the cluster: "Ray", "Slurm"
+    CUDA_HINT = "--gpus-per-run 1"  # what --device cuda needs here
+
+    @classmethod
+    def device_of(cls, name: str, options: AblationOptions) -> str:
+        gpus = bool(options.gpus_per_run)
+        if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
+            want = cls.CUDA_HINT if name == "cuda" else "--device auto"
+            given = options.gpus_per_run or 0
+            raise UserError(f"--device {name} does not go with --gpus-per-run {given:g} on {cls.NAME}; use {want}.")
+        return "cuda" if gpus else "cpu"
+
+    @staticmethod
+    def threads(options: AblationOptions, device: str) -> int:
+        return max(1, int(options.cpus_per_run or 1))
+
+    @staticmethod
+    def prestart(options: AblationOptions, runs: int) -> None:
+        """Nothing: the runs start on the cluster."""
 
 
 class Detached(Exception):  # not an error: the runs go on without this process

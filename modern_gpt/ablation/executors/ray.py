@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ...core.errors import UserError
-from . import PROGRESS_INTERVAL, _throttled
+from . import PROGRESS_INTERVAL, Cluster, _throttled
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
@@ -312,33 +312,12 @@ def _signals_kept():
                 signal.signal(s, handler)
 
 
-class Ray:
+class Ray(Cluster):
     """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records;
     no shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
 
-    local_memory = False  # each run checks its own node's memory (train_run), not this machine's
-
-    @staticmethod
-    def device_of(name: str, options: AblationOptions) -> str:
-        """The workers' device (the driver may have no GPU): cuda when each run reserves GPUs (--gpus-per-run),
-        else cpu."""
-        gpus = bool(options.gpus_per_run)
-        if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
-            want = "--gpus-per-run 1 (or a fraction)" if name == "cuda" else "--device auto"
-            raise UserError(
-                f"--device {name} does not go with --gpus-per-run {options.gpus_per_run or 0} on Ray; use {want}."
-            )
-        return "cuda" if gpus else "cpu"
-
-    @staticmethod
-    def threads(options: AblationOptions, device: str) -> int:
-        """Torch threads per run when --threads is not set: the CPUs each run reserves (--cpus-per-run), one by
-        default."""
-        return max(1, int(options.cpus_per_run or 1))
-
-    @staticmethod
-    def prestart(options: AblationOptions, runs: int) -> None:
-        """Nothing starts before the driver imports torch: the cluster is connected when the ablation starts."""
+    NAME = "Ray"
+    CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
 
     def __init__(self, options: AblationOptions, threads: int, device: str):
         given = options.ray_address if options.ray_address is not None else os.environ.get("RAY_ADDRESS", "")

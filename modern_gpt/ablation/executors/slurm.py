@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from ...core.config import SLURM_OPTIONS, slurm_minutes
 from ...core.errors import UserError
 from ...core.files import atomic_path, write_json
-from . import Detached
+from . import Cluster, Detached
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
@@ -327,31 +327,10 @@ def live_tasks(folder: Path) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # The executor
 # ---------------------------------------------------------------------------
-class Slurm:
+class Slurm(Cluster):
     """Job arrays through submitit, from a login node that shares the results folder with the compute nodes."""
 
-    local_memory = False  # each run checks its own node's memory (train_run), not this machine's
-
-    @staticmethod
-    def device_of(name: str, options: AblationOptions) -> str:
-        """The compute nodes' device: cuda when each run reserves GPUs (--gpus-per-run), else cpu."""
-        gpus = bool(options.gpus_per_run)
-        if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
-            want = "--gpus-per-run 1" if name == "cuda" else "--device auto"
-            raise UserError(
-                f"--device {name} does not go with --gpus-per-run {int(options.gpus_per_run or 0)} on Slurm; use {want}."
-            )
-        return "cuda" if gpus else "cpu"
-
-    @staticmethod
-    def threads(options: AblationOptions, device: str) -> int:
-        """Torch threads per run when --threads is not set: the CPUs each task reserves (--cpus-per-run), one by
-        default."""
-        return max(1, int(options.cpus_per_run or 1))
-
-    @staticmethod
-    def prestart(options: AblationOptions, runs: int) -> None:
-        """Nothing starts before the driver imports torch: the tasks start on the cluster."""
+    NAME = "Slurm"
 
     @staticmethod
     def resume_options(meta: dict, folder: Path, options: AblationOptions) -> AblationOptions:
