@@ -1,9 +1,10 @@
 """--executor slurm on a real Slurm cluster: munged, slurmctld and slurmd started by a module fixture on 127.0.0.1
 (one node, 2 CPUs, its folders in a temporary folder), stopped by their own pids. The tests skip where the Slurm
 packages (Debian's slurmctld, slurmd, slurm-client, munge) or submitit are missing, or where they cannot run as
-root. What they show: a smoke ablation equals --jobs 1 bitwise, packed or not; a task killed mid-run is submitted
-again and the table is unchanged; a driver killed after submitting, and one that detached, are finished by
---resume, each run trained once; every bad input is one sentence before anything trains."""
+root. What they show: an ablation equals --jobs 1 bitwise, packed (the smoke plan) or not (classic and RoPE); a
+task killed mid-run is submitted again and the table is unchanged; a driver killed after submitting, and one that
+detached, are finished by --resume, each run trained once; every bad input is one sentence before anything
+trains."""
 
 import contextlib
 import json
@@ -31,6 +32,9 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 SMOKE = ["--smoke", "--seeds", "2"]  # 8 rows x 2 seeds: 16 runs of about half a second
+# 2 rows x 2 seeds: 4 runs, for the one-run-per-task array (16 tasks would be 16 starts of Python and torch, on
+# two CPUs; the packed tests train the smoke plan, every component, on the cluster)
+SMALL = ["--smoke", "--seeds", "2", "--plan", "custom", "--variants", "classic;rope", "--no-placebo"]
 SLURM = ["--executor", "slurm"]
 VALUES = ["row", "variant", "seed", "params", "train_loss", "val_loss", "best_val_loss", "val_bpc", "steps_done"]
 TIMING = ["secs", "tokens_per_s", "mfu"]
@@ -200,11 +204,19 @@ def reference(tmp_path_factory):
     return folder
 
 
-def same_as(folder, reference) -> None:
+@pytest.fixture(scope="module")
+def small_reference(tmp_path_factory):
+    """SMALL with --jobs 1."""
+    folder = tmp_path_factory.mktemp("small-jobs1") / "r"
+    invoke("ablate", *SMALL, "--jobs", "1", "--out", folder)
+    return folder
+
+
+def same_as(folder, reference, runs: int = 16) -> None:
     pd.testing.assert_frame_equal(values(folder), values(reference))
     pd.testing.assert_frame_equal(summary(folder), summary(reference))
-    runs = pd.read_csv(Path(folder) / "runs.csv", keep_default_na=False)
-    assert len(runs) == 16 and (runs.error == "").all() and (runs.threads == 1).all()
+    table = pd.read_csv(Path(folder) / "runs.csv", keep_default_na=False)
+    assert len(table) == runs and (table.error == "").all() and (table.threads == 1).all()
 
 
 def trainings(folder) -> dict[tuple[int, int], int]:
@@ -216,23 +228,23 @@ def trainings(folder) -> dict[tuple[int, int], int]:
     return counts
 
 
-def once_each(folder) -> None:
-    assert trainings(folder) == {(r, s): 1 for r in range(8) for s in range(2)}
+def once_each(folder, rows: int = 8) -> None:
+    assert trainings(folder) == {(r, s): 1 for r in range(rows) for s in range(2)}
     assert not list((Path(folder) / "slurm" / "done").glob("*.json"))  # every record taken into runs/
 
 
 @pytest.mark.slow
-def test_a_smoke_ablation_on_slurm_equals_jobs_1(cluster, reference, tmp_path):
+def test_an_ablation_on_slurm_equals_jobs_1(cluster, small_reference, tmp_path):
     folder = tmp_path / "r"
-    out = invoke("ablate", *SMOKE, *SLURM, "--out", folder)
-    same_as(folder, reference)
-    once_each(folder)
+    out = invoke("ablate", *SMALL, *SLURM, "--out", folder)
+    same_as(folder, small_reference, runs=4)
+    once_each(folder, rows=2)
     meta = json.loads((folder / "meta.json").read_text())
     ex = meta["executor"]
     assert meta["status"] == "finished" and ex["name"] == "slurm" and ex["partition"] == "debug"
     assert ex["runs_per_task"] == 1 and ex["cpus_per_run"] == 1 and ex["slurm_version"].startswith("slurm")
     state = json.loads((folder / "slurm" / "state.json").read_text())
-    assert len(state["waves"]) == 1 and len(state["waves"][0]["packs"]) == 16  # one array of 16 tasks
+    assert len(state["waves"]) == 1 and len(state["waves"][0]["packs"]) == 4  # one array of 4 tasks
     assert "classic" in out and "rope" in out
 
 
