@@ -418,10 +418,25 @@ def test_a_ray_ablation_equals_jobs_1_and_records_the_cluster(cluster, reference
 
 @pytest.mark.slow
 def test_a_ray_ladder_equals_jobs_1(cluster, tmp_path):
-    """modern-gpt scale on the cluster: every rung's runs, and so the scale table, as --jobs 1 gives them."""
+    """modern-gpt scale on the cluster: every rung's runs, and so the scale table, as --jobs 1 gives them. The test
+    connects to the cluster once, so that the three rungs use one Ray job and its warm workers (each rung's own
+    connection would start new workers, each importing torch); connecting and disconnecting per ablation is the
+    other tests' (the plain ablation, then the plugin one, in this one process)."""
+    import logging
+
+    import ray
+
     ladder = ["scale", *TINY_LADDER]
     invoke(*ladder, "--jobs", "1", "--out", tmp_path / "one")
-    invoke(*ladder, "--executor", "ray", "--ray-address", cluster.address, "--out", tmp_path / "ray")
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # ray.init sets its own
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+    try:
+        invoke(*ladder, "--executor", "ray", "--ray-address", cluster.address, "--out", tmp_path / "ray")
+        assert ray.is_initialized()  # the rungs used the test's connection and left it open
+    finally:
+        ray.shutdown()
     for name in ("runs.csv", "summary.csv"):
         one, ray = (pd.read_csv(tmp_path / f / name) for f in ("one", "ray"))
         drop = [c for c in ("secs", "tokens_per_s", "mfu") if c in one]
