@@ -599,6 +599,11 @@ def test_no_number_is_cut_at_any_width_and_each_column_has_its_own_format(tmp_pa
     for text, value in zip(expected, (b["mean"], b["delta"], b["spread"], b["ci_low"], b["ci_high"]), strict=True):
         assert _within_shown_precision(text, value), (text, value)
     assert "…" not in out and all(_printed_numbers(x) == _printed_numbers(x.replace("…", "")) for x in out.splitlines())
+    # every column is there, and each row's numbers are on its name's line: rich, left to shrink a table wider
+    # than the terminal, dropped the variant and vs columns at 60 columns, so that the numbers named no row
+    header = next(x for x in out.splitlines() if "verdict" in x).split()
+    assert header[:3] == ["variant", "vs", "val_loss"] and header[-1] == "pairs", header
+    assert next(x for x in out.splitlines() if expected[1] in x).split()[:2] == ["b", "a"], out
 
 
 def test_a_seeds_auto_folders_runs_csv_says_it_is_judged_at_the_fixed_level(run_ok, tmp_path):

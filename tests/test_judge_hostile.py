@@ -112,6 +112,24 @@ def _nothing():
     return contextlib.nullcontext()
 
 
+@pytest.mark.parametrize(("scale", "margin"), [(1.0, 1e-160), (1.0, 5e-324), (1e90, 1e-70)])
+def test_a_tiny_margin_gives_a_table_not_an_overflow(tmp_path, run, scale, margin):
+    """need's first guess, (z * sd / margin) ** 2, raised OverflowError (a traceback, and in modern_gpt.judge)
+    where the margin is tiny against the runs' sd: it is more pairs than any table plans, so need is blank."""
+    (tmp_path / "r.csv").write_text(
+        "variant,seed,val_loss\n"
+        + "".join(
+            f"{v},{s},{scale * (2 + d[s])}\n"
+            for v, d in (("a", (0, 0, 0)), ("b", (0.01, -0.02, 0.015)))
+            for s in range(3)
+        )
+    )
+    code, out, err = run("judge", tmp_path / "r.csv", "--margin", str(margin))
+    assert code == 0 and "Traceback" not in err and "inconclusive" in out, err
+    frame = pd.read_csv(tmp_path / "r.csv")
+    assert not np.isfinite(modern_gpt.judge(frame, margin=margin)["seeds_needed"]).any()  # more than any plan
+
+
 def test_a_memory_error_anywhere_in_the_cli_is_one_sentence(tmp_path, run, monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise MemoryError

@@ -241,7 +241,7 @@ def _print_table(rep, fmt: str) -> None:
         _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
         return
     if fmt == "table":
-        console.print(render.rich_table(rep), crop=False)  # a narrow terminal wraps it: no digit is lost
+        render.print_table(console, render.rich_table(rep))  # a narrow terminal wraps it: no digit is lost
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
@@ -442,8 +442,7 @@ def _print_ladder(result, fmt: str) -> None:
     elif fmt == "json":
         print(render.ladder_json(rep))
     else:
-        table = render.ladder_table(rep)  # never narrower than its columns: rich would drop the first ones
-        console.print(table, crop=False, width=max(console.width, table.needed_width))
+        render.print_table(console, render.ladder_table(rep))  # never narrower than its columns
         for note in rep.notes:
             console.print(f"- {note}", highlight=False, markup=False)
         for i, rung in enumerate(result.rungs):
@@ -708,7 +707,7 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
     from . import render
 
     if fmt == "table":
-        console.print(render.judge_table(design, settings, rows), crop=False)
+        render.print_table(console, render.judge_table(design, settings, rows))
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":

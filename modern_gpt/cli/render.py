@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from ..core.components import label
@@ -382,16 +384,45 @@ def rich_table(rep: Report) -> Table:
 
 
 def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: tuple[str, ...]) -> Table:
-    """A table whose numbers are never cut: each number column at least as wide as its widest cell and never
-    wrapped, the text columns (names) folded where the terminal is narrow, at least 10 characters or their own
-    width. Printed with crop=False, a table wider than the terminal wraps there instead of losing digits."""
+    """A table whose numbers are never cut: each number column as wide as its widest cell and never wrapped, the
+    text columns (names) folded where the terminal is narrow, down to 10 characters or their own width. Each
+    column's width is fixed here and by fit() (rich's own shrinking of a table wider than the terminal dropped
+    whole columns, the names first: numbers that belonged to no row); print it with print_table."""
     for i, column in enumerate(table.columns):
         widest = max([len(headers[i]), *(len(r[i]) for r in plain)])
-        if headers[i] in text:
-            column.min_width, column.overflow = min(widest, 10), "fold"
-        else:
-            column.min_width, column.no_wrap = widest, True
+        column.width, column.min_width, column.no_wrap = widest, widest, True
+        if headers[i] in text:  # min_width: how far fit() may fold it
+            column.min_width, column.overflow, column.no_wrap = min(widest, 10), "fold", False
     return table
+
+
+def fit(console: Console, table: Table) -> int:
+    """The width to print an unbreakable table at: the terminal's, where its text columns can fold to fit (the
+    widest name column first, a character at a time), else the table's own (crop=False: the terminal wraps
+    the lines, and no column is lost)."""
+
+    def width() -> int:
+        return Measurement.get(console, console.options.update_width(10**5), table).maximum
+
+    over = width() - console.width
+    text = [c for c in table.columns if c.min_width < c.width]
+    while over > 0 and text:
+        widest = max(text, key=lambda c: c.width)
+        widest.width -= 1
+        over -= 1
+        text = [c for c in text if c.min_width < c.width]
+    return max(console.width, width())
+
+
+def print_table(console: Console, table: Table) -> None:
+    """An unbreakable table at fit()'s width: the console is made that wide while it prints (print's own width=
+    is capped at the console's)."""
+    width, before = fit(console, table), console.width
+    console.width = width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = before
 
 
 def _styled(verdict: str) -> str:
@@ -647,10 +678,7 @@ def ladder_table(rep) -> Table:
         table.add_row(
             *(styled.get(c, c) if h in ("verdict", "trend") else c for h, c in zip(headers, cells, strict=True))
         )
-    for i, column in enumerate(table.columns):  # nothing folds: wider than the terminal, the lines wrap there
-        column.min_width, column.no_wrap = max([len(headers[i]), *(len(r[i]) for r in plain)]), True
-    table.needed_width = sum(c.min_width for c in table.columns) + 2 * len(table.columns)  # the CLI prints it so
-    return table
+    return unbreakable(table, headers, plain, text=())  # nothing folds: wider than the terminal, the lines wrap
 
 
 def ladder_markdown(rep) -> str:

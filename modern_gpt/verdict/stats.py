@@ -368,7 +368,8 @@ def pairs_needed(effect: float, sd: float, level: float, target: float = POWER) 
     # Start from the normal approximation, which the t-test needs a little more than: each power() costs a
     # t quantile at its own df, so a search from 2 up (about 20 of them at a thousand pairs) is slow.
     z = NormalDist()
-    guess = ((z.inv_cdf(1.0 - level / 2.0) + z.inv_cdf(target)) * sd / abs(effect)) ** 2
+    q = (z.inv_cdf(1.0 - level / 2.0) + z.inv_cdf(target)) * sd / abs(effect)
+    guess = q * q  # not q ** 2, which raises OverflowError where a tiny effect (--margin 1e-160) makes it inf
     if guess > MAX_PAIRS:
         return math.inf
     n = max(2, math.ceil(guess))
