@@ -573,6 +573,20 @@ def test_a_metric_of_tiny_scale_is_printed_in_powers_of_ten(tmp_path, run_ok):
     assert "0.0000" not in md
 
 
+def test_float_round_off_chooses_no_format(tmp_path, run_ok):
+    """0.1 + 0.2 + 0.3 and 0.3 + 0.2 + 0.1 differ in float64's last digit: the means printed as
+    2.0000000000000004e-01 and 1.9999999999999998e-01, and a Δ that is zero as -1.5e-16. Round-off below
+    ROUND_OFF of the means is no digit of the data."""
+    (tmp_path / "r.csv").write_text("variant,seed,val_loss\na,0,0.1\na,1,0.2\na,2,0.3\nb,0,0.3\nb,1,0.2\nb,2,0.1\n")
+    out = run_ok("judge", tmp_path / "r.csv")
+    assert "e-" not in out and "0.2000" in out and "+0.0000" in out, out
+    row = json.loads(run_ok("judge", tmp_path / "r.csv", "--format", "json"))["rows"][1]
+    assert row["mean"] != 0.2 and abs(row["delta"]) < 1e-15  # the round-off is there, in the numbers
+    tiny = "variant,seed,err\na,0,3.1e-9\na,1,3.3e-9\na,2,3.2e-9\nb,0,2.1e-9\nb,1,2.2e-9\nb,2,2.25e-9\n"
+    (tmp_path / "t.csv").write_text(tiny)  # the negative control: a tiny metric keeps its powers of ten
+    assert "e-09" in run_ok("judge", tmp_path / "t.csv", "--metric", "err")
+
+
 @pytest.mark.parametrize("width", [60, 100, 200])
 def test_no_number_is_cut_at_any_width_and_each_column_has_its_own_format(tmp_path, run, width, monkeypatch):
     """One row whose paired sd is below 1e-7 switched every number to powers of ten, and a narrow terminal cut

@@ -509,17 +509,25 @@ def _judge_formats(rows: list[dict]) -> dict[str, str]:
     finest step to two significant digits: for the mean the smallest difference between two rows' means, for a
     difference (Δ, the CI's ends, spread, mde) its smallest size. At least report's 4 decimals below 1, 2 above;
     a step below 1e-7 is printed in powers of ten (eight decimals printed an error rate of 3e-9 as 0.00000000),
-    in that column alone, with the digits that show it beside the column's largest number."""
+    in that column alone, with the digits that show it beside the column's largest number. A step or size below
+    ROUND_OFF of the largest mean is float64's rounding (0.1 + 0.2 + 0.3 against 0.3 + 0.2 + 0.1), not a digit
+    of the data: it chooses no format."""
+    means = [abs(r["mean"]) for r in rows if isinstance(r["mean"], float) and math.isfinite(r["mean"])]
+    floor = ROUND_OFF * max(means, default=0.0)
     return {
-        name: _format_of([r[k] for k in keys for r in rows], name == "mean") for name, keys in JUDGE_NUMBERS.items()
+        name: _format_of([r[k] for k in keys for r in rows], name == "mean", floor)
+        for name, keys in JUDGE_NUMBERS.items()
     }
 
 
-def _format_of(values: list, differences: bool) -> str:
+ROUND_OFF = 1e-12  # float64 holds about 16 digits; a mean of a few runs and a difference of two lose a few
+
+
+def _format_of(values: list, differences: bool, floor: float = 0.0) -> str:
     finite = sorted(x for x in values if isinstance(x, float) and math.isfinite(x))
-    sizes = [abs(x) for x in finite if x != 0]
-    steps = [b - a for a, b in zip(finite, finite[1:], strict=False) if b > a] if differences else []
-    step = min(steps or sizes or [1.0])
+    sizes = [abs(x) for x in finite if abs(x) > floor]
+    steps = [b - a for a, b in zip(finite, finite[1:], strict=False) if b - a > floor] if differences else []
+    step = min(steps or sizes or [0.5])  # nothing but zeros (or round-off): report's 4 decimals
     if step >= 1e-7:
         return f".{max(4, 1 - math.floor(math.log10(step))) if step < 1 else 2}f"
     top = max(sizes, default=step)
