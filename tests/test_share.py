@@ -411,6 +411,117 @@ def test_an_unwritable_folder_and_the_input_itself_are_one_sentence(folders, run
     assert "is the file this command reads" in err
 
 
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_page_never_goes_over_or_into_a_results_folders_own_files(folders, run, tmp_path):
+    copy = Path(shutil.copytree(folders / "ablate", tmp_path / "a"))
+    (copy / "tensorboard").mkdir()
+    (copy / "tensorboard" / "events.out").write_bytes(b"events")
+    (copy / "notes.txt").write_text("mine")
+    before = _snapshot(copy)
+    run_file = sorted((copy / "runs").iterdir())[0]
+    cases = {  # each page path, and what its sentence says
+        run_file: "inside runs/ of the results folder",
+        copy / "runs" / "row99-seed0.json": "inside runs/ of the results folder",  # a new run file: read as a run
+        copy / "tensorboard" / "events.out": "inside tensorboard/ of the results folder",
+        copy / "curves.png": "own curves.png",  # the folder's name, though report --plot has not drawn it
+        copy / "notes.txt": "no page that modern-gpt wrote",
+    }
+    for path, says in cases.items():
+        for flag in ("--html", "--markdown"):
+            for command in (["report", copy], ["judge", copy / "runs.csv"]):
+                err = user_error(run, *command, flag, path)
+                assert says in err and flag in err, err
+        with pytest.raises(UserError, match=re.escape(says)):
+            modern_gpt.share(copy, html=path)
+    link = tmp_path / "link"
+    link.symlink_to(copy / "runs", target_is_directory=True)
+    assert "inside runs/" in user_error(run, "report", copy, "--html", link / run_file.name)
+    err = user_error(run, "report", copy, "--markdown", copy / "runs" / "p.md")
+    assert "inside runs/" in err
+    assert _snapshot(copy) == before  # nothing of the folder replaced, nothing new in it
+    for _ in range(2):  # a new page at its top, then over that page of ours
+        assert run(*["report", copy, "--html", copy / "page.html", "--markdown", copy / "RESULT.md"])[0] == 0
+    assert {"page.html", "RESULT.md", "RESULT-runs.csv"} <= {p.name for p in copy.iterdir()}
+    assert all(_snapshot(copy)[name] == data for name, data in before.items())
+
+
+def test_the_markdown_page_never_replaces_a_file_of_yours_beside_it(folders, run, tmp_path):
+    source = folders / "ablate" / "runs.csv"
+    out = tmp_path / "share"
+    out.mkdir()
+    (out / "y-runs.csv").write_text("my precious\n")
+    for page in ("y.md", "y"):
+        err = user_error(run, "judge", source, "--markdown", out / page)
+        assert f"would write {out / 'y-runs.csv'} beside it" in err and "not written by modern-gpt" in err, err
+    assert (out / "y-runs.csv").read_text() == "my precious\n" and not (out / "y.md").exists()
+    assert run("judge", source, "--markdown", out / "z.md")[0] == 0
+    text = (out / "z.md").read_text(encoding="utf-8")
+    assert text.rstrip().splitlines()[-1].startswith("<!-- modern-gpt page: the files beside it, by sha256: ")
+    assert run("judge", source, "--markdown", out / "z.md")[0] == 0  # its own files, as it wrote them
+    (out / "z-runs.csv").write_text("edited since\n")
+    assert "or changed since" in user_error(run, "judge", source, "--markdown", out / "z.md")
+    assert (out / "z-runs.csv").read_text() == "edited since\n"
+    (out / "z-runs.csv").unlink()
+    (out / "z.md").write_text("my notes\n")  # a page path given is written over, as --html's is
+    assert run("judge", source, "--markdown", out / "z.md")[0] == 0 and (out / "z.md").read_text() != "my notes\n"
+    folder = Path(shutil.copytree(folders / "lrs", tmp_path / "lrs"))  # a figure's file, known once it is read
+    assert run("report", folder, "--plot")[0] == 0
+    (out / "R-lr.png").write_bytes(b"my picture")
+    err = user_error(run, "report", folder, "--markdown", out / "R.md")
+    assert f"would write {out / 'R-lr.png'} beside it" in err, err
+    assert (out / "R-lr.png").read_bytes() == b"my picture" and not (out / "R.md").exists()
+    assert not (out / "R-curves.png").exists() and not (out / "R-runs.csv").exists()  # checked before any write
+    with pytest.raises(UserError, match="not written by modern-gpt"):
+        modern_gpt.share(folder, markdown=out / "R.md")
+
+
+def test_html_and_markdown_never_name_one_file(folders, run, tmp_path):
+    source = folders / "ablate" / "runs.csv"
+    for command in (["report", folders / "ablate"], ["judge", source]):
+        err = user_error(run, *command, "--html", tmp_path / "p", "--markdown", tmp_path / "p")
+        assert "are one file" in err, err
+        err = user_error(run, *command, "--html", tmp_path / "p-runs.csv", "--markdown", tmp_path / "p.md")
+        assert f"would write {tmp_path / 'p-runs.csv'} beside it, the file --html names" in err, err
+    (tmp_path / "p").write_text("mine")
+    os.link(tmp_path / "p", tmp_path / "q")
+    assert "are one file" in user_error(run, "judge", source, "--html", tmp_path / "p", "--markdown", tmp_path / "q")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p", "q"] and (tmp_path / "p").read_text() == "mine"
+
+
+def test_the_messages_name_the_path_given_and_fit_the_error(run, tmp_path):
+    source = tmp_path / "x-runs.csv"
+    shutil.copy(GOLDEN / "ablate" / "runs.csv", source)
+    err = user_error(run, "judge", source, "--markdown", tmp_path / "x.md")
+    assert f"--markdown {tmp_path / 'x.md'} would write {source} beside it, the file this command reads" in err
+    for flag in ("--html", "--markdown"):
+        err = user_error(run, "judge", source, flag, "")
+        assert f"{flag} is an empty path" in err and "is a folder" not in err, err
+        with pytest.raises(UserError, match=f"{flag} is an empty path"):
+            modern_gpt.share(source, **{flag[2:]: ""})
+    if Path("/proc/version").is_file():
+        err = user_error(run, "judge", source, "--html", "/proc/version")
+        assert "cannot write in /proc" in err and "cannot hold new files" in err and "free some space" not in err
+    import errno
+
+    from modern_gpt.cli.share import cannot
+
+    page = Path("/p/page.html")
+    says = {
+        errno.ENOSPC: "free some space on its disk",
+        errno.EACCES: "make /p writable",
+        errno.EPERM: "make /p writable",
+        errno.EROFS: "read-only",
+        errno.ENOENT: "cannot hold new files",
+    }
+    for code, advice in says.items():
+        text = cannot("--html", page, OSError(code, os.strerror(code)))
+        assert advice in text and text.startswith("--html /p/page.html: cannot write in /p"), text
+        assert ("free some space" in text) == (code == errno.ENOSPC), text
+
+
 def test_a_page_is_written_atomically_over_an_old_one(folders, tmp_path):
     path = tmp_path / "p.html"
     path.write_text("old")

@@ -511,18 +511,39 @@ HTML_HELP = (
     "self-contained HTML page: no script, nothing loaded from the network."
 )
 MARKDOWN_HELP = "Also write that page as a README-ready Markdown file, its figures and runs' CSV beside it."
-Html = Annotated[Path | None, typer.Option("--html", help=HTML_HELP, metavar="FILE", rich_help_panel=SHARE)]
-Markdown = Annotated[Path | None, typer.Option("--markdown", help=MARKDOWN_HELP, metavar="FILE", rich_help_panel=SHARE)]
+
+
+def _page_path(flag: str):
+    """--html's or --markdown's text as a path: an empty one is one sentence (a Path of it would be '.')."""
+    example = "result.html" if flag == "--html" else "RESULT.md"
+
+    def parse(text: str) -> Path:
+        if not text:
+            raise UserError(f"{flag} is an empty path; give the file to write, e.g. {flag} {example}.")
+        return Path(text)
+
+    return parse
+
+
+Html = Annotated[
+    Path | None,
+    typer.Option("--html", help=HTML_HELP, metavar="FILE", rich_help_panel=SHARE, parser=_page_path("--html")),
+]
+Markdown = Annotated[
+    Path | None,
+    typer.Option(
+        "--markdown", help=MARKDOWN_HELP, metavar="FILE", rich_help_panel=SHARE, parser=_page_path("--markdown")
+    ),
+]
 
 
 def _check_pages(html: Path | None, markdown: Path | None, inputs) -> None:
-    """--html and --markdown checked before anything is read: a folder, a pipe, a missing folder or a file the
-    command reads is one sentence."""
-    from .share import check_output
+    """--html and --markdown checked before anything is read (cli.share.check_pages): a folder, a pipe, a missing
+    folder, a file the command reads, a results folder's own file, one file for both, or a file of yours where
+    the Markdown page writes its runs' CSV is one sentence."""
+    from .share import check_pages
 
-    for path, flag in ((html, "--html"), (markdown, "--markdown")):
-        if path is not None:
-            check_output(path, flag, inputs)
+    check_pages(html, markdown, inputs)
 
 
 def _write_pages(page, html: Path | None, markdown: Path | None, inputs=()) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import __version__
 from ..ablation.share import CSV_NAME, Claim, Facts, Grid
 from ..core.errors import UserError
-from ..core.files import atomic_path, not_regular, write_text
+from ..core.files import not_regular
 
 
 @dataclass
@@ -335,7 +335,8 @@ def to_markdown(page: Page, stem: str = "") -> str:
         ]
     lines += [md(claim.says), ""] + ([*_fence(claim.command, "sh"), ""] if claim.command else [])
     lines += ["<details><summary>" + html.escape(csv_name) + "</summary>", "", *_fence(f.csv, "csv"), "", "</details>"]
-    return "\n".join(lines) + "\n"
+    files = {beside(stem, fig.name): fig.data for fig in f.figures} | {csv_name: f.csv.encode("utf-8")}
+    return "\n".join([*lines, "", listing(files)]) + "\n"
 
 
 def named(claim: Claim, csv_name: str) -> Claim:
@@ -354,12 +355,162 @@ def named(claim: Claim, csv_name: str) -> Claim:
 # ---------------------------------------------------------------------------
 # Writing: checked first, then atomic
 # ---------------------------------------------------------------------------
+GENERATOR = '<meta name="generator" content="modern-gpt '  # the HTML page's mark, in its head
+EXAMPLE = {"--html": "result.html", "--markdown": "RESULT.md"}
+LISTED = "<!-- modern-gpt page: the files beside it, by sha256: "  # the Markdown page's last line, then JSON, " -->"
+
+
+def listing(files: dict[str, bytes]) -> str:
+    """The Markdown page's last line: an HTML comment (never shown) naming the files written beside it with their
+    sha256, by which a later page knows them as modern-gpt's own to replace (a file of yours there is refused)."""
+    import hashlib
+    import json
+
+    sums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    return LISTED + json.dumps(sums, ensure_ascii=True).replace(">", "\\u003e") + " -->"
+
+
+def _listed(page: Path) -> dict[str, str] | None:
+    """The files a Markdown page that modern-gpt wrote lists beside it, by name; None for any other file."""
+    import json
+
+    try:
+        with open(page, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - (1 << 20)))
+            tail = f.read().decode("utf-8", errors="replace").rstrip()
+    except OSError:
+        return None
+    line = tail.rpartition("\n")[2]
+    if not (line.startswith(LISTED) and line.endswith(" -->")):
+        return None
+    try:
+        found = json.loads(line[len(LISTED) : -4])
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _a_page(path: Path) -> bool:
+    """Whether path holds a page that modern-gpt wrote: HTML with its generator mark, or Markdown with its list."""
+    try:
+        with open(path, "rb") as f:
+            if GENERATOR.encode() in f.read(4096):
+                return True
+    except OSError:
+        return False
+    return _listed(path) is not None
+
+
+def _ours_beside(file: Path, listed: dict[str, str]) -> bool:
+    """Whether file is one the Markdown page lists beside it, unchanged since (its sha256)."""
+    import hashlib
+
+    if file.name not in listed:
+        return False
+    try:
+        return hashlib.sha256(file.read_bytes()).hexdigest() == listed[file.name]
+    except OSError:
+        return False
+
+
+def _place(path: Path) -> Path:
+    """Where path is: its folder's real path (links followed), then its name (a link there is replaced, not
+    followed)."""
+    try:
+        return path.parent.resolve() / path.name
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a symbolic link loop
+        return path.absolute()
+
+
+def _is_results(folder: Path) -> bool:
+    try:
+        ablation = (folder / "meta.json").is_file() and (folder / "runs").is_dir()
+        return ablation or (folder / "ladder.json").is_file()
+    except OSError:
+        return False
+
+
+def _owned(path: Path, ours) -> str | None:
+    """Why path belongs to a results folder it lies in, as a phrase; None when it does not. A page may go at a
+    folder's top, over nothing or over a page of ours (ours(path)), never into its subfolders (runs/, rung-N/,
+    tensorboard/, ...) nor over its files."""
+    where = _place(path)
+    for folder in where.parents:
+        if not _is_results(folder):
+            continue
+        if where.parent != folder:
+            inside = where.relative_to(folder).parts[0]
+            return f"inside {inside}/ of the results folder {folder}, which that folder owns"
+        if where.name in (*FOLDER_FILES, ".lock"):
+            return f"the results folder {folder}'s own {where.name}"
+        if os.path.lexists(where) and not ours(where):
+            return f"a file of the results folder {folder} and no page that modern-gpt wrote"
+    return None
+
+
+def cannot(flag: str, path: Path, err: OSError) -> str:
+    """A page that cannot be written, in one sentence whose advice fits the error."""
+    import errno
+
+    folder = path.parent
+    if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        advice = f"free some space on its disk or choose another {flag}"
+    elif err.errno in (errno.EACCES, errno.EPERM):
+        advice = f"make {folder} writable or choose another {flag}"
+    elif err.errno == errno.EROFS:
+        advice = f"its file system is read-only, so choose another {flag}"
+    else:
+        advice = f"that folder cannot hold new files, so choose another {flag}"
+    return f"{flag} {path}: cannot write in {folder} ({err.strerror or err}); {advice}."
+
+
+def _temporary(path: Path) -> Path:
+    import secrets
+
+    return path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def _probe(path: Path, flag: str) -> None:
+    """A file can be created in path's folder (not so in /proc, /sys, a read-only or locked folder)."""
+    tmp = _temporary(path)
+    try:
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        os.unlink(tmp)
+    except OSError as err:
+        raise UserError(cannot(flag, path, err)) from None
+
+
+def put(path: Path, data: bytes, flag: str) -> None:
+    """data written to a temporary file beside path, then renamed onto it: a reader never sees half a page."""
+    tmp = _temporary(path)
+    try:
+        try:
+            with open(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666), "wb") as f:  # 0o666 less umask
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())  # the bytes reach the disk before the name does
+            os.replace(tmp, path)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    except OSError as err:
+        raise UserError(cannot(flag, path, err)) from None
+
+
+def _kind(path: Path) -> str | None:
+    """What path is when no file can be written over it, as a phrase; None when one can."""
+    return "a folder" if path.is_dir() else not_regular(path)
+
+
 def check_output(path, flag: str, inputs=()) -> Path:
-    """A file to write the page to: not a folder, a pipe or a device, in a folder that exists and can be
-    written, and none of the files read (inputs). Each problem is one sentence naming the flag."""
+    """A file to write a page to: a path given, not a folder, a pipe or a device, in a folder that exists and can
+    be written, none of the files read (inputs) and no results folder's own file. Each problem is one sentence
+    naming the flag."""
+    if str(path) == "":
+        raise UserError(f"{flag} is an empty path; give the file to write, e.g. {flag} {EXAMPLE[flag]}.")
     path = Path(path)
     if path.is_dir():
-        raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / 'result.html'}.")
+        raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / EXAMPLE[flag]}.")
     parent = path.parent
     if not parent.is_dir():
         said = "is not a folder" if parent.exists() else "does not exist"
@@ -367,12 +518,62 @@ def check_output(path, flag: str, inputs=()) -> Path:
     what = not_regular(path)
     if what is not None:
         raise UserError(f"{flag} {path} is {what}, not a file to write; choose another {flag}.")
-    if not os.access(parent, os.W_OK):
-        raise UserError(f"{flag} {path}: the folder {parent} cannot be written; choose another {flag}.")
-    for given in inputs:
-        if _same(path, Path(given)):
-            raise UserError(f"{flag} {path} is the file this command reads; choose another {flag}.")
+    _probe(path, flag)
+    if any(_same(path, Path(given)) for given in inputs):
+        raise UserError(f"{flag} {path} is the file this command reads; choose another {flag}.")
+    owned = _owned(path, _a_page)
+    if owned is not None:
+        raise UserError(f"{flag} {path} is {owned}; write the page outside it, or at its top under a new name.")
     return path
+
+
+def _check_beside(file: Path, markdown: Path, inputs, html: Path | None, listed: dict[str, str]) -> None:
+    """A file the Markdown page writes beside it: none of the files read, not the HTML page, no results folder's
+    own, and nothing of yours (only a file the page there lists, unchanged, is replaced)."""
+    said = f"--markdown {markdown} would write {file} beside it"
+    what = _kind(file)
+    if what is not None:
+        raise UserError(f"{said}, and that is {what}; move it away or choose another --markdown.")
+    if any(_same(file, Path(given)) for given in inputs):
+        raise UserError(f"{said}, the file this command reads; choose another --markdown.")
+    if html is not None and _place(html) == _place(file):
+        raise UserError(f"{said}, the file --html names; give --html another name.")
+    owned = _owned(file, lambda _: True)
+    if owned is not None:
+        raise UserError(f"{said}, {owned}; write the page outside it.")
+    if os.path.lexists(file) and not _ours_beside(file, listed):
+        raise UserError(
+            f"{said}, and {file} is there already, not written by modern-gpt for {markdown} (or changed since); "
+            "move it away or choose another --markdown."
+        )
+
+
+def beside_files(page: Page | None, markdown: Path) -> dict[Path, bytes]:
+    """The files the Markdown page writes beside it (before the page is made: its runs' CSV, the one it always
+    writes), by path."""
+    stem, folder = markdown.stem, markdown.parent
+    if page is None:
+        return {folder / beside(stem, CSV_NAME): b""}
+    files = {folder / beside(stem, fig.name): fig.data for fig in page.facts.figures}
+    files[folder / beside(stem, CSV_NAME)] = page.facts.csv.encode("utf-8")
+    return files
+
+
+def check_pages(html_path=None, markdown_path=None, inputs=(), page: Page | None = None):
+    """--html and --markdown checked together (check_output, and the files beside the Markdown page, and never
+    the same file twice): (html, markdown, the files beside the Markdown page by path)."""
+    html_path = None if html_path is None else check_output(html_path, "--html", inputs)
+    markdown_path = None if markdown_path is None else check_output(markdown_path, "--markdown", inputs)
+    both = html_path is not None and markdown_path is not None
+    if both and (_place(html_path) == _place(markdown_path) or _same(html_path, markdown_path)):
+        raise UserError(f"--html {html_path} and --markdown {markdown_path} are one file; give each its own.")
+    if markdown_path is None:
+        return html_path, None, {}
+    files = beside_files(page, markdown_path)
+    listed = _listed(markdown_path) or {}
+    for file in files:
+        _check_beside(file, markdown_path, inputs, html_path, listed)
+    return html_path, markdown_path, files
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -384,23 +585,16 @@ def _same(a: Path, b: Path) -> bool:
 
 def write(page: Page, html_path=None, markdown_path=None, inputs=()) -> list[Path]:
     """Write the page as HTML and/or Markdown (its figures and CSV beside it); returns what was written."""
-    html_path = None if html_path is None else check_output(html_path, "--html", inputs)
-    markdown_path = None if markdown_path is None else check_output(markdown_path, "--markdown", inputs)
+    html_path, markdown_path, files = check_pages(html_path, markdown_path, inputs, page)
     written = []
     if html_path is not None:
-        write_text(html_path, page.html())
+        put(html_path, page.html().encode("utf-8"), "--html")
         written.append(html_path)
     if markdown_path is not None:
-        stem, folder = markdown_path.stem, markdown_path.parent
-        files = {beside(stem, fig.name): fig.data for fig in page.facts.figures}
-        files[beside(stem, CSV_NAME)] = page.facts.csv.encode("utf-8")
-        for name in files:
-            check_output(folder / name, "--markdown", inputs)
-        for name, data in files.items():
-            with atomic_path(folder / name) as tmp:
-                tmp.write_bytes(data)
-            written.append(folder / name)
-        write_text(markdown_path, page.markdown(stem))
+        for file, data in files.items():
+            put(file, data, "--markdown")
+            written.append(file)
+        put(markdown_path, page.markdown(markdown_path.stem).encode("utf-8"), "--markdown")
         written.append(markdown_path)
     return written
 
@@ -434,9 +628,7 @@ def share(source, html=None, markdown=None, *, at_lr: float | None = None, plugi
     unknown = sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS})
     if unknown:
         raise UserError(f"share has no option {unknown[0]!r}; its options are judge's: {', '.join(JUDGE_KEYS)}, ...")
-    for path, flag in ((html, "--html"), (markdown, "--markdown")):
-        if path is not None:
-            check_output(path, flag)
+    check_pages(html, markdown)
     if isinstance(source, api.Result | api.LadderResult):
         page, inputs = folder_page(source), _folder_files(source.folder)
     elif isinstance(source, pd.DataFrame) or not Path(source).is_dir():
