@@ -103,6 +103,26 @@ def test_ladder_table_reads_a_runs_frame_and_decides():
     assert any("100x past the top rung" in n for n in notes)
 
 
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        (5e13, "5x past the top rung."),
+        (1e15, "100x past the top rung: far past what was measured; read it as a guess"),
+        (1e12, "is within the ladder"),
+        (1e-300, "is below the bottom rung (3.91e+10 FLOPs), where nothing was measured; read it as a guess"),
+    ],
+)
+def test_a_target_compute_is_placed_against_the_ladder(target, says):
+    """--target-compute below the ladder read '3.91e-315x past the top rung', and the bottom rung itself
+    '0.00391x past': each place is now said as it is."""
+    rng = np.random.default_rng(3)
+    runs, flops, _ = ladder(rng, 1, 5, [1.0, 1.0, 1.5], [0.0, 0.0, 0.0])
+    rows = [Row("classic"), Row("classic (placebo)", 0, True), Row("+big", 0)]
+    _, notes = L.ladder_table(design(rows, 5, target=target), frame(runs[0], flops))
+    assert sum(n.startswith(f"k at {target:.3g} FLOPs") for n in notes) == 1
+    assert any(says in n for n in notes), notes
+
+
 # ---------------------------------------------------------------------------
 # Calibration on simulated ladders
 # ---------------------------------------------------------------------------

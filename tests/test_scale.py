@@ -310,6 +310,21 @@ def test_judge_of_a_ladder_names_unfinished_states_and_says_how_to_mark_a_failed
     assert "line 6, column val_loss: nan is not a finite number (a failed run is marked true in a diverged" in err
 
 
+def test_judge_names_seeds_of_a_row_whose_computes_differ_at_a_rung(ladder, run, tmp_path):
+    """One seed's compute at a rung 1.9x the others' was averaged (geometrically) into that rung's k without a
+    word; the ladder's own runs.csv (the control) has none."""
+    runs = pd.read_csv(ladder.folder / "runs.csv")
+    code, out, err = run("judge", ladder.folder / "runs.csv", "--compute-col", "flops")
+    assert code == 0 and "differs between the seeds" not in out, err
+    i = runs.index[(runs["rung"] == 1) & (runs["seed"] == 0)][1]
+    runs.loc[i, "flops"] *= 1.9
+    runs.to_csv(tmp_path / "uneven.csv", index=False)
+    code, out, err = run("judge", tmp_path / "uneven.csv", "--compute-col", "flops")
+    said = " ".join(out.split())
+    assert code == 0 and "Column flops differs between the seeds of one row at one rung" in said, err
+    assert f"{runs.loc[i, 'variant']!r} at rung" in said
+
+
 def test_resume_takes_the_tables_own_choices_and_a_narrow_terminal_keeps_every_column(
     ladder, run, tmp_path, monkeypatch
 ):

@@ -480,15 +480,31 @@ def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray)
             "component that stops helping."
         )
     if design.target is not None:
-        far = design.target > FAR * top
-        notes.append(
-            f"k at {design.target:.3g} FLOPs extends each row's trend line {design.target / top:.3g}x past the top "
-            "rung" + (": far past what was measured; read it as a guess, not a measurement." if far else ".")
-        )
+        notes.append(_target_note(design.target, bottom, top))
     outside = [r.variant for r in rows if math.isfinite(r.crossover) and not bottom <= r.crossover <= top]
     if outside:
         notes.append(f"The crossover of {', '.join(outside[:6])} is beyond the measured range: extrapolated.")
     return notes
+
+
+def _target_note(target: float, bottom: float, top: float) -> str:
+    """Where --target-compute lies against the ladder: past its top (far past: a guess), within it (the trend
+    line read between rungs, where each rung's own k is measured), or below its bottom rung (a guess too)."""
+    at = f"k at {target:.3g} FLOPs"
+    if target > top:
+        far = target > FAR * top
+        return f"{at} extends each row's trend line {target / top:.3g}x past the top rung" + (
+            ": far past what was measured; read it as a guess, not a measurement." if far else "."
+        )
+    if target >= bottom:
+        return (
+            f"{at} is within the ladder ({bottom:.3g} to {top:.3g} FLOPs): the trend line read there, beside the "
+            "rungs' own k, which are measured."
+        )
+    return (
+        f"{at} is below the bottom rung ({bottom:.3g} FLOPs), where nothing was measured; "
+        "read it as a guess, not a measurement (--target-compute is meant for a size past the top rung)."
+    )
 
 
 def fitted_curves(design: LadderDesign, runs) -> dict:

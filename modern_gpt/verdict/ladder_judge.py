@@ -178,6 +178,25 @@ def _ranks(frame: pd.DataFrame) -> pd.Series:
     return frame.groupby("variant")["flops"].rank(method="dense").astype(int) - 1
 
 
+UNEVEN = 1.01  # the seeds of one row at one rung train one model for one budget: computes apart by more are named
+
+
+def _uneven_computes(runs: pd.DataFrame, axis: str) -> list[str]:
+    """A footnote naming each row and rung whose seeds' computes differ (a rung column holds them together),
+    which the table averages (geometrically) without a word otherwise."""
+    spread = runs.groupby(["variant", "rung"], sort=False)["flops"].agg(["min", "max"])
+    uneven = spread[spread["max"] > UNEVEN * spread["min"]]
+    if uneven.empty:
+        return []
+    named = [f"{v!r} at rung {r}: {lo:.3g} to {hi:.3g}" for (v, r), lo, hi in uneven.itertuples(name=None)]
+    shown = "; ".join(named[:6]) + (f"; and {len(named) - 6} more" if len(named) > 6 else "")
+    return [
+        f"Column {axis} differs between the seeds of one row at one rung ({shown}); the table uses each rung's "
+        "geometric mean, but the seeds of a row at a rung should train the same model for the same budget: check "
+        "the rung column, or the compute each run recorded."
+    ]
+
+
 def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
     """The scale table of a file (or a DataFrame) of runs at several sizes: (design, rows, notes)."""
     is_path = isinstance(path_or_frame, str | os.PathLike)
@@ -186,6 +205,7 @@ def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
     rows, notes = ladder_table(design, runs)
     named = runs.assign(rung=[design.rungs[r] for r in runs["rung"]])  # the rung as the table shows it
     notes += unfinished_states(source, s, *(named[c].tolist() for c in ("variant", "seed", "failed", "rung")))
+    notes += _uneven_computes(named, ls.axis)
     if ls.size_col is not None:  # the footnotes speak of FLOPs: here the axis is the size column's
         notes = [n.replace(" FLOPs", f" (in {ls.size_col})") for n in notes]
         notes.insert(
