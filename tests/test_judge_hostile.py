@@ -233,3 +233,61 @@ def test_a_dataframes_index_label_is_shown_as_written_not_as_numpys_repr():
     with pytest.raises(UserError) as e:
         modern_gpt.judge(frame)
     assert "row 1 (index 6)" in str(e.value) and "np.int64" not in str(e.value)
+
+
+# ---------------------------------------------------------------------------
+# Weak messages of the hostile pass: each named with its line or its fix
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("kind", "command"), [("gzip", "gunzip -c"), ("bzip2", "bunzip2 -c"), ("zip", "unzip -p")])
+def test_a_compressed_file_named_csv_is_named_with_its_fix(tmp_path, run, kind, command):
+    """It said 'line 1: not UTF-8 text (byte 0x8b)' and never that the file is compressed."""
+    import bz2
+    import gzip
+    import zipfile
+
+    path = tmp_path / "runs.csv"
+    if kind == "zip":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("runs.csv", GOOD)
+    else:
+        path.write_bytes((gzip if kind == "gzip" else bz2).compress(GOOD.encode()))
+    err = _one_sentence(*run("judge", path))
+    assert f"is a {kind}-compressed file, not CSV text; decompress it ({command} {path} > NEW.csv)" in err, err
+
+
+def test_a_json_number_too_large_for_a_float_is_named_as_the_csvs_is(tmp_path, run):
+    """JSON's 1e400 was read as infinity ('inf is not a finite number'); the CSV's digits were named."""
+    (tmp_path / "r.jsonl").write_text(
+        "".join(
+            f'{{"variant": "{v}", "seed": {s}, "val_loss": {"1e400" if (v, s) == ("b", 1) else 2.0 + s}}}\n'
+            for v in "ab"
+            for s in range(3)
+        )
+    )
+    err = _one_sentence(*run("judge", tmp_path / "r.jsonl"))
+    assert "r.jsonl, line 5, column val_loss: '1e400' is too large for a float64" in err, err
+
+
+def _ladder_csv(path, rung=lambda r: r):
+    rows = ["variant,seed,rung,flops,val_loss"]
+    rows += [
+        f"{v},{s},{rung(r)},{10.0 ** (12 + r)},{4 - 0.3 * r - 0.05 * i + 0.01 * s}"
+        for i, v in enumerate("ab")
+        for r in range(3)
+        for s in range(3)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_ladders_columns_are_each_their_own_and_a_nan_rung_has_its_line(tmp_path, run):
+    """--compute-col naming the metric said 'mean val loss does not fall', --rung-col naming it listed every loss
+    as a rung, and a rung cell 'nan' counted a fourth rung with no line."""
+    path = _ladder_csv(tmp_path / "l.csv")
+    for flag in ("--compute-col", "--rung-col"):
+        extra = [] if flag == "--compute-col" else ["--compute-col", "flops"]
+        err = _one_sentence(*run("judge", path, *extra, flag, "val_loss"))
+        assert f"--metric and {flag} both name the column 'val_loss'" in err, err
+    bad = _ladder_csv(tmp_path / "nan.csv", rung=lambda r: "nan" if r == 1 else r)
+    err = _one_sentence(*run("judge", bad, "--compute-col", "flops"))
+    assert "nan.csv, line 5, column rung: 'nan' names no rung" in err, err  # a, seed 0, rung 1

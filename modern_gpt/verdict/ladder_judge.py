@@ -73,15 +73,18 @@ def _positive(v) -> float:
 def _label(v) -> str:
     if _empty(v):
         raise ValueError("is empty")
-    return str(v).strip()
+    text = str(v).strip()
+    if text.lower() in ("nan", "na", "n/a", "null", "none", "inf", "-inf"):  # pandas' missing value, not a name
+        raise ValueError(f"{_shown(v)} names no rung (a missing value); give each run its rung")
+    return text
 
 
 def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
     """The LadderDesign and runs frame (row, rung, seed, val_loss, flops, failed) of a file of runs at several
     sizes, checked cell by cell as judge checks any file."""
-    check_settings(s)
     if (ls.compute_col is None) == (ls.size_col is None):
         raise UserError("give one of --compute-col (each run's training FLOPs) or --size-col (its model size).")
+    check_settings(s, {"--compute-col": ls.compute_col, "--size-col": ls.size_col, "--rung-col": ls.rung_col})
     if s.higher_is_better:
         raise UserError(
             "--compute-col reads a loss that falls as compute grows; a higher-is-better metric has no compute "

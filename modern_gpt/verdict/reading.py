@@ -10,6 +10,7 @@ import io
 import json
 import math
 import re
+import shlex
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -152,8 +153,26 @@ def read_file(path) -> Source:
     return _mlflow_ui(_csv(path, _text(path, data))) if suffix == ".csv" else _jsonl(path, _text(path, data))
 
 
+# A compressed file named .csv or .jsonl (a download saved as data.csv): its first bytes say what it is.
+COMPRESSED = {  # its first bytes, its name, the command that decompresses it to stdout
+    b"\x1f\x8b": ("gzip", "gunzip -c"),
+    b"BZh": ("bzip2", "bunzip2 -c"),
+    b"PK\x03\x04": ("zip", "unzip -p"),
+    b"\xfd7zXZ\x00": ("xz", "unxz -c"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "zstd -dc"),
+}
+
+
 def _text(path: Path, data: bytes) -> str:
-    """The file as UTF-8 text; UTF-16 (Excel's "Unicode text") is named with its fix, not as a bad byte."""
+    """The file as UTF-8 text; UTF-16 (Excel's "Unicode text") and a compressed file are named with their fix,
+    not as a bad byte."""
+    packed = next((kind for magic, kind in COMPRESSED.items() if data.startswith(magic)), None)
+    if packed:
+        suffix = path.suffix.lower()
+        raise UserError(
+            f"{path} is a {packed[0]}-compressed file, not {suffix[1:].upper()} text; decompress it "
+            f"({packed[1]} {shlex.quote(str(path))} > NEW{suffix}) and judge that."
+        )
     if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data[:200].count(b"\x00") > len(data[:200]) // 4:
         raise UserError(
             f'{path} is UTF-16 text (Excel saves "Unicode text" so), where judge reads UTF-8 with commas; save it '
@@ -249,13 +268,20 @@ def _not_excels(path: Path, text: str) -> None:
             )
 
 
+def _json_float(text: str):
+    """A JSON number as a float, or as its text where float64 cannot hold it (1e400 is not infinity): the
+    cell's check then names it as it names the CSV's digits."""
+    x = float(text)
+    return x if math.isfinite(x) else text
+
+
 def _jsonl(path: Path, text: str) -> Source:
     records, columns, lines = [], {}, []
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line, object_pairs_hook=_once)
+            record = json.loads(line, object_pairs_hook=_once, parse_float=_json_float)
         except _Twice as e:
             raise UserError(f"{path}, line {n}: the key {e.args[0]!r} is given twice; give each column once.") from None
         except ValueError as e:
@@ -582,11 +608,13 @@ def names(text: str | list | tuple | None, what: str = "order") -> tuple[str, ..
     )
 
 
-def check_settings(s: JudgeSettings) -> None:
+def check_settings(s: JudgeSettings, more: dict | None = None) -> None:
+    """alpha, margin, and the columns each setting names (more: a ladder's, by flag), each its own."""
     check_statistics(s.alpha, None)
     if s.margin is not None and not 0 < s.margin < math.inf:
         raise UserError(f"--margin must be a positive number in the units of {s.metric}, got {s.margin}.")
     cols = {"--variant-col": s.variant_col, "--seed-col": s.seed_col, "--metric": s.metric}
+    cols |= {flag: col for flag, col in (more or {}).items() if col is not None}
     for flag, col in cols.items():
         same = [f for f, c in cols.items() if c == col and f != flag]
         if same:
