@@ -291,3 +291,11 @@ def test_a_ladders_columns_are_each_their_own_and_a_nan_rung_has_its_line(tmp_pa
     bad = _ladder_csv(tmp_path / "nan.csv", rung=lambda r: "nan" if r == 1 else r)
     err = _one_sentence(*run("judge", bad, "--compute-col", "flops"))
     assert "nan.csv, line 5, column rung: 'nan' names no rung" in err, err  # a, seed 0, rung 1
+
+
+def test_a_misspelt_keyword_of_modern_gpt_judge_names_the_closest():
+    """A TypeError naming verdict() before; modern_gpt.ablate and the others name the closest option."""
+    frame = pd.read_csv(__import__("io").StringIO(GOOD))
+    with pytest.raises(UserError, match=r"modern_gpt.judge\(\) has no option 'metrc'; did you mean metric\?"):
+        modern_gpt.judge(frame, metrc="val_loss")
+    assert modern_gpt.judge(frame, metric="val_loss").iloc[1]["variant"] == "b"

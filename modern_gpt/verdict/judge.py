@@ -636,6 +636,7 @@ def verdict(
     rung_col: str | None = None,
     trend_margin: float | None = None,
     target_compute: float | None = None,
+    **unknown,
 ) -> pd.DataFrame:
     """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
 
@@ -652,6 +653,8 @@ def verdict(
     `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
     input raises modern_gpt.errors.UserError with one sentence naming the row and the column.
     """
+    if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
+        _no_keyword(next(iter(unknown)))
     s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
     if compute_col is not None or size_col is not None or rung_col is not None:
         if margin is not None:
@@ -668,3 +671,13 @@ def verdict(
     out = pd.DataFrame(rows)
     out.attrs.update(title=title(design, s), footnotes=notes)
     return out
+
+
+def _no_keyword(name: str) -> None:
+    import difflib
+    import inspect
+
+    known = [p for p in inspect.signature(verdict).parameters if p not in ("df", "unknown")]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]}?" if close else f"; it takes {', '.join(known)}"
+    raise UserError(f"modern_gpt.judge() has no option {name!r}{hint}")
