@@ -299,3 +299,17 @@ def test_a_misspelt_keyword_of_modern_gpt_judge_names_the_closest():
     with pytest.raises(UserError, match=r"modern_gpt.judge\(\) has no option 'metrc'; did you mean metric\?"):
         modern_gpt.judge(frame, metrc="val_loss")
     assert modern_gpt.judge(frame, metric="val_loss").iloc[1]["variant"] == "b"
+
+
+def test_an_mlflow_export_without_or_with_a_capitalised_kind_says_what_its_empty_variant_is(tmp_path, run):
+    """Without tags.kind the summary run's empty variant read 'is empty' alone; 'Summary' was not left out."""
+    runs = [f"r{v}{s},{v},{s},{2.0 + 0.1 * (v == 'b') + 0.01 * s}" for v in "ab" for s in range(3)]
+    (tmp_path / "nokind.csv").write_text("run_id,tags.variant,tags.seed,metrics.val_loss\nsum,,,\n" + "\n".join(runs))
+    err = _one_sentence(*run("judge", tmp_path / "nokind.csv"))
+    assert "line 2, column tags.variant: is empty (an MLflow run with no variant is not a seed's run" in err, err
+    rows = [f"{r},finished" for r in runs]
+    (tmp_path / "case.csv").write_text(
+        "run_id,tags.variant,tags.seed,metrics.val_loss,tags.kind\nsum,,,,Summary\n" + "\n".join(rows)
+    )
+    code, out, err = run("judge", tmp_path / "case.csv")
+    assert code == 0 and "2 variants, 3 seeds" in " ".join(out.split()), err

@@ -154,7 +154,7 @@ def _without_summary(source: Source, s: JudgeSettings) -> Source:
     if col not in source.cells or col in (s.variant_col, s.seed_col, s.metric):
         return source
     kinds, variants = source.column(col), source.column(s.variant_col)
-    keep = [i for i in range(source.size) if not (_as_text(kinds[i]) in HOLDERS and not _as_text(variants[i]))]
+    keep = [i for i in range(source.size) if not (_as_text(kinds[i]).lower() in HOLDERS and not _as_text(variants[i]))]
     if len(keep) == source.size:
         return source
     if not keep:
@@ -406,7 +406,13 @@ def _first_refusal(source: Source, s: JudgeSettings, runs: _Runs) -> None:
     for col, parse, bad in runs.refused:
         if bad[i]:
             parse = parse.at(i) if isinstance(parse, _Metric) else parse
-            raise UserError(f"{source.name}, {where}, column {col}: {refusal(parse, cells(col)[i])}.")
+            hint = ""
+            if col == s.variant_col and _empty(cells(col)[i]) and "run_id" in source.cells:  # an MLflow export
+                hint = (
+                    f" (an MLflow run with no variant is not a seed's run: modern-gpt's summary and row runs say so "
+                    f"in tags.{KIND}, which this export lacks; leave such runs out)"
+                )
+            raise UserError(f"{source.name}, {where}, column {col}: {refusal(parse, cells(col)[i])}{hint}.")
     if infinite[i]:
         raise UserError(
             f"{source.name}, {where}, column {s.metric}: {float(runs.value[i])} is not a finite number {NOT_FINITE}."
