@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import __version__
 from ..ablation.share import CSV_NAME, Claim, Facts, Grid
 from ..core.errors import UserError
-from ..core.files import not_regular
+from ..core.files import advice, not_regular
 
 
 @dataclass
@@ -449,19 +449,10 @@ def _owned(path: Path, ours) -> str | None:
 
 
 def cannot(flag: str, path: Path, err: OSError) -> str:
-    """A page that cannot be written, in one sentence whose advice fits the error."""
-    import errno
-
+    """A page that cannot be written, in one sentence whose advice fits the error (core.files.advice)."""
     folder = path.parent
-    if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        advice = f"free some space on its disk or choose another {flag}"
-    elif err.errno in (errno.EACCES, errno.EPERM):
-        advice = f"make {folder} writable or choose another {flag}"
-    elif err.errno == errno.EROFS:
-        advice = f"its file system is read-only, so choose another {flag}"
-    else:
-        advice = f"that folder cannot hold new files, so choose another {flag}"
-    return f"{flag} {path}: cannot write in {folder} ({err.strerror or err}); {advice}."
+    said = advice(err, str(folder), f"choose another {flag}")
+    return f"{flag} {path}: cannot write in {folder} ({err.strerror or err}); {said}."
 
 
 def _temporary(path: Path) -> Path:

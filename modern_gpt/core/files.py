@@ -45,7 +45,7 @@ def atomic_path(path: Path):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     except (OSError, SafetensorError) as e:  # safetensors' writer reports a full disk as its own error
-        raise UserError(f"cannot write {path.name} in {path.parent}: {reason(e)}; {FREE}") from None
+        raise UserError(f"cannot write {path.name} in {path.parent}: {reason(e)}; {advice(e)}.") from None
 
 
 def reason(e: BaseException) -> str:
@@ -84,7 +84,24 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-FREE = "free some space or make the folder writable, or choose another folder."
+FREE = "free some space or make the folder writable, or choose another folder"
+
+
+def advice(e: BaseException, folder: str = "the folder", instead: str = "choose another folder") -> str:
+    """What to do about a write that failed, fitting its error: a full disk, a folder that cannot be written, a
+    read-only file system, or one that holds no new files (/proc); FREE where the error says nothing."""
+    import errno
+
+    code = getattr(e, "errno", None)
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return f"free some space on its disk or {instead}"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"make {folder} writable or {instead}"
+    if code == errno.EROFS:
+        return f"its file system is read-only, so {instead}"
+    if code is not None:
+        return f"that folder cannot hold new files, so {instead}"
+    return FREE
 
 
 def write_text(path: Path, text: str) -> None:
