@@ -3,6 +3,8 @@ logging into the store its earlier runs are in."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 from pathlib import Path
@@ -11,6 +13,8 @@ from ..core.config import DEFAULT_MLFLOW_URI, check_names
 from ..core.errors import UserError
 from .records import first_line, tracking_state
 
+# The stores the installed MLflow opens, for the sentence that refuses another
+WORKING_STORES = "sqlite:///PATH.db (a file), or http://127.0.0.1:PORT for an mlflow server"
 LOCK_WAIT_S = 1.5  # how long a sqlite store may be held by another writer (MLflow's writes take milliseconds)
 
 
@@ -159,21 +163,72 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
     for name in names:
         installed(name)
     if "mlflow" in names:
-        uri, where = mlflow_uri(mlflow_uri_given)
-        store = _local_store(uri)
-        if uri.rstrip("/") == "sqlite:":
-            raise UserError(
-                f"{where}: an in-memory sqlite store is lost when modern-gpt exits; give sqlite:///PATH.db."
-            )
-        if store is not None:
-            _check_writable(store, where, is_file=uri.startswith("sqlite:"))
+        _check_mlflow(*mlflow_uri(mlflow_uri_given))
+    if "wandb" in names:
+        check_wandb()
+
+
+def _check_mlflow(uri: str, where: str) -> None:
+    """MLflow's store: a scheme the installed MLflow takes, reachable and writable; a sqlite file this check
+    created is removed again when the store fails (a full disk left an empty m.db behind)."""
+    store = _local_store(uri)
+    if uri.rstrip("/") == "sqlite:":
+        raise UserError(f"{where}: an in-memory sqlite store is lost when modern-gpt exits; give sqlite:///PATH.db.")
+    if store is not None:
+        _check_writable(store, where, is_file=uri.startswith("sqlite:"))
+    _check_scheme(uri, where)
+    made = (
+        [] if store is None or os.path.lexists(store) else [Path(f"{store}{end}") for end in ("", "-journal", "-wal")]
+    )
+    try:
         if store is not None and uri.startswith("sqlite:"):
             _check_sqlite(store, where)
         elif uri.startswith(("http://", "https://")):
             _check_server(uri, where)
         _probe_mlflow(uri, where)
-    if "wandb" in names:
-        check_wandb()
+    except UserError:
+        for path in made:
+            if path.is_file():
+                path.unlink()
+        raise
+
+
+def _check_scheme(uri: str, where: str) -> None:
+    """A store the installed MLflow opens: a scheme its tracking-store registry knows, and no file store (a plain
+    path or file:), which MLflow 3 refuses unless MLFLOW_ALLOW_FILE_STORE=true. One sentence before anything
+    trains, naming the stores that work, rather than MLflow's own exception cut off mid-URL."""
+    import mlflow
+    from mlflow.utils.uri import get_uri_scheme
+
+    scheme = uri if uri in ("databricks", "databricks-uc", "uc") else get_uri_scheme(uri)
+    version, give = f"the installed MLflow {mlflow.__version__}", f"give {WORKING_STORES}."
+    if scheme in ("", "file") and _file_store_refused():
+        raise UserError(
+            f"{where}: MLflow cannot use this store ({version} refuses file stores unless "
+            f"MLFLOW_ALLOW_FILE_STORE=true); {give}"
+        )
+    known = _known_schemes()
+    if known is not None and scheme not in known:
+        raise UserError(f"{where}: MLflow cannot use this store ({version} knows no {scheme}: stores); {give}")
+
+
+def _file_store_refused() -> bool:
+    """The installed MLflow refuses file stores (MLflow 3, unless its MLFLOW_ALLOW_FILE_STORE is true)."""
+    from mlflow import environment_variables
+
+    allow = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)
+    return allow is not None and not allow.get()
+
+
+def _known_schemes() -> set[str] | None:
+    """The schemes MLflow's tracking-store registry has a store for (its own and plugins'); None where this
+    MLflow keeps the registry elsewhere (its store then says what it refuses)."""
+    try:
+        from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+        return set(_tracking_store_registry._registry)
+    except (ImportError, AttributeError):
+        return None
 
 
 def _check_sqlite(path: Path, where: str) -> None:
@@ -198,6 +253,23 @@ def _probe_mlflow(uri: str, where: str) -> None:
     from mlflow import MlflowClient
 
     try:
-        MlflowClient(uri).search_experiments(max_results=1)
+        with quiet_store():
+            MlflowClient(uri).search_experiments(max_results=1)
     except Exception as e:  # whatever the store raises, it is one sentence
         raise UserError(f"{where}: MLflow cannot use this store ({first_line(e)}); give another URI.") from None
+
+
+@contextlib.contextmanager
+def quiet_store():
+    """MLflow's INFO lines while it makes or migrates a sqlite store's tables ("Creating initial MLflow database
+    tables...", alembic's steps) kept off stderr: its loggers at WARNING meanwhile, so warnings still show."""
+    loggers = [logging.getLogger(name) for name in ("mlflow.store.db", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        if logger.getEffectiveLevel() < logging.WARNING:
+            logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

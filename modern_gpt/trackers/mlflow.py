@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core.errors import UserError
 from ..verdict.judge import ROW_KIND, SUMMARY  # tags.kind of a row's run and the summary's: judge leaves both out
-from .checks import _local_store, mlflow_uri
+from .checks import _local_store, mlflow_uri, quiet_store
 from .records import (
     ABOUT,
     TRAIN,
@@ -63,9 +63,10 @@ class MlflowBackend:
         from mlflow import MlflowClient
 
         self.folder, self.tracked = Path(folder), tracked
-        self.client = MlflowClient(self.uri)
         train = tracked.plan == TRAIN
-        self.experiment_id = self._experiment(TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
+        with quiet_store():  # a new store's tables are made here when no check made them
+            self.client = MlflowClient(self.uri)
+            self.experiment_id = self._experiment(TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
 
     def _experiment(self, name: str, shared: bool) -> str:
         """The folder's experiment: made once, found again on resume; a name another folder took (or a deleted

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.config import TRACKERS
+from ..core.errors import UserError
 from ..verdict.design import SUMMARY_COLUMNS, TRACKED, SummaryRow, summary_frame
 
 FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
@@ -215,8 +216,9 @@ def artifacts(folder: Path) -> list[Path]:
 
 
 def first_line(e: BaseException) -> str:
+    """An error in one line: its type and first line, or a UserError's own sentence (it says what to do)."""
     text = (str(e).strip().splitlines() or [""])[0][:300]
-    return f"{type(e).__name__}: {text}".rstrip(": ")
+    return text if isinstance(e, UserError) else f"{type(e).__name__}: {text}".rstrip(": ")
 
 
 # ---------------------------------------------------------------------------

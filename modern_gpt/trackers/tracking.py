@@ -114,6 +114,8 @@ class Tracking:
             held = self._ask(b, b.held, sorted(set(ids.values()))) if ids else set()
             if held is not None:
                 out[b.name] = [key for key, run_id in ids.items() if run_id not in held]
+            if held is not None and getattr(b, "damaged", None):  # the tracker's data of some does not read back
+                self.on_warning(f"{b.name}: the runs it lacks are logged again ({b.where}).")
         return out
 
     def lacks_summary(self, b: Backend) -> bool:
