@@ -313,3 +313,13 @@ def test_an_mlflow_export_without_or_with_a_capitalised_kind_says_what_its_empty
     )
     code, out, err = run("judge", tmp_path / "case.csv")
     assert code == 0 and "2 variants, 3 seeds" in " ".join(out.split()), err
+
+
+def test_modern_gpt_judges_sentences_name_its_keywords_not_the_commands_flags():
+    """The sentences are the command's, so they named --order and --reference to a Python caller."""
+    frame = pd.read_csv(__import__("io").StringIO(GOOD))
+    with pytest.raises(UserError, match=r"^order= names 'zz'") as e:
+        modern_gpt.judge(frame, order=["a", "zz"])
+    assert "--" not in str(e.value)
+    with pytest.raises(UserError, match=r"^metric= and compute_col= both name the column 'val_loss'"):
+        modern_gpt.judge(frame, compute_col="val_loss")

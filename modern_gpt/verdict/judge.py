@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -651,21 +652,41 @@ def verdict(
     compute (trend_per_10x, trend_low, trend_high, trend), the crossover and per rung k_i (docs/scale.md).
 
     Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
-    share, Holm-corrected across the table, exactly as `modern-gpt judge` and `modern-gpt report` do. A frame with
+    share, adjusted across the table (Hommel; Holm-Shaffer with margin), exactly as `modern-gpt judge` and
+    `modern-gpt report` do. A frame with
     modern-gpt's row, reference and placebo columns (a results folder's runs.csv read by pandas, Result.runs,
     or mlflow.search_runs of its MLflow runs, whose tags.variant, metrics.val_loss, ... are read as variant,
     val_loss, ...; its summary run is left out) gives report's table with no keyword. Returns
-    one row per variant: mean, delta, ci_low, ci_high, p, p_holm, verdict, mde, seeds_needed, pairs, ...;
+    one row per variant: mean, delta, ci_low, ci_high, p, p_adj, verdict, mde, seeds_needed, pairs, ...;
     `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
-    input raises modern_gpt.errors.UserError with one sentence naming the row and the column.
+    input raises modern_gpt.UserError with one sentence naming the row and the column (and each setting as its
+    keyword: order=, not --order).
     """
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
-    s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
-    if compute_col is not None or size_col is not None or rung_col is not None:
+    try:
+        s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
+        return _verdict(df, s, margin, LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute))
+    except UserError as e:
+        raise UserError(as_keywords(str(e))) from None
+
+
+JUDGE_FLAGS = re.compile(
+    r"--(variant-col|seed-col|metric|higher-is-better|order|reference|placebo|alpha|margin|compute-col|size-col|"
+    r"rung-col|trend-margin|target-compute)\b"
+)
+
+
+def as_keywords(sentence: str) -> str:
+    """A judge sentence as modern_gpt.judge says it: each flag as its keyword (--order as order=)."""
+    return JUDGE_FLAGS.sub(lambda m: m.group(1).replace("-", "_") + "=", sentence)
+
+
+def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFrame:
+    """verdict's table: the scale table for a ladder (a compute, size or rung column), else judge's."""
+    if ladder.compute_col is not None or ladder.size_col is not None or ladder.rung_col is not None:
         if margin is not None:
             raise UserError("margin is in the metric's units for one size; for a ladder give trend_margin.")
-        ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
         design, rows, notes = judge_ladder(df, s, ladder)
         out = pd.DataFrame([r.cells() for r in rows])
         out.attrs.update(
