@@ -323,3 +323,16 @@ def test_modern_gpt_judges_sentences_name_its_keywords_not_the_commands_flags():
     assert "--" not in str(e.value)
     with pytest.raises(UserError, match=r"^metric= and compute_col= both name the column 'val_loss'"):
         modern_gpt.judge(frame, compute_col="val_loss")
+
+
+def test_a_placebo_misplaced_by_a_guessed_order_points_to_order(tmp_path, run):
+    """An MLflow export without tags.row lists the newest run first, so the first row was the last variant and
+    the placebo's reference looked wrong; the sentence now says the order was guessed and how to give it."""
+    rows = [("b", "a", "false"), ("a (placebo)", "a", "true"), ("a", "", "false")]  # newest first
+    lines = [
+        f"{v},{s},{2.0 + 0.01 * s + 0.1 * i},{ref},{mark}" for i, (v, ref, mark) in enumerate(rows) for s in range(3)
+    ]
+    (tmp_path / "r.csv").write_text("variant,seed,val_loss,reference,placebo\n" + "\n".join(lines) + "\n")
+    err = _one_sentence(*run("judge", tmp_path / "r.csv"))
+    assert "where a placebo is compared with the first row, 'b' (the first to appear in the file" in err, err
+    assert "give it with --order" in err

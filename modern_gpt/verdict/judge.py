@@ -229,10 +229,17 @@ class _Marks:
                     _references(source, s, rows)  # its sentence: the placebo is the first row
                 refs[i] = 0  # --placebo: compared with the first row
             elif refs[i] != 0:
+                guessed = s.order is None and self.order is None  # the order the variants first appear in
                 raise UserError(
                     f"{source.name}, column {self.placebo_col}: the placebo {placebo!r} is compared with "
                     f"{'no row' if refs[i] is None else repr(rows[refs[i]])} in column {self.ref_col}, where a placebo "
-                    f"is compared with the first row, {rows[0]!r}."
+                    f"is compared with the first row, {rows[0]!r}"
+                    + (
+                        f" (the first to appear in the file, which gives the rows no order: give it with "
+                        f"{flags['order']}, every variant once; MLflow lists the newest run first)."
+                        if guessed
+                        else "."
+                    )
                 )
         return placebo, refs
 
