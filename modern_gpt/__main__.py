@@ -32,6 +32,7 @@ def run() -> None:
         main()
     except SystemExit as e:  # main() always ends so, with the command's exit code
         _exit_code.append(e.code)
+        _watch_the_end(e.code if isinstance(e.code, int) else int(e.code is not None))
         if threading.current_thread() is threading.main_thread():
             for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # the command has said its last word: a signal while the
                 if hasattr(signal, name):  # exit handlers run is a quiet exit, never their traceback
@@ -40,6 +41,59 @@ def run() -> None:
 
 
 _exit_code: list = []
+
+
+# How long the process may take to end once main() has said its last word: threads joined, exit handlers run.
+# W&B's teardown (its service process waits up to 30 s for its upload) and MLflow's flush fit in it with room;
+# what is still running after it (a plugin's thread, exit handler or child process) is named, and the process
+# leaves with the command's exit code. MODERN_GPT_EXIT_WAIT (seconds) sets it: the tests' hangs wait less.
+EXIT_WAIT = 60.0
+
+
+def _watch_the_end(code: int) -> None:
+    try:
+        wait = float(os.environ.get("MODERN_GPT_EXIT_WAIT") or EXIT_WAIT)
+    except ValueError:
+        wait = EXIT_WAIT
+    threading.Thread(target=_watchdog, args=(wait, code), name="modern-gpt: the end's watchdog", daemon=True).start()
+
+
+def _watchdog(wait: float, code: int) -> None:
+    import time
+
+    time.sleep(wait)
+    print(
+        f"modern-gpt: {_still_running()} was still running {wait:g} s after the command ended; modern-gpt "
+        f"left without waiting for it{_plugins_loaded()}.",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(code)
+
+
+def _still_running() -> str:
+    """What keeps the process from ending: a thread the interpreter joins, a child process, or an exit handler."""
+    pool = sys.modules.get("concurrent.futures.thread")
+    joined = set(getattr(pool, "_threads_queues", {})) if pool else set()
+    me = threading.current_thread()
+    threads = [
+        t.name
+        for t in threading.enumerate()
+        if t.is_alive() and t is not me and t is not threading.main_thread() and (not t.daemon or t in joined)
+    ]
+    if threads:
+        return f"the thread {threads[0]!r}"
+    mp = sys.modules.get("multiprocessing")
+    children = mp.active_children() if mp else []
+    if children:
+        return f"the child process {children[0].name!r} (pid {children[0].pid})"
+    return "an exit handler (atexit)"
+
+
+def _plugins_loaded() -> str:
+    plugins = sys.modules.get("modern_gpt.model.plugins")
+    paths = [p.path for p in getattr(plugins, "LOADED", {}).values()]
+    return f" (the plugins loaded: {', '.join(paths)})" if paths else ""
 
 
 def _interrupted_while_leaving(signum, frame) -> None:

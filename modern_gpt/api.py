@@ -228,10 +228,10 @@ def train_checkpoint(
     corpus = load_corpus(settings.data)
     from dataclasses import replace
 
-    from .model.plugins import check_forward
+    from .model.plugins import check_forward, guarded_train
 
     check_forward(replace(settings.model, vocab_size=corpus.tokenizer.vocab_size))  # a plugin's forward and backward
-    with display(corpus.name) if display else contextlib.nullcontext() as progress:
+    with display(corpus.name) if display else contextlib.nullcontext() as progress, guarded_train(settings.model):
         result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
     settings.model = model.config  # with the tokenizer's vocab_size
     metrics = result.to_dict()

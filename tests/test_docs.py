@@ -143,3 +143,21 @@ def test_the_architecture_page_lists_every_module_of_the_tree():
             tree.add(name)
     assert len(listed) == len(set(listed)), listed
     assert set(listed) == tree, (sorted(set(listed) - tree), sorted(tree - set(listed)))
+
+
+IMPORT_LINE = re.compile(r"^\s*(from modern_gpt[\w.]* import [\w, ]+|import modern_gpt[\w.]*)\s*$", re.M)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_import_of_modern_gpt_a_page_shows_imports(page):
+    """docs/components.md showed `from modern_gpt.model import linear`, an ImportError: a reader's first line."""
+    import importlib
+
+    for line in IMPORT_LINE.findall(page.read_text(encoding="utf-8")):
+        tree = ast.parse(line.strip()).body[0]
+        if isinstance(tree, ast.Import):
+            importlib.import_module(tree.names[0].name)
+            continue
+        module = importlib.import_module(tree.module)
+        missing = [a.name for a in tree.names if not hasattr(module, a.name)]
+        assert not missing, f"{page.name}: {line.strip()!r}: {tree.module} has no {', '.join(missing)}"

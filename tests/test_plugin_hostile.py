@@ -365,3 +365,287 @@ def test_a_plugin_that_calls_os_exit_at_import_is_one_sentence_naming_it(at_impo
     path, done = at_import["os._exit"]
     code, err = done.returncode, done.stderr
     assert code == 2 and str(path) in err and "os._exit(0)" in err and err.count("\n") == 1, (code, err)
+
+
+# ---------------------------------------------------------------------------
+# The hostile tester's second round (A-F): more state watched, no traceback, no hang, the right exit code
+# ---------------------------------------------------------------------------
+def _more_state() -> dict:
+    import numpy as np
+    import torch.nn.functional as F
+
+    import modern_gpt.model.gpt as gpt
+
+    return {
+        "autocast": torch.is_autocast_enabled("cpu"),
+        "gelu": F.gelu,
+        "F": gpt.F,
+        "softmax": vars(torch.Tensor).get("softmax"),
+        "hooks": len(torch.nn.modules.module._global_forward_hooks),
+        "recursion": sys.getrecursionlimit(),
+        "numpy": np.geterr(),
+        "scipy": sys.modules.get("scipy", "absent"),
+        "alarm": signal.getitimer(signal.ITIMER_REAL)[0] > 0,
+        "sigalrm": signal.getsignal(signal.SIGALRM),
+        "fd1": os.fstat(1).st_ino,
+        "encoding": sys.stdout.encoding,
+        "registry": dict(components.PLUGINS),
+        "columns": os.environ.get("COLUMNS"),
+        "components": components.COMPONENTS,
+    }
+
+
+AT_IMPORT_2 = {
+    "autocast": ("import torch\ntorch.autocast('cpu', dtype=torch.bfloat16).__enter__()\n", "autocast"),
+    "hook": (
+        "import torch\ntorch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)\n",
+        "a hook of every torch module (torch.nn.modules.module._global_forward_hooks)",
+    ),
+    "gelu": ("import torch.nn.functional as F\nF.gelu = lambda x, **k: x\n", "torch.nn.functional.gelu"),
+    "model's F": ("import types, modern_gpt.model.gpt as g\ng.F = types.SimpleNamespace()\n", "modern_gpt.model.gpt.F"),
+    "stats": ("import modern_gpt.verdict.stats as s\ns.t_sf2 = lambda *a: 0.5\n", "modern_gpt.verdict.stats.t_sf2"),
+    "Tensor": ("import torch\ntorch.Tensor.softmax = lambda self, *a, **k: self\n", "torch.Tensor.softmax"),
+    "registry": (
+        "import modern_gpt.core.components as C\nC.PLUGINS['gqa'] = C.Component('gqa', 'a -> b', 'mlp', print)\n",
+        "the component registry (PLUGINS) (gqa)",
+    ),
+    "reload": (
+        "import importlib, modern_gpt.core.components as C\nimportlib.reload(C)\n",
+        "modern_gpt.core.components.",
+    ),
+    "fd 1": ("import os\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n", "file descriptor 1 to another file"),
+    "recursion": ("import sys\nsys.setrecursionlimit(54321)\n", "the recursion limit from"),
+    "numpy": ("import numpy as np\nnp.seterr(all='raise')\n", "numpy's error handling (np.seterr)"),
+    "sys.modules": ("import sys\nsys.modules['scipy'] = None\n", "sys.modules['scipy'] to None"),
+    "alarm": ("import signal\nsignal.alarm(30)\n", "a pending alarm (signal.alarm)"),
+    "SIGALRM": ("import signal\nsignal.signal(signal.SIGALRM, lambda *a: None)\n", "the handler of SIGALRM"),
+    "COLUMNS": ("import os\nos.environ['COLUMNS'] = '20'\n", "the environment variable COLUMNS"),
+    "stdout": ("import io, sys\nsys.stdout = io.TextIOWrapper(io.BytesIO())\n", "sys.stdout to another stream"),
+}
+
+
+@pytest.mark.parametrize("case", list(AT_IMPORT_2))
+def test_more_of_the_process_is_watched_at_import(capsys, monkeypatch, tmp_path, case):
+    """Before: each of these loaded silently and changed every row's numbers (autocast, a patched function, a
+    hook), or killed the command (an alarm: exit 142), or silenced it (fd 1)."""
+    text, what = AT_IMPORT_2[case]
+    path = _plugin(tmp_path, text + MLP)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    before = _more_state()
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    assert code == 2 and str(path) in err and what in err and "while loading" in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "TextIOWrapper" not in err
+    assert _more_state() == before
+
+
+def test_a_forked_child_is_refused_and_never_runs_modern_gpt(capsys, monkeypatch, tmp_path):
+    """The child leaves when it returns to the guard (else it would go on to train, a second modern-gpt)."""
+    path = _plugin(tmp_path, "import os\nos.fork()\n" + MLP)
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    assert code == 2 and str(path) in err and "forked a child process" in err and err.count("\n") == 1, err
+
+
+def test_a_factory_that_changes_the_frozen_config_is_refused_and_it_is_put_back():
+    cfg = components.Component("m", "a -> b", "mlp", lambda c: object.__setattr__(c, "dropout", 0.9))
+    model = plugins.ModelConfig(dropout=0.0)
+    with pytest.raises(components.PluginError, match="changed the model's settings .dropout from 0.0 to 0.9"):
+        cfg.build(model)
+    assert model.dropout == 0.0
+
+
+LATE_2 = {
+    "autocast": ("torch.autocast('cpu', dtype=torch.bfloat16).__enter__()", "autocast"),
+    "gelu": ("import torch.nn.functional as F; F.gelu = lambda x, **k: x", "torch.nn.functional.gelu"),
+    "hook": ("torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)", "a hook of every"),
+    "KeyboardInterrupt": ("raise KeyboardInterrupt", "raised KeyboardInterrupt while training"),
+    "BaseException": ("raise type('Boom', (BaseException,), {})('boom')", "raised Boom: boom while training"),
+    "GeneratorExit": ("raise GeneratorExit('x')", "raised GeneratorExit: x while training"),
+    "MemoryError": ("raise MemoryError('mine')", "out of memory at step 2 in the plugin"),
+    "fork": ("import os; os.fork()", "forked a child process"),
+}
+
+
+@pytest.mark.parametrize("case", list(LATE_2))
+def test_more_mid_run_changes_and_exceptions_are_that_runs_error(capsys, monkeypatch, tmp_path, case):
+    """Before: autocast, a patched gelu or a hook changed the next rows silently; a BaseException or the plugin's
+    own KeyboardInterrupt ended the ablation with a traceback (or as if the user pressed Ctrl-C); a MemoryError
+    of its own was 'out of memory' without the plugin's name."""
+    change, what = LATE_2[case]
+    path = _plugin(tmp_path, LATE.replace("CHANGE", change))
+    before = _more_state()
+    code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;late;rope", "--steps", "3")
+    assert code == 0, err
+    runs = _runs(tmp_path / "r")
+    assert what in runs["late"]["error"] and str(path) in runs["late"]["error"], runs["late"]["error"]
+    after = _more_state()
+    after.pop("registry"), before.pop("registry")  # the plugin's own component, registered by the loader
+    assert runs["rope"]["error"] == "" and after == before
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("class Boom(BaseException):\n    pass\nraise Boom('x')\n", "raised Boom: x while loading"),
+        ("raise GeneratorExit\n", "raised GeneratorExit while loading"),
+        ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt while loading"),
+        ("x = '\\0'\n" + "a = " + "(" * 20 + "1" + ")" * 20 + "\n", None),  # a control: it loads
+    ],
+)
+def test_a_base_exception_at_import_is_one_sentence(capsys, monkeypatch, tmp_path, text, what):
+    path = _plugin(tmp_path, text + MLP)
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    if what is None:
+        assert code == 0, err
+        return
+    assert code == 2 and str(path) in err and what in err and err.count("\n") == 1, err
+
+
+def _file(tmp_path, data: bytes):
+    path = tmp_path / "odd.py"
+    path.write_bytes(data)
+    return path
+
+
+HEAD = b"from modern_gpt import Component\nimport torch.nn as nn\n"
+FILES = {
+    "null byte": (b"x = 1\0\n", "null bytes", None),
+    "deep": (b"x = " + b"1+" * 200000 + b"1\n", "cannot be compiled: RecursionError", None),
+    "components unhashable slot": (
+        HEAD + b"COMPONENTS = [Component('m', 'a -> b', ['mlp'], lambda cfg: nn.Identity())]\n",
+        "unknown slot ['mlp']",
+        None,
+    ),
+    "components iter raises": (
+        HEAD + b"class L(list):\n    def __iter__(s): raise RuntimeError('iter boom')\n"
+        b"COMPONENTS = L([Component('m', 'a -> b', 'mlp', lambda cfg: nn.Identity())])\n",
+        "reading its COMPONENTS raised RuntimeError: iter boom",
+        None,
+    ),
+    "attribute raises": (
+        HEAD + b"class K(Component):\n    def __getattribute__(s, n):\n"
+        b"        if n == 'summary': raise RuntimeError('summary boom')\n"
+        b"        return object.__getattribute__(s, n)\n"
+        b"COMPONENTS = [K('m', 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n",
+        "raised RuntimeError: summary boom",
+        None,
+    ),
+    "str subclass name": (
+        HEAD + b"class N(str):\n    def __hash__(s): raise RuntimeError('hash')\n"
+        b"COMPONENTS = [Component(N('m'), 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n",
+        "has no name (an ASCII Python identifier",
+        None,
+    ),
+    "fullwidth": (
+        HEAD + "COMPONENTS = [Component('ｒｏｐｅ', 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n".encode(),
+        "which reads as 'rope'",
+        None,
+    ),
+    "cyrillic": (
+        HEAD + "COMPONENTS = [Component('rоpe', 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n".encode(),
+        "an ASCII Python identifier",
+        None,
+    ),
+    "loads itself": (
+        HEAD
+        + b"from modern_gpt.model import plugins as P\nP.install(__file__ + 'x', open(__file__).read() + '#')\n"
+        + MLP.encode(),
+        "loads a plugin",
+        "KeyError",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FILES))
+def test_odd_files_and_components_are_one_sentence(capsys, monkeypatch, tmp_path, case):
+    """Before: a traceback (RecursionError, ValueError, TypeError: unhashable, the subclass's error) or a leaked
+    KeyError of the loader's module name; a fullwidth 'rope' was another component that printed as rope."""
+    data, what, absent = FILES[case]
+    path = _file(tmp_path, data)
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    assert code == 2 and "odd.py" in err and what in err and err.count("\n") == 1, err
+    assert "line None" not in err and (absent is None or absent not in err)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xef\xbb\xbf" + HEAD + MLP.encode(),
+        b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + HEAD + MLP.encode(),
+    ],
+    ids=["BOM", "PEP 263"],
+)
+def test_a_source_python_runs_is_loaded(capsys, monkeypatch, tmp_path, data):
+    """Before: refused (U+FEFF 'syntax error', or 'cannot read': not UTF-8)."""
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", _file(tmp_path, data))
+    assert code == 0, err
+
+
+def test_a_symlink_loop_is_one_sentence(capsys, monkeypatch, tmp_path):
+    (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", tmp_path / "a.py")
+    assert code == 2 and "a.py" in err and "loop" in err and err.count("\n") == 1, err
+
+
+def test_os_exit_kept_by_the_plugin_is_the_real_one_outside_the_guard(monkeypatch, tmp_path):
+    """atexit.register(os._exit, 0) kept the guard's replacement: at the end it raised _Exited, a traceback."""
+    path = _plugin(tmp_path, "import os\nKEPT = os._exit\n" + MLP)
+    (plugin,) = plugins.load([path])
+    kept = sys.modules[f"modern_gpt_plugin_p_{plugin.sha256[:12]}"].KEPT
+    called = []
+    monkeypatch.setattr(plugins, "_REAL_EXIT", called.append)
+    kept(0)
+    assert called == [0]
+
+
+def test_train_with_a_plugin_that_exits_mid_run_is_one_sentence(capsys, monkeypatch, tmp_path):
+    """Before: `modern-gpt train` exited 4, silently, with no checkpoint."""
+    path = _plugin(tmp_path, EXIT_IN_FORWARD.replace("AFTER", "2").replace("'no more'", "4"))
+    args = ["train", "--smoke", "--steps", "4", "--plugin", path, "--out", tmp_path / "ckpt"]
+    code, _, err = run_main(capsys, monkeypatch, *args)
+    assert code == 2 and str(path) in err and "SystemExit(4)" in err and err.count("\n") == 1, err
+
+
+HANGS = {
+    "atexit": ("import atexit, time\natexit.register(time.sleep, 1000)\n", 0, "an exit handler"),
+    "pool": (
+        "import concurrent.futures, time\nconcurrent.futures.ThreadPoolExecutor(1).submit(time.sleep, 1000)\n",
+        2,
+        "ThreadPoolExecutor",
+    ),
+    "grandchild": (
+        "import threading, time\nthreading.Thread(target=lambda: threading.Thread(target=time.sleep, args=(1000,), daemon=False)"
+        ".start(), daemon=True).start()\ntime.sleep(0.2)\n",
+        2,
+        "left it running",
+    ),
+    "later": (
+        "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.5), threading.Thread(target=time.sleep, daemon=False,"
+        " args=(1000,)).start()), daemon=True).start()\n",
+        0,
+        None,
+    ),
+    "process": (
+        "import multiprocessing, time\nmultiprocessing.get_context('fork').Process(target=time.sleep, args=(1000,))"
+        ".start()\n",
+        2,
+        "forked a child process",
+    ),
+}
+
+
+@pytest.mark.slow
+def test_a_plugin_cannot_hang_the_end_of_the_command(tmp_path, monkeypatch):
+    """Before: each hung at exit (timeout's 124). The watchdog (MODERN_GPT_EXIT_WAIT, 2 s here) names what still
+    runs and leaves with the command's code; the loader refuses what it can see."""
+    monkeypatch.setenv("MODERN_GPT_EXIT_WAIT", "2")
+    paths = [
+        _plugin(tmp_path / case, text + MLP)
+        for case, (text, _, _) in HANGS.items()
+        if (tmp_path / case).mkdir() is None
+    ]
+    done = concurrently(lambda path: cli_process("params", "--plugin", path), paths, width=3, timeout=20)
+    for (case, (_, want, what)), result in zip(HANGS.items(), done, strict=True):
+        assert result.returncode == want, (case, result.returncode, result.stderr[-2000:])
+        assert what is None or what in result.stderr, (case, result.stderr)
+        assert "Traceback" not in result.stderr and result.seconds < 12, (case, result.seconds, result.stderr)

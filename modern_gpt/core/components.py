@@ -71,18 +71,40 @@ class Component:
 
     def build(self, *args):
         """The factory's module; a factory that raises or returns no module is the plugin's error, by name."""
+        settings = dict(getattr(args[0], "__dict__", {})) if args else {}
         try:
             module = self.factory(*args)
         except (Exception, SystemExit) as e:  # sys.exit in a factory is the plugin's error too, not the command's end
             raise PluginError(f"{self.where}'s factory raised {type(e).__name__}: {e}") from e
+        changed = settings and self._changed(args[0], settings)
+        if changed:
+            raise PluginError(f"{self.where}'s factory changed the model's settings ({changed}); a factory reads cfg")
         if not callable(module) or not hasattr(module, "parameters"):
             raise PluginError(f"{self.where}'s factory returned {type(module).__name__}, not a torch Module")
         module._modern_gpt_component = self  # plugins.check_forward reads it
         return module
 
+    @staticmethod
+    def _changed(cfg, settings: dict) -> str:
+        """A field a factory set on the frozen config it was given (object.__setattr__), put back; "" for none."""
+        now = dict(vars(cfg))
+        gone = object()
+        changed = [k for k in settings.keys() | now.keys() if not _same(settings.get(k, gone), now.get(k, gone))]
+        for k in changed:
+            if k in settings:
+                object.__setattr__(cfg, k, settings[k])
+            else:
+                object.__delattr__(cfg, k)
+        k = min(changed, default="")
+        return k and f"{k} from {settings.get(k)!r} to {now.get(k)!r}"
+
     @property
     def where(self) -> str:
         return f"component {self.name!r} of the plugin {self.source or '(unnamed)'}"
+
+
+def _same(a, b) -> bool:
+    return a is b or (type(a) is type(b) and a == b)
 
 
 class PluginError(UserError, ValueError):
