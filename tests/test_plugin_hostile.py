@@ -649,3 +649,32 @@ def test_a_plugin_cannot_hang_the_end_of_the_command(tmp_path, monkeypatch):
         assert result.returncode == want, (case, result.returncode, result.stderr[-2000:])
         assert what is None or what in result.stderr, (case, result.stderr)
         assert "Traceback" not in result.stderr and result.seconds < 12, (case, result.seconds, result.stderr)
+
+
+def test_a_thread_or_fork_of_torchs_own_while_a_plugin_row_trains_is_not_the_plugins(capsys, monkeypatch, tmp_path):
+    """Only the plugin's code is refused for what it starts: a non-daemon thread that the training code (here a
+    stand-in for torch.compile's compile pool) starts during a plugin row's run, with no plugin frame on the
+    stack, leaves the run as it is (it was refused as the plugin's, a false failure)."""
+    import threading
+
+    import modern_gpt.ablation.running as running
+
+    done, real = threading.Event(), running.train_run
+    pool = []
+
+    def train_run(*args, **kwargs):
+        thread = threading.Thread(target=done.wait, name="compile-pool")  # non-daemon, alive past the run
+        thread.start()
+        pool.append(thread)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(running, "train_run", train_run)
+    path = tmp_path / "relu2.py"
+    path.write_text((EXAMPLES / "relu2.py").read_text())
+    try:
+        code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;classic+relu2", "--steps", "3")
+    finally:
+        done.set()
+    assert code == 0, err
+    runs = {r["variant"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "r" / "runs").glob("*.json"))}
+    assert runs["classic+relu2"]["error"] == "" and not pool[-1].daemon, runs["classic+relu2"]["error"]

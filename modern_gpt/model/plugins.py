@@ -638,8 +638,11 @@ def _shown(value) -> str:
 class _Guard:
     """One guarded stretch of a plugin's code: the threads it started (made daemons), and the forks it made."""
 
-    def __init__(self):
+    def __init__(self, where: str):
         self.pid, self.started, self.forks = os.getpid(), [], 0
+        # the plugins' files: a thread or fork is the plugin's only where one of them is on the stack (torch's
+        # own, a compile pool's say, are torch's business)
+        self.files = frozenset({*where.split(", "), *(p.path for p in LOADED.values())})
 
 
 _GUARDS: dict[int, _Guard] = {}  # thread ident -> its guard, while it runs a plugin's code
@@ -653,7 +656,7 @@ def _guarded(where: str, when: str):
     back, for the plugin meant it, and its runs would not be what its author thinks); a thread it starts, or one
     started by such a thread, is made a daemon, and one it leaves running refused; os._exit raises _Exited
     instead of ending the process, and a fork is refused (the child leaves at once when it returns here)."""
-    me, guard, copies = threading.get_ident(), _Guard(), _fd_copies()
+    me, guard, copies = threading.get_ident(), _Guard(where), _fd_copies()
     watched = _watched(copies)
     before, children = [w.read() for w in watched], _children()
     outer, _GUARDS[me] = _GUARDS.get(me), guard
@@ -700,9 +703,23 @@ def _children() -> set:
     return set(mp.active_children()) if mp is not None else set()
 
 
+def _plugins_doing(guard: _Guard) -> bool:
+    """Whether the plugin's code (a frame of its files on this thread's stack, or a thread it started) does what
+    is being done now: a fork or a thread torch's own code starts mid-run is not the plugin's."""
+    if getattr(threading.current_thread(), "_modern_gpt_started", None) is not None:
+        return True
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename in guard.files:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _forked_in_parent() -> None:
     for guard in list(_GUARDS.values()):
-        guard.forks += 1
+        if _plugins_doing(guard):
+            guard.forks += 1
 
 
 def _forked_in_child() -> None:
@@ -724,6 +741,8 @@ def _thread_start(thread) -> None:
     code started (at once or later), is made a daemon, so that the interpreter does not wait for it at the end;
     one not asked to be a daemon goes into its guard's started, to be refused if still running."""
     guard = _GUARDS.get(threading.get_ident())
+    if guard is not None and not _plugins_doing(guard):
+        guard = None  # torch's own thread, started while a plugin row trains
     started = guard.started if guard is not None else getattr(threading.current_thread(), "_modern_gpt_started", None)
     if started is not None:
         thread._modern_gpt_started = started
