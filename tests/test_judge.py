@@ -667,3 +667,30 @@ def test_numbers_too_large_for_a_float_are_named_not_inf_or_a_traceback(tmp_path
 def test_judge_on_a_results_folder_points_to_its_runs_csv(ablation, run):
     err = _one_sentence(*run("judge", ablation))
     assert f"{ablation} is a results folder; judge reads its runs: modern-gpt judge {ablation / 'runs.csv'}" in err
+
+
+def test_a_small_difference_beside_a_large_mean_keeps_its_digits(tmp_path, run_ok):
+    """The round-off floor is each value's own row's: against the table's largest mean (3.1e7 here), a real Δ of
+    2.2e-5 beside a mean of 20 printed as +0.00."""
+    a, b, c = (20.002, 20.0021, 20.0019), (20.002022, 20.002122, 20.001922), (3.1e7, 3.2e7, 3.03e7)
+    lines = [f"{v},{s},{x[s]}" for v, x in (("a", a), ("b", b), ("c", c)) for s in range(3)]
+    (tmp_path / "r.csv").write_text("variant,seed,ppl\n" + "\n".join(lines) + "\n")
+    out = run_ok("judge", tmp_path / "r.csv", "--metric", "ppl", "--reference", "a", "--order", "a,b,c")
+    row = next(x for x in out.splitlines() if x.split()[:2] == ["b", "a"])
+    assert "+0.000022" in row and "+0.00 " not in row, row
+
+
+def test_names_of_wide_characters_are_measured_in_terminal_cells(tmp_path, run, monkeypatch):
+    """A CJK name takes two cells a character: measured by its length, it was cut with '…' in the number columns'
+    fixed widths (the scale table's names, judge's metric header)."""
+    from modern_gpt.cli import commands
+
+    lines = [
+        f"{v},{s},{2.5 - 0.01 * i + 0.001 * s * (i + 1)}"
+        for i, v in enumerate(("classic", "注意力机制变体"))
+        for s in range(4)
+    ]
+    (tmp_path / "r.csv").write_text("variant,seed,検証データ損失\n" + "\n".join(lines) + "\n")
+    monkeypatch.setattr(commands.console, "width", 200)
+    code, out, err = run("judge", tmp_path / "r.csv", "--metric", "検証データ損失")
+    assert code == 0 and "…" not in out and "注意力机制变体" in out and "Δ 検証データ損失" in out, (out, err)

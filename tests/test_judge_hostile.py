@@ -336,3 +336,29 @@ def test_a_placebo_misplaced_by_a_guessed_order_points_to_order(tmp_path, run):
     err = _one_sentence(*run("judge", tmp_path / "r.csv"))
     assert "where a placebo is compared with the first row, 'b' (the first to appear in the file" in err, err
     assert "give it with --order" in err
+
+
+def test_the_keywords_rewrite_leaves_names_alone():
+    """judge.as_keywords rewrote a variant named '--margin' to 'margin=' inside the sentence."""
+    frame = pd.DataFrame(
+        {
+            "variant": ["--margin"] * 3 + ["b"] * 3 + ["--margin"],
+            "seed": [0, 1, 2] * 2 + [1],
+            "val_loss": [1, 2, 3, 1.5, 2.5, 3.6, 4],
+        }
+    )
+    with pytest.raises(UserError, match=r"variant '--margin', seed 1 is already on row 1"):
+        modern_gpt.judge(frame)
+
+
+def test_a_csv_whose_header_starts_like_bzip2_is_text_and_an_xlsx_is_named(tmp_path, run):
+    import zipfile
+
+    (tmp_path / "bzh.csv").write_text(GOOD.replace("variant", "BZh_variant", 1))
+    err = _one_sentence(*run("judge", tmp_path / "bzh.csv"))
+    assert "compressed" not in err and "no variant column 'variant'" in err, err
+    with zipfile.ZipFile(tmp_path / "book.csv", "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("xl/workbook.xml", "<workbook/>")
+    err = _one_sentence(*run("judge", tmp_path / "book.csv"))
+    assert "is an Excel workbook (.xlsx), not CSV text" in err and "unzip" not in err, err

@@ -325,6 +325,17 @@ def test_judge_names_seeds_of_a_row_whose_computes_differ_at_a_rung(ladder, run,
     assert f"{runs.loc[i, 'variant']!r} at rung" in said
 
 
+def test_a_diverged_runs_smaller_compute_is_not_uneven(ladder, run, tmp_path):
+    """A run that diverged early records the compute of the steps it did; it is left out, and so from the
+    uneven-compute footnote too (it named that run's rung though the table does not read it)."""
+    runs = pd.read_csv(ladder.folder / "runs.csv")
+    i = runs.index[(runs["rung"] == 1) & (runs["seed"] == 0)][1]
+    runs.loc[i, ["flops", "diverged"]] = [runs.loc[i, "flops"] * 0.4, True]
+    runs.to_csv(tmp_path / "diverged.csv", index=False)
+    code, out, err = run("judge", tmp_path / "diverged.csv", "--compute-col", "flops")
+    assert code == 0 and "differs between the seeds" not in out, (out, err)
+
+
 def test_resume_takes_the_tables_own_choices_and_a_narrow_terminal_keeps_every_column(
     ladder, run, tmp_path, monkeypatch
 ):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -385,26 +386,31 @@ def rich_table(rep: Report) -> Table:
 
 def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: tuple[str, ...]) -> Table:
     """A table whose numbers are never cut: each number column as wide as its widest cell and never wrapped, the
-    text columns (names) folded where the terminal is narrow, down to 10 characters or their own width. Each
+    text columns (names: the first column of each header in text) folded where the terminal is narrow, down to
+    10 characters or their own width. Widths are terminal cells (a CJK character or an emoji takes two). Each
     column's width is fixed here and by fit() (rich's own shrinking of a table wider than the terminal dropped
     whole columns, the names first: numbers that belonged to no row); print it with print_table."""
+    names = {headers.index(h) for h in text if h in headers}  # a metric named "vs" is a number column
     for i, column in enumerate(table.columns):
-        widest = max([len(headers[i]), *(len(r[i]) for r in plain)])
+        widest = max([cell_len(headers[i]), *(cell_len(r[i]) for r in plain)])
         column.width, column.min_width, column.no_wrap = widest, widest, True
-        if headers[i] in text:  # min_width: how far fit() may fold it
+        if i in names:  # min_width: how far fit() may fold it
             column.min_width, column.overflow, column.no_wrap = min(widest, 10), "fold", False
     return table
 
 
 def fit(console: Console, table: Table) -> int:
-    """The width to print an unbreakable table at: the terminal's, where its text columns can fold to fit (the
-    widest name column first, a character at a time), else the table's own (crop=False: the terminal wraps
-    the lines, and no column is lost)."""
+    """The width to print an unbreakable table at: the terminal's, where its name columns can fold to fit (the
+    widest first, a cell at a time), else the table's own, unfolded (crop=False: the terminal wraps the lines,
+    and no column is lost; folding names would not make it fit)."""
 
     def width() -> int:
         return Measurement.get(console, console.options.update_width(10**5), table).maximum
 
-    over = width() - console.width
+    full = width()
+    if full - sum(c.width - c.min_width for c in table.columns) > console.width:
+        return full  # too wide even with every name folded
+    over = full - console.width
     text = [c for c in table.columns if c.min_width < c.width]
     while over > 0 and text:
         widest = max(text, key=lambda c: c.width)
@@ -416,13 +422,13 @@ def fit(console: Console, table: Table) -> int:
 
 def print_table(console: Console, table: Table) -> None:
     """An unbreakable table at fit()'s width: the console is made that wide while it prints (print's own width=
-    is capped at the console's)."""
-    width, before = fit(console, table), console.width
+    is capped at the console's), then follows the terminal again as before."""
+    width, before = fit(console, table), console.__dict__.get("_width")
     console.width = width
     try:
         console.print(table, crop=False)
     finally:
-        console.width = before
+        console._width = before  # None: the terminal's width, read again at each print
 
 
 def _styled(verdict: str) -> str:
@@ -510,12 +516,15 @@ def _judge_formats(rows: list[dict]) -> dict[str, str]:
     difference (Δ, the CI's ends, spread, mde) its smallest size. At least report's 4 decimals below 1, 2 above;
     a step below 1e-7 is printed in powers of ten (eight decimals printed an error rate of 3e-9 as 0.00000000),
     in that column alone, with the digits that show it beside the column's largest number. A step or size below
-    ROUND_OFF of the largest mean is float64's rounding (0.1 + 0.2 + 0.3 against 0.3 + 0.2 + 0.1), not a digit
-    of the data: it chooses no format."""
-    means = [abs(r["mean"]) for r in rows if isinstance(r["mean"], float) and math.isfinite(r["mean"])]
-    floor = ROUND_OFF * max(means, default=0.0)
+    ROUND_OFF of the means it comes from is float64's rounding (0.1 + 0.2 + 0.3 against 0.3 + 0.2 + 0.1), not a
+    digit of the data: it chooses no format (each value against its own row's mean, not the table's largest)."""
+
+    def scale(r: dict) -> float:
+        m = r["mean"]
+        return abs(m) if isinstance(m, float) and math.isfinite(m) else 0.0
+
     return {
-        name: _format_of([r[k] for k in keys for r in rows], name == "mean", floor)
+        name: _format_of([(r[k], scale(r)) for k in keys for r in rows], name == "mean")
         for name, keys in JUDGE_NUMBERS.items()
     }
 
@@ -523,10 +532,15 @@ def _judge_formats(rows: list[dict]) -> dict[str, str]:
 ROUND_OFF = 1e-12  # float64 holds about 16 digits; a mean of a few runs and a difference of two lose a few
 
 
-def _format_of(values: list, differences: bool, floor: float = 0.0) -> str:
-    finite = sorted(x for x in values if isinstance(x, float) and math.isfinite(x))
-    sizes = [abs(x) for x in finite if abs(x) > floor]
-    steps = [b - a for a, b in zip(finite, finite[1:], strict=False) if b - a > floor] if differences else []
+def _format_of(values: list[tuple], differences: bool) -> str:
+    """values: (a number, the size of the mean it comes from) pairs; differences: the steps between them count."""
+    finite = sorted((x, sc) for x, sc in values if isinstance(x, float) and math.isfinite(x))
+    sizes = [abs(x) for x, sc in finite if abs(x) > ROUND_OFF * sc]
+    steps = (
+        [b - a for (a, sa), (b, sb) in zip(finite, finite[1:], strict=False) if b - a > ROUND_OFF * max(sa, sb)]
+        if differences
+        else []
+    )
     step = min(steps or sizes or [0.5])  # nothing but zeros (or round-off): report's 4 decimals
     if step >= 1e-7:
         return f".{max(4, 1 - math.floor(math.log10(step))) if step < 1 else 2}f"

@@ -675,12 +675,14 @@ def verdict(
         s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
         return _verdict(df, s, margin, LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute))
     except UserError as e:
-        raise UserError(as_keywords(str(e))) from None
+        e.args = (as_keywords(str(e)), *e.args[1:])  # the same error, of its own class
+        raise
 
 
+# a flag as a sentence names it: not inside a name ('--margin' as a variant, a column my--metric)
 JUDGE_FLAGS = re.compile(
-    r"--(variant-col|seed-col|metric|higher-is-better|order|reference|placebo|alpha|margin|compute-col|size-col|"
-    r"rung-col|trend-margin|target-compute)\b"
+    r"(?<![\w'\"-])--(variant-col|seed-col|metric|higher-is-better|order|reference|placebo|alpha|margin|"
+    r"compute-col|size-col|rung-col|trend-margin|target-compute)(?![\w'\"-])"
 )
 
 

@@ -187,7 +187,8 @@ UNEVEN = 1.01  # the seeds of one row at one rung train one model for one budget
 def _uneven_computes(runs: pd.DataFrame, axis: str) -> list[str]:
     """A footnote naming each row and rung whose seeds' computes differ (a rung column holds them together),
     which the table averages (geometrically) without a word otherwise."""
-    spread = runs.groupby(["variant", "rung"], sort=False)["flops"].agg(["min", "max"])
+    trained = runs[~runs["failed"]]  # a run that diverged early recorded the compute of the steps it did
+    spread = trained.groupby(["variant", "rung"], sort=False)["flops"].agg(["min", "max"])
     uneven = spread[spread["max"] > UNEVEN * spread["min"]]
     if uneven.empty:
         return []

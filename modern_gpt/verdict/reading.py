@@ -156,17 +156,35 @@ def read_file(path) -> Source:
 # A compressed file named .csv or .jsonl (a download saved as data.csv): its first bytes say what it is.
 COMPRESSED = {  # its first bytes, its name, the command that decompresses it to stdout
     b"\x1f\x8b": ("gzip", "gunzip -c"),
-    b"BZh": ("bzip2", "bunzip2 -c"),
+    b"BZh": ("bzip2", "bunzip2 -c"),  # and a digit, then the block's magic (_compressed)
     b"PK\x03\x04": ("zip", "unzip -p"),
     b"\xfd7zXZ\x00": ("xz", "unxz -c"),
     b"\x28\xb5\x2f\xfd": ("zstd", "zstd -dc"),
 }
 
 
+def _compressed(data: bytes):
+    """The COMPRESSED entry a file's first bytes match ("xlsx" for a zip that is an Excel workbook), or None. A
+    bzip2 stream is BZh, a block size digit and the block magic 1AY&SY: a CSV whose header starts BZh is text."""
+    for magic, kind in COMPRESSED.items():
+        if data.startswith(magic):
+            if kind[0] == "bzip2" and not re.match(rb"BZh[1-9]1AY&SY", data):
+                continue
+            if kind[0] == "zip" and (b"[Content_Types].xml" in data[:4096] or b"xl/" in data[:4096]):
+                return "xlsx"
+            return kind
+    return None
+
+
 def _text(path: Path, data: bytes) -> str:
     """The file as UTF-8 text; UTF-16 (Excel's "Unicode text") and a compressed file are named with their fix,
     not as a bad byte."""
-    packed = next((kind for magic, kind in COMPRESSED.items() if data.startswith(magic)), None)
+    packed = _compressed(data)
+    if packed == "xlsx":
+        raise UserError(
+            f"{path} is an Excel workbook (.xlsx), not {path.suffix.lower()[1:].upper()} text; save it from Excel as "
+            '"CSV UTF-8 (Comma delimited)", or convert it: pd.read_excel(FILE).to_csv(NEW, index=False).'
+        )
     if packed:
         suffix = path.suffix.lower()
         raise UserError(
