@@ -414,7 +414,7 @@ AT_IMPORT_2 = {
         "modern_gpt.core.components.",
     ),
     "fd 1": ("import os\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n", "file descriptor 1 to another file"),
-    "recursion": ("import sys\nsys.setrecursionlimit(54321)\n", "the recursion limit from"),
+    "recursion": ("import sys\nsys.setrecursionlimit(60)\n", "the recursion limit from"),  # lowered: raised is let be
     "numpy": ("import numpy as np\nnp.seterr(all='raise')\n", "numpy's error handling (np.seterr)"),
     "sys.modules": ("import sys\nsys.modules['scipy'] = None\n", "sys.modules['scipy'] to None"),
     "alarm": ("import signal\nsignal.alarm(30)\n", "a pending alarm (signal.alarm)"),
@@ -678,3 +678,24 @@ def test_a_thread_or_fork_of_torchs_own_while_a_plugin_row_trains_is_not_the_plu
     assert code == 0, err
     runs = {r["variant"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "r" / "runs").glob("*.json"))}
     assert runs["classic+relu2"]["error"] == "" and not pool[-1].daemon, runs["classic+relu2"]["error"]
+
+
+def test_what_torchs_compiler_changes_mid_run_is_not_the_plugins(capsys, monkeypatch, tmp_path):
+    """torch.compile, on a plugin row's first compiled step, raises the recursion limit to 2000 and sets its cache
+    folders (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR): each was refused as the plugin's, a false failure of the
+    shipped example whenever it trained first. Lowering the limit is still refused (the control)."""
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    limit = sys.getrecursionlimit()
+    raised = f"import os, sys; sys.setrecursionlimit({limit + 1000}); os.environ['TRITON_CACHE_DIR'] = '/tmp/t'"
+    try:
+        path = _plugin(tmp_path, LATE.replace("CHANGE", raised))
+        code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;late", "--steps", "3")
+        assert code == 0 and _runs(tmp_path / "r")["late"]["error"] == "", err
+    finally:
+        sys.setrecursionlimit(limit)
+    lowered = LATE.replace("CHANGE", f"import sys; sys.setrecursionlimit({limit - 100})").replace("'late'", "'low'")
+    (tmp_path / "low").mkdir()
+    path = _plugin(tmp_path / "low", lowered)
+    code, _, err = ablate(capsys, monkeypatch, tmp_path / "c", path, "classic;low", "--steps", "3")
+    assert code == 0 and "set the recursion limit" in _runs(tmp_path / "c")["low"]["error"], err
+    assert sys.getrecursionlimit() == limit

@@ -19,6 +19,7 @@ import hashlib
 import io
 import linecache
 import os
+import re
 import signal
 import sys
 import threading
@@ -253,7 +254,7 @@ def _watched(copies: dict) -> list[_Watch]:
         w("torch's inter-op threads", torch.get_num_interop_threads, torch.set_num_interop_threads),
         w("deterministic algorithms", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
         w("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
-        w("the recursion limit", sys.getrecursionlimit, sys.setrecursionlimit),
+        w("the recursion limit", sys.getrecursionlimit, sys.setrecursionlimit, _recursion_lowered),
         w(ENVIRONMENT, _run_environment, _set_run_environment, _environment_change),
         w("a hook of every torch module", _module_hooks, _set_module_hooks, _hooks_change),
         w("sys.modules", partial(dict, sys.modules), _put_modules_back, _modules_change),
@@ -578,8 +579,19 @@ RUN_ENVIRONMENT = (
 )
 
 
+# Where torch's compiler keeps its files: torch, Triton and modern-gpt's own compiling.share_cache set these as
+# the first compiled step runs (a plugin row's, inside its guard); where files go, not what a run computes.
+COMPILER_CACHES = re.compile(r"(TORCHINDUCTOR|TRITON)_\w*(CACHE|DIR|HOME)")
+
+
 def _run_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(RUN_ENVIRONMENT)}
+    return {k: v for k, v in os.environ.items() if k.startswith(RUN_ENVIRONMENT) and not COMPILER_CACHES.match(k)}
+
+
+def _recursion_lowered(what: str, was: int, now: int) -> str:
+    """A lower recursion limit breaks deep code (a RecursionError in the table); a higher one harms nothing, and
+    torch's compiler raises it to 2000 as it compiles a plugin row's first step: not a change refused."""
+    return "" if now >= was else _change(what, was, now)
 
 
 def _set_run_environment(was: dict[str, str]) -> None:
