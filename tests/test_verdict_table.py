@@ -276,3 +276,16 @@ def test_one_diverged_step_is_singular(tmp_path):
         }
     )
     assert "after 1 step;" in failure_notes(runs)[0]
+
+
+def test_a_failed_runs_footnote_has_one_stop():
+    """A plugin's error ends with a full stop: the footnote read '...train in.; left out of the means.'"""
+    from modern_gpt.verdict.table import failure_notes
+
+    design, runs = _design([[2.0, 2.1], [1.0, 1.1]], [0, 1])
+    runs = runs.copy()
+    runs["diverged"], runs["error"] = False, ""
+    runs.loc[runs.index[-1], "error"] = "the plugin p.py set torch's threads while training."
+    assert failure_notes(runs) == [
+        "a, seed 1: the plugin p.py set torch's threads while training; left out of the means."
+    ]

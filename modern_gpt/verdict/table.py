@@ -540,7 +540,10 @@ def failure_notes(runs: pd.DataFrame) -> list[str]:
     ordered = runs.sort_values(["row", "seed"])
     notes = []
     for _, r in ordered[failed(ordered)].iterrows():
-        what = r["error"] or f"diverged (loss NaN or infinite) after {count(int(r['steps_done']), 'step')}"
+        what = (
+            str(r["error"]).rstrip(". ")
+            or f"diverged (loss NaN or infinite) after {count(int(r['steps_done']), 'step')}"
+        )
         notes.append(f"{r['variant']}, seed {int(r['seed'])}: {what}; left out of the means.")
     return notes
 
