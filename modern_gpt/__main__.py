@@ -55,13 +55,23 @@ def _watch_the_end(code: int) -> None:
         wait = float(os.environ.get("MODERN_GPT_EXIT_WAIT") or EXIT_WAIT)
     except ValueError:
         wait = EXIT_WAIT
-    threading.Thread(target=_watchdog, args=(wait, code), name="modern-gpt: the end's watchdog", daemon=True).start()
+    plugins = sys.modules.get("modern_gpt.model.plugins")
+    refused = bool(getattr(plugins, "LEFT_RUNNING", None))  # the command's last word named the plugin's thread
+    if refused:
+        wait = min(wait, REFUSED_WAIT)
+    args = (wait, code, refused)
+    threading.Thread(target=_watchdog, args=args, name="modern-gpt: the end's watchdog", daemon=True).start()
 
 
-def _watchdog(wait: float, code: int) -> None:
+REFUSED_WAIT = 2.0  # a plugin refused for a thread it left running: that thread would be joined for ever
+
+
+def _watchdog(wait: float, code: int, quiet: bool = False) -> None:
     import time
 
     time.sleep(wait)
+    if quiet:  # already said, in the command's one sentence
+        os._exit(code)
     print(
         f"modern-gpt: {_still_running()} was still running {wait:g} s after the command ended; modern-gpt "
         f"left without waiting for it{_plugins_loaded()}.",

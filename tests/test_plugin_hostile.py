@@ -649,6 +649,8 @@ def test_a_plugin_cannot_hang_the_end_of_the_command(tmp_path, monkeypatch):
         assert result.returncode == want, (case, result.returncode, result.stderr[-2000:])
         assert what is None or what in result.stderr, (case, result.stderr)
         assert "Traceback" not in result.stderr and result.seconds < 12, (case, result.seconds, result.stderr)
+        if want == 2:  # refused: the one sentence alone (the watchdog says no more of a thread it named)
+            assert result.stderr.count("\n") == 1, (case, result.stderr)
 
 
 def test_a_thread_or_fork_of_torchs_own_while_a_plugin_row_trains_is_not_the_plugins(capsys, monkeypatch, tmp_path):

@@ -658,6 +658,7 @@ class _Guard:
 
 
 _GUARDS: dict[int, _Guard] = {}  # thread ident -> its guard, while it runs a plugin's code
+LEFT_RUNNING: list[str] = []  # the threads a refused plugin left running (a pool's are joined at exit)
 _REAL_EXIT = os._exit
 
 
@@ -703,6 +704,7 @@ def _refuse(where: str, when: str, changed: str, guard: _Guard, children: set) -
         )
     running = [t.name for t in guard.started if t.is_alive()]
     if running:
+        LEFT_RUNNING.extend(running)  # __main__'s watchdog then ends the process soon, without a second word
         raise PluginError(
             f"the plugin {where} started the thread {running[0]!r} {when} and left it running; a thread left running "
             "would keep modern-gpt from ending (join it before the file ends, or make it a daemon)"
