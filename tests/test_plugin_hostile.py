@@ -701,3 +701,16 @@ def test_what_torchs_compiler_changes_mid_run_is_not_the_plugins(capsys, monkeyp
     code, _, err = ablate(capsys, monkeypatch, tmp_path / "c", path, "classic;low", "--steps", "3")
     assert code == 0 and "set the recursion limit" in _runs(tmp_path / "c")["low"]["error"], err
     assert sys.getrecursionlimit() == limit
+
+
+@pytest.mark.slow
+def test_a_patch_of_a_module_the_plugin_imports_first_is_refused(tmp_path):
+    """The fingerprint knows the modules loaded before the plugin: one it imports first (modern_gpt.verdict.stats,
+    which params never loads) it could patch unseen, and every p-value read 0. A modern-gpt name bound to a
+    function of the plugin's file is now refused, loaded before or not."""
+    patch = "import modern_gpt.verdict.stats as S\nS.t_sf2 = lambda t, df: 0 * t\n"
+    path = _plugin(tmp_path, patch + MLP)
+    process = cli_process("params", "--plugin", path)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 2 and "set modern_gpt.verdict.stats.t_sf2 to a function of its own" in err, err
+    assert err.count("\n") == 1

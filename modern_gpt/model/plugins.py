@@ -688,8 +688,25 @@ def _guarded(where: str, when: str):
     _refuse(where, when, changed, guard, children)
 
 
+def _planted(files: frozenset) -> list[str]:
+    """modern-gpt's names bound to a function of the plugin's files: a patch of a module the plugin imported
+    first (the fingerprint knows only the modules loaded before it; modern_gpt.verdict.stats, say)."""
+    out = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("modern_gpt.") or module is None:
+            continue
+        for key, value in list(vars(module).items()):
+            code = getattr(value, "__code__", None)
+            if code is not None and code.co_filename in files:
+                out.append(f"{name}.{key}")
+    return out
+
+
 def _refuse(where: str, when: str, changed: str, guard: _Guard, children: set) -> None:
     """What a guarded stretch of a plugin's code did to the process, refused in one sentence naming the plugin."""
+    planted = _planted(guard.files)
+    if planted:
+        changed = " and ".join(filter(None, [changed, f"{planted[0]} to a function of its own"]))
     if changed:
         raise PluginError(
             f"the plugin {where} set {changed} {when}; a plugin may not change the process that every row's runs "
