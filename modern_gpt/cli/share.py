@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import __version__
 from ..ablation.share import CSV_NAME, Claim, Facts, Grid
 from ..core.errors import UserError
-from ..core.files import advice, not_regular
+from ..core.files import advice, atomic_path, not_regular, temporary_beside
 
 
 @dataclass
@@ -455,15 +455,9 @@ def cannot(flag: str, path: Path, err: OSError) -> str:
     return f"{flag} {path}: cannot write in {folder} ({err.strerror or err}); {said}."
 
 
-def _temporary(path: Path) -> Path:
-    import secrets
-
-    return path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-
-
 def _probe(path: Path, flag: str) -> None:
     """A file can be created in path's folder (not so in /proc, /sys, a read-only or locked folder)."""
-    tmp = _temporary(path)
+    tmp = temporary_beside(path)
     try:
         os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
         os.unlink(tmp)
@@ -472,20 +466,10 @@ def _probe(path: Path, flag: str) -> None:
 
 
 def put(path: Path, data: bytes, flag: str) -> None:
-    """data written to a temporary file beside path, then renamed onto it: a reader never sees half a page."""
-    tmp = _temporary(path)
-    try:
-        try:
-            with open(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666), "wb") as f:  # 0o666 less umask
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())  # the bytes reach the disk before the name does
-            os.replace(tmp, path)
-        finally:
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-    except OSError as err:
-        raise UserError(cannot(flag, path, err)) from None
+    """data written to a temporary file beside path, then renamed onto it (core.files.atomic_path): a reader
+    never sees half a page; a failure is cannot()'s sentence, naming the flag."""
+    with atomic_path(path, failed=lambda err: cannot(flag, path, err)) as tmp:
+        tmp.write_bytes(data)
 
 
 def _kind(path: Path) -> str | None:

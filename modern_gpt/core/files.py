@@ -22,16 +22,22 @@ except ImportError:  # Windows
 from .errors import UserError
 
 
+def temporary_beside(path: Path) -> Path:
+    """A name for a temporary file in path's folder, hidden and unique to this process."""
+    return path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
 @contextlib.contextmanager
-def atomic_path(path: Path):
+def atomic_path(path: Path, failed=None):
     """Yields a temporary path beside `path`; on success it is renamed onto `path`, on failure removed.
 
     The temporary file is created with the umask's permissions (not mkstemp's 0600), so that what is
     written is as readable as any other file the user creates. A write that fails (a full disk, a
-    folder that cannot be written) is a UserError naming the folder.
+    folder that cannot be written) is a UserError naming the folder, or failed(error)'s sentence for an
+    OSError where the caller words it (a share page names its flag).
     """
     path = Path(path)
-    tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    tmp = temporary_beside(path)
     try:
         try:
             os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # 0o666 less the umask
@@ -45,6 +51,8 @@ def atomic_path(path: Path):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     except (OSError, SafetensorError) as e:  # safetensors' writer reports a full disk as its own error
+        if failed is not None and isinstance(e, OSError):
+            raise UserError(failed(e)) from None
         raise UserError(f"cannot write {path.name} in {path.parent}: {reason(e)}; {advice(e)}.") from None
 
 
