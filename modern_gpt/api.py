@@ -15,14 +15,13 @@ a thin layer over these functions: it parses the flags, calls them and prints wh
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .core.config import AUTO, AblationOptions
-from .core.errors import UserError
+from .core.errors import UserError, did_you_mean
 from .core.settings import (
     ABLATION,
     ALL,
@@ -113,8 +112,7 @@ def settings_of(
     keys = _keys(options, components)
     unknown = [k for k in flags if k not in keys]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(keys), n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; see modern-gpt {command} --help for its flags"
+        hint = did_you_mean(unknown[0], keys, f"; see modern-gpt {command} --help for its flags")
         raise UserError(f"{command} has no option {unknown[0]!r}{hint}")
     typed = {keys[k]: list(v) if isinstance(v, tuple) else v for k, v in flags.items()}  # track=("mlflow",) too
     every = {**ALL, **OPTIONS}

@@ -4,6 +4,7 @@ Also `setting`, how the settings dataclasses (ModelConfig, TrainConfig, DataConf
 help: that help is the one source of the flag's help, the TOML key and docs/settings.md's settings table.
 """
 
+import difflib
 from dataclasses import field
 
 
@@ -18,3 +19,9 @@ class ConfigError(UserError, ValueError):
 def setting(default, help: str):
     """A settings dataclass field with its default and its one-line help (see modern_gpt/settings.py)."""
     return field(default=default, metadata={"help": help})
+
+
+def did_you_mean(name: str, known, otherwise: str, shown=str) -> str:
+    """A sentence's end for an unknown name: the closest known one (shown as shown() gives it), else otherwise."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {shown(close[0])}?" if close else otherwise

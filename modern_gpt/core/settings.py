@@ -9,7 +9,6 @@ data) are saved with it; an ablation's options ([ablation]) are read by ablate, 
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import operator
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from .components import COMPONENT_SUMMARY, COMPONENTS
 from .config import AblationOptions, DataConfig, ModelConfig, TrainConfig
-from .errors import UserError
+from .errors import UserError, did_you_mean
 
 SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}  # a run's settings
 ABLATION = "ablation"  # the section of an ablation's options
@@ -212,10 +211,7 @@ def read_toml(path: Path) -> dict[str, object]:
             key = f"{section}.{name}"
             if key not in keys:
                 known = [s.name for s in keys.values() if s.section == section]
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = (
-                    f"; did you mean {close[0]!r}?" if close else f"; the keys of [{section}] are {', '.join(known)}."
-                )
+                hint = did_you_mean(name, known, f"; the keys of [{section}] are {', '.join(known)}.", repr)
                 raise UserError(f"{path}: unknown key {name!r} in [{section}]{hint}")
             out[key] = check_value(keys[key], value, str(path))
     if isinstance(out.get("data.path"), str) and out["data.path"]:

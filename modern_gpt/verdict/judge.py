@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.errors import UserError
+from ..core.errors import UserError, did_you_mean
 from .design import ALPHA, Design, Row, SummaryRow, judge_columns
 from .ladder_judge import LadderSettings, judge_ladder
 from .reading import (
@@ -710,10 +710,8 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
 
 
 def _no_keyword(name: str) -> None:
-    import difflib
     import inspect
 
     known = [p for p in inspect.signature(verdict).parameters if p not in ("df", "unknown")]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]}?" if close else f"; it takes {', '.join(known)}"
+    hint = did_you_mean(name, known, f"; it takes {', '.join(known)}")
     raise UserError(f"modern_gpt.judge() has no option {name!r}{hint}")
