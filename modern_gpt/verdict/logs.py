@@ -175,8 +175,10 @@ def _checkpoint_copies(paths: list[Path]) -> list[Path]:
 
 
 def is_log_folder(folder: Path) -> bool:
-    """A folder judge reads as logs: not a modern-gpt results or ladder folder."""
-    return folder.is_dir() and not any((folder / n).exists() for n in ("meta.json", "ladder.json", "runs.csv"))
+    """A folder judge reads as logs: not a modern-gpt results or ladder folder, nor named as a table file."""
+    if not folder.is_dir() or folder.suffix.lower() in (".csv", ".jsonl", ".parquet"):
+        return False
+    return not any((folder / n).exists() for n in ("meta.json", "ladder.json", "runs.csv"))
 
 
 def read_folder(folder: Path, custom: re.Pattern | None = None) -> list[Run]:

@@ -314,18 +314,28 @@ def exchange_rate(steps: np.ndarray, losses: np.ndarray, groups: np.ndarray):
 
 
 def judge_table_file(path, s, threshold_at: float | None) -> tuple[str, list[dict], list[str]]:
-    """judge FILE without a seed column (or with --threshold): the unpaired table of its variant and metric columns.
-    With seeds, only the threshold claims are tested here: the paired table is judge FILE's own."""
+    """judge FILE without a seed column (or with --threshold): the unpaired table of its variant and metric columns."""
     from .reading import read_file
 
-    source = read_file(path)
+    return _judge_source(read_file(path), s, threshold_at)
+
+
+def judge_frame(df, s, threshold_at: float | None) -> tuple[str, list[dict], list[str]]:
+    """modern_gpt.judge(df, threshold=...): as judge_table_file."""
+    from .reading import from_frame
+
+    return _judge_source(from_frame(df), s, threshold_at)
+
+
+def _judge_source(source, s, threshold_at: float | None) -> tuple[str, list[dict], list[str]]:
+    """The unpaired table of a source's variant and metric columns. With seeds, only the threshold claims are tested
+    here: the paired table is judge FILE's own."""
     variant_col, metric = source.real(s.variant_col), source.real(s.metric)
     for col, flag in ((variant_col, "--variant-col"), (metric, "--metric")):
         if col not in source.columns:
             raise UserError(f"{source.name} has no column {col!r}: name it with {flag}.")
-    variants, values = source.column(variant_col), source.column(metric)
     rows = []
-    for i, (v, x) in enumerate(zip(variants, values, strict=True)):
+    for i, (v, x) in enumerate(zip(source.column(variant_col), source.column(metric), strict=True)):
         try:
             number = float(x)
         except (TypeError, ValueError):
@@ -334,15 +344,12 @@ def judge_table_file(path, s, threshold_at: float | None) -> tuple[str, list[dic
             raise UserError(f"{source.name}, {source.where(i)}: a run needs a variant and a finite {metric}.")
         rows.append({"variant": str(v), "loss": number})
     frame = pd.DataFrame(rows)
-    seeds = source.has(s.seed_col)
-    if seeds:
-        frame = frame.assign(seedless=True)
     out, notes = table(frame, "loss", s.alpha, s.reference, threshold_at, s.higher_is_better, _order(s))
-    if seeds:
+    if source.has(s.seed_col):
         out = [{k: v for k, v in r.items() if k in THRESHOLD_ONLY} for r in out]
         notes = [n for n in notes if n.startswith("claim")] + [
-            f"{source.name} pairs its runs by {s.seed_col}: judge {source.name} without --threshold compares the "
-            "variants paired by seed."
+            f"{source.name} pairs its runs by {s.seed_col}: judge it without a threshold to compare the variants "
+            "paired by seed."
         ]
     title = f"{s.metric} of {len(frame)} runs in {frame['variant'].nunique()} variants, from {source.name}"
     return title, out, notes
