@@ -185,14 +185,14 @@ def adjusted(p_values) -> list[float]:
 # The table: each variant against its reference by Welch's t, and each against a threshold
 # ---------------------------------------------------------------------------
 def default_references(variants: list[str], steps: dict[str, float], reference: str | None) -> dict:
-    """Each variant's reference: `reference` for all; else the baseline (a variant whose name starts with
+    """Each variant's reference: `reference` for all; else the baseline (a variant whose name holds
     'baseline'; of several, the one trained longest, the record's schedule); else the first variant."""
     if reference is not None:
         if reference not in variants:
             raise UserError(f"--reference {reference!r} is not a variant; the variants are {', '.join(variants)}.")
         base = reference
     else:
-        baselines = [v for v in variants if v.lower().startswith("baseline")]
+        baselines = [v for v in variants if "baseline" in v.lower()]
         base = max(baselines, key=lambda v: (steps.get(v, 0), v)) if baselines else variants[0]
     return {v: (None if v == base else base) for v in variants}
 
