@@ -677,44 +677,17 @@ def judge(
 
     A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
 
-    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
-
-    FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
+    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)"). FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
     """
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
     _check_pages(html, markdown, [file])
+    alpha = ALPHA if alpha is None else alpha
+    columns = (variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo)
+    settings = JudgeSettings(*columns, alpha, margin)
     if _published(file, seed_col, at_step, log_pattern, threshold):
-        _judge_published(
-            file,
-            JudgeSettings(
-                variant_col,
-                seed_col,
-                metric,
-                higher_is_better,
-                names(order),
-                reference,
-                placebo,
-                ALPHA if alpha is None else alpha,
-            ),
-            threshold,
-            at_step,
-            log_pattern,
-            fmt,
-        )
-        return
-    settings = JudgeSettings(
-        variant_col,
-        seed_col,
-        metric,
-        higher_is_better,
-        names(order),
-        reference,
-        placebo,
-        ALPHA if alpha is None else alpha,
-        margin,
-    )
+        return _judge_published(file, settings, threshold, at_step, log_pattern, fmt)
     if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
         from ..verdict.ladder_judge import LadderSettings
 
