@@ -307,3 +307,12 @@ def test_the_api_on_a_folder_and_a_frame(record):
     assert "paired by seed" in claims.attrs["footnotes"][-1]
     with pytest.raises(modern_gpt.UserError, match="no named group loss"):
         modern_gpt.judge(str(record), log_pattern="x")
+
+
+def test_mixed_formats_and_a_lone_variant_are_said(tmp_path):
+    write_runs(tmp_path, "a", [3.30, 3.31])
+    (tmp_path / "a" / "nano.log").write_text("step 250: train loss 1.1, val loss 3.32\n")
+    _, rows, notes = logs.judge_logs(tmp_path, JudgeSettings())
+    assert rows[0]["runs"] == 3
+    assert any("2 formats (modded-nanogpt, nanoGPT)" in n for n in notes)
+    assert notes[0].startswith("One variant: nothing to compare")

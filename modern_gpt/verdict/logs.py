@@ -299,6 +299,8 @@ def judge_logs(
         frame, "loss", s.alpha, s.reference, threshold_at, s.higher_is_better, list(s.order) if s.order else None
     )
     notes = more + notes + exchange_notes(frame)
+    if len(counts) == 1 and threshold_at is None:
+        notes.insert(0, "One variant: nothing to compare it with; --threshold tests its claim against a target.")
     which = f"at step {at_step}" if at_step is not None else "final"
     title = f"{which} validation loss of {len(frame)} runs in {len(counts)} variants, from {folder}"
     return title, rows, notes
