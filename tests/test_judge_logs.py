@@ -5,6 +5,7 @@ logs; the code around them does not). SciPy is the independent reference; the si
 """
 
 import json
+import os
 import math
 
 import numpy as np
@@ -316,3 +317,27 @@ def test_mixed_formats_and_a_lone_variant_are_said(tmp_path):
     assert rows[0]["runs"] == 3
     assert any("2 formats (modded-nanogpt, nanoGPT)" in n for n in notes)
     assert notes[0].startswith("One variant: nothing to compare")
+
+
+SPEEDRUN = os.environ.get("MODERN_GPT_SPEEDRUN")  # a modded-nanogpt checkout's records/track_1_short, if you have one
+
+
+@pytest.mark.skipif(not SPEEDRUN, reason="set MODERN_GPT_SPEEDRUN to a modded-nanogpt records/track_1_short folder")
+def test_the_real_record_equals_an_independent_parse(run_ok):
+    """The speedrun's own logs, parsed here by a plain regex over each file's last evaluation line."""
+    import re
+    from pathlib import Path
+
+    folder = Path(SPEEDRUN) / "2026-07-17_FP8DownProjection"
+    doc = json.loads(run_ok("judge", str(folder), "--format", "json"))
+    finals = {}
+    for v in ("baseline", "this_pr"):
+        for f in sorted((folder / v).glob("*.txt")):
+            hits = re.findall(r"^step:(\d+)/(\d+) val_loss:([\d.]+)", f.read_text(errors="replace"), re.M)
+            if hits and hits[-1][0] == hits[-1][1]:
+                finals.setdefault(v, []).append(float(hits[-1][2]))
+    by = {r["variant"]: r for r in doc["rows"]}
+    for v, xs in finals.items():
+        assert by[v]["runs"] == len(xs) and by[v]["mean"] == pytest.approx(np.mean(xs), abs=1e-12)
+    ref = scipy_stats.ttest_ind(finals["this_pr"], finals["baseline"], equal_var=False)
+    assert by["this_pr"]["p"] == pytest.approx(ref.pvalue, rel=1e-9)
