@@ -5,8 +5,8 @@ logs; the code around them does not). SciPy is the independent reference; the si
 """
 
 import json
-import os
 import math
+import os
 
 import numpy as np
 import pytest
