@@ -5,7 +5,10 @@ reference's training FLOPs. Each row is charged its own compute (GQA and SwiGLU 
 
 The model, and what it assumes (docs/statistics.md, "The scale verdict", says it for users):
 - Every row's mean val loss falls with its training compute C as L(C) = E + A_row * C^-alpha: one irreducible
-  loss E and one exponent alpha shared by every row, one scale A_row per row (fit). Separate fits per row are
+  loss E and one exponent alpha shared by every row, one scale A_row per row, by least squares in loss: for a
+  fixed alpha the model is linear in E and the A_row, solved exactly, and alpha is searched by a grid and golden
+  section. E is bounded above by the smallest mean loss and not below, so a curve straight in ln C fits as its
+  log-linear limit (alpha -> 0, E -> -inf) instead of being bent at E = 0. Separate fits per row are
   ill-conditioned with three rungs; only the shape of the curve is read from the fit, never a row's own A.
 - At each rung, the row's loss and its reference's are mapped through that curve to the compute each stands for:
   ln k = -(1/alpha) ln((L_row - E) / (L_ref - E)) + ln(C_ref / C_row). The reference's own fit residual cancels,
@@ -36,9 +39,10 @@ from .stats import holm, t_ppf, t_sf, t_sf2
 GROWS, SHRINKS, STEADY, INCONCLUSIVE = "grows", "shrinks", "steady", "inconclusive"
 BETTER, WORSE = "better", "worse"
 MIN_RUNGS = 3  # a curved fit and a trend both need three sizes: with two, E cannot be told from the exponent
+ROUND_OFF = 1e-9  # a standard error of ln k below this is round-off: seeds that agree exactly measure no noise
 FAR = 10.0  # a --target-compute more than this many times the top rung's is marked an extrapolation
-_GRID = np.linspace(0.0, 5.0, 26)  # E = m (1 - 10^-t): from 0 to within 1e-5 of the smallest mean loss m
-_GOLDEN = 40  # golden-section steps between grid neighbours: t to about 1e-9
+_GRID = np.linspace(math.log(1e-6), math.log(50.0), 41)  # ln(alpha * the ladder's span in ln C)
+_GOLDEN = 45  # golden-section steps between grid neighbours: ln alpha to about 1e-9
 
 
 class LadderError(UserError):
@@ -103,74 +107,54 @@ def table_choices_problem(trend_margin, target) -> str | None:
 # ---------------------------------------------------------------------------
 # The fit: shared E and alpha, a scale per row; batched over any leading axes
 # ---------------------------------------------------------------------------
-def _inner(loss: np.ndarray, x: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For a given E (shape (...)), the shared alpha and each row's ln A by least squares of ln(L - E) on ln C
-    with a row intercept, and the squared error in loss. loss, x: (..., rows, rungs)."""
-    y = np.log(loss - e[..., None, None])
-    xc = x - x.mean(-1, keepdims=True)
-    yc = y - y.mean(-1, keepdims=True)
-    alpha = -(xc * yc).sum((-1, -2)) / (xc * xc).sum((-1, -2))
-    log_a = y.mean(-1) + alpha[..., None] * x.mean(-1)
-    pred = e[..., None, None] + np.exp(log_a[..., None] - alpha[..., None, None] * x)
-    return ((loss - pred) ** 2).sum((-1, -2)), alpha
+def _profile(loss: np.ndarray, u: np.ndarray, alpha: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a fixed alpha (shape (...)) the model is linear in E and each row's A: the least-squares E, at most
+    m, and the squared error, each row's A projected out. loss, u (ln C, centred): (..., rows, rungs)."""
+    a = alpha[..., None, None]
+    g = np.exp(-a * u)
+    h = np.expm1(-a * u) / a  # 1 = g - alpha h: h keeps E's column exact as alpha -> 0 (the log-linear limit)
+
+    def perp(v):  # v less its projection on each row's own g
+        return v - g * (g * v).sum(-1, keepdims=True) / (g * g).sum(-1, keepdims=True)
+
+    pl, ph = perp(loss), perp(h)
+    lh, hh = (pl * ph).sum((-1, -2)), (ph * ph).sum((-1, -2))
+    e = -lh / (alpha * hh)  # the residual is pl + E alpha ph: least squares in E
+    sse = (pl * pl).sum((-1, -2)) - lh * lh / hh
+    over = ~(e < m)  # above the bound (or undefined): E = m, the best there as the error is convex in E
+    at_m = ((pl + (m * alpha)[..., None, None] * ph) ** 2).sum((-1, -2))
+    return np.where(over, m, e), np.where(over, at_m, sse)
 
 
 def fit(loss: np.ndarray, flops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(E, alpha) of L = E + A_row C^-alpha, least squares in loss, E from 0 to just under the smallest mean loss
-    (a profile over E: for each E the rest is a linear fit). loss, flops: (..., rows, rungs)."""
+    """(E, alpha) of L = E + A_row C^-alpha by least squares in loss, E at most the smallest mean loss and
+    unbounded below (so a straight curve in ln C fits as its log-linear limit, not bent at E = 0); alpha by a
+    grid and golden section, E and each A exact for each alpha. loss, flops: (..., rows, rungs)."""
     x = np.log(flops)
+    u = x - x.mean((-1, -2), keepdims=True)
+    span = u.max((-1, -2)) - u.min((-1, -2))
     m = loss.min((-1, -2))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sse = np.stack([_inner(loss, x, m * (1 - 10.0**-t))[0] for t in _GRID], -1)
-        sse = np.where(np.isfinite(sse), sse, np.inf)
-        best = sse.argmin(-1)
+
+    def sse(t):  # t = ln(alpha * span)
+        return np.nan_to_num(_profile(loss, u, np.exp(t) / span, m)[1], nan=np.inf)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        grid = np.stack([sse(np.full(m.shape, t)) for t in _GRID], -1)
+        best = grid.argmin(-1)
         lo, hi = _GRID[np.maximum(best - 1, 0)], _GRID[np.minimum(best + 1, len(_GRID) - 1)]
         ratio = (math.sqrt(5) - 1) / 2
-        for _ in range(_GOLDEN):  # golden section between the best grid point's neighbours
-            a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-            fa, fb = (_inner(loss, x, m * (1 - 10.0**-t))[0] for t in (a, b))
-            left = np.nan_to_num(fa, nan=np.inf) <= np.nan_to_num(fb, nan=np.inf)
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        fa, fb = sse(a), sse(b)
+        for _ in range(_GOLDEN):  # golden section between the best grid point's neighbours, one new point a step
+            left = fa <= fb
             lo, hi = np.where(left, lo, a), np.where(left, b, hi)
-        e = m * (1 - 10.0 ** -((lo + hi) / 2))
-        alpha = _inner(loss, x, e)[1]
-        return _refine(loss, x, e, alpha, m)
-
-
-def _refine(loss: np.ndarray, x: np.ndarray, e, alpha, m, steps: int = 12) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares in loss itself, from the profile's start (whose inner fit is in log(L - E)): damped
-    Gauss-Newton steps on (E, alpha, ln A_row), keeping E in [0, m). A step that does not lower the error is not
-    taken."""
-    log_a = (np.log(loss - e[..., None, None]) + alpha[..., None, None] * x).mean(-1)
-    p = np.concatenate([e[..., None], alpha[..., None], log_a], -1)
-    rows = loss.shape[-2]
-
-    def residual(p):
-        return loss - p[..., :1, None] - np.exp(p[..., 2:, None] - p[..., 1:2, None] * x)
-
-    r = residual(p)
-    sse = (r**2).sum((-1, -2))
-    for _ in range(steps):
-        g = np.exp(p[..., 2:, None] - p[..., 1:2, None] * x)  # (..., rows, rungs)
-        jac = np.concatenate(
-            [
-                np.ones(g.shape + (1,)),
-                (-x * g)[..., None],
-                g[..., None] * np.eye(rows)[:, None, :],
-            ],
-            -1,
-        ).reshape(*g.shape[:-2], -1, rows + 2)
-        jtj = np.swapaxes(jac, -1, -2) @ jac
-        jtj = jtj + 1e-9 * np.eye(rows + 2) * np.trace(jtj, axis1=-2, axis2=-1)[..., None, None]
-        step = np.linalg.solve(jtj, (np.swapaxes(jac, -1, -2) @ r.reshape(*r.shape[:-2], -1, 1)))[..., 0]
-        q = p + step
-        q[..., 0] = np.clip(q[..., 0], 0.0, m * (1 - 1e-9))
-        rq = residual(q)
-        sq = (rq**2).sum((-1, -2))
-        better = np.isfinite(sq) & (sq < sse) & (q[..., 1] > 0)
-        p = np.where(better[..., None], q, p)
-        r = np.where(better[..., None, None], rq, r)
-        sse = np.where(better, sq, sse)
-    return p[..., 0], p[..., 1]
+            keep, f_keep = np.where(left, a, b), np.where(left, fa, fb)
+            new = np.where(left, hi - ratio * (hi - lo), lo + ratio * (hi - lo))
+            f_new = sse(new)
+            a, fa = np.where(left, new, keep), np.where(left, f_new, f_keep)
+            b, fb = np.where(left, keep, new), np.where(left, f_keep, f_new)
+        alpha = np.exp(np.where(fa <= fb, a, b)) / span
+        return _profile(loss, u, alpha, m)[0], alpha
 
 
 def log_k(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +166,7 @@ def log_k(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[
         for i, ref in enumerate(refs):
             if ref is None:
                 continue
-            gap = np.log((loss[..., i, :] - e[..., None]) / (loss[..., ref, :] - e[..., None]))
+            gap = np.log1p((loss[..., i, :] - loss[..., ref, :]) / (loss[..., ref, :] - e[..., None]))
             out[..., i, :] = -gap / alpha[..., None] + np.log(flops[..., ref, :] / flops[..., i, :])
     return out, alpha
 
@@ -221,9 +205,10 @@ def jack_var(left: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
     """The jackknife (co)variance from the delete-one values along the seeds axis (-1 here, moved there by the
     caller): (n - 1) / n times the sum of products of deviations."""
     n = left.shape[-1]
-    d = left - left.mean(-1, keepdims=True)
-    o = d if other is None else other - other.mean(-1, keepdims=True)
-    return (n - 1) / n * (d * o).sum(-1)
+    with np.errstate(invalid="ignore"):  # a delete-one fit at E's bound gives an infinite ln k: NaN, inconclusive
+        d = left - left.mean(-1, keepdims=True)
+        o = d if other is None else other - other.mean(-1, keepdims=True)
+        return (n - 1) / n * (d * o).sum(-1)
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +282,13 @@ def ladder_table(design: LadderDesign, runs) -> tuple[list[LadderRow], list[str]
         return rows, notes
     full, left = jackknife(loss, flops, refs)
     _fill_points(rows, full, flops, design)
-    _fill_intervals(rows, design, full, left, flops, len(seeds))
+    silent = _fill_intervals(rows, design, full, left, flops, len(seeds))
+    if silent:
+        notes.append(
+            f"The seeds of {', '.join(silent[:6])} agree to round-off, so there is no seed noise to test against: a "
+            "CI with no width is not evidence, and nothing of theirs is decided (do the seeds draw different batches "
+            "and inits?)."
+        )
     return rows, notes + ladder_notes(design, rows, flops)
 
 
@@ -339,6 +330,7 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
             "pairs every row at every rung, so k uses only the seeds complete everywhere."
         )
     _check_falls(design, loss.mean(0), compute)
+    _check_floor(design, loss.mean(0), compute)
     return loss, compute, seeds, notes
 
 
@@ -362,6 +354,20 @@ def _check_falls(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> N
             )
 
 
+def _check_floor(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> None:
+    """The fit's E must stay below every mean loss: at its bound the curve flattens onto the smallest one, which
+    then stands for unbounded compute, and no k can be read there."""
+    e, _ = fit(loss, flops)
+    if e < loss.min():
+        return
+    i, j = np.unravel_index(loss.argmin(), loss.shape)
+    raise LadderError(
+        f"the loss-compute curve fitted to the ladder flattens onto {design.rows[i].name}'s mean val loss at rung "
+        f"{design.rungs[j]} ({loss[i, j]:.4g}), its floor E, so that loss stands for unbounded compute and k cannot be "
+        "read; the rows' losses stop falling faster than any power law allows: give the rungs more tokens or steps"
+    )
+
+
 def _fill_points(rows: list[LadderRow], est: Estimates, flops: np.ndarray, design: LadderDesign) -> None:
     for i, row in enumerate(rows):
         if design.rows[i].reference is None:
@@ -379,12 +385,16 @@ def _fill_points(rows: list[LadderRow], est: Estimates, flops: np.ndarray, desig
 
 def _fill_intervals(
     rows: list[LadderRow], design: LadderDesign, full: Estimates, left: Estimates, flops: np.ndarray, n: int
-) -> None:
-    """CIs, tests, Holm and verdicts from the jackknife; the crossover and the extrapolation from the line."""
+) -> list[str]:
+    """CIs, tests, Holm and verdicts from the jackknife; the crossover and the extrapolation from the line. Returns
+    the rows whose seeds agree to round-off, whose tests are left undone."""
     q = t_ppf(0.975, n - 1)
     lv, ls = np.moveaxis(left.level, 0, -1), np.moveaxis(left.slope, 0, -1)  # (rows, seeds)
-    se_level, se_slope = np.sqrt(jack_var(lv)), np.sqrt(jack_var(ls))
-    cov = jack_var(lv, ls)
+    with np.errstate(invalid="ignore"):
+        se_level, se_slope = np.sqrt(jack_var(lv)), np.sqrt(jack_var(ls))
+        cov = jack_var(lv, ls)
+    silent = ~(se_level > ROUND_OFF) | ~(se_slope > ROUND_OFF)
+    se_level, se_slope = np.where(silent, np.nan, se_level), np.where(silent, np.nan, se_slope)
     se_rungs = np.sqrt(jack_var(np.moveaxis(left.rungs, 0, -1)))
     with np.errstate(divide="ignore", invalid="ignore"):
         p_k = t_sf2(full.level / se_level, n - 1)
@@ -419,13 +429,15 @@ def _fill_intervals(
             )
         if design.target is not None:
             u = math.log10(design.target) - centre
-            se = math.sqrt(max(0.0, se_level[i] ** 2 + 2 * u * cov[i] + u * u * se_slope[i] ** 2))
+            var = se_level[i] ** 2 + 2 * u * cov[i] + u * u * se_slope[i] ** 2
+            se = math.sqrt(max(0.0, var)) if math.isfinite(var) else NAN
             mid = a + b * u
             row.k_target, row.k_target_low, row.k_target_high = (
                 math.exp(mid),
                 math.exp(mid - q * se),
                 math.exp(mid + q * se),
             )
+    return [r.variant for i, r in enumerate(rows) if design.rows[i].reference is not None and silent[i]]
 
 
 def _holm(p: np.ndarray, tested: list[int]) -> list[float]:
@@ -451,13 +463,17 @@ def _trend(slope: float, p_holm: float, p_steady: float, alpha: float) -> str:
 def _crossover(a, b, va, vb, cab, q, centre) -> tuple[float, float, float]:
     """Where a + b u = 0 (u: log10 compute from the centre), in FLOPs, with Fieller's interval: the u at which the
     line's t interval holds 0 (unbounded, NaN ends, when the slope's own interval does)."""
-    point = 10.0 ** (centre - a / b) if b != 0 else NAN
+    at = centre - a / b if b != 0 else NAN
+    if not abs(at) < 300:  # 0 or infinite FLOPs is never an answer
+        return NAN, NAN, NAN
+    point = 10.0**at
     qa, qb, qc = b * b - q * q * vb, 2 * (a * b - q * q * cab), a * a - q * q * va
     disc = qb * qb - 4 * qa * qc
     if qa <= 0 or disc < 0:
         return point, NAN, NAN
     r1, r2 = sorted(((-qb - math.sqrt(disc)) / (2 * qa), (-qb + math.sqrt(disc)) / (2 * qa)))
-    return point, 10.0 ** (centre + r1), 10.0 ** (centre + r2)
+    low, high = (10.0 ** (centre + r) if abs(centre + r) < 300 else NAN for r in (r1, r2))
+    return point, low, high
 
 
 def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray) -> list[str]:
@@ -513,5 +529,7 @@ def fitted_curves(design: LadderDesign, runs) -> dict:
     loss, flops, _, _ = _arrays(design, runs)
     mean = loss.mean(0)
     e, alpha = fit(mean, flops)
-    log_a = (np.log(mean - e) + alpha * np.log(flops)).mean(-1)
+    x = np.log(flops)
+    g = np.exp(-alpha * (x - x.mean()))  # each row's A by least squares at the fit's E and alpha
+    log_a = np.log((g * (mean - e)).sum(-1) / (g * g).sum(-1)) + alpha * x.mean()
     return dict(mean=mean, low=loss.min(0), high=loss.max(0), flops=flops, e=float(e), alpha=float(alpha), log_a=log_a)
