@@ -368,3 +368,22 @@ def test_a_ladder_table_checks_its_top_rung_and_says_so_under_it():
     assert held[1].inside is None and "No prediction for +big: its best learning rate" in notes[-1]
     three = L.LadderDesign(tuple(rows), ("a", "b", "c"), tuple(range(5)))
     assert L.holdout_check(three, frame(runs[0][..., 1:], flops[:, 1:])) == ([], [])
+
+
+def test_judge_compute_col_checks_the_held_out_top_rung_as_scale_does():
+    """judge --compute-col on a ladder of four rungs gives the same held-out line and footnote as `scale`, from
+    the same function; on three rungs, none."""
+    from modern_gpt.verdict.ladder_judge import LadderSettings, judge_ladder
+    from modern_gpt.verdict.reading import JudgeSettings
+
+    for rungs in (4, 3):
+        runs, flops, _ = ladder(np.random.default_rng(3), 1, 5, [1.0, 1.3], [0.0, 0.0], rungs=rungs)
+        runs_frame = frame(runs[0], flops)
+        names = ["base", "swiglu"]
+        df = runs_frame.assign(variant=[names[v] for v in runs_frame["row"]])[["variant", "seed", "val_loss", "flops"]]
+        _, _, notes = judge_ladder(df, JudgeSettings(), LadderSettings(compute_col="flops"))
+        shown = tuple(f"{x:.3g}" for x in flops[0])
+        _, want = L.holdout_check(L.LadderDesign((Row("base"), Row("swiglu", 0)), shown, tuple(range(5))), runs_frame)
+        held = [n for n in notes if n.startswith("Held out:") or n.startswith("Top rung ")]
+        assert held == want
+        assert len(held) == (2 if rungs == 4 else 0)
