@@ -385,6 +385,7 @@ def run_ladder(
     if resume is not None:
         folder = Path(resume)
         ladder = lad.read(folder)
+        lad.check_rungs(folder, ladder)
         _check_ladder_resume(folder, ladder, settings, choices, ladder_choices, out)
         ladder = ladder.with_table_choices(ladder_choices.get("trend_margin"), ladder_choices.get("target_compute"))
     else:

@@ -5,7 +5,9 @@ follows L = E + A C^-alpha, E = 1.0, alpha = 0.1 and L = 2.06 at the top rung, a
 ablation's classic row (docs/measurements.md). Row i reaches the loss the reference reaches at k_i(C) times
 its compute C, ln k_i(C) = ln k_i + slope_i (log10 C - the ladder's centre), against row 0. A seed adds one
 shift shared by every row at a rung (sd 0.02: the batches it draws) and one per run, so that the paired sd is
-0.0124 nats, the paired sd measured between two weight inits on tinyshakespeare.
+0.0124 nats, the paired sd measured between two weight inits on tinyshakespeare. With curve="log" the reference
+falls in a straight line in ln C instead (no curvature: the usual picture over a small span), with the power
+law's slope at the top rung; span sets the compute from the bottom rung to the top.
 """
 
 from __future__ import annotations
@@ -26,21 +28,30 @@ def ladder(
     rungs: int = 3,
     sd: float = PAIRED_SD,
     seed_sd: float = SEED_SD,
+    curve: str = "power",
+    span: float | None = None,
 ):
     """(tables, seeds, rows, rungs) of val losses, the rows' compute (rows, rungs), and the true ln k against row
     0 at each rung (rows, rungs). compute: each row's FLOPs as a share of the reference's (GQA's is below 1)."""
-    c = TOP_FLOPS * STEP ** (np.arange(rungs) - (rungs - 1))
+    step = STEP if span is None else span ** (1 / (rungs - 1))
+    c = TOP_FLOPS * step ** (np.arange(rungs) - (rungs - 1))
     share = np.ones(len(ks)) if compute is None else np.asarray(compute, dtype=float)
     flops = c[None, :] * share[:, None]
     x = np.log10(flops)
     lnk = np.log(np.asarray(ks, dtype=float))[:, None] + np.asarray(slopes, dtype=float)[:, None] * (
         x - x.mean(-1, keepdims=True)
     )
-    a = (TOP_LOSS - E) * TOP_FLOPS**ALPHA
-    true = E + a * (np.exp(lnk) * flops) ** -ALPHA
+    true = reference_loss(np.exp(lnk) * flops, curve)
     shared = rng.normal(0.0, seed_sd, (tables, seeds, 1, rungs))
     own = rng.normal(0.0, sd / np.sqrt(2.0), (tables, seeds, len(ks), rungs))
     return true[None, None] + shared + own, flops, lnk
+
+
+def reference_loss(c, curve: str = "power"):
+    """The reference's loss at compute c: the power law, or the straight line in ln C with its slope at the top."""
+    if curve == "log":
+        return TOP_LOSS - ALPHA * (TOP_LOSS - E) * np.log(c / TOP_FLOPS)
+    return E + (TOP_LOSS - E) * (c / TOP_FLOPS) ** -ALPHA
 
 
 def truth(lnk: np.ndarray, flops: np.ndarray, refs) -> tuple[np.ndarray, np.ndarray]:

@@ -175,6 +175,41 @@ def write(folder: Path, ladder: Ladder) -> None:
     write_json(Path(folder) / LADDER_FILE, ladder.to_dict())
 
 
+def check_rungs(folder: Path, ladder: Ladder) -> None:
+    """Each rung folder's own meta.json against ladder.json (the plan, the rows, the seeds, the size, the data),
+    before a number is read: rungs are matched by position, so a rung copied from another ladder, or two rungs
+    swapped, would lend their runs to the wrong rows or size."""
+    from .results import ResultsDir
+
+    for i, want in enumerate(ladder.specs):
+        where = rung_folder(folder, i)
+        if not (where / "meta.json").is_file():
+            continue
+        why = _spec_differs(ResultsDir(where, read_only=True).spec, want)
+        if why:
+            raise UserError(
+                f"{where} is not rung {i} of the ladder in {folder}: its meta.json {why}; put back that rung's own "
+                "folder, or start a new ladder."
+            )
+
+
+def _spec_differs(got: Spec, want: Spec) -> str | None:
+    """How a rung's spec differs from the one ladder.json holds for it, in words, or None."""
+    gm, wm = got.settings.model, want.settings.model
+    rows = [(v.name, v.components, v.reference, v.placebo) for v in got.variants]
+    if got.plan != want.plan or rows != [(v.name, v.components, v.reference, v.placebo) for v in want.variants]:
+        named = ", ".join(v.name for v in got.table_variants)
+        return f"holds the rows {named} of plan {got.plan}, and ladder.json {', '.join(v.name for v in want.table_variants)}"
+    if (gm.dim, gm.layers, got.settings.train.steps) != (wm.dim, wm.layers, want.settings.train.steps):
+        return (
+            f"trains {gm.dim}x{gm.layers} for {got.settings.train.steps} steps, and ladder.json's rung "
+            f"{wm.dim}x{wm.layers} for {want.settings.train.steps}"
+        )
+    if list(got.seeds) != list(want.seeds) or (want.data_key and got.data_key != want.data_key):
+        return "has other seeds or another corpus than ladder.json's"
+    return None
+
+
 def resume_command(folder) -> str:
     return f"modern-gpt scale --resume {shlex.quote(str(folder))}"
 
@@ -371,6 +406,7 @@ class LadderReport:
     notes: list[str]
     rungs: list  # ablation.report.Report per rung
     runs: object  # pandas.DataFrame
+    holdout: list = ()  # verdict.ladder.HeldOut per row: the top rung predicted from the rungs below it
 
 
 RUN_FRAME = [
@@ -397,13 +433,14 @@ def load(folder) -> LadderReport:
     import pandas as pd
 
     from ..verdict.design import Row
-    from ..verdict.ladder import LadderDesign, LadderError, ladder_table
+    from ..verdict.ladder import LadderDesign, LadderError, holdout_check, ladder_table
     from ..verdict.table import failed
     from . import report
     from .results import ResultsDir
 
     folder = Path(folder)
     ladder = read(folder)
+    check_rungs(folder, ladder)
     reps = []
     for i in range(len(ladder.rungs)):
         where = rung_folder(folder, i)
@@ -445,8 +482,20 @@ def load(folder) -> LadderReport:
             else ""
         )
         raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
-    notes = _rung_notes(ladder, reps) + notes
-    return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]))
+    held, held_notes = holdout_check(design, runs, _edge_rows(reps))
+    notes = _rung_notes(ladder, reps) + notes + held_notes
+    return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]), held)
+
+
+def _edge_rows(reps: list) -> tuple[int, ...]:
+    """The rows whose best learning rate is at the edge of the grid at any rung (with --lrs): no prediction."""
+    out = set()
+    for rep in reps:
+        sweep = rep.design.sweep
+        if sweep is not None and sweep.at is None:
+            edges = (min(sweep.lrs), max(sweep.lrs))
+            out |= {i for i, row in enumerate(rep.design.rows) if row.lr in edges}
+    return tuple(sorted(out))
 
 
 def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
@@ -490,6 +539,9 @@ def write_files(folder: Path, rep: LadderReport) -> None:
     from ..core.files import atomic_path
 
     summary = pd.DataFrame([row.cells() for row in rep.rows])
-    for name, frame in (("runs.csv", rep.runs), ("summary.csv", summary)):
+    files = [("runs.csv", rep.runs), ("summary.csv", summary)]
+    if rep.holdout:
+        files.append(("holdout.csv", pd.DataFrame([asdict(r) for r in rep.holdout])))
+    for name, frame in files:
         with atomic_path(Path(folder) / name) as tmp:
             frame.to_csv(tmp, index=False)

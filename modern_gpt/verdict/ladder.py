@@ -5,7 +5,10 @@ reference's training FLOPs. Each row is charged its own compute (GQA and SwiGLU 
 
 The model, and what it assumes (docs/statistics.md, "The scale verdict", says it for users):
 - Every row's mean val loss falls with its training compute C as L(C) = E + A_row * C^-alpha: one irreducible
-  loss E and one exponent alpha shared by every row, one scale A_row per row (fit). Separate fits per row are
+  loss E and one exponent alpha shared by every row, one scale A_row per row, by least squares in loss: for a
+  fixed alpha the model is linear in E and the A_row, solved exactly, and alpha is searched by a grid and golden
+  section. E is bounded above by the smallest mean loss and not below, so a curve straight in ln C fits as its
+  log-linear limit (alpha -> 0, E -> -inf) instead of being bent at E = 0. Separate fits per row are
   ill-conditioned with three rungs; only the shape of the curve is read from the fit, never a row's own A.
 - At each rung, the row's loss and its reference's are mapped through that curve to the compute each stands for:
   ln k = -(1/alpha) ln((L_row - E) / (L_ref - E)) + ln(C_ref / C_row). The reference's own fit residual cancels,
@@ -36,9 +39,10 @@ from .stats import holm, t_ppf, t_sf, t_sf2
 GROWS, SHRINKS, STEADY, INCONCLUSIVE = "grows", "shrinks", "steady", "inconclusive"
 BETTER, WORSE = "better", "worse"
 MIN_RUNGS = 3  # a curved fit and a trend both need three sizes: with two, E cannot be told from the exponent
+ROUND_OFF = 1e-9  # a standard error of ln k below this is round-off: seeds that agree exactly measure no noise
 FAR = 10.0  # a --target-compute more than this many times the top rung's is marked an extrapolation
-_GRID = np.linspace(0.0, 5.0, 26)  # E = m (1 - 10^-t): from 0 to within 1e-5 of the smallest mean loss m
-_GOLDEN = 40  # golden-section steps between grid neighbours: t to about 1e-9
+_GRID = np.linspace(math.log(1e-6), math.log(50.0), 41)  # ln(alpha * the ladder's span in ln C)
+_GOLDEN = 45  # golden-section steps between grid neighbours: ln alpha to about 1e-9
 
 
 class LadderError(UserError):
@@ -103,74 +107,54 @@ def table_choices_problem(trend_margin, target) -> str | None:
 # ---------------------------------------------------------------------------
 # The fit: shared E and alpha, a scale per row; batched over any leading axes
 # ---------------------------------------------------------------------------
-def _inner(loss: np.ndarray, x: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For a given E (shape (...)), the shared alpha and each row's ln A by least squares of ln(L - E) on ln C
-    with a row intercept, and the squared error in loss. loss, x: (..., rows, rungs)."""
-    y = np.log(loss - e[..., None, None])
-    xc = x - x.mean(-1, keepdims=True)
-    yc = y - y.mean(-1, keepdims=True)
-    alpha = -(xc * yc).sum((-1, -2)) / (xc * xc).sum((-1, -2))
-    log_a = y.mean(-1) + alpha[..., None] * x.mean(-1)
-    pred = e[..., None, None] + np.exp(log_a[..., None] - alpha[..., None, None] * x)
-    return ((loss - pred) ** 2).sum((-1, -2)), alpha
+def _profile(loss: np.ndarray, u: np.ndarray, alpha: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a fixed alpha (shape (...)) the model is linear in E and each row's A: the least-squares E, at most
+    m, and the squared error, each row's A projected out. loss, u (ln C, centred): (..., rows, rungs)."""
+    a = alpha[..., None, None]
+    g = np.exp(-a * u)
+    h = np.expm1(-a * u) / a  # 1 = g - alpha h: h keeps E's column exact as alpha -> 0 (the log-linear limit)
+
+    def perp(v):  # v less its projection on each row's own g
+        return v - g * (g * v).sum(-1, keepdims=True) / (g * g).sum(-1, keepdims=True)
+
+    pl, ph = perp(loss), perp(h)
+    lh, hh = (pl * ph).sum((-1, -2)), (ph * ph).sum((-1, -2))
+    e = -lh / (alpha * hh)  # the residual is pl + E alpha ph: least squares in E
+    sse = (pl * pl).sum((-1, -2)) - lh * lh / hh
+    over = ~(e < m)  # above the bound (or undefined): E = m, the best there as the error is convex in E
+    at_m = ((pl + (m * alpha)[..., None, None] * ph) ** 2).sum((-1, -2))
+    return np.where(over, m, e), np.where(over, at_m, sse)
 
 
 def fit(loss: np.ndarray, flops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(E, alpha) of L = E + A_row C^-alpha, least squares in loss, E from 0 to just under the smallest mean loss
-    (a profile over E: for each E the rest is a linear fit). loss, flops: (..., rows, rungs)."""
+    """(E, alpha) of L = E + A_row C^-alpha by least squares in loss, E at most the smallest mean loss and
+    unbounded below (so a straight curve in ln C fits as its log-linear limit, not bent at E = 0); alpha by a
+    grid and golden section, E and each A exact for each alpha. loss, flops: (..., rows, rungs)."""
     x = np.log(flops)
+    u = x - x.mean((-1, -2), keepdims=True)
+    span = u.max((-1, -2)) - u.min((-1, -2))
     m = loss.min((-1, -2))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sse = np.stack([_inner(loss, x, m * (1 - 10.0**-t))[0] for t in _GRID], -1)
-        sse = np.where(np.isfinite(sse), sse, np.inf)
-        best = sse.argmin(-1)
+
+    def sse(t):  # t = ln(alpha * span)
+        return np.nan_to_num(_profile(loss, u, np.exp(t) / span, m)[1], nan=np.inf)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        grid = np.stack([sse(np.full(m.shape, t)) for t in _GRID], -1)
+        best = grid.argmin(-1)
         lo, hi = _GRID[np.maximum(best - 1, 0)], _GRID[np.minimum(best + 1, len(_GRID) - 1)]
         ratio = (math.sqrt(5) - 1) / 2
-        for _ in range(_GOLDEN):  # golden section between the best grid point's neighbours
-            a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-            fa, fb = (_inner(loss, x, m * (1 - 10.0**-t))[0] for t in (a, b))
-            left = np.nan_to_num(fa, nan=np.inf) <= np.nan_to_num(fb, nan=np.inf)
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        fa, fb = sse(a), sse(b)
+        for _ in range(_GOLDEN):  # golden section between the best grid point's neighbours, one new point a step
+            left = fa <= fb
             lo, hi = np.where(left, lo, a), np.where(left, b, hi)
-        e = m * (1 - 10.0 ** -((lo + hi) / 2))
-        alpha = _inner(loss, x, e)[1]
-        return _refine(loss, x, e, alpha, m)
-
-
-def _refine(loss: np.ndarray, x: np.ndarray, e, alpha, m, steps: int = 12) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares in loss itself, from the profile's start (whose inner fit is in log(L - E)): damped
-    Gauss-Newton steps on (E, alpha, ln A_row), keeping E in [0, m). A step that does not lower the error is not
-    taken."""
-    log_a = (np.log(loss - e[..., None, None]) + alpha[..., None, None] * x).mean(-1)
-    p = np.concatenate([e[..., None], alpha[..., None], log_a], -1)
-    rows = loss.shape[-2]
-
-    def residual(p):
-        return loss - p[..., :1, None] - np.exp(p[..., 2:, None] - p[..., 1:2, None] * x)
-
-    r = residual(p)
-    sse = (r**2).sum((-1, -2))
-    for _ in range(steps):
-        g = np.exp(p[..., 2:, None] - p[..., 1:2, None] * x)  # (..., rows, rungs)
-        jac = np.concatenate(
-            [
-                np.ones(g.shape + (1,)),
-                (-x * g)[..., None],
-                g[..., None] * np.eye(rows)[:, None, :],
-            ],
-            -1,
-        ).reshape(*g.shape[:-2], -1, rows + 2)
-        jtj = np.swapaxes(jac, -1, -2) @ jac
-        jtj = jtj + 1e-9 * np.eye(rows + 2) * np.trace(jtj, axis1=-2, axis2=-1)[..., None, None]
-        step = np.linalg.solve(jtj, (np.swapaxes(jac, -1, -2) @ r.reshape(*r.shape[:-2], -1, 1)))[..., 0]
-        q = p + step
-        q[..., 0] = np.clip(q[..., 0], 0.0, m * (1 - 1e-9))
-        rq = residual(q)
-        sq = (rq**2).sum((-1, -2))
-        better = np.isfinite(sq) & (sq < sse) & (q[..., 1] > 0)
-        p = np.where(better[..., None], q, p)
-        r = np.where(better[..., None, None], rq, r)
-        sse = np.where(better, sq, sse)
-    return p[..., 0], p[..., 1]
+            keep, f_keep = np.where(left, a, b), np.where(left, fa, fb)
+            new = np.where(left, hi - ratio * (hi - lo), lo + ratio * (hi - lo))
+            f_new = sse(new)
+            a, fa = np.where(left, new, keep), np.where(left, f_new, f_keep)
+            b, fb = np.where(left, keep, new), np.where(left, f_keep, f_new)
+        alpha = np.exp(np.where(fa <= fb, a, b)) / span
+        return _profile(loss, u, alpha, m)[0], alpha
 
 
 def log_k(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +166,7 @@ def log_k(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[
         for i, ref in enumerate(refs):
             if ref is None:
                 continue
-            gap = np.log((loss[..., i, :] - e[..., None]) / (loss[..., ref, :] - e[..., None]))
+            gap = np.log1p((loss[..., i, :] - loss[..., ref, :]) / (loss[..., ref, :] - e[..., None]))
             out[..., i, :] = -gap / alpha[..., None] + np.log(flops[..., ref, :] / flops[..., i, :])
     return out, alpha
 
@@ -221,9 +205,10 @@ def jack_var(left: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
     """The jackknife (co)variance from the delete-one values along the seeds axis (-1 here, moved there by the
     caller): (n - 1) / n times the sum of products of deviations."""
     n = left.shape[-1]
-    d = left - left.mean(-1, keepdims=True)
-    o = d if other is None else other - other.mean(-1, keepdims=True)
-    return (n - 1) / n * (d * o).sum(-1)
+    with np.errstate(invalid="ignore"):  # a delete-one fit at E's bound gives an infinite ln k: NaN, inconclusive
+        d = left - left.mean(-1, keepdims=True)
+        o = d if other is None else other - other.mean(-1, keepdims=True)
+        return (n - 1) / n * (d * o).sum(-1)
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +282,13 @@ def ladder_table(design: LadderDesign, runs) -> tuple[list[LadderRow], list[str]
         return rows, notes
     full, left = jackknife(loss, flops, refs)
     _fill_points(rows, full, flops, design)
-    _fill_intervals(rows, design, full, left, flops, len(seeds))
+    silent = _fill_intervals(rows, design, full, left, flops, len(seeds))
+    if silent:
+        notes.append(
+            f"The seeds of {', '.join(silent[:6])} agree to round-off, so there is no seed noise to test against: a "
+            "CI with no width is not evidence, and nothing of theirs is decided (do the seeds draw different batches "
+            "and inits?)."
+        )
     return rows, notes + ladder_notes(design, rows, flops)
 
 
@@ -339,6 +330,7 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
             "pairs every row at every rung, so k uses only the seeds complete everywhere."
         )
     _check_falls(design, loss.mean(0), compute)
+    _check_floor(design, loss.mean(0), compute)
     return loss, compute, seeds, notes
 
 
@@ -362,6 +354,20 @@ def _check_falls(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> N
             )
 
 
+def _check_floor(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> None:
+    """The fit's E must stay below every mean loss: at its bound the curve flattens onto the smallest one, which
+    then stands for unbounded compute, and no k can be read there."""
+    e, _ = fit(loss, flops)
+    if e < loss.min():
+        return
+    i, j = np.unravel_index(loss.argmin(), loss.shape)
+    raise LadderError(
+        f"the loss-compute curve fitted to the ladder flattens onto {design.rows[i].name}'s mean val loss at rung "
+        f"{design.rungs[j]} ({loss[i, j]:.4g}), its floor E, so that loss stands for unbounded compute and k cannot be "
+        "read; the rows' losses stop falling faster than any power law allows: give the rungs more tokens or steps"
+    )
+
+
 def _fill_points(rows: list[LadderRow], est: Estimates, flops: np.ndarray, design: LadderDesign) -> None:
     for i, row in enumerate(rows):
         if design.rows[i].reference is None:
@@ -379,12 +385,16 @@ def _fill_points(rows: list[LadderRow], est: Estimates, flops: np.ndarray, desig
 
 def _fill_intervals(
     rows: list[LadderRow], design: LadderDesign, full: Estimates, left: Estimates, flops: np.ndarray, n: int
-) -> None:
-    """CIs, tests, Holm and verdicts from the jackknife; the crossover and the extrapolation from the line."""
+) -> list[str]:
+    """CIs, tests, Holm and verdicts from the jackknife; the crossover and the extrapolation from the line. Returns
+    the rows whose seeds agree to round-off, whose tests are left undone."""
     q = t_ppf(0.975, n - 1)
     lv, ls = np.moveaxis(left.level, 0, -1), np.moveaxis(left.slope, 0, -1)  # (rows, seeds)
-    se_level, se_slope = np.sqrt(jack_var(lv)), np.sqrt(jack_var(ls))
-    cov = jack_var(lv, ls)
+    with np.errstate(invalid="ignore"):
+        se_level, se_slope = np.sqrt(jack_var(lv)), np.sqrt(jack_var(ls))
+        cov = jack_var(lv, ls)
+    silent = ~(se_level > ROUND_OFF) | ~(se_slope > ROUND_OFF)
+    se_level, se_slope = np.where(silent, np.nan, se_level), np.where(silent, np.nan, se_slope)
     se_rungs = np.sqrt(jack_var(np.moveaxis(left.rungs, 0, -1)))
     with np.errstate(divide="ignore", invalid="ignore"):
         p_k = t_sf2(full.level / se_level, n - 1)
@@ -419,13 +429,15 @@ def _fill_intervals(
             )
         if design.target is not None:
             u = math.log10(design.target) - centre
-            se = math.sqrt(max(0.0, se_level[i] ** 2 + 2 * u * cov[i] + u * u * se_slope[i] ** 2))
+            var = se_level[i] ** 2 + 2 * u * cov[i] + u * u * se_slope[i] ** 2
+            se = math.sqrt(max(0.0, var)) if math.isfinite(var) else NAN
             mid = a + b * u
             row.k_target, row.k_target_low, row.k_target_high = (
                 math.exp(mid),
                 math.exp(mid - q * se),
                 math.exp(mid + q * se),
             )
+    return [r.variant for i, r in enumerate(rows) if design.rows[i].reference is not None and silent[i]]
 
 
 def _holm(p: np.ndarray, tested: list[int]) -> list[float]:
@@ -451,13 +463,17 @@ def _trend(slope: float, p_holm: float, p_steady: float, alpha: float) -> str:
 def _crossover(a, b, va, vb, cab, q, centre) -> tuple[float, float, float]:
     """Where a + b u = 0 (u: log10 compute from the centre), in FLOPs, with Fieller's interval: the u at which the
     line's t interval holds 0 (unbounded, NaN ends, when the slope's own interval does)."""
-    point = 10.0 ** (centre - a / b) if b != 0 else NAN
+    at = centre - a / b if b != 0 else NAN
+    if not abs(at) < 300:  # 0 or infinite FLOPs is never an answer
+        return NAN, NAN, NAN
+    point = 10.0**at
     qa, qb, qc = b * b - q * q * vb, 2 * (a * b - q * q * cab), a * a - q * q * va
     disc = qb * qb - 4 * qa * qc
     if qa <= 0 or disc < 0:
         return point, NAN, NAN
     r1, r2 = sorted(((-qb - math.sqrt(disc)) / (2 * qa), (-qb + math.sqrt(disc)) / (2 * qa)))
-    return point, 10.0 ** (centre + r1), 10.0 ** (centre + r2)
+    low, high = (10.0 ** (centre + r) if abs(centre + r) < 300 else NAN for r in (r1, r2))
+    return point, low, high
 
 
 def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray) -> list[str]:
@@ -481,6 +497,14 @@ def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray)
         )
     if design.target is not None:
         notes.append(_target_note(design.target, bottom, top))
+    decided = [r.variant for r in rows if r.trend in (GROWS, SHRINKS)]
+    if decided:
+        notes.append(
+            f"The trend of {', '.join(decided[:6])} is read through the one exponent all rows share, which a row whose "
+            "k changes pulls toward its own, so a trend's size is underestimated: without noise 1.5x per 10x compute "
+            "reads 1.43x and 2x reads 1.82x, and at 5 seeds the CI of a 1.5x trend covers it in 78% of ladders, not "
+            "95%. Read its size, crossover and top-rung k as the least the change may be."
+        )
     outside = [r.variant for r in rows if math.isfinite(r.crossover) and not bottom <= r.crossover <= top]
     if outside:
         notes.append(f"The crossover of {', '.join(outside[:6])} is beyond the measured range: extrapolated.")
@@ -513,5 +537,129 @@ def fitted_curves(design: LadderDesign, runs) -> dict:
     loss, flops, _, _ = _arrays(design, runs)
     mean = loss.mean(0)
     e, alpha = fit(mean, flops)
-    log_a = (np.log(mean - e) + alpha * np.log(flops)).mean(-1)
+    x = np.log(flops)
+    g = np.exp(-alpha * (x - x.mean()))  # each row's A by least squares at the fit's E and alpha
+    log_a = np.log((g * (mean - e)).sum(-1) / (g * g).sum(-1)) + alpha * x.mean()
     return dict(mean=mean, low=loss.min(0), high=loss.max(0), flops=flops, e=float(e), alpha=float(alpha), log_a=log_a)
+
+
+# ---------------------------------------------------------------------------
+# Predict, then verify: the lower rungs predict the top rung's delta
+# ---------------------------------------------------------------------------
+PREDICTION = 0.90  # the prediction interval's level
+
+
+def predict_delta(loss: np.ndarray, flops: np.ndarray, top: np.ndarray, refs: list[int | None]) -> np.ndarray:
+    """Each row's delta against its reference at the compute top (rows,), from mean losses at lower rungs
+    (..., rows, rungs): k there along the row's trend line, mapped through the reference's fitted curve."""
+    est = estimate(loss, flops, refs)
+    e, alpha = fit(loss, flops)
+    x = np.log(flops)
+    centre = x.mean((-1, -2), keepdims=True)
+    g = np.exp(-alpha[..., None, None] * (x - centre))
+    scale = (g * (loss - e[..., None, None])).sum(-1) / (g * g).sum(-1)  # each row's A, at the centre's compute
+    out = np.full(loss.shape[:-1], np.nan)
+    lx = np.log10(flops)
+    for i, ref in enumerate(refs):
+        if ref is None:
+            continue
+        lnk = est.level[..., i] + est.slope[..., i] * (math.log10(top[i]) - lx[..., i, :].mean(-1))
+        at_ref = np.exp(-alpha * (math.log(top[ref]) - centre[..., 0, 0]))
+        shift = lnk + math.log(top[i] / top[ref])  # ln of the compute the row stands for over the reference's
+        out[..., i] = scale[..., ref] * at_ref * np.expm1(-alpha * shift)
+    return out
+
+
+def predict_top(
+    runs: np.ndarray, flops: np.ndarray, refs: list[int | None]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top rung's predicted delta per row from the rungs below it, the standard error of a prediction of the
+    top rung's mean delta over the seeds (the fit's, by the delete-one-seed jackknife of the lower rungs, and the
+    top rung's own seed noise, independent of it), and its degrees of freedom (Welch-Satterthwaite: two variances
+    of seeds - 1 each). runs: (..., seeds, rows, rungs); flops: (rows, rungs)."""
+    n = runs.shape[-3]
+    lower, top = runs[..., :-1], flops[:, -1]
+    total = lower.sum(-3)
+    point = predict_delta(total / n, flops[:, :-1], top, refs)
+    left = predict_delta((total[..., None, :, :] - lower) / (n - 1), flops[:, :-1], top, refs)
+    fit_var = jack_var(np.moveaxis(left, -2, -1))
+    seed_var = np.full(point.shape, np.nan)
+    for i, ref in enumerate(refs):
+        if ref is not None:
+            seed_var[..., i] = np.var(runs[..., i, -1] - runs[..., ref, -1], axis=-1, ddof=1) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = (n - 1) * (fit_var + seed_var) ** 2 / (fit_var**2 + seed_var**2)
+    return point, np.sqrt(fit_var + seed_var), df
+
+
+@dataclass
+class HeldOut:
+    """One row's check at the top rung: the delta the rungs below predicted, with its 90% prediction interval,
+    and the delta observed there, with its 95% CI; inside (the interval holds it) and sign_right (for a row
+    decided there: its CI excludes 0), None where the row gets no prediction."""
+
+    variant: str
+    reference: str
+    predicted: float = NAN
+    predicted_low: float = NAN
+    predicted_high: float = NAN
+    observed: float = NAN
+    observed_low: float = NAN
+    observed_high: float = NAN
+    inside: bool | None = None
+    decided: bool = False
+    sign_right: bool | None = None
+
+
+def holdout_check(design: LadderDesign, runs, skip: tuple[int, ...] = ()) -> tuple[list[HeldOut], list[str]]:
+    """Predict, then verify: fit k and its trend on every rung but the top one, predict each row's delta at the
+    top rung, and compare with what the top rung measured. skip: rows given no prediction (a best learning rate
+    at its grid's edge). Needs four rungs (three below the top) and two seeds."""
+    loss, flops, seeds, _ = _arrays(design, runs)
+    refs = [r.reference for r in design.rows]
+    n = len(seeds)
+    if len(design.rungs) <= MIN_RUNGS or n < 2:
+        return [], []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point, se, df = predict_top(loss, flops, refs)
+    out = []
+    for i, r in enumerate(design.rows):
+        if r.reference is None:
+            continue
+        row = HeldOut(r.name, design.rows[r.reference].name)
+        d = loss[:, i, -1] - loss[:, r.reference, -1]
+        half = t_ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n)
+        row.observed, row.observed_low, row.observed_high = d.mean(), d.mean() - half, d.mean() + half
+        row.decided = bool(row.observed_low > 0 or row.observed_high < 0)
+        if i not in skip and np.isfinite(point[i]) and se[i] > 0 and df[i] > 0:
+            width = t_ppf(0.5 + PREDICTION / 2, float(df[i])) * se[i]
+            row.predicted, row.predicted_low, row.predicted_high = point[i], point[i] - width, point[i] + width
+            row.inside = bool(row.predicted_low <= row.observed <= row.predicted_high)
+            row.sign_right = bool(np.sign(row.predicted) == np.sign(row.observed)) if row.decided else None
+        out.append(row)
+    return out, _holdout_notes(design, out, skip)
+
+
+def _holdout_notes(design: LadderDesign, rows: list[HeldOut], skip: tuple[int, ...]) -> list[str]:
+    """The one line under the table, each row's check, and the rows given no prediction."""
+    top = design.rungs[-1]
+    made = [r for r in rows if r.inside is not None]
+    signed = [r for r in made if r.sign_right is not None]
+    line = (
+        f"Held out: the lower rungs predicted {sum(r.inside for r in made)} of {len(made)} rows' Δ at the top rung "
+        f"{top} within the {PREDICTION:.0%} interval; the sign was right for {sum(r.sign_right for r in signed)} of "
+        f"{len(signed)} rows decided there."
+    )
+    each = "; ".join(
+        f"{r.variant}: predicted {r.predicted:+.4f} [{r.predicted_low:+.4f}, {r.predicted_high:+.4f}], observed "
+        f"{r.observed:+.4f} [{r.observed_low:+.4f}, {r.observed_high:+.4f}], {'inside' if r.inside else 'outside'}"
+        for r in made
+    )
+    notes = [line, f"Top rung {top}, predicted from the rungs below it against observed: {each}."] if made else [line]
+    if skip:
+        names = ", ".join(design.rows[i].name for i in skip if design.rows[i].reference is not None)
+        notes.append(
+            f"No prediction for {names}: its best learning rate sits at the edge of its grid at some rung, so its "
+            "curve may be the grid's, not the component's; widen --lrs."
+        )
+    return notes

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..core.errors import UserError
 from .design import Row
-from .ladder import LadderDesign, ladder_table
+from .ladder import LadderDesign, holdout_check, ladder_table
 from .reading import (
     _MISSING,
     DIVERGED,
@@ -207,6 +207,7 @@ def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
     source = read_file(path_or_frame) if is_path else from_frame(path_or_frame)  # from_frame refuses a non-frame
     design, runs = ladder_from(source, s, ls)
     rows, notes = ladder_table(design, runs)
+    notes += holdout_check(design, runs)[1]  # four rungs or more: the top rung predicted, then checked, as in scale
     named = runs.assign(rung=[design.rungs[r] for r in runs["rung"]])  # the rung as the table shows it
     notes += unfinished_states(source, s, *(named[c].tolist() for c in ("variant", "seed", "failed", "rung")))
     notes += _uneven_computes(named, ls.axis)
