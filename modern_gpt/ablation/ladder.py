@@ -378,6 +378,8 @@ RUN_FRAME = [
     "rung_name",
     "row",
     "variant",
+    "reference",  # the row's reference by name ("" for none) and its placebo mark, as an ablation's runs.csv says
+    "placebo",  # them: judge --compute-col then compares each row as the scale table does
     "seed",
     "lr",
     "params",
@@ -419,7 +421,10 @@ def load(folder) -> LadderReport:
     for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
         runs = rep.runs.copy()
         runs["rung"], runs["rung_name"] = i, r.name
-        runs["variant"] = [rep.design.rows[k].name for k in runs["row"]]
+        plan = [rep.design.rows[k] for k in runs["row"]]
+        runs["variant"] = [r.name for r in plan]
+        runs["reference"] = ["" if r.reference is None else rep.design.rows[r.reference].name for r in plan]
+        runs["placebo"] = [r.placebo for r in plan]
         frames.append(runs.reindex(columns=RUN_FRAME))
     runs = pd.concat(frames, ignore_index=True)
     runs["failed"] = failed(runs).to_numpy()
