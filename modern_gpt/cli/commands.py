@@ -716,11 +716,13 @@ def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, mar
     from ..verdict.ladder_judge import judge_ladder
 
     design, rows, notes = _judging(file, judge_ladder, settings, ladder)
-    _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
+    table = SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ladder.size_col)
+    _print_ladder(SimpleNamespace(table=table, rungs=[]), fmt)
     if html or markdown:
         from .share import _file_facts, judge_flags, judged_ladder_page
 
-        page = judged_ladder_page(design, rows, notes, *_file_facts(file), judge_flags(settings, ladder))
+        facts = _file_facts(file)
+        page = judged_ladder_page(design, rows, notes, *facts, judge_flags(settings, ladder), ladder.size_col)
         _write_pages(page, html, markdown, [file])
 
 

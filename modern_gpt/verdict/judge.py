@@ -504,7 +504,9 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
         design, rows, notes = judge_ladder(df, s, ladder, api=True)
         out = pd.DataFrame([r.cells() for r in rows])
         out.attrs.update(
-            title=f"compute multiplier k of {len(rows)} variants at {len(design.rungs)} rungs", footnotes=notes
+            title=f"{'compute' if ladder.size_col is None else 'size'} multiplier k of {len(rows)} variants at "
+            f"{len(design.rungs)} rungs",
+            footnotes=notes,
         )
         return out
     design, runs, first = read_runs(from_frame(df), s, api=True)

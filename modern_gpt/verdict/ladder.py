@@ -96,7 +96,8 @@ def table_choices_problem(trend_margin, target) -> str | None:
     if trend_margin is not None and not 1.0 < trend_margin < math.inf:
         return f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {trend_margin!r}"
     if target is not None and not 0.0 < target < math.inf:
-        return f"--target-compute must be a positive number of FLOPs, got {target!r}"
+        got = "a number too large for a float" if target == math.inf else repr(target)
+        return f"--target-compute must be a positive number of FLOPs below 1e308 (such as 1e21), got {got}"
     return None
 
 
