@@ -131,3 +131,17 @@ def test_a_size_column_titles_the_table_in_its_units_not_compute(ladder, run):
     assert title.startswith("size multiplier k") and "times the params" in title and "compute" not in title, title
     got = modern_gpt.judge(ladder.runs, size_col="params", rung_col="rung")
     assert got.attrs["title"].startswith("size multiplier k"), got.attrs["title"]
+
+
+def test_a_ladder_with_no_complete_seed_names_its_resume_not_a_file_of_your_own(ladder, run, tmp_path):
+    folder = _copy(ladder, tmp_path)
+    for seed in (0, 1):
+        (folder / "rung-0" / "runs" / f"row00-seed{seed}.json").unlink()
+    err = user_error(run, "report", folder)
+    assert "no seed trained every row" in err and f"scale --resume {folder}" in err, err
+    assert "file of your own" not in err and "--rung-col" not in err, err
+    runs = pd.read_csv(ladder.folder / "runs.csv")
+    runs.loc[(runs["rung"] == 0) & (runs["seed"] == 1), "flops"] *= 1.5  # seed 1's own compute: another rung
+    runs.drop(columns=["rung"]).to_csv(tmp_path / "mine.csv", index=False)
+    err = user_error(run, "judge", tmp_path / "mine.csv", "--compute-col", "flops")
+    assert "--rung-col" in err, err

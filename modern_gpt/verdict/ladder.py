@@ -320,8 +320,7 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
     left_out = [s for s in design.seeds if s not in seeds]
     if not seeds:
         raise LadderError(
-            "no seed trained every row at every rung, so no seed pairs the ladder; finish or retry the missing runs "
-            "(in a file of your own: give each run its rung in a --rung-col column)"
+            "no seed trained every row at every rung, so no seed pairs the ladder; finish or retry the missing runs"
         )
     loss = np.full((len(seeds), nrows, nrungs), np.nan)
     compute = np.zeros((nrows, nrungs))

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..core.errors import UserError
 from .design import Row
-from .ladder import LadderDesign, ladder_table
+from .ladder import LadderDesign, LadderError, ladder_table
 from .reading import (
     _MISSING,
     API_FLAGS,
@@ -215,7 +215,15 @@ def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings, api: bool 
     is_path = isinstance(path_or_frame, str | os.PathLike)
     source = read_file(path_or_frame) if is_path else from_frame(path_or_frame)  # from_frame refuses a non-frame
     design, runs, order = ladder_from(source, s, ls, api)
-    rows, notes = ladder_table(design, runs)
+    try:
+        rows, notes = ladder_table(design, runs)
+    except LadderError as e:  # a file's rungs read from its computes: a seed's own compute is another rung
+        if ls.rung_col is not None or "no seed trained every row" not in str(e):
+            raise
+        raise UserError(
+            f"{source.name}: {str(e).rstrip('.')}; if a run's compute differs from seed to seed, give each run its "
+            "rung in a --rung-col column."
+        ) from None
     notes = order + notes
     named = runs.assign(rung=[design.rungs[r] for r in runs["rung"]])  # the rung as the table shows it
     notes += unfinished_states(source, s, *(named[c].tolist() for c in ("variant", "seed", "failed", "rung")))
