@@ -66,10 +66,12 @@ def test_a_table_showing_a_need_names_the_fresh_seeds_and_the_seed_list_takes_th
 
     from modern_gpt.ablation.planning import seed_list
 
-    folder = Path(__file__).parent / "golden" / "folders" / "ablate"  # 3 seeds; a need of 12 shown
+    folder = Path(__file__).parent / "golden" / "folders" / "ablate"  # 3 seeds; +rmsnorm's need of 28 the least
     code, out, _ = run("report", folder, "--format", "markdown")
-    assert code == 0 and "seeds this table did not use (--seed-list 3-14 for 12)" in out, out
-    assert "--seeds 12 would train these seeds again" in out
+    assert code == 0 and "seeds this table did not use (--seed-list 3-30 for 28)" in out, out
+    assert "--seeds 28 would train these seeds again" in out
+    code, out, _ = run("report", folder.parent / "power", "--format", "markdown")  # only the placebo shows one
+    assert code == 0 and "need is for a fresh start" not in out, out
     assert seed_list(None, "3-14") == list(range(3, 15)) and seed_list(None, "0,5-6") == [0, 5, 6]
 
 
