@@ -4,12 +4,14 @@
 on the same first seeds again (--seeds need) it is a second look at the same runs, chosen because they looked
 promising, and is wrong more often (the negative control). The chained plan's six rows, unequal run sds."""
 
+import math
+
 import numpy as np
 import pytest
 
-from modern_gpt.verdict.stats import hommel, t_sf2
+from modern_gpt.verdict.stats import hommel, t_ppf, t_sf2
 
-from .test_verdict_rules import ALPHA, RUN_SDS, mc, vectorised_need
+from .test_verdict_rules import ALPHA, LEVEL, NEED_TABLES, RUN_SDS, mc, vectorised_need
 
 TABLES = 20_000  # Monte-Carlo error of a 5% rate: 0.15 points
 CAP = 64  # a need above this many seeds is not run (vectorised_need sizes up to 250)
@@ -82,3 +84,26 @@ def test_a_seed_list_range_that_is_not_one_is_refused(text):
 
     with pytest.raises(UserError, match="ranges such as 5-28"):
         seed_list(None, text)
+
+
+def fresh_hits(n: int, effect: float, seed: int) -> float:
+    """How often a row of true effect `effect` (paired sds), inconclusive at n seeds with a need shown, is decided
+    when the plan is trained again on that many fresh seeds (tested at the first-step level LEVEL)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((NEED_TABLES, n)) + effect
+    d, s = x.mean(1), x.std(1, ddof=1)
+    t = d / (s / math.sqrt(n))
+    needs = vectorised_need(t[np.abs(t) < t_ppf(1 - LEVEL / 2, n - 1)], n)
+    pairs = needs[np.isfinite(needs) & (needs > n)].astype(int)
+    mean = effect + rng.standard_normal(len(pairs)) / np.sqrt(pairs)
+    fresh_t = mean / np.sqrt(rng.chisquare(pairs - 1) / (pairs - 1) / pairs)
+    return float(np.mean(np.abs(fresh_t) > np.array([t_ppf(1 - LEVEL / 2, k - 1) for k in pairs])))
+
+
+@pytest.mark.parametrize(
+    "seeds, expected",  # docs/statistics.md's table, at 0.5 / 1 / 2 paired sds
+    [(3, (0.16, 0.61, 0.88)), (5, (0.45, 0.83, 0.96)), (10, (0.72, 0.93, 1.0))],
+)
+def test_a_need_run_on_fresh_seeds_decides_what_the_docs_say(seeds, expected):
+    got = [fresh_hits(seeds, effect, seeds) for effect in (0.5, 1.0, 2.0)]
+    assert got == pytest.approx(expected, abs=0.04), got
