@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from io import StringIO
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -85,6 +86,9 @@ def test_a_ladder_resumed_as_an_ablation_or_given_as_a_new_out_names_scale_resum
 def test_a_rung_or_a_missing_folder_resumed_as_a_ladder_is_named_without_an_errno(ladder, run, tmp_path):
     err = user_error(run, "scale", "--resume", ladder.folder / "rung-0")
     assert "is a rung of the ladder" in err and f"scale --resume {ladder.folder}" in err and "Errno" not in err
+    ablation = Path(__file__).parent / "golden" / "folders" / "ablate"  # read only: refused before a write
+    err = user_error(run, "scale", "--resume", ablation)
+    assert "is an ablation folder, not a ladder" in err and "ablate --resume" in err, err
     err = user_error(run, "scale", "--resume", tmp_path / "nowhere")
     assert "does not exist" in err and "Errno" not in err, err
     (tmp_path / "empty").mkdir()

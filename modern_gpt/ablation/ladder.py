@@ -180,12 +180,11 @@ def _no_ladder(folder: Path) -> str:
     if not folder.exists():
         return f"{folder} does not exist; give the folder modern-gpt scale wrote (the one holding ladder.json)."
     if (folder / "meta.json").exists():
-        own = f"modern-gpt ablate --resume {shlex.quote(str(folder))}"
         if is_ladder(folder.parent):
             return (
                 f"{folder} is a rung of the ladder {folder.parent}: {resume_command(folder.parent)} resumes the ladder."
             )
-        return f"{folder} is an ablation folder, not a ladder: {own} resumes it."
+        return f"{folder} is an ablation folder, not a ladder: modern-gpt ablate --resume {shlex.quote(str(folder))} resumes it."
     return f"{folder} holds no {LADDER_FILE}, so it is no ladder; give the folder modern-gpt scale wrote."
 
 
@@ -340,7 +339,9 @@ def _steps(
                 f"{rung_steps!r}."
             )
         low = next((i for i in range(1, len(steps)) if steps[i] < steps[i - 1]), None)
-        if low is not None:  # refused now, not after every run has trained (a smaller loss fall reads as a gain)
+        if (
+            low is not None
+        ):  # refused now, not after every run has trained (a rung of fewer steps need not reach a lower loss)
             m, below = models[low], models[low - 1]
             raise UserError(
                 f"--rung-steps {rung_steps}: rung {m.dim}x{m.layers} would train fewer steps ({steps[low]}) than the "
@@ -453,9 +454,9 @@ def load(folder) -> LadderReport:
         runs = rep.runs.copy()
         runs["rung"], runs["rung_name"] = i, r.name
         plan = [rep.design.rows[k] for k in runs["row"]]
-        runs["variant"] = [r.name for r in plan]
-        runs["reference"] = ["" if r.reference is None else rep.design.rows[r.reference].name for r in plan]
-        runs["placebo"] = [r.placebo for r in plan]
+        runs["variant"] = [v.name for v in plan]
+        runs["reference"] = ["" if v.reference is None else rep.design.rows[v.reference].name for v in plan]
+        runs["placebo"] = [v.placebo for v in plan]
         frames.append(runs.reindex(columns=RUN_FRAME))
     runs = pd.concat(frames, ignore_index=True)
     runs["failed"] = failed(runs).to_numpy()
