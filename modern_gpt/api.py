@@ -428,6 +428,8 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
             where = lad.rung_folder(folder, i)
             if (where / "meta.json").is_file():
                 continue
+            if where.exists() and (not where.is_dir() or any(where.iterdir())):
+                raise UserError(lad.lost_rung(folder, where))  # not "choose another --out": none was given
             ablation = start(ladder.specs[i], where, command_line, options)
             ablation.executor.close()
             made.append(where)

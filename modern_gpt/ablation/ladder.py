@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -148,7 +149,8 @@ def _agree(rungs: list[Rung], specs: list[Spec]) -> None:
 
 
 def is_ladder(folder) -> bool:
-    return (Path(folder) / LADDER_FILE).is_file()
+    """A folder holding ladder.json, of any kind (a pipe or a folder so named is then named by read)."""
+    return os.path.lexists(Path(folder) / LADDER_FILE)
 
 
 def rung_folder(folder: Path, i: int) -> Path:
@@ -157,6 +159,8 @@ def rung_folder(folder: Path, i: int) -> Path:
 
 def read(folder: Path) -> Ladder:
     path = Path(folder) / LADDER_FILE
+    if not os.path.lexists(path):
+        raise UserError(_no_ladder(Path(folder)))
     odd = not_regular(path)
     if odd:  # a pipe would block the read for ever
         raise UserError(f"{path} is {odd}, not a ladder file; start a new ladder with modern-gpt scale.")
@@ -169,6 +173,27 @@ def read(folder: Path) -> Ladder:
     if not isinstance(data, dict):
         raise UserError(f"{path} is not a modern-gpt ladder file; start a new ladder with modern-gpt scale.")
     return Ladder.from_dict(data, path)
+
+
+def _no_ladder(folder: Path) -> str:
+    """Why a folder given as a ladder holds none: it does not exist, it is an ablation (a rung), or something else."""
+    if not folder.exists():
+        return f"{folder} does not exist; give the folder modern-gpt scale wrote (the one holding ladder.json)."
+    if (folder / "meta.json").exists():
+        if is_ladder(folder.parent):
+            return (
+                f"{folder} is a rung of the ladder {folder.parent}: {resume_command(folder.parent)} resumes the ladder."
+            )
+        return f"{folder} is an ablation folder, not a ladder: modern-gpt ablate --resume {shlex.quote(str(folder))} resumes it."
+    return f"{folder} holds no {LADDER_FILE}, so it is no ladder; give the folder modern-gpt scale wrote."
+
+
+def lost_rung(folder: Path, where: Path) -> str:
+    """A rung folder without meta.json: what it is and how to train that rung again."""
+    return (
+        f"{where} holds no meta.json, so it is no rung of this ladder any more; delete {where} and "
+        f"{resume_command(folder)} starts that rung again."
+    )
 
 
 def write(folder: Path, ladder: Ladder) -> None:
@@ -348,6 +373,16 @@ def _steps(
                 f"--rung-steps needs one whole number from 1 to {MAX_RUNG_STEPS:,} per rung ({len(models)}), got "
                 f"{rung_steps!r}."
             )
+        low = next((i for i in range(1, len(steps)) if steps[i] < steps[i - 1]), None)
+        if (
+            low is not None
+        ):  # refused now, not after every run has trained (a rung of fewer steps need not reach a lower loss)
+            m, below = models[low], models[low - 1]
+            raise UserError(
+                f"--rung-steps {rung_steps}: rung {m.dim}x{m.layers} would train fewer steps ({steps[low]}) than the "
+                f"smaller rung {below.dim}x{below.layers} below it ({steps[low - 1]}); give each rung at least the "
+                "steps of the one below."
+            )
         return steps, steps[-1] * per_step / sizes[-1]
     if ratio is None:
         ratio = train.steps * per_step / _body(settings.model, first)  # the config's own
@@ -414,6 +449,8 @@ RUN_FRAME = [
     "rung_name",
     "row",
     "variant",
+    "reference",  # the row's reference by name ("" for none) and its placebo mark, as an ablation's runs.csv says
+    "placebo",  # them: judge --compute-col then compares each row as the scale table does
     "seed",
     "lr",
     "params",
@@ -447,16 +484,16 @@ def load(folder) -> LadderReport:
         if not where.exists():
             raise UserError(f"{where} is missing: this ladder never started that rung; {resume_command(folder)} does.")
         if not (where / "meta.json").is_file():
-            raise UserError(
-                f"{where} holds no meta.json, so it is no rung of this ladder any more; delete {where} and "
-                f"{resume_command(folder)} starts that rung again."
-            )
+            raise UserError(lost_rung(folder, where))
         reps.append(report.load(ResultsDir(where)))
     frames = []
     for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
         runs = rep.runs.copy()
         runs["rung"], runs["rung_name"] = i, r.name
-        runs["variant"] = [rep.design.rows[k].name for k in runs["row"]]
+        plan = [rep.design.rows[k] for k in runs["row"]]
+        runs["variant"] = [v.name for v in plan]
+        runs["reference"] = ["" if v.reference is None else rep.design.rows[v.reference].name for v in plan]
+        runs["placebo"] = [v.placebo for v in plan]
         frames.append(runs.reindex(columns=RUN_FRAME))
     runs = pd.concat(frames, ignore_index=True)
     runs["failed"] = failed(runs).to_numpy()

@@ -179,7 +179,8 @@ def parse_lrs(lrs: str | None, sweep: str | None) -> list[float] | None:
                 f"--lrs must be learning rates separated by commas, e.g. 1e-3,3e-3,1e-2, got {lrs!r}."
             ) from None
     if not values or len(values) > MAX_LRS or not all(0 < v < math.inf for v in values):
-        raise UserError(f"--lrs needs 1 to {MAX_LRS} positive learning rates, got {lrs or sweep!r}.")
+        given = f"--lrs {lrs!r}" if lrs is not None else f"--lr-sweep {sweep!r}"
+        raise UserError(f"{given}: give 1 to {MAX_LRS} positive learning rates separated by commas, e.g. 1e-3,3e-3.")
     if len({f"{v:g}" for v in values}) != len(values):  # as the table and --at-lr print and read them
         raise UserError(f"--lrs names a learning rate twice (or two that print alike): {lrs}.")
     return sorted(values)
@@ -214,14 +215,29 @@ def parse_seeds(text: str | int | None) -> int | str | None:
         raise UserError(f"--seeds must be a whole number or auto, got {text!r}.") from None
 
 
+def _seed_range(text: str) -> list[int]:
+    """One entry of --seed-list: a seed, or a range a-b of seeds (both included, as a table's footnote prints the
+    fresh seeds of a rerun)."""
+    low, dash, high = text.strip().partition("-")
+    if not dash:
+        return [int(low)]
+    a, b = int(low), int(high)
+    if not 0 <= a <= b or b - a >= MAX_SEEDS:
+        raise ValueError(text)
+    return list(range(a, b + 1))
+
+
 def seed_list(seeds: int | None, seed_list_text: str | None) -> list[int]:
     if seeds is not None and seed_list_text is not None:
         raise UserError("--seeds and --seed-list both choose the seeds; give one of them.")
     if seed_list_text is not None:  # an empty list is a mistake, not the default
         try:
-            out = [int(s) for s in seed_list_text.split(",") if s.strip()]
+            out = [n for s in seed_list_text.split(",") if s.strip() for n in _seed_range(s)]
         except ValueError:
-            raise UserError(f"--seed-list must be whole numbers separated by commas, got {seed_list_text!r}.") from None
+            raise UserError(
+                f"--seed-list must be whole numbers (or ranges such as 5-28) separated by commas, got "
+                f"{seed_list_text!r}."
+            ) from None
         if not out or min(out) < 0 or max(out) > MAX_SEED or len(set(out)) != len(out):
             raise UserError(
                 f"--seed-list needs distinct seeds from 0 to {MAX_SEED} (they are stored as 64-bit integers), "

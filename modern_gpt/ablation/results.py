@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +27,7 @@ from ..core.files import FolderLock, atomic_path, not_regular, write_json
 from ..core.schema import problem
 from ..model import plugins
 from ..verdict.design import SummaryRow, summary_frame
-from .planning import Spec, SpecError, resume_command
+from .planning import LADDER_FILE, Spec, SpecError, resume_command
 
 if TYPE_CHECKING:  # pandas (about 0.3 s, and pyarrow's allocator thread) loads where a frame is made: a worker,
     import pandas as pd  # which imports this module for settings_hash, never makes one (executors.SERVER_PRELOAD)
@@ -357,6 +359,11 @@ class ResultsDir:
             raise UserError(
                 f"{p} already holds an ablation; finish it with {resume_command(plan, p)}, or choose another --out."
             )
+        if os.path.lexists(p / LADDER_FILE):
+            raise UserError(
+                f"{p} already holds a ladder; finish it with modern-gpt scale --resume {shlex.quote(str(p))}, or "
+                "choose another --out."
+            )
         raise UserError(f"{p} already exists and is not an empty folder; choose another --out.")
 
     def read_meta(self) -> dict:
@@ -381,6 +388,11 @@ class ResultsDir:
         what = not_regular(self.path / "meta.json") if self.path.is_dir() else None
         if what:  # never opened: a pipe would block the read
             raise UserError(f"{self.path}/meta.json is {what}, not a file; start a new ablation.")
+        if os.path.lexists(self.path / LADDER_FILE):
+            raise UserError(
+                f"{self.path} is a ladder, not one ablation: modern-gpt scale --resume {shlex.quote(str(self.path))} "
+                "resumes it, and each of its rung-N folders is an ablation folder."
+            )
         raise UserError(
             f"{self.path} is not a results folder (no meta.json and runs/ in it, nor a ladder's ladder.json); give a "
             "folder written by modern-gpt ablate, duel, power or scale."

@@ -482,17 +482,9 @@ def ladder_facts(result) -> Facts:
 def ladder_claim(design, flags: str | None = None) -> Claim:
     """The scale table is a jackknife of a shared loss-compute fit, not a few lines of SciPy: the command that
     gives it from the CSV. flags: judge's flags as given (a judged file's); None: a ladder folder's runs.csv, whose
-    flags say its references, placebo and table choices."""
+    reference and placebo columns say its references and placebo, and the flags its table choices."""
     if flags is None:
-        refs = _reference_flags(design.rows)
-        if refs is None:
-            return Claim(
-                "",
-                "",
-                "judge's flags cannot say this table's references (neither each the row above nor all one row); "
-                "modern-gpt report on the folder prints its scale table.",
-            )
-        flags = f" --compute-col flops{refs}"
+        flags = " --compute-col flops"
         flags += f" --alpha {design.alpha:g}" if design.alpha != _alpha() else ""
         flags += f" --trend-margin {design.trend_margin:g}" if design.trend_margin else ""
         flags += f" --target-compute {design.target:g}" if design.target else ""
@@ -508,22 +500,6 @@ def _alpha() -> float:
     from ..verdict.design import ALPHA
 
     return ALPHA
-
-
-def _reference_flags(rows) -> str | None:
-    """judge's flags that give these rows' references: none when each row is compared with the row above (the
-    placebo left out), --reference when all with one row, None when neither."""
-    import shlex
-
-    placebo = [r.name for r in rows if r.placebo]
-    flags = f" --placebo {shlex.quote(placebo[0])}" if placebo else ""
-    plain = [b for b, r in enumerate(rows) if not r.placebo]
-    refs = [rows[b].reference for b in plain[1:]]
-    if refs == plain[:-1]:
-        return flags
-    if len(set(refs)) == 1 and refs[0] is not None:
-        return f"{flags} --reference {shlex.quote(rows[refs[0]].name)}"
-    return None
 
 
 RESERVED = ("row", "variant", "reference", "placebo", "seed", "diverged", "error")

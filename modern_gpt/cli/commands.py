@@ -677,7 +677,7 @@ def judge(
 
     A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
 
-    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)"). FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
+    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv, whose reference and placebo columns say the ladder's own: modern-gpt judge DIR/runs.csv --compute-col flops). FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
     """
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
@@ -758,11 +758,13 @@ def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, mar
     from ..verdict.ladder_judge import judge_ladder
 
     design, rows, notes = _judging(file, judge_ladder, settings, ladder)
-    _print_ladder(SimpleNamespace(table=SimpleNamespace(design=design, rows=rows, notes=notes), rungs=[]), fmt)
+    table = SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ladder.size_col)
+    _print_ladder(SimpleNamespace(table=table, rungs=[]), fmt)
     if html or markdown:
         from .share import _file_facts, judge_flags, judged_ladder_page
 
-        page = judged_ladder_page(design, rows, notes, *_file_facts(file), judge_flags(settings, ladder))
+        facts = _file_facts(file)
+        page = judged_ladder_page(design, rows, notes, *facts, judge_flags(settings, ladder), ladder.size_col)
         _write_pages(page, html, markdown, [file])
 
 

@@ -676,11 +676,13 @@ def ladder_cells(rep) -> list[list[str]]:
 
 
 def ladder_title(rep) -> str:
-    d = rep.design
-    n = len(d.seeds)
+    """The scale table's title; judge --size-col's k is in units of that column, not compute."""
+    d, size = rep.design, getattr(rep, "size_col", None)
+    n, axis = len(d.seeds), "compute" if size is None else size
     return (
-        f"compute multiplier k on {d.source or 'the runs'}: {len(d.rungs)} rungs ({', '.join(d.rungs)}), {n} seed"
-        f"{'s' if n != 1 else ''}; k > 1: the reference needs k times the compute to reach the row's loss"
+        f"{'compute' if size is None else 'size'} multiplier k on {d.source or 'the runs'}: {len(d.rungs)} rungs "
+        f"({', '.join(d.rungs)}), {n} seed{'s' if n != 1 else ''}; k > 1: the reference needs k times the {axis} "
+        "to reach the row's loss"
     )
 
 

@@ -138,14 +138,16 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source: str
     return Page(table.title, f"runs judged from {'a DataFrame' if data is None else 'a file'}", [table], notes, facts)
 
 
-def judged_ladder_page(design, rows, notes: list[str], source: str, data: bytes | None, csv: str, flags: str) -> Page:
+def judged_ladder_page(
+    design, rows, notes: list[str], source: str, data: bytes | None, csv: str, flags: str, size_col: str | None = None
+) -> Page:
     """The page of a ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV,
     and judge's command with the flags given."""
     from types import SimpleNamespace
 
     from ..ablation import share
 
-    table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes))
+    table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=size_col))
     header = share.judged_header(source, data, max(0, csv.count("\n") - 1), len(design.rows))
     facts = Facts(header, csv, share.ladder_claim(design, flags))
     return Page(table.title, "a ladder of runs judged from a file", [table], notes, facts)
@@ -641,7 +643,7 @@ def judged(source, keywords: dict) -> Page:
             raise UserError("margin is in the metric's units for one size; for a ladder give trend_margin.")
         ls = LadderSettings(*ladder.values())
         design, rows, notes = judge_ladder(source, s, ls)
-        return judged_ladder_page(design, rows, notes, *_file_facts(source), judge_flags(s, ls))
+        return judged_ladder_page(design, rows, notes, *_file_facts(source), judge_flags(s, ls), ls.size_col)
     if frame:
         design, runs, first = read_runs(from_frame(source), s, api=True)
         rows, notes = judge(design, s, runs, first=first)

@@ -404,7 +404,7 @@ class AblationOptions:
         "run every row with seeds 0..N-1, or auto: add seeds until every row is decided or cannot be by --max-seeds "
         f"(power: N only, {POWER_SEEDS} by default)",
     )
-    seed_list: str | None = setting(None, "explicit seeds instead, e.g. 3,7,11")
+    seed_list: str | None = setting(None, "explicit seeds instead, e.g. 3,7,11 or a range 5-28")
     min_seeds: int = setting(3, "with --seeds auto: the first look at the data")
     max_seeds: int = setting(10, "with --seeds auto: stop at this many seeds even if rows are undecided")
     alpha: float = setting(0.05, "the chance of any wrong better/worse in the whole table (family-wise error rate)")

@@ -22,22 +22,25 @@ from ..core.errors import UserError, did_you_mean
 from .design import ALPHA, Design, Row, SummaryRow, judge_columns
 from .ladder_judge import LadderSettings, judge_ladder
 from .reading import (
+    API_FLAGS,
+    CLI_FLAGS,
     DIVERGED,
     ERROR,
     NOT_FINITE,
     JudgeSettings,
     Source,
+    _and,
     _as_text,
     _empty,
     _failed_value,
     _flag,
     _listed,
+    _Marks,
     _message,
     _metric,
     _name,
     _number_or_empty,
     _order,
-    _references,
     _seed,
     _shown,
     check_settings,
@@ -89,22 +92,6 @@ def read_runs(source: Source, s: JudgeSettings, api: bool = False) -> tuple[Desi
     return _design(source, s, rows, refs, runs, placebo), _runs_frame(s, rows, runs), notes
 
 
-# How a sentence names each setting: the command's flags, or modern_gpt.judge's keywords.
-CLI_FLAGS = {
-    "variant_col": "--variant-col {}",
-    "seed_col": "--seed-col {}",
-    "metric": "--metric {}",
-    "order": "--order A,B,C",
-}
-API_FLAGS = {
-    "variant_col": "variant_col={!r}",
-    "seed_col": "seed_col={!r}",
-    "metric": "metric={!r}",
-    "order": "order=[...]",
-}
-
-# The columns of modern-gpt's runs.csv (and tags of its MLflow runs) that say the table's rows, as its plan has them.
-ROW, REFERENCE, PLACEBO = "row", "reference", "placebo"
 # MLflow's summary run of an ablation and its row runs (tags.kind summary or row, no variant): the one place that
 # names them; trackers/mlflow.py tags its runs with these
 KIND, SUMMARY, ROW_KIND = "kind", "summary", "row"
@@ -139,12 +126,6 @@ def _no_column(source: Source, s: JudgeSettings, col: str, what: str) -> str:
     return f"{name}, {source.header}: no {what} column {col!r} (its columns: {_listed(source.columns)})."
 
 
-def _and(items: list) -> str:
-    """'a', 'a' and 'b', 'a', 'b' and 'c'."""
-    shown = [repr(x) for x in items]
-    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
-
-
 HOLDERS = (SUMMARY, ROW_KIND)  # the kinds of modern-gpt's MLflow runs that hold figures, not a training run
 
 
@@ -164,182 +145,6 @@ def _without_summary(source: Source, s: JudgeSettings) -> Source:
             "give the runs of the experiment."
         )
     return source.subset(keep)
-
-
-def _is_placebo(v) -> bool:
-    try:
-        return _flag(v)
-    except ValueError:
-        raise ValueError(
-            f"{'is empty' if _empty(v) else _shown(v) + ' is not'} true or false (is the row the placebo?)"
-        ) from None
-
-
-@dataclass
-class _Marks:
-    """What the file says of its table's rows, as modern-gpt's runs.csv (and its MLflow runs' tags) say it: each
-    variant's row number (the order), its reference by name and the placebo; None where the file does not say
-    (or a setting does: --order, --reference, --placebo)."""
-
-    order: tuple[str, ...] | None = None
-    row_col: str | None = None  # the row column, used or not
-    refs: dict | None = None  # variant -> the variant it is compared with, or None
-    ref_col: str | None = None
-    placebo: str | None = None
-    placebo_col: str | None = None
-
-    @classmethod
-    def read(cls, source: Source, s: JudgeSettings, runs: _Runs, found: list[str]) -> _Marks:
-        own = (s.variant_col, s.seed_col, s.metric)
-        col = {c: source.real(c) for c in (ROW, REFERENCE, PLACEBO)}
-        col = {c: x for c, x in col.items() if x in source.cells and x not in own}
-        marks = cls(row_col=col.get(ROW), ref_col=col.get(REFERENCE), placebo_col=col.get(PLACEBO))
-        if s.order is None and marks.row_col is not None:
-            marks.order = _row_order(source, marks.row_col, runs, found)
-        if s.reference is None and marks.ref_col is not None:
-            marks.refs = _file_references(source, s, marks.ref_col, runs, found)
-        if s.placebo is None and marks.placebo_col is not None:
-            marks.placebo = _file_placebo(source, marks.placebo_col, runs, found)
-        return marks
-
-    def references(self, source: Source, s: JudgeSettings, rows: list[str], flags: dict) -> tuple[str | None, list]:
-        """The placebo (--placebo, else the file's) and each row's reference (--reference, else the file's, else
-        the row above)."""
-        placebo = s.placebo if s.placebo is not None else self.placebo
-        if s.placebo is None and placebo is not None:  # the file's: its problems name its column
-            col = self.placebo_col
-            if placebo == rows[0]:
-                raise UserError(
-                    f"{source.name}, column {col}: the placebo {placebo!r} is the first row, which a placebo is "
-                    f"compared with; put it lower with {flags['order']}."
-                )
-            if placebo == s.reference:
-                raise UserError(
-                    f"{source.name}, column {col} marks {placebo!r} as the placebo, which is compared with the first "
-                    f"row, and --reference names it; give another reference."
-                )
-        if self.refs is None:
-            return placebo, _references(source, replace(s, placebo=placebo), rows)
-        at = {v: i for i, v in enumerate(rows)}
-        refs = [None if self.refs[v] is None else at[self.refs[v]] for v in rows]
-        if placebo is not None:
-            i = at[placebo]
-            if s.placebo is not None:
-                if i == 0:
-                    _references(source, s, rows)  # its sentence: the placebo is the first row
-                refs[i] = 0  # --placebo: compared with the first row
-            elif refs[i] != 0:
-                guessed = s.order is None and self.order is None  # the order the variants first appear in
-                raise UserError(
-                    f"{source.name}, column {self.placebo_col}: the placebo {placebo!r} is compared with "
-                    f"{'no row' if refs[i] is None else repr(rows[refs[i]])} in column {self.ref_col}, where a placebo "
-                    f"is compared with the first row, {rows[0]!r}"
-                    + (
-                        f" (the first to appear in the file, which gives the rows no order: give it with "
-                        f"{flags['order']}, every variant once; MLflow lists the newest run first)."
-                        if guessed
-                        else "."
-                    )
-                )
-        return placebo, refs
-
-    def order_notes(self, source: Source, s: JudgeSettings, rows: list[str], found: list[str], flags: dict) -> list:
-        """Where the rows' order came from, when the file gave it: its row column (when the variants appear in
-        another order), or the order they first appear in, where each row is compared with the row above."""
-        if s.order is not None:
-            return []
-        if self.order is not None:
-            if list(self.order) == found:
-                return []
-            return [
-                f"The rows are in the order of column {self.row_col} (each variant's number there), not as the "
-                f"variants first appear in {source.name}; {flags['order']} gives another."
-            ]
-        if s.reference is not None or self.refs is not None:  # every row against a named one: the order is shown
-            return []
-        why = (
-            "" if self.row_col is None else f" (column {self.row_col} does not give each variant one number of its own)"
-        )
-        return [
-            f"The rows are in the order the variants first appear in {source.name}{why}, and each is compared with "
-            f"the row above it; if that is not the table's order, give it with {flags['order']} (every variant once)."
-        ]
-
-
-def _row_order(source: Source, col: str, runs: _Runs, found: list[str]) -> tuple[str, ...] | None:
-    """The variants in the order of their numbers in the row column, when it gives each variant one number of its
-    own (runs.csv's plan row); None when it does not (another file's row column: the order is then the file's)."""
-    numbers, bad = parsed(source.column(col), _seed)  # a whole number, as a seed is
-    if bad.any():
-        return None
-    per: dict[str, set] = {}
-    for v, n in zip(runs.variant, numbers, strict=True):
-        per.setdefault(v, set()).add(n)
-    if any(len(x) != 1 for x in per.values()) or len({min(x) for x in per.values()}) != len(per):
-        return None
-    return tuple(sorted(found, key=lambda v: min(per[v])))
-
-
-def _file_references(source: Source, s: JudgeSettings, col: str, runs: _Runs, found: list[str]) -> dict:
-    """Each variant's reference from the reference column: a variant of the file, by name, or empty for none; the
-    same on every run of the variant."""
-    name, cells, first = source.name, source.column(col), {}
-    for i, v in enumerate(runs.variant):
-        cell = cells[i]
-        if _as_text(cell):
-            try:
-                ref = _name(cell)
-            except ValueError as e:
-                raise UserError(f"{name}, {source.where(i)}, column {col}: {e}.") from None
-        else:
-            ref = None
-        if v in first and first[v][0] != ref:
-            was, j = first[v]
-            raise UserError(
-                f"{name}, {source.where(i)}, column {col}: {v!r} is compared with {_named(ref)} here and with "
-                f"{_named(was)} on {source.where(j)}; give each variant one reference."
-            )
-        first.setdefault(v, (ref, i))
-    for v, (ref, i) in first.items():
-        if ref is not None and ref not in found:
-            raise UserError(
-                f"{name}, {source.where(i)}, column {col}: {ref!r} is no variant of {name} (column {s.variant_col} "
-                f"has: {_listed(found)}); judge reads column {col} as the variant each row is compared with, empty "
-                "for none, as modern-gpt's runs.csv writes it: name a variant there, or rename the column."
-            )
-        if ref == v:
-            raise UserError(
-                f"{name}, {source.where(i)}, column {col}: {v!r} is compared with itself; name another variant, or "
-                "leave the cell empty."
-            )
-    return {v: ref for v, (ref, _) in first.items()}
-
-
-def _named(ref: str | None) -> str:
-    return "no row" if ref is None else repr(ref)
-
-
-def _file_placebo(source: Source, col: str, runs: _Runs, found: list[str]) -> str | None:
-    """The variant the placebo column marks true on every run (false on every run of the others), or None."""
-    name, flags, bad = source.name, *parsed(source.column(col), _is_placebo)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise UserError(f"{name}, {source.where(i)}, column {col}: {refusal(_is_placebo, source.column(col)[i])}.")
-    first: dict[str, tuple[bool, int]] = {}
-    for i, (v, mark) in enumerate(zip(runs.variant, flags, strict=True)):
-        if v in first and first[v][0] != mark:
-            raise UserError(
-                f"{name}, {source.where(i)}, column {col}: {v!r} is marked {str(mark).lower()} here and "
-                f"{str(first[v][0]).lower()} on {source.where(first[v][1])}; mark each variant once, on all its runs."
-            )
-        first.setdefault(v, (mark, i))
-    marked = [v for v in found if first[v][0]]
-    if len(marked) > 1:
-        raise UserError(
-            f"{name}, column {col}: {_and(marked)} are each marked as the placebo; a table has one placebo, the "
-            "first row run again."
-        )
-    return marked[0] if marked else None
 
 
 @dataclass
@@ -658,7 +463,7 @@ def verdict(
     """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
 
     With compute_col (each run's training FLOPs) or size_col, the runs are a ladder of sizes and the table is
-    `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_holm, verdict), its trend per 10x
+    `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_adj, verdict), its trend per 10x
     compute (trend_per_10x, trend_low, trend_high, trend), the crossover and per rung k_i (docs/scale.md).
 
     Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
@@ -705,10 +510,12 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
     if ladder.compute_col is not None or ladder.size_col is not None or ladder.rung_col is not None:
         if margin is not None:
             raise UserError("margin is in the metric's units for one size; for a ladder give trend_margin.")
-        design, rows, notes = judge_ladder(df, s, ladder)
+        design, rows, notes = judge_ladder(df, s, ladder, api=True)
         out = pd.DataFrame([r.cells() for r in rows])
         out.attrs.update(
-            title=f"compute multiplier k of {len(rows)} variants at {len(design.rungs)} rungs", footnotes=notes
+            title=f"{'compute' if ladder.size_col is None else 'size'} multiplier k of {len(rows)} variants at "
+            f"{len(design.rungs)} rungs",
+            footnotes=notes,
         )
         return out
     design, runs, first = read_runs(from_frame(df), s, api=True)

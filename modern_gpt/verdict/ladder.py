@@ -100,7 +100,8 @@ def table_choices_problem(trend_margin, target) -> str | None:
     if trend_margin is not None and not 1.0 < trend_margin < math.inf:
         return f"--trend-margin is a factor of k per 10x compute above 1 (such as 1.1), got {trend_margin!r}"
     if target is not None and not 0.0 < target < math.inf:
-        return f"--target-compute must be a positive number of FLOPs, got {target!r}"
+        got = "a number too large for a float" if target == math.inf else repr(target)
+        return f"--target-compute must be a positive number of FLOPs below 1e308 (such as 1e21), got {got}"
     return None
 
 
@@ -228,14 +229,14 @@ class LadderRow:
     k_low: float = lcol(help="k's 95% confidence interval, low end (seed noise and the fit)")
     k_high: float = lcol(help="k's 95% confidence interval, high end")
     p: float = lcol(help="the test of k = 1 (the jackknife t test)")
-    p_holm: float = lcol(help="p, Holm-adjusted over the component rows")
+    p_adj: float = lcol(help="p, Holm-adjusted over the component rows (p_holm before issue 40)")
     verdict: str = lcol("", help="better (k > 1), worse (k < 1) or inconclusive")
     trend_per_10x: float = lcol(help="k's factor per 10x compute (1: k steady)")
     trend_low: float = lcol(help="its 95% confidence interval, low end")
     trend_high: float = lcol(help="its 95% confidence interval, high end")
     p_trend: float = lcol(help="the test of no trend")
-    p_trend_holm: float = lcol(help="p_trend, Holm-adjusted over the component rows")
-    p_steady_holm: float = lcol(help="with --trend-margin: the equivalence test's p, Holm-adjusted")
+    p_trend_adj: float = lcol(help="p_trend, Holm-adjusted over the component rows")
+    p_steady_adj: float = lcol(help="with --trend-margin: the equivalence test's p, Holm-adjusted")
     trend: str = lcol("", help="grows, shrinks, steady (with --trend-margin) or inconclusive")
     crossover: float = lcol(help="the compute (FLOPs) where the trend line meets k = 1 (with a decided trend)")
     crossover_low: float = lcol(help="its 95% confidence interval (Fieller's), low end; empty: unbounded")
@@ -310,8 +311,7 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
     left_out = [s for s in design.seeds if s not in seeds]
     if not seeds:
         raise LadderError(
-            "no seed trained every row at every rung, so no seed pairs the ladder; finish or retry the missing runs "
-            "(in a file of your own: give each run its rung in a --rung-col column)"
+            "no seed trained every row at every rung, so no seed pairs the ladder; finish or retry the missing runs"
         )
     loss = np.full((len(seeds), nrows, nrungs), np.nan)
     compute = np.zeros((nrows, nrungs))
@@ -414,11 +414,11 @@ def _fill_intervals(
         row.k_low, row.k_high = math.exp(a - q * se_level[i]), math.exp(a + q * se_level[i])
         row.trend_low, row.trend_high = math.exp(b - q * se_slope[i]), math.exp(b + q * se_slope[i])
         row.p, row.p_trend = float(p_k[i]), float(p_t[i])
-        row.p_holm, row.p_trend_holm, row.p_steady_holm = (
+        row.p_adj, row.p_trend_adj, row.p_steady_adj = (
             (float(p_k[i]), float(p_t[i]), float(p_s[i])) if row.placebo else (holm_k[i], holm_t[i], holm_s[i])
         )
-        row.verdict = _verdict(a, row.p_holm, design.alpha)
-        row.trend = _trend(b, row.p_trend_holm, row.p_steady_holm, design.alpha)
+        row.verdict = _verdict(a, row.p_adj, design.alpha)
+        row.trend = _trend(b, row.p_trend_adj, row.p_steady_adj, design.alpha)
         for j, r in enumerate(row.rungs):
             r["k_low"] = math.exp(full.rungs[i, j] - q * se_rungs[i, j])
             r["k_high"] = math.exp(full.rungs[i, j] + q * se_rungs[i, j])

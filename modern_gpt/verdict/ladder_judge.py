@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import pandas as pd
 
 from ..core.errors import UserError
 from .design import Row
-from .ladder import LadderDesign, holdout_check, ladder_table
+from .ladder import LadderDesign, LadderError, holdout_check, ladder_table
 from .reading import (
     _MISSING,
+    API_FLAGS,
+    CLI_FLAGS,
     DIVERGED,
     ERROR,
     NOT_FINITE,
@@ -27,13 +30,13 @@ from .reading import (
     _empty,
     _flag,
     _listed,
+    _Marks,
     _message,
     _metric,
     _name,
     _number,
     _number_or_empty,
     _order,
-    _references,
     _seed,
     _shown,
     check_settings,
@@ -79,9 +82,10 @@ def _label(v) -> str:
     return text
 
 
-def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
-    """The LadderDesign and runs frame (row, rung, seed, val_loss, flops, failed) of a file of runs at several
-    sizes, checked cell by cell as judge checks any file."""
+def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings, api: bool = False):
+    """The LadderDesign, the runs frame (row, rung, seed, val_loss, flops, failed) and the footnote on where the
+    rows' order and references came from, of a file of runs at several sizes, checked cell by cell as judge checks
+    any file. api: a sentence names modern_gpt.judge's keywords."""
     if (ls.compute_col is None) == (ls.size_col is None):
         raise UserError("give one of --compute-col (each run's training FLOPs) or --size-col (its model size).")
     check_settings(s, {"--compute-col": ls.compute_col, "--size-col": ls.size_col, "--rung-col": ls.rung_col})
@@ -103,18 +107,22 @@ def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings):
             f"{name}, {source.header}: no rung column {rung_col!r} (its columns: {_listed(source.columns)})."
         )
     runs, first_seen = _ladder_records(source, s, axis, rung_col)
-    rows = _order(source, s, list(first_seen))
-    refs = _references(source, s, rows)
+    found = list(first_seen)
+    # the file's row, reference and placebo columns, as judge reads an ablation's runs.csv (a ladder's has them)
+    marks = _Marks.read(source, s, SimpleNamespace(variant=[r["variant"] for r in runs]), found)
+    rows = _order(source, s if s.order is not None or marks.order is None else replace(s, order=marks.order), found)
+    flags = API_FLAGS if api else CLI_FLAGS
+    placebo, refs = marks.references(source, s, rows, flags)
     labels = _rungs(name, rows, runs, rung_col)
     frame = pd.DataFrame(runs)
     frame["row"] = frame["variant"].map({v: i for i, v in enumerate(rows)})
     frame["rung"] = frame["rung"].map({r: i for i, r in enumerate(labels)}) if rung_col else _ranks(frame)
-    table = tuple(Row(v, ref, placebo=v == s.placebo) for v, ref in zip(rows, refs, strict=True))
+    table = tuple(Row(v, ref, placebo=v == placebo) for v, ref in zip(rows, refs, strict=True))
     shown = labels if rung_col else [f"{x:.3g}" for x in labels]
     design = LadderDesign(
         table, tuple(shown), tuple(sorted({r["seed"] for r in runs})), s.alpha, ls.trend_margin, ls.target, source=name
     )
-    return design, frame
+    return design, frame, marks.order_notes(source, s, rows, found, flags)
 
 
 def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str | None) -> tuple[list[dict], dict]:
@@ -201,12 +209,22 @@ def _uneven_computes(runs: pd.DataFrame, axis: str) -> list[str]:
     ]
 
 
-def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings):
-    """The scale table of a file (or a DataFrame) of runs at several sizes: (design, rows, notes)."""
+def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings, api: bool = False):
+    """The scale table of a file (or a DataFrame) of runs at several sizes: (design, rows, notes); api: as
+    modern_gpt.judge words it."""
     is_path = isinstance(path_or_frame, str | os.PathLike)
     source = read_file(path_or_frame) if is_path else from_frame(path_or_frame)  # from_frame refuses a non-frame
-    design, runs = ladder_from(source, s, ls)
-    rows, notes = ladder_table(design, runs)
+    design, runs, order = ladder_from(source, s, ls, api)
+    try:
+        rows, notes = ladder_table(design, runs)
+    except LadderError as e:  # a file's rungs read from its computes: a seed's own compute is another rung
+        if ls.rung_col is not None or "no seed trained every row" not in str(e):
+            raise
+        raise UserError(
+            f"{source.name}: {str(e).rstrip('.')}; if a run's compute differs from seed to seed, give each run its "
+            "rung in a --rung-col column."
+        ) from None
+    notes = order + notes
     notes += holdout_check(design, runs)[1]  # four rungs or more: the top rung predicted, then checked, as in scale
     named = runs.assign(rung=[design.rungs[r] for r in runs["rung"]])  # the rung as the table shows it
     notes += unfinished_states(source, s, *(named[c].tolist() for c in ("variant", "seed", "failed", "rung")))

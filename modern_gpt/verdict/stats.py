@@ -475,8 +475,9 @@ def need_pairs(t: float, n: int, level: float) -> float:
     """The pairs that detect an inconclusive row's effect with 80% power at `level`, planned on the 80% lower
     confidence bound of its standardised effect (effect_bound, given that it missed the critical t at level); NaN
     when the 90% lower bound is zero, i.e. the row's |t| is no larger than one in ten null rows show. Simulated in
-    tests/test_verdict_rules.py: the printed number decides the row about 80% of the time when its effect is one
-    paired sd or more, and it is shown for about one null row in twenty."""
+    tests/test_verdict_rules.py: run again with the same first seeds, the printed number decides the row about 80%
+    of the time when its effect is one paired sd or more (on fresh seeds, as the table advises, 61-93% at 1 sd
+    from 3 to 10 seeds: tests/test_need_rerun.py), and it is shown for about one null row in ten."""
     if n < 2 or math.isnan(t):
         return math.nan
     df = n - 1

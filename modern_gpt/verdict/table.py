@@ -445,7 +445,7 @@ def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], ver
     seeds = design.seeds_planned()
     notes = _seed_notes(design, summary, seeds) + _mismatch_notes(design, summary) + _memorisation_notes(runs, summary)
     if verdicts:
-        notes += _placebo_notes(design, summary)
+        notes += _placebo_notes(design, summary) + _rerun_notes(design, summary)
     if design.looks and design.looks["looks"]:
         notes.append(sequential_note(design, runs, summary))
     notes += failure_notes(runs)
@@ -457,6 +457,28 @@ def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], ver
     if verdicts:
         notes.append(verdict_rule(design))
     return notes
+
+
+def _rerun_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
+    """What to do with a component row's need (the placebo is a diagnostic, not decided): train on that many
+    fresh seeds and read that table alone. The same seeds again and more (--seeds N) are a second look at runs
+    chosen because they looked promising: a table with no real effect then ends wrong in 6% of simulations at the
+    default alpha (tests/test_need_rerun.py), fresh seeds in at most alpha."""
+    needs = [r.seeds_needed for r in summary if not r.placebo and r.seeds_needed > 0]  # NaN > 0 is False
+    if not needs:
+        return []
+    if design.any_reference:  # judge: the seeds are the file's labels
+        how = "run the variants again on that many fresh seeds and judge those runs alone; adding seeds to these runs"
+    else:
+        first, n = max(design.seeds) + 1, int(min(needs))
+        how = (
+            f"train the plan again on that many seeds this table did not use (--seed-list {first}-{first + n - 1} "
+            f"for {n}) and read that table alone; --seeds {n} would train these seeds again, which"
+        )
+    return [
+        f"need is for a fresh start: to decide a row, {how} is a second look at runs chosen because they looked "
+        f"promising, whose table is wrong more often than alpha ({design.alpha:g}) says (docs/statistics.md)."
+    ]
 
 
 def _seed_notes(design: Design, summary: list[SummaryRow], seeds: int) -> list[str]:
