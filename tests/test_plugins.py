@@ -200,7 +200,7 @@ def test_a_second_plugin_with_the_same_name_and_a_slot_collision_are_refused(cap
         ("def make(cfg):\n    raise ValueError('no width')\n", "factory raised ValueError: no width"),
         (
             "def make(cfg):\n    return nn.Linear(cfg.dim, 7)\n",
-            "returns shape (2, 2, 7) where the model needs (2, 2, 16)",
+            "returns shape (2, 4, 7) where the model needs (2, 4, 16)",
         ),
     ],
 )
@@ -413,7 +413,7 @@ def test_an_installed_packages_module_with_a_relative_import_loads_and_travels_w
 def test_an_installed_plugin_that_cannot_import_is_one_sentence(capsys, monkeypatch, tmp_path):
     _installed(monkeypatch, tmp_path, "mg_broken_plugin", "import no_such_module_anywhere\n")
     code, _, err = run_main(capsys, monkeypatch, "params")
-    assert code == 2 and "the installed plugin mg_broken_plugin (entry point 'relu2'" in err, err
+    assert code == 2 and "the plugin mg_broken_plugin (entry point 'relu2'" in err, err
     assert "ModuleNotFoundError" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -455,7 +455,7 @@ def test_a_qk_component_of_the_wrong_shape_is_refused_on_one_token(tmp_path):
     plugins.load([path])
     with pytest.raises(
         components.PluginError,
-        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 2, 7\)\) where the model needs",
+        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 4, 7\)\) where the model needs",
     ):
         plugins.check_forward(SMALL.with_components(("qscale",)))
 
@@ -507,7 +507,7 @@ def test_a_position_on_q_and_k_that_ignores_the_cache_start_fails_the_cache_chec
 
 
 # ---------------------------------------------------------------------------
-# The two-token check of an additive position: exactly (T, dim), not a shape that broadcasts
+# The forward check of an additive position: exactly (T, dim), not a shape that broadcasts
 # ---------------------------------------------------------------------------
 ADDITIVE = """
 import torch
@@ -527,7 +527,7 @@ def test_an_additive_position_of_a_shape_that_broadcasts_is_refused(capsys, monk
     path = _plugin(tmp_path, ADDITIVE.replace("SHAPE", shape))
     code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;pos")
     assert code == 2 and f"component 'pos' of the plugin {path} returns shape" in err, err
-    assert "where the model needs (2, 16)" in err and err.count("\n") == 1
+    assert "where the model needs (4, 16)" in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
 
 
