@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import modern_gpt
 import modern_gpt.core.components as components
 import modern_gpt.model.plugins as plugins
 from modern_gpt.ablation.results import ResultsDir
@@ -614,3 +615,36 @@ def test_the_counter_of_built_modules_agrees_with_the_formula_for_every_built_in
             for tied in (True, False):
                 cfg = replace(base.with_components(chosen), tie_embeddings=tied)
                 assert plugins.built_counts(cfg) == param_counts(cfg), (chosen, tied)
+
+
+def test_a_ladder_made_with_a_plugin_is_read_back_as_an_ablation_folder_is(capsys, monkeypatch, tmp_path):
+    """Issue 43, class 2: report, scale --resume (the command an interrupted ladder prints) and
+    modern_gpt.report said the ladder file was damaged (unknown component) and advised a new ladder. Each now
+    loads the rungs' recorded plugin: report reads the runs alone with a footnote when the file is gone, and a
+    resume loads the recorded file, or names it."""
+    monkeypatch.chdir(tmp_path)
+    made = tmp_path / "made" / "relu2.py"
+    made.parent.mkdir()
+    shutil.copy(EXAMPLES / "relu2.py", made)
+    flags = [*tiny(8, dim=32), "--seeds", "1", "--plan", "custom", "--variants", "classic;relu2"]
+    code, _, err = run_main(capsys, monkeypatch, "scale", *flags, "--no-placebo", "--plugin", made, "--out", "L")
+    assert code == 0, err
+
+    def call(*args):
+        plugins.LOADED.clear(), components.PLUGINS.clear()  # each call as a new process
+        code, out, err = run_main(capsys, monkeypatch, *args)
+        assert "Traceback" not in err and "not a modern-gpt ladder file" not in err, err
+        return code, out, err
+
+    code, out, err = call("report", "L")
+    assert code == 0 and "relu2" in out and "Missing plugin" not in out, err
+    plugins.LOADED.clear(), components.PLUGINS.clear()
+    assert "relu2" in modern_gpt.report("L").summary["variant"].tolist()
+    next(Path("L/rung-0/runs").glob("*.json")).unlink()  # an interrupted ladder
+    code, _, err = call("scale", "--resume", "L")
+    assert code == 0 and len(list(Path("L/rung-0/runs").glob("*.json"))) == 2, err
+    made.unlink()
+    code, out, err = call("report", "L")
+    assert code == 0 and f"Missing plugin: {made} (relu2)" in " ".join(out.split()), (out, err)
+    code, _, err = call("scale", "--resume", "L")
+    assert code == 2 and f"{made} (relu2), which is missing" in err and err.count("\n") == 1, err

@@ -15,6 +15,7 @@ size), so that a ladder whose top rung is the config trains it exactly as `ablat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shlex
@@ -24,7 +25,9 @@ from pathlib import Path
 from ..core.config import ModelConfig, non_embedding_params, param_counts
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
+from ..core.schema import problem
 from ..core.settings import Settings
+from ..model import plugins
 from ..verdict.ladder import table_choices_problem
 from .planning import LADDER_FILE, Spec, SpecError, plan_spec, variant_config
 
@@ -155,7 +158,9 @@ def rung_folder(folder: Path, i: int) -> Path:
     return Path(folder) / f"rung-{i}"
 
 
-def read(folder: Path) -> Ladder:
+def read(folder: Path, read_only: bool = False) -> Ladder:
+    """ladder.json, checked, with the plugins its rungs recorded loaded first (their specs name their
+    components); read_only (a report): a missing plugin file is stood in for (_missing_note)."""
     path = Path(folder) / LADDER_FILE
     odd = not_regular(path)
     if odd:  # a pipe would block the read for ever
@@ -168,6 +173,12 @@ def read(folder: Path) -> Ladder:
         ) from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not a modern-gpt ladder file; start a new ladder with modern-gpt scale.")
+    for meta in sorted(Path(folder).glob("rung-*/meta.json")):  # as an ablation folder reads its own
+        recorded = None
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a damaged rung is named where it is read
+            recorded = json.loads(meta.read_text(encoding="utf-8")).get("plugins")
+        if recorded is not None and problem(recorded, [plugins.RECORD_SCHEMA]) is None:
+            plugins.check_recorded(recorded, meta.parent, read_only=read_only)
     return Ladder.from_dict(data, path)
 
 
@@ -403,8 +414,8 @@ def load(folder) -> LadderReport:
     from .results import ResultsDir
 
     folder = Path(folder)
-    ladder = read(folder)
-    reps = []
+    ladder = read(folder, read_only=True)
+    reps, missing = [], set()
     for i in range(len(ladder.rungs)):
         where = rung_folder(folder, i)
         if not where.exists():
@@ -414,7 +425,9 @@ def load(folder) -> LadderReport:
                 f"{where} holds no meta.json, so it is no rung of this ladder any more; delete {where} and "
                 f"{resume_command(folder)} starts that rung again."
             )
-        reps.append(report.load(ResultsDir(where)))
+        results = ResultsDir(where, read_only=True)  # nothing trains: a missing plugin file is a footnote
+        reps.append(report.load(results))
+        missing.update(results.missing_plugins)
     frames = []
     for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
         runs = rep.runs.copy()
@@ -445,8 +458,18 @@ def load(folder) -> LadderReport:
             else ""
         )
         raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
-    notes = _rung_notes(ladder, reps) + notes
+    notes = _rung_notes(ladder, reps) + notes + _missing_note(sorted(missing))
     return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]))
+
+
+def _missing_note(missing: list[str]) -> list[str]:
+    """A ladder whose plugin file is gone: its scale table is read from the runs alone."""
+    if not missing:
+        return []
+    return [
+        f"Missing plugin: {'; '.join(missing)} made this ladder's runs and is gone; the table is read from the runs "
+        "alone, and resuming the ladder needs the file back (or a copy given with --plugin)."
+    ]
 
 
 def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
