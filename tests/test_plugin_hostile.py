@@ -363,12 +363,12 @@ FILES = {
     "str subclass name": (
         HEAD + b"class N(str):\n    def __hash__(s): raise RuntimeError('hash')\n"
         b"COMPONENTS = [Component(N('m'), 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n",
-        "has no name (an ASCII Python identifier",
+        "is not valid: a name is an ASCII Python identifier",
         None,
     ),
     "fullwidth": (
         HEAD + "COMPONENTS = [Component('ｒｏｐｅ', 'a -> b', 'mlp', lambda cfg: nn.Identity())]\n".encode(),
-        "got 'ｒｏｐｅ'",
+        "the component name 'ｒｏｐｅ' is not valid",
         None,
     ),
     "cyrillic": (

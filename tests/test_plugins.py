@@ -157,6 +157,11 @@ BAD = {
     "import": ("import no_such_module_here\n", "ModuleNotFoundError"),
     "none": ("x = 1\n", "declares no COMPONENTS"),
     "no name": ("COMPONENTS = [Component('', 'a -> b', 'mlp', nn.Identity)]\n", "has no name"),
+    # issue 43, class 8: it read "has no name"
+    "spaced name": (
+        "COMPONENTS = [Component('My Comp', 'a -> b', 'mlp', nn.Identity)]\n",
+        "the component name 'My Comp' is not valid: a name is an ASCII Python identifier (letters, digits and _",
+    ),
     "no summary": ("COMPONENTS = [Component('m', '', 'mlp', nn.Identity)]\n", "has no summary"),
     "slot": ("COMPONENTS = [Component('m', 'a -> b', 'attention', nn.Identity)]\n", "unknown slot 'attention'"),
     "builtin": ("COMPONENTS = [Component('rope', 'a -> b', 'mlp', nn.Identity)]\n", "name of a built-in"),
@@ -171,6 +176,13 @@ def test_a_bad_plugin_file_is_one_sentence_naming_it(capsys, monkeypatch, tmp_pa
     code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
     assert code == 2 and fragment in err and str(path) in err and err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+def test_a_single_component_not_in_a_list_is_loaded(capsys, monkeypatch, tmp_path):
+    """Issue 43, class 8: COMPONENTS = Component(...) read "declares no COMPONENTS"."""
+    path = _plugin(tmp_path, "COMPONENTS = Component('one', 'GELU MLP -> nothing', 'mlp', lambda cfg: nn.Identity())\n")
+    code, out, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    assert code == 0 and list(components.PLUGINS) == ["one"] and "one" in out, err
 
 
 def test_missing_folder_and_fifo_plugins_are_refused(capsys, monkeypatch, tmp_path):

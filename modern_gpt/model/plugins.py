@@ -112,14 +112,14 @@ def _loading(where: str, body, doing: str = ""):
 
 
 def _raised(e: BaseException) -> str:
-    if isinstance(e, SystemExit):
-        return f"raised SystemExit({e.code!r})"
-    return f"raised {type(e).__name__}: {e}".rstrip(": ")
+    text = f"SystemExit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}".rstrip(": ")
+    return f"raised {text}"
 
 
 def _declared(module, path: str) -> list[Component]:
     """The module's COMPONENTS, each checked and copied into a plain Component named by its file."""
     found = getattr(module, "COMPONENTS", None)
+    found = [found] if isinstance(found, Component) else found  # one Component, not in a list: what was meant
     if not isinstance(found, (list, tuple)) or not found:
         raise PluginError(f"the plugin {path} declares no COMPONENTS = [Component(...), ...] at module level")
     names, out = set(), []
@@ -136,7 +136,8 @@ def _component_problem(c, names: set) -> str | None:
     if not isinstance(c, Component):
         return f"{c!r} in COMPONENTS is not a modern_gpt.Component"
     if type(c.name) is not str or not (c.name.isascii() and c.name.isidentifier()):
-        return f"a component has no name (an ASCII Python identifier such as relu2), got {c.name!r}"
+        what = f"the component name {c.name!r} is not valid" if c.name else "a component has no name"
+        return f"{what}: a name is an ASCII Python identifier (letters, digits and _, not first a digit), such as relu2"
     if type(c.summary) is not str or not c.summary.strip():
         return f"component {c.name!r} has no summary (one line, 'classic piece -> yours')"
     if type(c.slot) is not str or c.slot not in SLOTS:
@@ -170,8 +171,7 @@ def records(cfgs) -> list[dict]:
     return [p.record for p in LOADED.values() if p.path in used]
 
 
-def loaded_records() -> list[dict]:
-    """Name and source hash of every plugin loaded in this process, used or not, for meta.json."""
+def loaded_records() -> list[dict]:  # every plugin loaded in this process, used or not, for meta.json
     return [p.record for p in LOADED.values()]
 
 
