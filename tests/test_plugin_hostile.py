@@ -493,6 +493,17 @@ MIXERS = {
         "        return self.fc(0.5 * x + 0.5 * shifted)\n",
         "in the forward pass",
     ),
+    # a shift by several positions (a convolution padded on the wrong side reads t .. t + 3)
+    "shift by seven": (
+        "import torch.nn.functional as F\n"
+        "class Mix(nn.Module):\n"
+        "    def __init__(self, cfg):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(cfg.dim, cfg.dim)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x + F.pad(x, (0, 0, 0, 7))[:, 7:])\n",
+        "in the forward pass",
+    ),
     # the same in value as x, yet the gradient of position t flows into position t + 1
     "gradient only": (
         "import torch.nn.functional as F\n"

@@ -213,7 +213,7 @@ def test_a_second_plugin_with_the_same_name_and_a_slot_collision_are_refused(cap
         ("def make(cfg):\n    raise ValueError('no width')\n", "factory raised ValueError: no width"),
         (
             "def make(cfg):\n    return nn.Linear(cfg.dim, 7)\n",
-            "returns shape (2, 4, 7) where the model needs (2, 4, 16)",
+            "returns shape (2, 16, 7) where the model needs (2, 16, 16)",
         ),
     ],
 )
@@ -468,7 +468,7 @@ def test_a_qk_component_of_the_wrong_shape_is_refused_on_one_token(tmp_path):
     plugins.load([path])
     with pytest.raises(
         components.PluginError,
-        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 4, 7\)\) where the model needs",
+        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 16, 7\)\) where the model needs",
     ):
         plugins.check_forward(SMALL.with_components(("qscale",)))
 
@@ -540,7 +540,7 @@ def test_an_additive_position_of_a_shape_that_broadcasts_is_refused(capsys, monk
     path = _plugin(tmp_path, ADDITIVE.replace("SHAPE", shape))
     code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;pos")
     assert code == 2 and f"component 'pos' of the plugin {path} returns shape" in err, err
-    assert "where the model needs (4, 16)" in err and err.count("\n") == 1
+    assert "where the model needs (16, 16)" in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
 
 

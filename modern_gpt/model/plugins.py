@@ -309,7 +309,7 @@ def check_forward(cfg: ModelConfig) -> None:
     pooled axis would pass), a failing backward, a numeric_guard change or a leak of later tokens is refused."""
     if not cfg.extra_components:
         return
-    cfg, T = replace(cfg, dropout=0.0), min(4, cfg.context)
+    cfg, T = replace(cfg, dropout=0.0), min(16, cfg.context)  # 16: a shift by up to 15 positions is seen
     try:
         with numeric_guard(files_of(cfg), "in its factory, forward or backward"):
             leak = _forward_backward(cfg, T)
