@@ -551,3 +551,11 @@ def test_a_causal_token_shift_and_the_shipped_examples_pass_the_check(tmp_path, 
     plugins.load([_plugin(tmp_path, dropped + MIX), *(EXAMPLES / f for f in ("relu2.py", "parallel.py", "nope.py"))])
     small = plugins.ModelConfig(vocab_size=50, context=8, dim=32, heads=4, kv_heads=2, layers=2)
     plugins.check_forward(small.with_components(CAUSAL[case]))
+
+
+def test_train_with_a_plugin_and_threads_of_its_own_trains(capsys, monkeypatch, tmp_path):
+    """`train --threads N` pins torch's threads as its run starts: the guard read that as the plugin's change
+    (from 1 to 2 here) and refused the shipped relu2."""
+    args = ["train", *tiny(2), "--threads", "2", "--plugin", EXAMPLES / "relu2.py", "--out", tmp_path / "ckpt"]
+    code, _, err = run_main(capsys, monkeypatch, *args)
+    assert code == 0 and (tmp_path / "ckpt").is_dir(), err
