@@ -3,6 +3,7 @@ their built modules, relu2 is a hand-written squared-ReLU model, the parallel bl
 a changed plugin is refused and an unchanged copy accepted, and every bad plugin is one sentence, exit 2."""
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -660,3 +661,7 @@ def test_a_ladder_made_with_a_plugin_is_read_back_as_an_ablation_folder_is(capsy
     assert code == 0 and f"Missing plugin: {made} (relu2)" in " ".join(out.split()), (out, err)
     code, _, err = call("scale", "--resume", "L")
     assert code == 2 and f"{made} (relu2), which is missing" in err and err.count("\n") == 1, err
+    Path("L/rung-1/meta.json").unlink()
+    os.mkfifo("L/rung-1/meta.json")  # never opened for its plugins: a read would wait for a writer for ever
+    code, _, err = call("report", "L")
+    assert code == 2 and "rung-1 holds no meta.json" in err, err

@@ -173,7 +173,7 @@ def read(folder: Path, read_only: bool = False) -> Ladder:
         ) from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not a modern-gpt ladder file; start a new ladder with modern-gpt scale.")
-    for meta in sorted(Path(folder).glob("rung-*/meta.json")):  # as an ablation folder reads its own
+    for meta in sorted(m for m in Path(folder).glob("rung-*/meta.json") if m.is_file()):  # as a folder reads its own
         recorded = None
         with contextlib.suppress(OSError, ValueError, AttributeError):  # a damaged rung is named where it is read
             recorded = json.loads(meta.read_text(encoding="utf-8")).get("plugins")
