@@ -216,7 +216,7 @@ def train_checkpoint(
     from .core.files import check_free
     from .data.corpus import load_corpus
     from .run.checkpoint import save_checkpoint
-    from .run.train import train_run
+    from .run.train import pin_threads, train_run
 
     check_read(settings, [settings.model.components])
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -229,6 +229,7 @@ def train_checkpoint(
     from .model.plugins import check_forward, guarded_train
 
     check_forward(replace(settings.model, vocab_size=corpus.tokenizer.vocab_size))  # a plugin's forward and backward
+    pin_threads(settings.train)  # before the guard, which then sees only the plugin's changes
     with display(corpus.name) if display else contextlib.nullcontext() as progress, guarded_train(settings.model):
         result, model = train_run(settings.model, corpus, settings.train, seed, progress=progress)
     settings.model = model.config  # with the tokenizer's vocab_size

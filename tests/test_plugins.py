@@ -3,6 +3,7 @@ their built modules, relu2 is a hand-written squared-ReLU model, the parallel bl
 a changed plugin is refused and an unchanged copy accepted, and every bad plugin is one sentence, exit 2."""
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import modern_gpt
 import modern_gpt.core.components as components
 import modern_gpt.model.plugins as plugins
 from modern_gpt.ablation.results import ResultsDir
@@ -156,6 +158,11 @@ BAD = {
     "import": ("import no_such_module_here\n", "ModuleNotFoundError"),
     "none": ("x = 1\n", "declares no COMPONENTS"),
     "no name": ("COMPONENTS = [Component('', 'a -> b', 'mlp', nn.Identity)]\n", "has no name"),
+    # issue 43, class 8: it read "has no name"
+    "spaced name": (
+        "COMPONENTS = [Component('My Comp', 'a -> b', 'mlp', nn.Identity)]\n",
+        "the component name 'My Comp' is not valid: a name is an ASCII Python identifier (letters, digits and _",
+    ),
     "no summary": ("COMPONENTS = [Component('m', '', 'mlp', nn.Identity)]\n", "has no summary"),
     "slot": ("COMPONENTS = [Component('m', 'a -> b', 'attention', nn.Identity)]\n", "unknown slot 'attention'"),
     "builtin": ("COMPONENTS = [Component('rope', 'a -> b', 'mlp', nn.Identity)]\n", "name of a built-in"),
@@ -170,6 +177,13 @@ def test_a_bad_plugin_file_is_one_sentence_naming_it(capsys, monkeypatch, tmp_pa
     code, _, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
     assert code == 2 and fragment in err and str(path) in err and err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+def test_a_single_component_not_in_a_list_is_loaded(capsys, monkeypatch, tmp_path):
+    """Issue 43, class 8: COMPONENTS = Component(...) read "declares no COMPONENTS"."""
+    path = _plugin(tmp_path, "COMPONENTS = Component('one', 'GELU MLP -> nothing', 'mlp', lambda cfg: nn.Identity())\n")
+    code, out, err = run_main(capsys, monkeypatch, "params", "--plugin", path)
+    assert code == 0 and list(components.PLUGINS) == ["one"] and "one" in out, err
 
 
 def test_missing_folder_and_fifo_plugins_are_refused(capsys, monkeypatch, tmp_path):
@@ -200,7 +214,7 @@ def test_a_second_plugin_with_the_same_name_and_a_slot_collision_are_refused(cap
         ("def make(cfg):\n    raise ValueError('no width')\n", "factory raised ValueError: no width"),
         (
             "def make(cfg):\n    return nn.Linear(cfg.dim, 7)\n",
-            "returns shape (2, 2, 7) where the model needs (2, 2, 16)",
+            "returns shape (2, 16, 7) where the model needs (2, 16, 16)",
         ),
     ],
 )
@@ -413,7 +427,7 @@ def test_an_installed_packages_module_with_a_relative_import_loads_and_travels_w
 def test_an_installed_plugin_that_cannot_import_is_one_sentence(capsys, monkeypatch, tmp_path):
     _installed(monkeypatch, tmp_path, "mg_broken_plugin", "import no_such_module_anywhere\n")
     code, _, err = run_main(capsys, monkeypatch, "params")
-    assert code == 2 and "the installed plugin mg_broken_plugin (entry point 'relu2'" in err, err
+    assert code == 2 and "the plugin mg_broken_plugin (entry point 'relu2'" in err, err
     assert "ModuleNotFoundError" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -455,7 +469,7 @@ def test_a_qk_component_of_the_wrong_shape_is_refused_on_one_token(tmp_path):
     plugins.load([path])
     with pytest.raises(
         components.PluginError,
-        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 2, 7\)\) where the model needs",
+        match=r"'qscale' of the plugin .*p\.py returns shape .*2, 4, 16, 7\)\) where the model needs",
     ):
         plugins.check_forward(SMALL.with_components(("qscale",)))
 
@@ -507,7 +521,7 @@ def test_a_position_on_q_and_k_that_ignores_the_cache_start_fails_the_cache_chec
 
 
 # ---------------------------------------------------------------------------
-# The two-token check of an additive position: exactly (T, dim), not a shape that broadcasts
+# The forward check of an additive position: exactly (T, dim), not a shape that broadcasts
 # ---------------------------------------------------------------------------
 ADDITIVE = """
 import torch
@@ -527,7 +541,7 @@ def test_an_additive_position_of_a_shape_that_broadcasts_is_refused(capsys, monk
     path = _plugin(tmp_path, ADDITIVE.replace("SHAPE", shape))
     code, _, err = ablate(capsys, monkeypatch, tmp_path / "r", path, "classic;pos")
     assert code == 2 and f"component 'pos' of the plugin {path} returns shape" in err, err
-    assert "where the model needs (2, 16)" in err and err.count("\n") == 1
+    assert "where the model needs (16, 16)" in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
 
 
@@ -614,3 +628,40 @@ def test_the_counter_of_built_modules_agrees_with_the_formula_for_every_built_in
             for tied in (True, False):
                 cfg = replace(base.with_components(chosen), tie_embeddings=tied)
                 assert plugins.built_counts(cfg) == param_counts(cfg), (chosen, tied)
+
+
+def test_a_ladder_made_with_a_plugin_is_read_back_as_an_ablation_folder_is(capsys, monkeypatch, tmp_path):
+    """Issue 43, class 2: report, scale --resume (the command an interrupted ladder prints) and
+    modern_gpt.report said the ladder file was damaged (unknown component) and advised a new ladder. Each now
+    loads the rungs' recorded plugin: report reads the runs alone with a footnote when the file is gone, and a
+    resume loads the recorded file, or names it."""
+    monkeypatch.chdir(tmp_path)
+    made = tmp_path / "made" / "relu2.py"
+    made.parent.mkdir()
+    shutil.copy(EXAMPLES / "relu2.py", made)
+    flags = [*tiny(8, dim=32), "--seeds", "1", "--plan", "custom", "--variants", "classic;relu2"]
+    code, _, err = run_main(capsys, monkeypatch, "scale", *flags, "--no-placebo", "--plugin", made, "--out", "L")
+    assert code == 0, err
+
+    def call(*args):
+        plugins.LOADED.clear(), components.PLUGINS.clear()  # each call as a new process
+        code, out, err = run_main(capsys, monkeypatch, *args)
+        assert "Traceback" not in err and "not a modern-gpt ladder file" not in err, err
+        return code, out, err
+
+    code, out, err = call("report", "L")
+    assert code == 0 and "relu2" in out and "Missing plugin" not in out, err
+    plugins.LOADED.clear(), components.PLUGINS.clear()
+    assert "relu2" in modern_gpt.report("L").summary["variant"].tolist()
+    next(Path("L/rung-0/runs").glob("*.json")).unlink()  # an interrupted ladder
+    code, _, err = call("scale", "--resume", "L")
+    assert code == 0 and len(list(Path("L/rung-0/runs").glob("*.json"))) == 2, err
+    made.unlink()
+    code, out, err = call("report", "L")
+    assert code == 0 and f"Missing plugin: {made} (relu2)" in " ".join(out.split()), (out, err)
+    code, _, err = call("scale", "--resume", "L")
+    assert code == 2 and f"{made} (relu2), which is missing" in err and err.count("\n") == 1, err
+    Path("L/rung-1/meta.json").unlink()
+    os.mkfifo("L/rung-1/meta.json")  # never opened for its plugins: a read would wait for a writer for ever
+    code, _, err = call("report", "L")
+    assert code == 2 and "rung-1 holds no meta.json" in err, err

@@ -15,6 +15,7 @@ size), so that a ladder whose top rung is the config trains it exactly as `ablat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,7 +26,9 @@ from pathlib import Path
 from ..core.config import ModelConfig, non_embedding_params, param_counts
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
+from ..core.schema import problem
 from ..core.settings import Settings
+from ..model import plugins
 from ..verdict.ladder import table_choices_problem
 from .planning import LADDER_FILE, Spec, SpecError, plan_spec, variant_config
 
@@ -157,7 +160,9 @@ def rung_folder(folder: Path, i: int) -> Path:
     return Path(folder) / f"rung-{i}"
 
 
-def read(folder: Path) -> Ladder:
+def read(folder: Path, read_only: bool = False) -> Ladder:
+    """ladder.json, checked, with the plugins its rungs recorded loaded first (their specs name their
+    components); read_only (a report): a missing plugin file is stood in for (_missing_note)."""
     path = Path(folder) / LADDER_FILE
     if not os.path.lexists(path):
         raise UserError(_no_ladder(Path(folder)))
@@ -172,6 +177,12 @@ def read(folder: Path) -> Ladder:
         ) from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not a modern-gpt ladder file; start a new ladder with modern-gpt scale.")
+    for meta in sorted(m for m in Path(folder).glob("rung-*/meta.json") if m.is_file()):  # as a folder reads its own
+        recorded = None
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a damaged rung is named where it is read
+            recorded = json.loads(meta.read_text(encoding="utf-8")).get("plugins")
+        if recorded is not None and problem(recorded, [plugins.RECORD_SCHEMA]) is None:
+            plugins.check_recorded(recorded, meta.parent, read_only=read_only)
     return Ladder.from_dict(data, path)
 
 
@@ -476,16 +487,18 @@ def load(folder) -> LadderReport:
     from .results import ResultsDir
 
     folder = Path(folder)
-    ladder = read(folder)
+    ladder = read(folder, read_only=True)
     check_rungs(folder, ladder)
-    reps = []
+    reps, missing = [], set()
     for i in range(len(ladder.rungs)):
         where = rung_folder(folder, i)
         if not where.exists():
             raise UserError(f"{where} is missing: this ladder never started that rung; {resume_command(folder)} does.")
         if not (where / "meta.json").is_file():
             raise UserError(lost_rung(folder, where))
-        reps.append(report.load(ResultsDir(where)))
+        results = ResultsDir(where, read_only=True)  # nothing trains: a missing plugin file is a footnote
+        reps.append(report.load(results))
+        missing.update(results.missing_plugins)
     frames = []
     for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
         runs = rep.runs.copy()
@@ -520,7 +533,7 @@ def load(folder) -> LadderReport:
         )
         raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
     held, held_notes = holdout_check(design, runs, _edge_rows(reps))
-    notes = _rung_notes(ladder, reps) + notes + held_notes
+    notes = _rung_notes(ladder, reps) + notes + held_notes + _missing_note(sorted(missing))
     return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]), held)
 
 
@@ -533,6 +546,16 @@ def _edge_rows(reps: list) -> tuple[int, ...]:
             edges = (min(sweep.lrs), max(sweep.lrs))
             out |= {i for i, row in enumerate(rep.design.rows) if row.lr in edges}
     return tuple(sorted(out))
+
+
+def _missing_note(missing: list[str]) -> list[str]:
+    """A ladder whose plugin file is gone: its scale table is read from the runs alone."""
+    if not missing:
+        return []
+    return [
+        f"Missing plugin: {'; '.join(missing)} made this ladder's runs and is gone; the table is read from the runs "
+        "alone, and resuming the ladder needs the file back (or a copy given with --plugin)."
+    ]
 
 
 def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
