@@ -87,7 +87,7 @@ def test_unreadable_files_are_clear_errors(tmp_path, cache_dir, content, message
 def test_missing_paths_and_empty_folders_are_clear_errors(tmp_path, cache_dir):
     with pytest.raises(DataError, match="does not exist"):
         load_corpus(DataConfig(path=str(tmp_path / "nope.txt"), cache_dir=cache_dir))
-    with pytest.raises(DataError, match=r"holds no .txt, .jsonl \(.ndjson, .json\) or .parquet files"):
+    with pytest.raises(DataError, match=r"holds no .txt, .jsonl \(.ndjson, .json\), .parquet, .csv"):
         load_corpus(DataConfig(path=str(tmp_path), cache_dir=cache_dir))
 
 

@@ -26,6 +26,9 @@ import torch
 from ..core.config import TOKENIZERS, DataConfig
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
+from . import formats, tokens
+from .formats import COMPRESSED, Layout
+from .tokens import TokenSpan
 
 # The kind of each file a --data folder is read from, by its suffix in any case (data.JSONL is JSON lines).
 FORMATS = {
@@ -34,9 +37,14 @@ FORMATS = {
     ".ndjson": "json lines",
     ".json": "json lines",
     ".parquet": "parquet",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".arrow": "arrow",
+    ".bin": "tokens",  # token ids (tokens.py): nanoGPT's headerless uint16, llm.c's headered shards
+    ".npy": "tokens",
 }
 SUFFIXES = tuple(FORMATS)
-FILE_KINDS = ".txt, .jsonl (.ndjson, .json) or .parquet"  # as the messages name them
+FILE_KINDS = ".txt, .jsonl (.ndjson, .json), .parquet, .csv, .tsv, .arrow (maybe compressed) or token (.bin, .npy)"
 # Bump when the cached files change meaning (2: ids of gapped pretrained vocabularies no longer wrap). It is part
 # of every results folder's data_key too, so a bump makes every earlier folder refuse --resume: a change that
 # concerns a few entries keys those alone (see cache_key), and a count added later is computed on load.
@@ -63,14 +71,24 @@ class EncodeError(DataError):
 # Reading text
 # ---------------------------------------------------------------------------
 def file_format(name: str) -> str:
-    """How a corpus file is read: 'text', 'json lines' or 'parquet', from its suffix in any case; a file given
-    alone with another suffix (or none) is text."""
-    return FORMATS.get(Path(name).suffix.lower(), "text")
+    """How a corpus file is read ('text', 'json lines', 'parquet', 'csv', 'tsv', 'arrow' or 'tokens'), from its
+    suffix in any case, under a compression suffix (corpus.jsonl.gz is JSON lines); a file given alone with another
+    suffix (or none) is text."""
+    inner = formats.inner_name(name)
+    form = FORMATS.get(Path(inner).suffix.lower(), "text")
+    return "text" if form == "tokens" and inner != name else form  # a compressed .bin is not read in place
 
 
 def corpus_files(path: str) -> list[Path]:
     """The files a --data path stands for: the file itself, or a folder's corpus files (FORMATS) in sorted order."""
     p = Path(path).expanduser()
+    if not p.exists() and any(c in path for c in "*?["):  # a glob of shards: fineweb_train_*.bin
+        import glob
+
+        found = sorted(Path(f) for f in glob.glob(str(p), recursive=True) if Path(f).is_file())
+        if not found:
+            raise DataError(f"data path {path} matches no file; give a {FILE_KINDS} file, a folder or a glob of them.")
+        return found
     if not p.exists():  # exists() is False for a link loop too: named as what it is
         what = "does not exist" if not os.path.islink(p) else f"is {not_regular(p) or 'a dangling symbolic link'}"
         raise DataError(f"data path {path} {what}; give a {FILE_KINDS} file, or a folder of them.")
@@ -109,7 +127,7 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
                 skipped.append(f"{name} (a symbolic link to a folder, not followed)")
             continue
         what = not_regular(f)
-        if f.suffix.lower() not in FORMATS:
+        if Path(formats.inner_name(f.name)).suffix.lower() not in FORMATS:
             skipped.append(f"{name} (not {FILE_KINDS})")
         elif what:  # a pipe is never opened: it could block for ever
             skipped.append(f"{name} ({what})")
@@ -150,7 +168,7 @@ def _listed(items: list[str], most: int = 5) -> str:
 
 def decode_text(raw: bytes, name: str) -> str:
     """UTF-8 bytes to text: a byte-order mark dropped, CR and CRLF read as LF."""
-    utf16 = _utf16(raw)
+    utf16 = _utf16(raw) if not tokens.binary_kind(raw[:12]) else ""  # a compressed stream is never UTF-16
     if utf16:  # converted in its place, under its own suffix: a .jsonl file must stay JSON lines
         p = Path(name)
         tmp = p.with_name(f"{p.stem}-utf8{p.suffix}")
@@ -162,7 +180,8 @@ def decode_text(raw: bytes, name: str) -> str:
     if nul >= 0 and raw[:4] == b"PAR1":
         raise DataError(f"{name} is a parquet file; give it the .parquet suffix, or convert it to text.")
     if nul >= 0:
-        raise DataError(f"{name} looks binary (a NUL byte at byte offset {nul}); give a UTF-8 text file.")
+        what = tokens.binary_kind(raw) or "give a UTF-8 text file"
+        raise DataError(f"{name} looks binary (a NUL byte at byte offset {nul}): {what}.")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -181,7 +200,9 @@ def _utf16(raw: bytes) -> str:
     if len(head) >= 8:
         pairs = len(head) // 2
         even, odd = head[0 : 2 * pairs : 2], head[1 : 2 * pairs : 2]
-        if odd.count(0) > 0.9 * pairs and even.count(0) < 0.1 * pairs:
+        # text's even bytes are mostly letters, spaces and line ends; uint16 token ids under 256 are not
+        texty = sum(32 <= b < 127 or b in (9, 10, 13) for b in even) > 0.8 * pairs and even.count(32) > 0.03 * pairs
+        if odd.count(0) > 0.9 * pairs and even.count(0) < 0.1 * pairs and texty:
             return "UTF-16LE"
         if even.count(0) > 0.9 * pairs and odd.count(0) < 0.1 * pairs:
             return "UTF-16BE"
@@ -192,14 +213,18 @@ def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
     """The corpus's display name and its files' raw bytes."""
     if not cfg.path:
         return SMOKE, [(SMOKE, resources.files("modern_gpt").joinpath("smoke.txt").read_bytes())]
-    files = corpus_files(cfg.path)
+    return Path(cfg.path).name, read_files(corpus_files(cfg.path))
+
+
+def read_files(files: list[Path]) -> list[tuple[str, bytes]]:
+    """Each file's name and bytes (a compressed file's decompressed)."""
     parts = []
     for f in files:
         try:
-            parts.append((str(f), f.read_bytes()))
+            parts.append((str(f), formats.decompress(f) if f.suffix.lower() in COMPRESSED else f.read_bytes()))
         except OSError as e:
             raise DataError(f"cannot read {f}: {e.strerror}.") from None
-    return Path(cfg.path).name, parts
+    return parts
 
 
 def file_text(name: str, raw: bytes, text_field: str = "text") -> str:
@@ -209,10 +234,24 @@ def file_text(name: str, raw: bytes, text_field: str = "text") -> str:
     form = file_format(name)
     if form == "parquet":
         return _join_documents(_parquet_documents(name, raw, text_field))
+    if form == "arrow":
+        return _join_documents(_strings(formats.arrow_documents(name, raw, text_field), name, text_field))
     text = decode_text(raw, name)
     if form == "json lines":
         return _join_documents(_jsonl_documents(name, text, text_field))
+    if form in ("csv", "tsv"):
+        rows = formats.csv_documents(name, text, text_field, "\t" if form == "tsv" else ",")
+        return _join_documents(d for d in rows if d.strip())
     return text
+
+
+def _strings(values, name: str, field: str):
+    for n, value in enumerate(values, start=1):
+        if not isinstance(value, str):
+            shown = "null" if value is None else repr(value)[:80]
+            raise DataError(f"{name} row {n} (counting from 1): the column {field!r} holds {shown}, not a string.")
+        if value.strip():
+            yield _checked(value, f"{name} row {n} (counting from 1)", f"the column {field!r}")
 
 
 def _join_documents(docs) -> str:
@@ -331,7 +370,11 @@ def split_text(text: str, val_fraction: float) -> tuple[str, str]:
 
 def validation_text(cfg: DataConfig) -> str:
     """The validation split of a corpus, as text (for evaluating a trained model with its own tokenizer)."""
-    return split_text(join_text(read_raw(cfg)[1], cfg.text_field), cfg.val_fraction)[1]
+    src = sources(cfg)
+    if src.tokens:
+        raise DataError(f"{src.name} holds token ids, not text; give a text corpus with --data.")
+    parts = read_files(src.train) if src.train else read_raw(cfg)[1]
+    return _split(cfg, parts, read_files(src.validation) if src.validation else None)[1]
 
 
 # ---------------------------------------------------------------------------
@@ -530,6 +573,8 @@ def tokenizer_from_json(d: dict):
         return CharTokenizer(d["chars"])
     if d.get("kind") == "byte":
         return ByteTokenizer()
+    if d.get("kind") == "ids":
+        return IdsTokenizer(int(d["vocab_size"]))
     if d.get("kind") in ("bpe", "hf"):
         from tokenizers import Tokenizer
 
@@ -553,6 +598,24 @@ class Corpus:
     # sha256 of the data files' contents and of the tokenizer file's (None for char, byte, bpe): what --resume
     # names when the key no longer matches
     hashes: dict = field(default_factory=dict)
+    pinned: str = ""  # --val-data, when it fixes the validation split
+    # Where train and val lie on disk (TokenSpans): a pickled corpus (a --jobs worker's) carries these in place of
+    # the memory maps, and the worker opens the same files by path; no token crosses the pipe.
+    spans: tuple | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        if self.spans is not None:
+            for name, span in zip(("train", "val"), self.spans, strict=True):
+                if isinstance(state[name], (np.memmap, TokenSpan)):  # np.asarray(...) copies are sent as they are
+                    state[name] = span
+        return state
+
+    def __setstate__(self, state):
+        for name in ("train", "val"):
+            if isinstance(state[name], TokenSpan):
+                state[name] = mapped(state[name])
+        self.__dict__.update(state)
 
     @property
     def val_tokens_per_char(self) -> float:
@@ -579,9 +642,13 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "modern-gpt"
 
 
-def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> str:
+def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]], val_parts=None, val_tokens=None) -> str:
     h = hashlib.sha256()
     settings = {"format": CACHE_FORMAT, "tokenizer": cfg.tokenizer, "val_fraction": cfg.val_fraction}
+    if val_parts:  # a validation split of its own (a split layout, --val-data): its contents, not a fraction
+        settings.update(
+            val_fraction=None, val_tokens=val_tokens, val=_contents(hashlib.sha256(), val_parts).hexdigest()
+        )
     if cfg.tokenizer == "bpe":
         settings["vocab_size"] = cfg.vocab_size
     if cfg.tokenizer_file is not None:  # the file's contents, not its name: an edited file is a new entry
@@ -589,7 +656,7 @@ def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> str:
         settings["tokenizer"] = "file " + hashlib.sha256(raw).hexdigest()
         if _truncates_or_pads(raw):  # encoded whole since, unlike the entries such a file made before
             settings["whole"] = True
-    if any(file_format(name) != "text" for name, _ in parts):
+    if any(file_format(name) != "text" for name, _ in parts + (val_parts or [])):
         settings["text_field"] = cfg.text_field
     h.update(json.dumps(settings, sort_keys=True).encode())
     _contents(h, parts)
@@ -607,6 +674,7 @@ def data_hashes(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> dict:
     """The data files' and the tokenizer file's contents, hashed apart: which of them changed."""
     file = cfg.tokenizer_file
     return {
+        "files": {name: hashlib.sha256(raw).hexdigest() for name, raw in parts} if len(parts) > 1 else None,
         "text_sha256": _contents(hashlib.sha256(), parts).hexdigest(),
         "tokenizer_sha256": None if file is None else hashlib.sha256(read_tokenizer_file(file)).hexdigest(),
     }
@@ -615,7 +683,7 @@ def data_hashes(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> dict:
 def changed(cfg: DataConfig, was: dict | None, now: dict) -> str:
     """What changed, for a sentence: the data, the tokenizer file, or (an older folder, which kept no hashes)
     either."""
-    data = f"the data ({cfg.path or SMOKE})"
+    data = f"the data ({_files_changed(was, now) or cfg.path or SMOKE})"
     if cfg.tokenizer_file is None:
         return data
     tok = f"the tokenizer file {cfg.tokenizer}"
@@ -623,6 +691,15 @@ def changed(cfg: DataConfig, was: dict | None, now: dict) -> str:
         return f"{data} or {tok}"
     what = [w for w, k in ((data, "text_sha256"), (tok, "tokenizer_sha256")) if was.get(k) != now.get(k)]
     return " and ".join(what) or f"{data} or {tok}"
+
+
+def _files_changed(was: dict | None, now: dict) -> str:
+    """The token files whose contents changed, gone or added, named (a folder of shards: which shard)."""
+    a, b = (was or {}).get("files"), now.get("files")
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ""
+    names = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _truncates_or_pads(raw: bytes) -> bool:
@@ -634,46 +711,243 @@ def _truncates_or_pads(raw: bytes) -> bool:
 
 
 def load_corpus(cfg: DataConfig) -> Corpus:
-    """Read, split and tokenize the corpus, or memory-map it from the token cache when it was done before."""
+    """Read, split and tokenize the corpus, or memory-map it from the token cache when it was done before; token
+    files are memory-mapped where they lie."""
     cfg.validate()
-    name, parts = read_raw(cfg)
-    key = cache_key(cfg, parts)
+    src = sources(cfg)
     folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
+    if src.note:
+        print(f"modern-gpt: note: {src.note}", file=sys.stderr, flush=True)
+    if src.tokens:
+        return _token_corpus(cfg, src, folder)
+    if not src.train:
+        name, parts = read_raw(cfg)
+    else:
+        name, parts = src.name, read_files(src.train)
+    val_parts = read_files(src.validation) if src.validation else None
+    key = cache_key(cfg, parts, val_parts, src.val_tokens)
     entry = folder / key
-    hashes = data_hashes(cfg, parts)
+    hashes = data_hashes(cfg, parts + (val_parts or []))
     for attempt in range(2):
         if not (entry / "meta.json").exists():
-            _build_cache_entry(cfg, parts, entry)
+            _build_cache_entry(cfg, parts, entry, val_parts, src.val_tokens)
         try:
             if any(not_regular(entry / f) for f in ("meta.json", "tokens.npy", "tokenizer.json")):
                 raise OSError("not a regular file")  # a pipe put in the cache would block the read for ever
             meta = json.loads((entry / "meta.json").read_text())
-            tokens = np.load(entry / "tokens.npy", mmap_mode="r")
+            all_ids = TokenSpan([tokens.token_file(entry / "tokens.npy")])
             tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
             n = meta["train_tokens"]
             if "val_lost_chars" not in meta:  # an entry written before the count was kept
-                meta["val_lost_chars"] = lost_chars(
-                    tokenizer, split_text(join_text(parts, cfg.text_field), cfg.val_fraction)[1]
-                )
+                meta["val_lost_chars"] = lost_chars(tokenizer, _split(cfg, parts, val_parts)[1])
                 with contextlib.suppress(UserError):  # a cache that cannot be written counts again next time
                     write_json(entry / "meta.json", meta)
+            train, val = all_ids.span(0, n), all_ids.span(n, len(all_ids))
+            lost = meta["val_lost_chars"]
             return Corpus(
-                name, key, tokenizer, tokens[:n], tokens[n:], meta["val_chars"], meta["val_lost_chars"], hashes
+                name,
+                key,
+                tokenizer,
+                mapped(train),
+                mapped(val),
+                meta["val_chars"],
+                lost,
+                hashes,
+                src.pinned,
+                (train, val),
             )
-        except (OSError, ValueError, KeyError, DataError):
+        except (OSError, ValueError, KeyError, DataError, UserError):
             if attempt:
                 raise DataError(f"the token cache entry {entry} is damaged; delete it and run again.") from None
             shutil.rmtree(entry, ignore_errors=True)  # damaged by hand or by a full disk: build it again
 
 
-def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: Path) -> None:
-    train_text, val_text = split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
+@dataclass
+class Sources:
+    """What a corpus is read from: the training files, the validation files (a split layout's, or --val-data's),
+    and how many validation tokens --val-data's :TOKENS keeps."""
+
+    name: str
+    train: list  # no files: the smoke corpus
+    validation: list
+    tokens: bool = False
+    val_tokens: int | None = None
+    pinned: str = ""  # --val-data's path, for the sentences
+    note: str = ""
+
+
+def parse_val_data(spec: str) -> tuple[Path, int | None]:
+    """--val-data PATH[:TOKENS]: the path, and how many tokens from its start (None: all)."""
+    head, sep, tail = spec.rpartition(":")
+    if sep and head and tail.replace("_", "").isdigit():
+        n = int(tail.replace("_", ""))
+        if n < 1:
+            raise DataError(f"--val-data {spec}: the token count must be 1 or more.")
+        return Path(head).expanduser(), n
+    return Path(spec).expanduser(), None
+
+
+def sources(cfg: DataConfig) -> Sources:
+    if not cfg.path:
+        src = Sources(SMOKE, [], [])
+    else:
+        files = corpus_files(cfg.path)
+        p = Path(cfg.path).expanduser()
+        try:
+            lay = formats.layout(p, files) if p.is_dir() else Layout(train=files)
+        except UserError as e:
+            raise DataError(str(e)) from None
+        src = Sources(p.name, lay.train, lay.validation, note=lay.footnote(cfg.path))
+    if cfg.val_data:
+        path, n = parse_val_data(cfg.val_data)
+        if src.validation:
+            src.note = (src.note[:-1] + "; --val-data replaces its validation split.") if src.note else ""
+        src.validation, src.val_tokens, src.pinned = corpus_files(str(path)), n, cfg.val_data
+    kinds = {file_format(f.name) == "tokens" for f in src.train + src.validation}
+    if not src.train and src.validation and True in kinds:
+        raise DataError(
+            f"--val-data {cfg.val_data} holds token ids and --data is the smoke corpus's text; give --data token "
+            "files of the same vocabulary, or a text --val-data."
+        )
+    if len(kinds) > 1:
+        raise DataError(
+            "the corpus mixes token files (.bin, .npy) with text"
+            + (f" (--val-data {cfg.val_data})" if cfg.val_data else "")
+            + "; give token files for both --data and --val-data, or text for both."
+        )
+    src.tokens = kinds == {True}
+    return src
+
+
+class IdsTokenizer:
+    """The stand-in for a tokenizer when the corpus is token ids and no tokenizer file was given: it knows the
+    vocabulary's size and nothing of the text."""
+
+    kind = "ids"
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def encode(self, text: str) -> np.ndarray:
+        raise DataError(
+            "this model was trained on token ids with no tokenizer file, so it cannot read text; train it with "
+            "--tokenizer PATH/tokenizer.json to generate or evaluate text."
+        )
+
+    def decode(self, ids) -> str:
+        return " ".join(f"<{int(i)}>" for i in ids)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "vocab_size": self.vocab_size}
+
+
+def _token_corpus(cfg: DataConfig, src: Sources, folder: Path) -> Corpus:
+    """Token files memory-mapped where they lie: the vocabulary from the tokenizer file, a declared --vocab-size
+    (nonzero), or the largest id; every id checked against it once (remembered by the file's identity)."""
+    tokenizer = PretrainedTokenizer.from_file(cfg.tokenizer_file) if cfg.tokenizer_file is not None else None
+    declared = tokenizer.vocab_size if tokenizer else cfg.vocab_size if cfg.vocab_size > 0 else None
+    wide = declared is not None and declared > 1 << 16
+    try:
+        train_files = [tokens.token_file(f, wide) for f in src.train]
+        val_files = [tokens.token_file(f, wide) for f in src.validation]
+        scans = {tf.path: tokens.scan(tf, folder) for tf in train_files + val_files}
+    except UserError as e:
+        raise DataError(str(e)) from None
+    vocab = _token_vocabulary(src.name, scans, declared, tokenizer is not None)
+    train = TokenSpan(train_files)
+    if val_files:
+        val = TokenSpan(val_files)
+        if src.val_tokens is not None:
+            if src.val_tokens > len(val):
+                raise DataError(
+                    f"--val-data {src.pinned} asks for {src.val_tokens:,} tokens and the file holds "
+                    f"{len(val):,}; give at most {len(val):,}."
+                )
+            val = val.span(0, src.val_tokens)
+    else:
+        cut = int(len(train) * (1 - cfg.val_fraction))  # the last part is validation, contiguous
+        train, val = train.span(0, cut), train.span(cut, len(train))
+    ident = {
+        "format": CACHE_FORMAT,
+        "tokens": True,
+        "vocab": vocab,
+        "train": [scans[f.path]["sha256"] for f in train_files],
+        "val": [scans[f.path]["sha256"] for f in val_files],
+        "val_tokens": src.val_tokens,
+        "val_fraction": None if val_files else cfg.val_fraction,
+    }
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
+    hashes = {
+        "text_sha256": hashlib.sha256(json.dumps(ident["train"] + ident["val"]).encode()).hexdigest(),
+        "tokenizer_sha256": None
+        if tokenizer is None
+        else hashlib.sha256(read_tokenizer_file(cfg.tokenizer_file)).hexdigest(),
+        "files": {p: s["sha256"] for p, s in scans.items()},
+    }
+    val_chars = len(val) if tokenizer is None else _decoded_chars(tokenizer, val)
+    tokenizer = tokenizer or IdsTokenizer(vocab)
+    return Corpus(src.name, key, tokenizer, mapped(train), mapped(val), val_chars, 0, hashes, src.pinned, (train, val))
+
+
+def mapped(span: TokenSpan):
+    """A span in one file as a numpy memory map (a view, as every caller of an array expects); one across files
+    stays a span (joining them would copy every token)."""
+    return span[:] if len({f.path for f in span.files}) <= 1 else span
+
+
+def _token_vocabulary(name: str, scans: dict, declared: int | None, has_tokenizer: bool) -> int:
+    """The vocabulary of token files: the declared one, which every id must lie under, or the largest id's."""
+    top = max((s["max_id"] for s in scans.values()), default=-1)
+    vocab = declared if declared is not None else top + 1
+    if top >= vocab:
+        path = next(p for p, s in scans.items() if s["max_id"] == top)
+        given = "the tokenizer file's" if has_tokenizer else "the declared --vocab-size"
+        raise DataError(
+            f"{path} holds the token id {top:,}, at or past {given} vocabulary of {vocab:,} ids; give the "
+            "vocabulary these ids were written with (--vocab-size, or --tokenizer PATH/tokenizer.json)."
+        )
+    notes = []
+    if declared is None:
+        notes.append(f"the vocabulary is {vocab:,} ids, from the largest id in the files; declare it with --vocab-size")
+    if not has_tokenizer:
+        notes.append(
+            "with no tokenizer file the losses are nats per token and the bits/char column holds bits per token; "
+            "give --tokenizer PATH/tokenizer.json for bits per character"
+        )
+    if notes:
+        print(f"modern-gpt: note: {name}: {'; '.join(notes)}.", file=sys.stderr, flush=True)
+    return vocab
+
+
+def _decoded_chars(tokenizer, ids, block: int = 1 << 20) -> int:
+    """The characters that token ids decode to, a block at a time (bits per character need them)."""
+    return sum(len(tokenizer.decode(ids[a : a + block])) for a in range(0, len(ids), block))
+
+
+def _split(cfg: DataConfig, parts, val_parts) -> tuple[str, str]:
+    """Training and validation text: the validation files' text if there are any, else the last --val-fraction."""
+    if val_parts:
+        return join_text(parts, cfg.text_field), join_text(val_parts, cfg.text_field)
+    return split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
+
+
+def _build_cache_entry(cfg: DataConfig, parts, entry: Path, val_parts=None, val_tokens: int | None = None) -> None:
+    train_text, val_text = _split(cfg, parts, val_parts)
     tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
     try:
         train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
         lost = lost_chars(tokenizer, val_text)
     except EncodeError as e:  # named: the tokenizer and the corpus
         raise EncodeError(f"--tokenizer {cfg.tokenizer}", cfg.path or "the smoke corpus", e.why) from None
+    val_chars = len(val_text)
+    if val_tokens is not None:
+        if val_tokens > len(val_ids):
+            raise DataError(
+                f"--val-data {cfg.val_data} asks for {val_tokens:,} tokens and its text holds {len(val_ids):,} "
+                f"with --tokenizer {cfg.tokenizer}; give at most {len(val_ids):,}."
+            )
+        val_ids = val_ids[:val_tokens]
+        val_chars = len(tokenizer.decode(val_ids))
     top = max([tokenizer.vocab_size - 1] + [int(ids.max()) for ids in (train_ids, val_ids) if len(ids)])
     if top >= tokenizer.vocab_size:  # no tokenizer should, but an id past the embedding must not reach training
         raise DataError(f"the tokenizer gave the id {top}, outside its vocabulary of {tokenizer.vocab_size} ids.")
@@ -682,7 +956,7 @@ def _build_cache_entry(cfg: DataConfig, parts: list[tuple[str, bytes]], entry: P
     meta = {
         "train_tokens": len(train_ids),
         "train_chars": len(train_text),
-        "val_chars": len(val_text),
+        "val_chars": val_chars,
         "val_lost_chars": lost,
         **asdict(cfg),
     }
@@ -721,12 +995,17 @@ def check_length(corpus: Corpus, context: int) -> None:
                 f"{context}: it drops {corpus.val_lost:,} of the {corpus.val_chars:,} validation characters "
                 "(it has no token for them); give a tokenizer that covers the corpus."
             )
+        if len(ids) < need and split == "validation" and corpus.pinned:
+            raise DataError(
+                f"--val-data {corpus.pinned} gives {len(ids)} validation tokens, fewer than one window of --context "
+                f"{context} needs ({need}); give a longer evaluation set or a smaller --context."
+            )
         if len(ids) < need:
             raise DataError(
                 f"the corpus is too short for context {context}: its {split} split has {len(ids)} tokens "
                 f"and needs at least {need}; use a longer text, a smaller --context or a {fix} --val-fraction."
             )
-    ids = corpus.train
+    ids = corpus.train[:]  # an array (a memory map's view), not a span
     if corpus.val_lost and corpus.hashes.get("tokenizer_sha256") is not None and bool((ids == ids[0]).all()):
         raise DataError(  # every word [UNK]: the loss falls to 0, and bits/char 0.0 would be printed
             f"the tokenizer turns the corpus's whole training split into one token (id {int(ids[0])}), so there is "
