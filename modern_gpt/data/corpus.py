@@ -27,6 +27,7 @@ from ..core.config import TOKENIZERS, DataConfig
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
 from . import formats, tokens
+from .errors import DataError
 from .formats import COMPRESSED, Layout
 from .tokens import TokenSpan
 
@@ -50,10 +51,6 @@ FILE_KINDS = ".txt, .jsonl (.ndjson, .json), .parquet, .csv, .tsv, .arrow (maybe
 # concerns a few entries keys those alone (see cache_key), and a count added later is computed on load.
 CACHE_FORMAT = 2
 SMOKE = "smoke"  # the name of the built-in corpus
-
-
-class DataError(UserError):
-    """The corpus cannot be read or is unusable."""
 
 
 class EncodeError(DataError):
@@ -131,6 +128,8 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
             skipped.append(f"{name} (not {FILE_KINDS})")
         elif what:  # a pipe is never opened: it could block for ever
             skipped.append(f"{name} ({what})")
+        elif f.name in formats.DATASETS_META:  # written by datasets' save_to_disk beside the .arrow files
+            skipped.append(f"{name} (datasets metadata, not text)")
         elif f.suffix.lower() == ".json" and _one_document(f):  # dataset_info.json beside a dataset's files
             skipped.append(f"{name} (one JSON document, not JSON lines)")
         else:
@@ -756,7 +755,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
                 src.pinned,
                 (train, val),
             )
-        except (OSError, ValueError, KeyError, DataError, UserError):
+        except (OSError, ValueError, KeyError, DataError):
             if attempt:
                 raise DataError(f"the token cache entry {entry} is damaged; delete it and run again.") from None
             shutil.rmtree(entry, ignore_errors=True)  # damaged by hand or by a full disk: build it again
@@ -793,10 +792,7 @@ def sources(cfg: DataConfig) -> Sources:
     else:
         files = corpus_files(cfg.path)
         p = Path(cfg.path).expanduser()
-        try:
-            lay = formats.layout(p, files) if p.is_dir() else Layout(train=files)
-        except UserError as e:
-            raise DataError(str(e)) from None
+        lay = formats.layout(p, files) if p.is_dir() else Layout(train=files)
         src = Sources(p.name, lay.train, lay.validation, note=lay.footnote(cfg.path))
     if cfg.val_data:
         path, n = parse_val_data(cfg.val_data)
@@ -847,12 +843,9 @@ def _token_corpus(cfg: DataConfig, src: Sources, folder: Path) -> Corpus:
     tokenizer = PretrainedTokenizer.from_file(cfg.tokenizer_file) if cfg.tokenizer_file is not None else None
     declared = tokenizer.vocab_size if tokenizer else cfg.vocab_size if cfg.vocab_size > 0 else None
     wide = declared is not None and declared > 1 << 16
-    try:
-        train_files = [tokens.token_file(f, wide) for f in src.train]
-        val_files = [tokens.token_file(f, wide) for f in src.validation]
-        scans = {tf.path: tokens.scan(tf, folder) for tf in train_files + val_files}
-    except UserError as e:
-        raise DataError(str(e)) from None
+    train_files = [tokens.token_file(f, wide) for f in src.train]
+    val_files = [tokens.token_file(f, wide) for f in src.validation]
+    scans = {tf.path: tokens.scan(tf, folder) for tf in train_files + val_files}
     vocab = _token_vocabulary(src.name, scans, declared, tokenizer is not None)
     train = TokenSpan(train_files)
     if val_files:

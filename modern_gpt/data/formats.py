@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import UserError
+from .errors import DataError
 
+DATASETS_META = ("dataset_dict.json", "dataset_info.json", "state.json")  # save_to_disk's, never text
 COMPRESSED = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstandard"}
 SPLITS = {  # the word in a file's or folder's name, and the split it names
     "train": "train",
@@ -19,11 +20,8 @@ SPLITS = {  # the word in a file's or folder's name, and the split it names
     "dev": "validation",
     "test": "test",
 }
+ORDER = ("train", "validation", "test", "?", None)  # how a layout's sentence lists what it found
 _WORDS = re.compile(r"[-_.\s/]+")
-
-
-class FormatError(UserError):
-    """A file of a known format that cannot be read."""
 
 
 def inner_name(name: str) -> str:
@@ -39,7 +37,7 @@ def decompress(path: Path) -> bytes:
         try:
             import zstandard
         except ImportError:
-            raise FormatError(
+            raise DataError(
                 f"{path} is zstandard-compressed, which needs the zstandard package: "
                 "pip install 'modern-gpt[zst]' (or zstd -d it first)."
             ) from None
@@ -49,21 +47,22 @@ def decompress(path: Path) -> bytes:
                 out = reader.read()
                 return out
         except zstandard.ZstdError as e:
-            raise FormatError(f"{path} is not a readable zstandard stream ({str(e)[:120]}).") from None
+            raise DataError(f"{path} is not a readable zstandard stream ({str(e)[:120]}).") from None
     import bz2
     import gzip
     import lzma
+    import zlib
 
     opener = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}[kind]
     try:
         with opener(path, "rb") as f:
             return f.read()
     except EOFError:
-        raise FormatError(
+        raise DataError(
             f"{path} is a {kind} stream cut short (it ends before its end marker); copy or download it again."
         ) from None
-    except (OSError, lzma.LZMAError, ValueError) as e:
-        raise FormatError(f"{path} is not a readable {kind} stream ({str(e)[:120]}).") from None
+    except (OSError, lzma.LZMAError, ValueError, zlib.error) as e:
+        raise DataError(f"{path} is not a readable {kind} stream ({str(e)[:120]}).") from None
 
 
 def csv_documents(name: str, text: str, column: str, delimiter: str):
@@ -81,7 +80,7 @@ def csv_documents(name: str, text: str, column: str, delimiter: str):
         if column not in header:
             has = ", ".join(map(repr, header[:6])) or "none"
             kind = "TSV" if delimiter == "\t" else "CSV"
-            raise FormatError(
+            raise DataError(
                 f"{name} has no column {column!r} (its header: {has}); a {kind} file is read through one column: "
                 "choose it with --text-field."
             )
@@ -90,10 +89,10 @@ def csv_documents(name: str, text: str, column: str, delimiter: str):
             if not row:
                 continue
             if at >= len(row):
-                raise FormatError(f"{name} line {n} has {len(row)} fields and no {column!r} column.")
+                raise DataError(f"{name} line {n} has {len(row)} fields and no {column!r} column.")
             yield row[at]
     except csv.Error as e:
-        raise FormatError(f"{name} is not readable CSV ({e}).") from None
+        raise DataError(f"{name} is not readable CSV ({e}).") from None
 
 
 def arrow_documents(name: str, raw: bytes, column: str):
@@ -102,15 +101,15 @@ def arrow_documents(name: str, raw: bytes, column: str):
         import pyarrow as pa
         import pyarrow.ipc as ipc
     except ImportError as e:
-        raise FormatError(f"reading {name} needs pyarrow ({e}); pip install pyarrow.") from None
+        raise DataError(f"reading {name} needs pyarrow ({e}); pip install pyarrow.") from None
     try:
         buf = pa.BufferReader(raw)
         table = (ipc.open_file(buf) if raw[:6] == b"ARROW1" else ipc.open_stream(buf)).read_all()
     except Exception as e:  # pyarrow's errors share no base class
-        raise FormatError(f"{name} is not a readable Arrow file ({str(e).splitlines()[0][:120]}).") from None
+        raise DataError(f"{name} is not a readable Arrow file ({str(e).splitlines()[0][:120]}).") from None
     if column not in table.column_names:
         has = ", ".join(map(repr, table.column_names[:6])) or "none"
-        raise FormatError(f"{name} has no column {column!r} (its columns: {has}); choose it with --text-field.")
+        raise DataError(f"{name} has no column {column!r} (its columns: {has}); choose it with --text-field.")
     yield from table.column(column).to_pylist()
 
 
@@ -163,25 +162,25 @@ def layout(folder: Path, files: list[Path]) -> Layout:
 
     def listed() -> str:
         parts = []
-        for k, v in by.items():
+        for k, v in sorted(by.items(), key=lambda kv: ORDER.index(kv[0])):
             names = ", ".join(str(f.relative_to(folder)) for f in v[:3]) + (
                 f" and {len(v) - 3} more" if len(v) > 3 else ""
             )
-            parts.append(f"{k or 'no split'}: {names}")
+            parts.append(f"{'no split' if k is None else 'several splits' if k == '?' else k}: {names}")
         return "; ".join(parts)
 
     if "?" in by or None in by:
-        raise FormatError(
+        raise DataError(
             f"folder {folder} is an ambiguous split layout ({listed()}); give a folder whose every file names one "
             "split (train, validation, test), or none."
         )
     if "train" not in by:
-        raise FormatError(
+        raise DataError(
             f"folder {folder} has splits but no train split ({listed()}); give the folder that holds train files, "
             "or one file with --data."
         )
     if len(spelled) > 1:
-        raise FormatError(
+        raise DataError(
             f"folder {folder} names its validation split {len(spelled)} ways ({', '.join(sorted(spelled))}): "
             f"{listed()}; keep one, or pin the evaluation set with --val-data."
         )

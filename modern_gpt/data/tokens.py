@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import UserError
+from .errors import DataError
 
 LLMC_MAGIC = 20240520  # llm.c's data shard magic; version 1 holds uint16 tokens
 LLMC_HEADER = 256  # int32 values, 1024 bytes
@@ -24,10 +24,6 @@ NPY_MAGIC = b"\x93NUMPY"
 SCAN_BLOCK = 1 << 24  # tokens read at a time when a file is scanned (32-64 MB)
 SAMPLES = 16  # blocks hashed to recognise an unchanged file without reading it
 SAMPLE_BYTES = 1 << 16
-
-
-class TokenDataError(UserError):
-    """A token file that cannot be read as one."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,7 @@ def token_file(path: Path, wide: bool = False) -> TokenFile:
         with open(path, "rb") as f:
             head = f.read(LLMC_HEADER * 4)
     except OSError as e:
-        raise TokenDataError(f"cannot read {path}: {e.strerror or e}.") from None
+        raise DataError(f"cannot read {path}: {e.strerror or e}.") from None
     ints = np.frombuffer(head[: len(head) // 4 * 4], dtype="<i4")
     if len(ints) and int(ints[0]) == LLMC_MAGIC:
         return _llmc(path, ints, size)
@@ -66,14 +62,14 @@ def token_file(path: Path, wide: bool = False) -> TokenFile:
         return _npy(path)
     if len(ints) == LLMC_HEADER and int(ints[1]) in (1, 2) and size == LLMC_HEADER * 4 + 2 * int(ints[2]):
         # an llm.c header (version, a token count that matches the size) under another magic: a damaged shard
-        raise TokenDataError(
+        raise DataError(
             f"{path} has an llm.c shard's header with the magic {int(ints[0])}, not {LLMC_MAGIC}; it is damaged or "
             "of another format: write it again with llm.c's or modded-nanogpt's data script."
         )
     dtype = "<u4" if wide else "<u2"
     item = np.dtype(dtype).itemsize
     if size % item:
-        raise TokenDataError(
+        raise DataError(
             f"{path} holds {size:,} bytes, not a whole number of {np.dtype(dtype).name} token ids; "
             "it is cut short or not a headerless token file."
         )
@@ -82,15 +78,13 @@ def token_file(path: Path, wide: bool = False) -> TokenFile:
 
 def _llmc(path: Path, ints: np.ndarray, size: int) -> TokenFile:
     if len(ints) < LLMC_HEADER:
-        raise TokenDataError(f"{path} is an llm.c shard cut short inside its 1024-byte header.")
+        raise DataError(f"{path} is an llm.c shard cut short inside its 1024-byte header.")
     version, count = int(ints[1]), int(ints[2])
     if version != 1:
-        raise TokenDataError(
-            f"{path} is an llm.c shard of version {version}; modern-gpt reads version 1 (uint16 tokens)."
-        )
+        raise DataError(f"{path} is an llm.c shard of version {version}; modern-gpt reads version 1 (uint16 tokens).")
     body = size - LLMC_HEADER * 4
     if count < 0 or body != 2 * count:
-        raise TokenDataError(
+        raise DataError(
             f"{path}: its header counts {count:,} tokens but the file holds {body // 2:,} "
             f"({body:,} bytes after the header); the shard is cut short or damaged: write it again."
         )
@@ -101,9 +95,9 @@ def _npy(path: Path) -> TokenFile:
     try:
         arr = np.load(path, mmap_mode="r")
     except Exception as e:  # a damaged header: numpy raises ValueError, others for odd files
-        raise TokenDataError(f"{path} is not a readable .npy file ({str(e)[:120]}).") from None
+        raise DataError(f"{path} is not a readable .npy file ({str(e)[:120]}).") from None
     if arr.ndim != 1 or arr.dtype.kind not in "ui" or arr.dtype.itemsize > 8:
-        raise TokenDataError(
+        raise DataError(
             f"{path} holds a {arr.dtype} array of shape {arr.shape}, not a flat array of integer token ids."
         )
     return TokenFile(str(path), int(arr.offset), arr.dtype.str, len(arr), f"numpy .npy {arr.dtype.name}")
@@ -202,7 +196,7 @@ def scan(tf: TokenFile, cache: Path | None) -> dict:
         if len(block):
             top = max(top, int(block.max()))
             if int(block.min()) < 0:
-                raise TokenDataError(f"{tf.path} holds a negative token id ({int(block.min())}).")
+                raise DataError(f"{tf.path} holds a negative token id ({int(block.min())}).")
         h.update(np.ascontiguousarray(block).tobytes())
     got = {"identity": ident, "offset": tf.offset, "dtype": tf.dtype, "max_id": top, "sha256": h.hexdigest()}
     if record is not None:
