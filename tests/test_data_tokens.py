@@ -13,7 +13,7 @@ from modern_gpt.data.corpus import DataError, IdsTokenizer, load_corpus, tokeniz
 from modern_gpt.data.tokens import LLMC_MAGIC, TokenSpan, token_file
 
 from .clihelp import tiny
-from .errhelp import assert_user_error
+from .errhelp import assert_ablation_error, assert_user_error
 
 TINY = tiny(steps=2)
 
@@ -174,3 +174,43 @@ def test_training_on_token_files_from_the_command_line(run, tmp_path):
     assert code == 0, err
     code, out, err = run("train", *TINY, "--data", tmp_path / "train.bin", "--vocab-size", "100", "--out", "ck2")
     assert_user_error((code, out, err), "at or past the declared --vocab-size vocabulary of 100 ids")
+
+
+def test_a_checkpoint_s_loss_on_a_pinned_val_set_equals_a_plain_torch_computation(run, tmp_path):
+    """The speedrun's metric: the loss on the first N tokens of a fixed file. modern-gpt's val loss equals the
+    mean next-token cross-entropy over the same whole windows, computed here in float64 apart from the code."""
+    import json
+
+    import torch
+
+    from modern_gpt.run.checkpoint import load_checkpoint
+
+    ids(8_000, top=120).tofile(tmp_path / "train.bin")
+    shard(tmp_path / "fineweb_val_000000.bin", ids(3_000, top=120, seed=5))
+    n, context = 1_617, 16  # not a whole number of windows: the tail that fills no window is left out
+    code, out, err = run(
+        "train", *TINY, "--data", tmp_path / "train.bin", "--val-data", f"{tmp_path / 'fineweb_val_000000.bin'}:{n}",
+        "--vocab-size", "128", "--eval-tokens", str(n), "--out", "ck",
+    )  # fmt: skip
+    assert code == 0, err
+    reported = json.loads((tmp_path / "ck" / "metrics.json").read_text())["val_loss"]
+    model, _, _ = load_checkpoint(tmp_path / "ck")
+    val = np.fromfile(tmp_path / "fineweb_val_000000.bin", dtype="<u2", offset=1024)[:n].astype(np.int64)
+    windows = (n - 1) // context
+    total = 0.0
+    with torch.no_grad():
+        for w in range(windows):
+            x = torch.from_numpy(val[w * context : (w + 1) * context])[None]
+            y = torch.from_numpy(val[w * context + 1 : (w + 1) * context + 1])
+            logits = model(x)[0][0].double()
+            total += float(-(logits.log_softmax(-1)[torch.arange(context), y]).sum())
+    assert abs(reported - total / (windows * context)) < 1e-6, (reported, total / (windows * context))
+
+
+def test_a_val_data_shorter_than_one_window_is_one_sentence_before_training(run, tmp_path):
+    ids(6_000, top=200).tofile(tmp_path / "train.bin")
+    ids(2_000, top=200).tofile(tmp_path / "val.bin")
+    code, out, err = run("train", *TINY, "--data", tmp_path / "train.bin", "--val-data", f"{tmp_path / 'val.bin'}:10")
+    assert_ablation_error(
+        (code, out, err), "gives 10 validation tokens, fewer than one window of --context 16 needs (17)"
+    )
