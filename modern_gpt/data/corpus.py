@@ -128,10 +128,10 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
             skipped.append(f"{name} (not {FILE_KINDS})")
         elif what:  # a pipe is never opened: it could block for ever
             skipped.append(f"{name} ({what})")
-        elif f.name in formats.DATASETS_META:  # written by datasets' save_to_disk beside the .arrow files
-            skipped.append(f"{name} (datasets metadata, not text)")
         elif f.suffix.lower() == ".json" and _one_document(f):  # dataset_info.json beside a dataset's files
             skipped.append(f"{name} (one JSON document, not JSON lines)")
+        elif f.name in formats.DATASETS_META:  # save_to_disk's, on one line: dataset_dict.json
+            skipped.append(f"{name} (datasets metadata, not text)")
         else:
             files.append(f)
     return files, skipped
@@ -167,7 +167,20 @@ def _listed(items: list[str], most: int = 5) -> str:
 
 def decode_text(raw: bytes, name: str) -> str:
     """UTF-8 bytes to text: a byte-order mark dropped, CR and CRLF read as LF."""
-    utf16 = _utf16(raw) if not tokens.binary_kind(raw[:12]) else ""  # a compressed stream is never UTF-16
+    check_bytes(raw, name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{name} is not valid UTF-8 (byte offset {e.start}); convert it to UTF-8 first.") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def check_bytes(raw: bytes, name: str, offset: int = 0) -> None:
+    """Bytes that are no UTF-8 text (UTF-16, parquet, NUL bytes: binary of some kind), refused by what they look
+    like; offset: where raw starts in the file (a later block of a streamed file is checked for NUL alone)."""
+    utf16 = _utf16(raw) if not offset and not tokens.binary_kind(raw[:12]) else ""  # compressed is never UTF-16
     if utf16:  # converted in its place, under its own suffix: a .jsonl file must stay JSON lines
         p = Path(name)
         tmp = p.with_name(f"{p.stem}-utf8{p.suffix}")
@@ -176,18 +189,11 @@ def decode_text(raw: bytes, name: str) -> str:
             f"iconv -f {utf16} -t UTF-8 {name} > {tmp} && mv {tmp} {name}."
         )
     nul = raw.find(b"\x00")
-    if nul >= 0 and raw[:4] == b"PAR1":
+    if nul >= 0 and raw[:4] == b"PAR1" and not offset:
         raise DataError(f"{name} is a parquet file; give it the .parquet suffix, or convert it to text.")
     if nul >= 0:
-        what = tokens.binary_kind(raw) or "give a UTF-8 text file"
-        raise DataError(f"{name} looks binary (a NUL byte at byte offset {nul}): {what}.")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{name} is not valid UTF-8 (byte offset {e.start}); convert it to UTF-8 first.") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+        what = (tokens.binary_kind(raw) if not offset else "") or "give a UTF-8 text file"
+        raise DataError(f"{name} looks binary (a NUL byte at byte offset {offset + nul}): {what}.")
 
 
 def _utf16(raw: bytes) -> str:
@@ -258,9 +264,9 @@ def _join_documents(docs) -> str:
     return "".join(d if d.endswith("\n") else d + "\n" for d in docs)
 
 
-def _jsonl_documents(name: str, text: str, field: str):
-    seen = False  # a record read before: a later bad line is a bad line, not a file of another format
-    for n, line in enumerate(text.split("\n"), start=1):
+def _jsonl_documents(name: str, text: str, field: str, start: int = 1):
+    seen = start > 1  # a record read before: a later bad line is a bad line, not a file of another format
+    for n, line in enumerate(text.split("\n"), start=start):
         if not line.strip():
             continue  # blank lines (a trailing one included) hold no record
         try:
@@ -642,12 +648,21 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]], val_parts=None, val_tokens=None) -> str:
+    """The token cache's key of a corpus held in memory (stream.digests computes the same from files)."""
     h = hashlib.sha256()
-    settings = {"format": CACHE_FORMAT, "tokenizer": cfg.tokenizer, "val_fraction": cfg.val_fraction}
+    settings = key_settings(cfg, [name for name, _ in parts + (val_parts or [])])
     if val_parts:  # a validation split of its own (a split layout, --val-data): its contents, not a fraction
         settings.update(
             val_fraction=None, val_tokens=val_tokens, val=_contents(hashlib.sha256(), val_parts).hexdigest()
         )
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    _contents(h, parts)
+    return h.hexdigest()[:32]
+
+
+def key_settings(cfg: DataConfig, names: list[str]) -> dict:
+    """The settings that decide a cache entry's tokens, beside the text."""
+    settings = {"format": CACHE_FORMAT, "tokenizer": cfg.tokenizer, "val_fraction": cfg.val_fraction}
     if cfg.tokenizer == "bpe":
         settings["vocab_size"] = cfg.vocab_size
     if cfg.tokenizer_file is not None:  # the file's contents, not its name: an edited file is a new entry
@@ -655,11 +670,9 @@ def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]], val_parts=None, v
         settings["tokenizer"] = "file " + hashlib.sha256(raw).hexdigest()
         if _truncates_or_pads(raw):  # encoded whole since, unlike the entries such a file made before
             settings["whole"] = True
-    if any(file_format(name) != "text" for name, _ in parts + (val_parts or [])):
+    if any(file_format(name) != "text" for name in names):
         settings["text_field"] = cfg.text_field
-    h.update(json.dumps(settings, sort_keys=True).encode())
-    _contents(h, parts)
-    return h.hexdigest()[:32]
+    return settings
 
 
 def _contents(h, parts: list[tuple[str, bytes]]):
@@ -719,17 +732,19 @@ def load_corpus(cfg: DataConfig) -> Corpus:
         print(f"modern-gpt: note: {src.note}", file=sys.stderr, flush=True)
     if src.tokens:
         return _token_corpus(cfg, src, folder)
-    if not src.train:
-        name, parts = read_raw(cfg)
-    else:
-        name, parts = src.name, read_files(src.train)
-    val_parts = read_files(src.validation) if src.validation else None
-    key = cache_key(cfg, parts, val_parts, src.val_tokens)
+    from . import stream
+
+    name = src.name
+    train_files = src.train or [Path(str(resources.files("modern_gpt").joinpath("smoke.txt")))]
+    index = stream.index_path(folder, cfg, train_files + src.validation)
+    known = stream.read_index(index)
+    if known is None or not (folder / known[0] / "meta.json").exists():  # the one full read of the corpus's bytes
+        known = stream.digests(cfg, train_files, src.validation, src.val_tokens)
+    key, hashes = known
     entry = folder / key
-    hashes = data_hashes(cfg, parts + (val_parts or []))
     for attempt in range(2):
         if not (entry / "meta.json").exists():
-            _build_cache_entry(cfg, parts, entry, val_parts, src.val_tokens)
+            _build_cache_entry(cfg, train_files, src, entry)
         try:
             if any(not_regular(entry / f) for f in ("meta.json", "tokens.npy", "tokenizer.json")):
                 raise OSError("not a regular file")  # a pipe put in the cache would block the read for ever
@@ -738,11 +753,13 @@ def load_corpus(cfg: DataConfig) -> Corpus:
             tokenizer = tokenizer_from_json(json.loads((entry / "tokenizer.json").read_text()))
             n = meta["train_tokens"]
             if "val_lost_chars" not in meta:  # an entry written before the count was kept
+                parts, val_parts = read_files(train_files), read_files(src.validation) or None
                 meta["val_lost_chars"] = lost_chars(tokenizer, _split(cfg, parts, val_parts)[1])
                 with contextlib.suppress(UserError):  # a cache that cannot be written counts again next time
                     write_json(entry / "meta.json", meta)
             train, val = all_ids.span(0, n), all_ids.span(n, len(all_ids))
             lost = meta["val_lost_chars"]
+            stream.write_index(index, key, hashes)
             return Corpus(
                 name,
                 key,
@@ -924,42 +941,17 @@ def _split(cfg: DataConfig, parts, val_parts) -> tuple[str, str]:
     return split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
 
 
-def _build_cache_entry(cfg: DataConfig, parts, entry: Path, val_parts=None, val_tokens: int | None = None) -> None:
-    train_text, val_text = _split(cfg, parts, val_parts)
-    tokenizer = train_tokenizer(cfg.tokenizer, train_text, cfg.vocab_size)
-    try:
-        train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
-        lost = lost_chars(tokenizer, val_text)
-    except EncodeError as e:  # named: the tokenizer and the corpus
-        raise EncodeError(f"--tokenizer {cfg.tokenizer}", cfg.path or "the smoke corpus", e.why) from None
-    val_chars = len(val_text)
-    if val_tokens is not None:
-        if val_tokens > len(val_ids):
-            raise DataError(
-                f"--val-data {cfg.val_data} asks for {val_tokens:,} tokens and its text holds {len(val_ids):,} "
-                f"with --tokenizer {cfg.tokenizer}; give at most {len(val_ids):,}."
-            )
-        val_ids = val_ids[:val_tokens]
-        val_chars = len(tokenizer.decode(val_ids))
-    top = max([tokenizer.vocab_size - 1] + [int(ids.max()) for ids in (train_ids, val_ids) if len(ids)])
-    if top >= tokenizer.vocab_size:  # no tokenizer should, but an id past the embedding must not reach training
-        raise DataError(f"the tokenizer gave the id {top}, outside its vocabulary of {tokenizer.vocab_size} ids.")
-    dtype = np.uint16 if top < 1 << 16 else np.uint32  # from the largest id, so that no id wraps round
-    # train_chars is read by nothing now; it stays so that earlier versions sharing the cache can read the entry
-    meta = {
-        "train_tokens": len(train_ids),
-        "train_chars": len(train_text),
-        "val_chars": val_chars,
-        "val_lost_chars": lost,
-        **asdict(cfg),
-    }
+def _build_cache_entry(cfg: DataConfig, train_files: list[Path], src: Sources, entry: Path) -> None:
+    """Tokenize the corpus into a new cache entry, streaming (stream.build), and put it in place atomically."""
+    from . import stream
+
     tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.parent / f".{entry.name}-{os.getpid()}-{secrets.token_hex(4)}"
         os.mkdir(tmp, 0o777)  # 0o777 less the umask, as any folder the user makes (mkdtemp's is 0700)
-        np.save(tmp / "tokens.npy", np.concatenate([train_ids, val_ids]).astype(dtype))
-        (tmp / "tokenizer.json").write_text(json.dumps(tokenizer.to_json()))
+        # train_chars is read by nothing now; it stays so that earlier versions sharing the cache can read the entry
+        meta = {**stream.build(cfg, train_files, src.validation, src.val_tokens, tmp), **asdict(cfg)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     except OSError as e:
         if tmp is not None:
@@ -967,6 +959,10 @@ def _build_cache_entry(cfg: DataConfig, parts, entry: Path, val_parts=None, val_
         raise DataError(
             f"cannot write the token cache in {entry.parent}: {e.strerror or e}; set --cache-dir."
         ) from None
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         os.rename(tmp, entry)  # atomic: a reader sees a whole entry or none
     except OSError:  # another process finished the same entry first
