@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from modern_gpt.core.config import DataConfig
-from modern_gpt.data import stream
+from modern_gpt.data import cache as stream
 from modern_gpt.data.corpus import (
     DataError,
     cache_key,

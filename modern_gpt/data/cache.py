@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import corpus as C
-from . import tokens
+from ..core.config import DataConfig
+from . import formats, tokenizing, tokens
+from . import text as T
 from .errors import DataError
 from .formats import COMPRESSED
 
@@ -29,13 +30,34 @@ BPE_SAMPLE = 1 << 26  # BPE learns its merges on the first 64 Mi characters of t
 BATCH = 16  # BPE chunks (about 64 KiB each) encoded per call: about 1 MiB of text in flight
 
 
+# Bump when the cached files change meaning (2: ids of gapped pretrained vocabularies no longer wrap). It is part
+# of every results folder's data_key too, so a bump makes every earlier folder refuse --resume: a change that
+# concerns a few entries keys those alone (see cache_key), and a count added later is computed on load.
+CACHE_FORMAT = 2
+
+
+def key_settings(cfg: DataConfig, names: list[str]) -> dict:
+    """The settings that decide a cache entry's tokens, beside the text."""
+    settings = {"format": CACHE_FORMAT, "tokenizer": cfg.tokenizer, "val_fraction": cfg.val_fraction}
+    if cfg.tokenizer == "bpe":
+        settings["vocab_size"] = cfg.vocab_size
+    if cfg.tokenizer_file is not None:  # the file's contents, not its name: an edited file is a new entry
+        raw = tokenizing.read_tokenizer_file(cfg.tokenizer_file)
+        settings["tokenizer"] = "file " + hashlib.sha256(raw).hexdigest()
+        if tokenizing._truncates_or_pads(raw):  # encoded whole since, unlike the entries such a file made before
+            settings["whole"] = True
+    if any(T.file_format(name) != "text" for name in names):
+        settings["text_field"] = cfg.text_field
+    return settings
+
+
 # ---------------------------------------------------------------------------
 # Reading: a file's text in pieces, as corpus.file_text gives it whole
 # ---------------------------------------------------------------------------
 def _byte_blocks(path: Path):
     kind = COMPRESSED.get(path.suffix.lower())
     if kind == "zstandard":  # not streamed: the package's reader is optional, and such files are rare
-        yield C.formats.decompress(path)
+        yield formats.decompress(path)
         return
     import bz2
     import gzip
@@ -65,7 +87,7 @@ def _text_blocks(path: Path):
     name, offset, cr = str(path), 0, ""
     decoder = codecs.getincrementaldecoder("utf-8")()
     for raw in _byte_blocks(path):
-        C.check_bytes(raw, name, offset)
+        T.check_bytes(raw, name, offset)
         try:
             text = decoder.decode(raw)
         except UnicodeDecodeError as e:
@@ -92,22 +114,22 @@ def _jsonl_blocks(path: Path, field: str):
         cut = text.rfind("\n") + 1
         whole, rest = text[:cut], text[cut:]
         if whole:
-            yield C._join_documents(C._jsonl_documents(str(path), whole, field, start=line))
+            yield T._join_documents(T._jsonl_documents(str(path), whole, field, start=line))
             line += whole.count("\n")
     if rest:
-        yield C._join_documents(C._jsonl_documents(str(path), rest, field, start=line))
+        yield T._join_documents(T._jsonl_documents(str(path), rest, field, start=line))
 
 
 def file_pieces(path: Path, field: str):
     """One file's text, as file_text gives it, in pieces: text and JSON lines streamed; parquet, CSV/TSV and
     Arrow files read one file at a time (nanochat's shards are about 100 MB each)."""
-    form = C.file_format(path.name)
+    form = T.file_format(path.name)
     if form == "text":
         yield from _text_blocks(path)
     elif form == "json lines":
         yield from _jsonl_blocks(path, field)
     else:
-        yield C.file_text(str(path), b"".join(_byte_blocks(path)), field)
+        yield T.file_text(str(path), b"".join(_byte_blocks(path)), field)
 
 
 def pieces(files: list[Path], field: str):
@@ -182,7 +204,7 @@ def digests(cfg, train: list[Path], val: list[Path], val_tokens) -> tuple[str, d
     for f in val:
         per[str(f)] = hashlib.sha256()
         _stream_into(f, [h_val, per[str(f)]])
-    settings = C.key_settings(cfg, [f.name for f in train + val])
+    settings = key_settings(cfg, [f.name for f in train + val])
     if val:
         settings.update(val_fraction=None, val_tokens=val_tokens, val=h_val.hexdigest())
     if cfg.tokenizer == "bpe" and sum(f.stat().st_size for f in train) > BPE_SAMPLE:  # trained on a sample
@@ -198,7 +220,7 @@ def digests(cfg, train: list[Path], val: list[Path], val_tokens) -> tuple[str, d
     return h_key.hexdigest()[:32], {
         "files": {k: h.hexdigest() for k, h in per.items()} if len(per) > 1 else None,
         "text_sha256": text,
-        "tokenizer_sha256": None if file is None else hashlib.sha256(C.read_tokenizer_file(file)).hexdigest(),
+        "tokenizer_sha256": None if file is None else hashlib.sha256(tokenizing.read_tokenizer_file(file)).hexdigest(),
     }
 
 
@@ -208,8 +230,8 @@ def index_path(folder: Path, cfg, files: list[Path]) -> Path:
 
     settings = {k: v for k, v in asdict(cfg).items() if k != "cache_dir"}
     if cfg.tokenizer_file is not None:  # its contents: small, and read anyway
-        settings["tokenizer"] = hashlib.sha256(C.read_tokenizer_file(cfg.tokenizer_file)).hexdigest()
-    ident = {"format": C.CACHE_FORMAT, "settings": settings, "files": [tokens.identity(f) for f in files]}
+        settings["tokenizer"] = hashlib.sha256(tokenizing.read_tokenizer_file(cfg.tokenizer_file)).hexdigest()
+    ident = {"format": CACHE_FORMAT, "settings": settings, "files": [tokens.identity(f) for f in files]}
     name = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
     return folder / "index" / f"{name}.json"
 
@@ -277,7 +299,8 @@ def survey(cfg, train_files, val_files) -> dict:
     nonblank = False
     for piece in pieces(train_files, cfg.text_field):
         if cfg.tokenizer == "char":
-            chars_at.append((total, len(piece), np.unique(np.frombuffer(piece.encode("utf-32-le"), "<u4"))))
+            codes = np.flatnonzero(np.bincount(np.frombuffer(piece.encode("utf-32-le"), "<u4")))
+            chars_at.append((total, len(piece), {int(c): piece.find(chr(c)) for c in codes}))
         if cfg.tokenizer == "bpe" and kept < BPE_SAMPLE:
             sample.append(piece[: BPE_SAMPLE - kept])
             kept += len(sample[-1])
@@ -290,20 +313,10 @@ def survey(cfg, train_files, val_files) -> dict:
     return {"total": total, "cut": cut, "chars_at": chars_at, "sample": "".join(sample)[:cut]}
 
 
-def _char_vocab(cfg, files, chars_at, cut: int) -> str:
-    """The characters of the training split: each piece's, and of the piece the cut falls in, its part before
-    the cut (read again)."""
-    codes = [c for at, n, c in chars_at if at + n <= cut]
-    straddles = [at for at, n, _ in chars_at if at < cut < at + n]
-    if straddles:
-        seen = 0
-        for piece in pieces(files, cfg.text_field):
-            if seen == straddles[0]:
-                codes.append(np.unique(np.frombuffer(piece[: cut - seen].encode("utf-32-le"), "<u4")))
-                break
-            seen += len(piece)
-    every = np.unique(np.concatenate(codes)) if codes else np.zeros(0, "<u4")
-    return "".join(map(chr, every.tolist()))
+def _char_vocab(chars_at, cut: int) -> str:
+    """The characters of the training split: each piece's before the cut, by where each first appears."""
+    seen = {c for at, n, first in chars_at for c, i in first.items() if at + i < cut}
+    return "".join(map(chr, sorted(seen)))
 
 
 def build(cfg, train_files: list[Path], val_files: list[Path], val_tokens, tmp: Path) -> dict:
@@ -311,11 +324,11 @@ def build(cfg, train_files: list[Path], val_files: list[Path], val_tokens, tmp: 
     info = survey(cfg, train_files, val_files)
     cut, total = info["cut"], info["total"]
     if cfg.tokenizer == "char":
-        tokenizer = C.CharTokenizer(_char_vocab(cfg, train_files, info["chars_at"], cut))
+        tokenizer = tokenizing.CharTokenizer(_char_vocab(info["chars_at"], cut))
     elif cfg.tokenizer == "bpe":
-        tokenizer = C.BPETokenizer.train(info["sample"], cfg.vocab_size)
+        tokenizer = tokenizing.BPETokenizer.train(info["sample"], cfg.vocab_size)
     else:
-        tokenizer = C.train_tokenizer(cfg.tokenizer, "", cfg.vocab_size)
+        tokenizer = tokenizing.train_tokenizer(cfg.tokenizer, "", cfg.vocab_size)
     del info
     out = NpyWriter(tmp / "tokens.npy", smallest_dtype(tokenizer.vocab_size))
     if val_files:
@@ -334,7 +347,7 @@ def build(cfg, train_files: list[Path], val_files: list[Path], val_tokens, tmp: 
     out.close(n_train + kept)
     if val_tokens is not None:
         ids = np.load(tmp / "tokens.npy", mmap_mode="r")[n_train:]
-        val_chars = C._decoded_chars(tokenizer, ids)
+        val_chars = tokenizing._decoded_chars(tokenizer, ids)
     (tmp / "tokenizer.json").write_text(json.dumps(tokenizer.to_json()))
     meta = {"train_tokens": n_train, "train_chars": cut, "val_chars": val_chars, "val_lost_chars": lost}
     if cfg.tokenizer == "bpe":
@@ -394,7 +407,9 @@ def _encode_batch(cfg, tokenizer, batch: list[str]) -> list[np.ndarray]:
     except BaseException as e:  # the library raises plain Exceptions, and a Rust panic as a BaseException
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
-        raise C.EncodeError(f"--tokenizer {cfg.tokenizer}", cfg.path or "the smoke corpus", C._first_line(e)) from None
+        raise tokenizing.EncodeError(
+            f"--tokenizer {cfg.tokenizer}", cfg.path or "the smoke corpus", T._first_line(e)
+        ) from None
     ids = [np.array(enc.ids, dtype=np.int64) for enc in encodings]
     top = max((int(i.max()) for i in ids if len(i)), default=-1)
     if top >= tokenizer.vocab_size:  # no tokenizer should, but an id past the embedding must not reach training
