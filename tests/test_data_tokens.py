@@ -3,6 +3,7 @@ llm.c / modded-nanogpt shards), read in place through memory maps; their vocabul
 sentence for a binary file given as text, and pickling by path (what a --jobs worker is sent)."""
 
 import gzip
+import json
 import pickle
 
 import numpy as np
@@ -116,6 +117,12 @@ def test_a_headerless_file_of_odd_size_is_refused(tmp_path):
         load_corpus(cfg(tmp_path / "train.bin", tmp_path))
 
 
+def test_a_tokenizer_to_train_on_token_files_is_refused(tmp_path):
+    ids(2_000).tofile(tmp_path / "train.bin")
+    with pytest.raises(DataError, match="holds token ids already, so --tokenizer bpe would tokenize nothing"):
+        load_corpus(cfg(tmp_path / "train.bin", tmp_path, tokenizer="bpe", vocab_size=512))
+
+
 def test_token_files_and_text_are_not_mixed(tmp_path):
     ids(2_000).tofile(tmp_path / "train.bin")
     (tmp_path / "val.txt").write_text("some text\n" * 100)
@@ -214,3 +221,17 @@ def test_a_val_data_shorter_than_one_window_is_one_sentence_before_training(run,
     assert_ablation_error(
         (code, out, err), "gives 10 validation tokens, fewer than one window of --context 16 needs (17)"
     )
+
+
+def test_with_its_tokenizer_file_token_files_count_the_characters_they_decode_to(tmp_path, capsys):
+    from modern_gpt.data.corpus import train_tokenizer
+
+    text = "the quick brown fox jumps over the lazy dog, twice: héllo wörld\n" * 300
+    bpe = train_tokenizer("bpe", text, 300)
+    (tmp_path / "tok.json").write_text(json.dumps(bpe.to_json()["tokenizers"]))
+    data = bpe.encode(text).astype(np.uint16)
+    data.tofile(tmp_path / "train.bin")
+    corpus = load_corpus(DataConfig(path=str(tmp_path / "train.bin"), tokenizer=str(tmp_path / "tok.json"),
+                                    cache_dir=str(tmp_path / "cache")))  # fmt: skip
+    assert corpus.tokenizer.vocab_size == bpe.vocab_size and "nats per token" not in capsys.readouterr().err
+    assert corpus.val_chars == len(bpe.decode(corpus.val[:]))  # bits per character, as for the text itself

@@ -291,6 +291,11 @@ def sources(cfg: DataConfig) -> Sources:
 def _token_corpus(cfg: DataConfig, src: Sources, folder: Path) -> Corpus:
     """Token files memory-mapped where they lie: the vocabulary from the tokenizer file, a declared --vocab-size
     (nonzero), or the largest id; every id checked against it once (remembered by the file's identity)."""
+    if cfg.tokenizer in ("byte", "bpe"):  # char is the default, and means nothing here
+        raise DataError(
+            f"{src.name} holds token ids already, so --tokenizer {cfg.tokenizer} would tokenize nothing; leave it "
+            "out, or give --tokenizer PATH/tokenizer.json (the ids' own tokenizer) for bits per character."
+        )
     tokenizer = PretrainedTokenizer.from_file(cfg.tokenizer_file) if cfg.tokenizer_file is not None else None
     declared = tokenizer.vocab_size if tokenizer else cfg.vocab_size if cfg.vocab_size > 0 else None
     wide = declared is not None and declared > 1 << 16
