@@ -235,3 +235,10 @@ def test_with_its_tokenizer_file_token_files_count_the_characters_they_decode_to
                                     cache_dir=str(tmp_path / "cache")))  # fmt: skip
     assert corpus.tokenizer.vocab_size == bpe.vocab_size and "nats per token" not in capsys.readouterr().err
     assert corpus.val_chars == len(bpe.decode(corpus.val[:]))  # bits per character, as for the text itself
+
+
+def test_a_damaged_shard_in_a_split_folder_is_the_one_line_on_stderr(run, tmp_path):
+    shard(tmp_path / "fineweb_train_000001.bin", ids(3_000))
+    shard(tmp_path / "fineweb_val_000000.bin", ids(3_000), count=2_999)
+    code, out, err = run("train", *TINY, "--data", tmp_path, "--out", "ck")
+    assert_user_error((code, out, err), "fineweb_val_000000.bin: its header counts 2,999 tokens")  # no note first

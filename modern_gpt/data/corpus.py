@@ -186,8 +186,6 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     cfg.validate()
     src = sources(cfg)
     folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
-    if src.note:
-        print(f"modern-gpt: note: {src.note}", file=sys.stderr, flush=True)
     if src.tokens:
         return _token_corpus(cfg, src, folder)
     name = src.name
@@ -216,6 +214,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
             train, val = all_ids.span(0, n), all_ids.span(n, len(all_ids))
             lost = meta["val_lost_chars"]
             cache.write_index(index, key, hashes)
+            _notes(src.note)
             return Corpus(
                 name,
                 key,
@@ -302,7 +301,7 @@ def _token_corpus(cfg: DataConfig, src: Sources, folder: Path) -> Corpus:
     train_files = [tokens.token_file(f, wide) for f in src.train]
     val_files = [tokens.token_file(f, wide) for f in src.validation]
     scans = {tf.path: tokens.scan(tf, folder) for tf in train_files + val_files}
-    vocab = _token_vocabulary(src.name, scans, declared, tokenizer is not None)
+    vocab, notes = _token_vocabulary(src.name, scans, declared, tokenizer is not None)
     train = TokenSpan(train_files)
     if val_files:
         val = TokenSpan(val_files)
@@ -335,7 +334,14 @@ def _token_corpus(cfg: DataConfig, src: Sources, folder: Path) -> Corpus:
     }
     val_chars = len(val) if tokenizer is None else _decoded_chars(tokenizer, val)
     tokenizer = tokenizer or IdsTokenizer(vocab)
+    _notes(src.note, f"{src.name}: {'; '.join(notes)}." if notes else "")  # once nothing is refused
     return Corpus(src.name, key, tokenizer, mapped(train), mapped(val), val_chars, 0, hashes, src.pinned, (train, val))
+
+
+def _notes(*notes: str) -> None:
+    for note in notes:
+        if note:
+            print(f"modern-gpt: note: {note}", file=sys.stderr, flush=True)
 
 
 def mapped(span: TokenSpan):
@@ -344,8 +350,9 @@ def mapped(span: TokenSpan):
     return span[:] if len({f.path for f in span.files}) <= 1 else span
 
 
-def _token_vocabulary(name: str, scans: dict, declared: int | None, has_tokenizer: bool) -> int:
-    """The vocabulary of token files: the declared one, which every id must lie under, or the largest id's."""
+def _token_vocabulary(name: str, scans: dict, declared: int | None, has_tokenizer: bool) -> tuple[int, list]:
+    """The vocabulary of token files (the declared one, which every id must lie under, or the largest id's),
+    and the notes to print."""
     top = max((s["max_id"] for s in scans.values()), default=-1)
     vocab = declared if declared is not None else top + 1
     if top >= vocab:
@@ -363,9 +370,7 @@ def _token_vocabulary(name: str, scans: dict, declared: int | None, has_tokenize
             "with no tokenizer file the losses are nats per token and the bits/char column holds bits per token; "
             "give --tokenizer PATH/tokenizer.json for bits per character"
         )
-    if notes:
-        print(f"modern-gpt: note: {name}: {'; '.join(notes)}.", file=sys.stderr, flush=True)
-    return vocab
+    return vocab, notes
 
 
 def _split(cfg: DataConfig, parts, val_parts) -> tuple[str, str]:
