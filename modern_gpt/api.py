@@ -122,8 +122,23 @@ def settings_of(
     file = config_values(config, smoke)
     paths = [*file.pop("plugins", []), *(plugins or [])]
     settings = with_plugins(resolve_values(file, {k: v for k, v in values.items() if k in ALL}), paths, components)
+    settings = token_vocabulary(settings)
     read = {k: v for k, v in file.items() if not other_options_ok or k in given}
     return settings, resolve_options(read, given, command, options) if options else AblationOptions()
+
+
+def token_vocabulary(settings: Settings) -> Settings:
+    """Token files whose vocabulary no --vocab-size declares take it from their largest id (vocab_size 0), not
+    from the bpe tokenizer's default."""
+    if "data.vocab_size" in settings.typed or not settings.data.path:
+        return settings
+    from dataclasses import replace
+
+    from .data.tokens import holds_tokens
+
+    if holds_tokens(settings.data.path):
+        settings.data = replace(settings.data, vocab_size=0)
+    return settings
 
 
 def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Settings:

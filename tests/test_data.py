@@ -87,7 +87,7 @@ def test_unreadable_files_are_clear_errors(tmp_path, cache_dir, content, message
 def test_missing_paths_and_empty_folders_are_clear_errors(tmp_path, cache_dir):
     with pytest.raises(DataError, match="does not exist"):
         load_corpus(DataConfig(path=str(tmp_path / "nope.txt"), cache_dir=cache_dir))
-    with pytest.raises(DataError, match=r"holds no .txt, .jsonl \(.ndjson, .json\) or .parquet files"):
+    with pytest.raises(DataError, match=r"holds no .txt, .jsonl \(.ndjson, .json\), .parquet, .csv"):
         load_corpus(DataConfig(path=str(tmp_path), cache_dir=cache_dir))
 
 
@@ -119,6 +119,7 @@ def test_the_second_load_hits_the_token_cache(tmp_path, cache_dir, monkeypatch):
 
     monkeypatch.setattr(data, "train_tokenizer", no_tokenizing)
     monkeypatch.setattr(data.BPETokenizer, "encode", no_tokenizing)
+    monkeypatch.setattr(data.BPETokenizer, "train", no_tokenizing)  # what the streamed build calls
     second = load_corpus(DataConfig(path=str(path), tokenizer="bpe", vocab_size=300, cache_dir=cache_dir))
     assert isinstance(second.train, np.memmap)
     assert np.array_equal(first.train, second.train) and np.array_equal(first.val, second.val)

@@ -74,7 +74,11 @@ def test_a_folder_reads_every_suffix_in_any_case_and_names_what_it_skips(tmp_pat
     assert corpus_text(folder) == "from a.JSONL\nfrom b.PARQUET\nfrom c.ndjson\nfrom d.Txt\n"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "skipped 2 files: " in err, err
-    assert "notes.md (not .txt, .jsonl (.ndjson, .json) or .parquet)" in err and "pipe.txt (a pipe (FIFO))" in err
+    assert (
+        "notes.md (not .txt, .jsonl (.ndjson, .json), .parquet, .csv, .tsv, .arrow (maybe compressed) or token (.bin, .npy))"
+        in err
+        and "pipe.txt (a pipe (FIFO))" in err
+    )
 
 
 def test_a_folder_reads_json_lines_and_skips_a_json_document_by_name(tmp_path, capsys):

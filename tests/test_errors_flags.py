@@ -105,7 +105,7 @@ def test_debug_shows_the_traceback():
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert (
         plain.stderr
-        == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a .txt, .jsonl (.ndjson, .json) or .parquet file, or a folder of them.\n"
+        == "modern-gpt: error: data path /nonexistent/corpus.txt does not exist; give a .txt, .jsonl (.ndjson, .json), .parquet, .csv, .tsv, .arrow (maybe compressed) or token (.bin, .npy) file, or a folder of them.\n"
     )
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataError" in debug.stderr
 

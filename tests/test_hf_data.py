@@ -192,7 +192,9 @@ def gapped_tokenizer(path, newline_id):
     return path
 
 
-@pytest.mark.parametrize("newline_id,dtype", [(100_000, "uint32"), (65_541, "uint32"), (40, "uint16")])
+@pytest.mark.parametrize(
+    "newline_id,dtype", [(100_000, "uint32"), (65_541, "uint32"), (40, "uint8")]
+)  # the smallest dtype that holds the vocabulary
 def test_a_gapped_vocabulary_spans_its_largest_id_and_no_id_wraps(tmp_path, cache_dir, newline_id, dtype):
     (tmp_path / "c.txt").write_text(GAP_TEXT, encoding="utf-8")
     tok = gapped_tokenizer(tmp_path / "tok.json", newline_id)

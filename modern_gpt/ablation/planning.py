@@ -324,7 +324,7 @@ class Spec:
         """meta.json's spec (checked against results.META_SCHEMA first); a key an older folder lacks takes its
         default. Its settings must be complete: a missing one would silently take its default, and runs be redone."""
         found = saved_settings_problem(d["settings"])
-        missing = [k for k in ALL if k.split(".")[1] not in d["settings"][k.split(".")[0]]]
+        missing = [k for k in ALL if k.split(".")[1] not in d["settings"][k.split(".")[0]] and k not in OPTIONAL]
         if found or missing:
             raise SpecError(
                 f"spec.settings: {found} (read from meta.json)" if found else f"spec.settings.{missing[0]} is missing"
@@ -584,11 +584,21 @@ def check_read(settings: Settings, models: list[tuple[str, ...]], plan: bool = F
     _check_windows(settings)
     # A typed --vocab-size with char, byte or a tokenizer file (whose vocabularies are fixed) would be ignored. A
     # config file's vocab_size is not refused: --tokenizer char over configs/mini.toml is a choice, not a slip.
-    if "data.vocab_size" in settings.typed and settings.data.tokenizer != "bpe":
+    if "data.vocab_size" in settings.typed and settings.data.tokenizer != "bpe" and not _token_data(settings):
         raise UserError(
             f"--vocab-size sizes the bpe tokenizer trained here alone, and the tokenizer is {settings.data.tokenizer}; "
             "add --tokenizer bpe, or leave out --vocab-size."
         )
+
+
+OPTIONAL = ("data.val_data",)  # saved only when set (Settings.to_dict): a folder without it has none
+
+
+def _token_data(settings: Settings) -> bool:
+    """Token files with no tokenizer file: --vocab-size declares their vocabulary."""
+    from ..data.tokens import holds_tokens
+
+    return settings.data.tokenizer_file is None and bool(settings.data.path) and holds_tokens(settings.data.path)
 
 
 def _check_windows(settings: Settings) -> None:

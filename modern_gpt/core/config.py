@@ -334,17 +334,27 @@ class DataConfig:
     # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
     path: str = setting(
         "",
-        "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order "
-        "(unset: the built-in smoke corpus)",
+        "a .txt, .jsonl (.ndjson, .json: JSON lines), .parquet, .csv, .tsv or .arrow file (each maybe .gz, .bz2, .xz, "
+        ".zst), token ids (.bin, .npy), or a folder of them (train*/validation*/test* files: split by name, test never "
+        "read) (unset: the built-in smoke corpus)",
     )
     tokenizer: str = setting(
         "char",
         "char | byte | bpe (trained locally on the training split) | PATH/tokenizer.json (a pretrained Hugging Face "
         "tokenizer file)",
     )
-    text_field: str = setting("text", "the field of each .jsonl object, and the .parquet column, that holds the text")
-    vocab_size: int = setting(1024, "vocabulary size the bpe tokenizer learns")
+    text_field: str = setting(
+        "text", "the field of each .jsonl object, and the .parquet, .csv, .tsv or .arrow column, that holds the text"
+    )
+    vocab_size: int = setting(
+        1024,
+        "vocabulary size the bpe tokenizer learns; with token files, their declared vocabulary (0: the largest id)",
+    )
     val_fraction: float = setting(0.1, "the last fraction of the text held out for validation")
+    val_data: str = setting(
+        "",
+        "the fixed evaluation set, PATH or PATH:TOKENS (text or token ids; its first TOKENS), instead of --val-fraction",
+    )
     cache_dir: str = setting("", "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)")
 
     def __post_init__(self) -> None:
@@ -368,6 +378,8 @@ class DataConfig:
             raise ConfigError("text_field must not be empty; give the .jsonl field (or .parquet column) of the text.")
         if not 0.0 < self.val_fraction < 1.0:
             raise ConfigError(f"val_fraction must be between 0 and 1, got {self.val_fraction}.")
+        if self.vocab_size < 0:
+            raise ConfigError(f"vocab_size must be 0 or more, got {self.vocab_size}.")
         if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
             raise ConfigError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
 

@@ -234,7 +234,10 @@ class Settings:
     typed: tuple[str, ...] = ()  # of those, the keys a flag set
 
     def to_dict(self) -> dict:
-        return {"model": self.model.to_dict(), "train": vars(self.train).copy(), "data": vars(self.data).copy()}
+        data = vars(self.data).copy()
+        if not data["val_data"]:  # no pinned evaluation set: saved (and hashed) as before --val-data existed
+            del data["val_data"]
+        return {"model": self.model.to_dict(), "train": vars(self.train).copy(), "data": data}
 
 
 def config_values(config: str | None, smoke: bool) -> dict[str, object]:
