@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from pathlib import Path
 
@@ -121,30 +120,6 @@ class MlflowBackend:
         self._batch(run_id, params=params, metrics=points)
         self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED", end)
         return run_id
-
-    def held(self, ids: list[str]) -> set[str]:
-        """Of these run ids, those the folder's experiment holds, not deleted and terminated (a run deleted in
-        MLflow's UI, or a store deleted and made again, holds none of them)."""
-        from mlflow.entities import ViewType
-
-        ids = [i for i in ids if re.fullmatch(r"[A-Za-z0-9_-]+", i)]  # a hand-edited id is no run (nor a quote)
-        out = set()
-        for at in range(0, len(ids), 100):  # an IN list of 100 per search
-            names = ", ".join(f"'{i}'" for i in ids[at : at + 100])
-            runs = self.client.search_runs(
-                [self.experiment_id], f"attributes.run_id IN ({names})", ViewType.ACTIVE_ONLY, max_results=100
-            )
-            out.update(r.info.run_id for r in runs if r.info.status in ("FINISHED", "FAILED"))
-        return out
-
-    def holds_summary(self) -> bool:
-        key = run_key(self.folder, self.tracked, None)
-        runs = self.client.search_runs([self.experiment_id], f"tags.`modern_gpt.key` = '{key}'")
-        return any(r.info.status == "FINISHED" for r in runs)
-
-    @property
-    def where(self) -> str:
-        return f"in the store {self.uri}"
 
     def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
         """The answer where the experiment opens: its description says which rows are better or worse (and the

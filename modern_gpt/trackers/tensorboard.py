@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..core.components import COMPONENTS
 from ..core.errors import UserError
 from .records import (
     ABOUT,
@@ -35,12 +36,8 @@ VERDICTS = "Verdicts"  # the text and the charts' sections: capitalised, they so
 # Of a run's settings, those HPARAMS leaves out (the run's text tab has them): it shows the first five hparams
 # that differ between runs, by name, and variant and verdict must be among them (lr stands for train.lr).
 FACTS = ("params", "mlp_width")
+SWITCHES = {f"model.{c}" for c in COMPONENTS}  # the components hparam names them: one column, not six
 HPARAMS = ".hparams"  # the suffix of a run's event file of hparams, written again with its row's verdict
-ASIDE = "tensorboard-damaged"  # beside tensorboard/ (TensorBoard would read it as runs inside): damaged run folders
-# What a run's event files hold once logged, as TensorBoard's loader reads them back: its final val_loss and the
-# tags text written last (a file cut short lacks it), and in the HPARAMS file the run's hparams entry.
-SERIES = {"final/val_loss", "tags/text_summary"}
-HPARAMS_TAG = "_hparams_/session_start_info"
 
 
 class TensorBoardBackend:
@@ -53,19 +50,15 @@ class TensorBoardBackend:
     def start(self, folder: Path, tracked: Tracked) -> None:
         self.folder, self.tracked = Path(folder), tracked
         self.root = self.folder / TB_DIR
-        self.damaged: dict[str, Path] = {}  # by run id: event folders held() found that do not read back
         _in_the_way(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _fresh(self, path: Path):
-        """A writer of a folder emptied of what an earlier, interrupted attempt wrote (no duplicate points); a
-        damaged run's folder (held) is moved aside instead, so that none of its points mix into the new ones."""
+        """A writer of a folder emptied of what an earlier, interrupted attempt wrote (no duplicate points)."""
         from torch.utils.tensorboard import SummaryWriter
 
         _in_the_way(path)
-        if path.resolve() in {p.resolve() for p in self.damaged.values()}:
-            _move_aside(path, self.folder / ASIDE / path.relative_to(self.root))
-        elif path.is_dir():
+        if path.is_dir():
             shutil.rmtree(path)
         path.mkdir(parents=True)
         return SummaryWriter(log_dir=str(path))
@@ -102,7 +95,7 @@ class TensorBoardBackend:
         params = {
             k: v if isinstance(v, (int, float, str, bool)) else str(v)
             for k, v in run_params(self.tracked, record).items()
-            if k not in FACTS and not (k == "train.lr" and "lr" in record)
+            if k not in FACTS and k not in SWITCHES and not (k == "train.lr" and "lr" in record)
         }
         if verdict is not None:
             params["verdict"] = verdict
@@ -113,33 +106,6 @@ class TensorBoardBackend:
                 writer.file_writer.add_summary(part)
         finally:
             writer.close()
-
-    def held(self, ids: list[str]) -> set[str]:
-        """Of these run ids (event folders, relative to the results folder), those whose event files TensorBoard's
-        loader reads back holding the run's series and hparams; a folder under tensorboard/ that has files but
-        not those is damaged (its events cut short, written over, or only the hparams file left)."""
-        out = set()
-        for i in ids:
-            path = self.folder / i
-            if _reads_back(self.root, path):
-                out.add(i)
-                self.damaged.pop(i, None)
-            elif _under(self.root, path) and path.is_dir() and any(path.iterdir()):
-                self.damaged[i] = path
-        return out
-
-    def holds_summary(self) -> bool:
-        path = self.root / "summary"
-        return path.is_dir() and any(_tags(f) for f in path.glob("events.out.tfevents.*") if f.is_file())
-
-    @property
-    def where(self) -> str:
-        """Where held() looks, and where the damaged run folders it found go when they are logged again."""
-        n = len(self.damaged)
-        if not n:
-            return f"in {self.root}"
-        go = "its folder goes" if n == 1 else "their folders go"
-        return f"in {self.root}; the event files of {n} of them do not read back, and {go} to {self.folder / ASIDE}"
 
     def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
         """summary/: the verdict table (the first entry of the Text tab), each row's numbers as scalars
@@ -203,51 +169,12 @@ class TensorBoardBackend:
         pass
 
 
-def _under(root: Path, path: Path) -> bool:
-    """A folder under root: not a hand-edited id that points elsewhere (nothing there is read or moved)."""
-    return path.resolve().is_relative_to(root.resolve()) and path.resolve() != root.resolve()
-
-
-def _reads_back(root: Path, path: Path) -> bool:
-    """An event folder under root whose files TensorBoard's own loader reads back as log_run wrote them: one
-    with the run's series (SERIES) and its HPARAMS file with the run's hparams entry."""
-    if not _under(root, path) or not path.is_dir():
-        return False
-    files = [f for f in path.glob("events.out.tfevents.*") if f.is_file()]
-    hparams = [f for f in files if f.name.endswith(HPARAMS)]
-    series = any(SERIES <= _tags(f) for f in files if f not in hparams)
-    return series and any(HPARAMS_TAG in _tags(f) for f in hparams)
-
-
-def _tags(path: Path) -> set[str]:
-    """The summary tags of an event file, read with TensorBoard's event-file loader, which stops at the first
-    record that is cut short or fails its checksum (nothing for a file of other bytes). Its Event protos as
-    written: the loader that migrates each to TensorBoard's newer summaries takes 3 times as long (~50 us an
-    event, against ~15 us)."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
-    try:
-        return {value.tag for event in LegacyEventFileLoader(str(path)).Load() for value in event.summary.value}
-    except Exception:  # unreadable, or a record that passes its checksum and is no Event (DecodeError)
-        return set()
-
-
 def _in_the_way(path: Path) -> None:
     """Something other than a folder where an event folder (or a folder above it) goes: one sentence naming it
     (logging again would fail the same way until it is moved)."""
     for p in (path, *path.parents):
         if os.path.lexists(p) and not p.is_dir():
             raise UserError(f"{p} is a file where TensorBoard writes an event folder; move or delete it first")
-
-
-def _move_aside(path: Path, to: Path) -> None:
-    """A damaged run folder moved to `to` (to-2, to-3, ... when an earlier one is there)."""
-    target, n = to, 1
-    while os.path.lexists(target):
-        n += 1
-        target = to.with_name(f"{to.name}-{n}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(path), str(target))
 
 
 def _table(rows: list[dict]) -> str:

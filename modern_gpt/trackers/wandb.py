@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import struct
-import time
-import zlib
 from pathlib import Path
 
 from ..core.errors import UserError
@@ -40,10 +36,6 @@ from .records import (
 WANDB_PROJECT = "modern-gpt"  # unless WANDB_PROJECT is set
 WANDB_OFFLINE = ("offline", "dryrun", "disabled")  # WANDB_MODE values that never reach the network
 WANDB_MODES = ("online", "offline", "dryrun", "disabled", "run", "shared")  # what wandb.init takes
-LOG_HEADER = b":W&B\xe1\xbe\x00"  # an offline run's log (run-<id>.wandb): ":W&B", 0xBEE1 (little-endian), version 0
-LOG_BLOCK = 32 * 1024
-LOG_WAIT_S = 10.0  # how long a finished offline run's log may take to be written out (wandb-core writes it late)
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4  # a log record's types: a whole record, or its parts
 
 
 def wandb_mode() -> str:
@@ -89,82 +81,6 @@ def _netrc_key() -> bool:
         return False
 
 
-def _offline_logs(root: Path, run_id: str) -> list[Path]:
-    """The logs (run-<id>.wandb) of the offline run folders of this id under root/wandb."""
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", run_id):  # a hand-edited id: no folder of it (and no glob pattern)
-        return []
-    return [log for log in (root / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb") if log.is_file()]
-
-
-def _offline_log(root: Path, run_id: str, needs: str | None = "val_loss") -> bool:
-    """An offline run folder of this id under root/wandb whose log reads back to its end (_log_records) as the
-    run of this id, finished (its exit record), with `needs` in its summary (a seed's run: its final val_loss,
-    which log_run always writes; None for the summary run)."""
-    for log in _offline_logs(root, run_id):
-        records = _log_records(log) or []
-        kinds: dict[str, list] = {}
-        for record in records:
-            kinds.setdefault(record.WhichOneof("record_type"), []).append(record)
-        summary = {i.key for r in kinds.get("summary", []) for i in r.summary.update}
-        ours = any(r.run.run_id == run_id for r in kinds.get("run", []))
-        if ours and "exit" in kinds and (needs is None or needs in summary):
-            return True
-    return False
-
-
-def _log_records(path: Path) -> list | None:
-    """The records of an offline run's log, parsed with wandb's own protobuf messages (wandb.proto), or None where
-    the file is not read to its end without a corrupt record. wandb 0.2x and 0.3x have no Python reader of the
-    log (wandb-core, in Go, writes it), so its framing, LevelDB's log, is read here (_log_chunks)."""
-    from google.protobuf.message import DecodeError
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    out, parts = [], []
-    for kind, chunk in _log_chunks(data):
-        if kind is None or (kind in (FULL, FIRST)) == bool(parts):  # corrupt, or a part out of its order
-            return None
-        parts.append(chunk)
-        if kind in (FULL, LAST):
-            try:
-                out.append(pb.Record.FromString(b"".join(parts)))
-            except DecodeError:
-                return None
-            parts = []
-    return None if parts else out
-
-
-def _log_chunks(data: bytes):
-    """(type, data) of each record of a W&B log: a 7-byte header (":W&B", 0xBEE1, version 0), then 32 KiB blocks
-    of records, each a CRC-32 of its type and data, a 2-byte length, a 1-byte type (full, or a first, middle or
-    last part) and its data; a block's last 6 bytes or fewer are zeros. (None, b"") at a corrupt one."""
-    if not data.startswith(LOG_HEADER):
-        yield None, b""
-        return
-    pos = len(LOG_HEADER)
-    while pos < len(data):
-        room = LOG_BLOCK - pos % LOG_BLOCK
-        if room < 7:  # too little for a record's header: zeros to the block's end
-            if data[pos : pos + room].strip(b"\0"):
-                yield None, b""
-                return
-            pos += room
-            continue
-        crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7].ljust(7, b"\0"))
-        chunk = data[pos + 7 : pos + 7 + length]
-        if kind not in (FULL, FIRST, MIDDLE, LAST) or len(chunk) < length or length > room - 7:
-            yield None, b""  # cut short, or bytes of something else
-            return
-        if zlib.crc32(chunk, zlib.crc32(bytes([kind]))) != crc:
-            yield None, b""
-            return
-        yield kind, chunk
-        pos += 7 + length
-
-
 def _wandb_tag(key: str, value) -> str:
     return f"{key}={value}"[:64]  # W&B's limit on a tag's length
 
@@ -191,7 +107,6 @@ class WandbBackend:
         self.root = wandb_root(self.folder)
         train = tracked.plan == TRAIN
         self.group = TRAIN_EXPERIMENT if train else self.folder.name
-        self.damaged: set[str] = set()  # run ids whose offline log held() found, and could not read back
 
     def _init(self, key: str, name: str, job_type: str, tags: list[str], config: dict):
         """A new W&B run with the id key, after removing an earlier attempt's offline folder of that id."""
@@ -239,54 +154,7 @@ class WandbBackend:
             run.summary.update(run_metrics(record))
         finally:
             run.finish(exit_code=1 if record.get("error") else 0)
-        self._written(run.id, "val_loss")
         return run.id
-
-    def _written(self, run_id: str, needs: str | None) -> None:
-        """Offline, wait until the run's log reads back (_offline_log): wandb's finish returns before wandb-core
-        has written it out (seen: its 7-byte header alone, for a run logged in the same process as another)."""
-        deadline = time.monotonic() + LOG_WAIT_S
-        while wandb_mode() in WANDB_OFFLINE and not _offline_log(self.root, run_id, needs):
-            if time.monotonic() > deadline:
-                return  # held() then finds no such run: the tracker failed
-            time.sleep(0.02)
-
-    def held(self, ids: list[str]) -> set[str]:
-        """Of these run ids, those W&B holds now: offline, an offline-run folder with its log under the root runs
-        go to now (WANDB_DIR or the results folder); online, a run of the project that W&B's API finds."""
-        if wandb_mode() in WANDB_OFFLINE:
-            out = {i for i in ids if _offline_log(self.root, i)}
-            self.damaged = (self.damaged - out) | {i for i in ids if i not in out and _offline_logs(self.root, i)}
-            return out
-        from wandb.apis.public.runs import RunNotFoundError
-
-        api = self.wandb.Api(timeout=15)
-        entity = os.environ.get("WANDB_ENTITY") or api.default_entity
-        out = set()
-        for i in ids:
-            try:
-                api.run(f"{entity}/{self.project}/{i}")
-                out.add(i)
-            except RunNotFoundError:  # any other error is the tracker's failure (Tracking switches it off)
-                pass
-        return out
-
-    def holds_summary(self) -> bool:
-        key = run_key(self.folder, self.tracked, None)
-        if wandb_mode() in WANDB_OFFLINE:
-            return _offline_log(self.root, key, needs=None)
-        return bool(self.held([key]))
-
-    @property
-    def where(self) -> str:
-        """Where held() looks, for the sentence that says what it lacks."""
-        if wandb_mode() not in WANDB_OFFLINE:
-            return f"in the project {self.project}"
-        n = len(self.damaged)
-        if not n:
-            return f"offline, in {self.root / 'wandb'}"
-        its = "its offline run folder, replaced" if n == 1 else "their offline run folders, replaced"
-        return f"offline, in {self.root / 'wandb'}; the logs of {n} of them do not read back: {its}"
 
     @property
     def project(self) -> str:
@@ -316,7 +184,6 @@ class WandbBackend:
             run.summary.update(verdicts)
         finally:
             run.finish()
-        self._written(key, None)
         for record in tracked_records(folder, self.name):
             row, counted = row_of(rows, record)
             if counted and row.get("verdict"):  # the reference row has none
