@@ -325,18 +325,25 @@ def claim_code(csv_name: str, columns: str, value: str, tests: list[Test], margi
         f'table = runs[~failed].pivot(index="seed", columns={lit(columns)}, values={lit(value)})  # a column per row',
         "",
         "",
-        "def p(row, ref):  # the paired t-test over the seeds both rows finished",
-        "    pair = table[[row, ref]].dropna()",
-        "    return ttest_rel(pair[row], pair[ref]).pvalue",
+        "def pairs(row, ref):  # the seeds both rows finished (none where every run of one failed)",
+        "    both = table.reindex(columns=[row, ref]).dropna()",
+        "    return both[row], both[ref]",
+        "",
+        "",
+        "def p(row, ref):  # the paired t-test over those seeds; NaN under two pairs, as in the table",
+        "    a, b = pairs(row, ref)",
+        '    return ttest_rel(a, b).pvalue if len(a) >= 2 else float("nan")',
     ]
     if margin:
         lines += [
             "",
             "",
             f"def p_same(row, ref, margin={float(margin)!r}):  # two one-sided tests of |Δ| < margin",
-            "    d = (table[row] - table[ref]).dropna()",
-            '    above = ttest_1samp(d, -margin, alternative="greater").pvalue',
-            '    return max(above, ttest_1samp(d, margin, alternative="less").pvalue)',
+            "    a, b = pairs(row, ref)",
+            "    if len(a) < 2:",
+            '        return float("nan")',
+            '    above = ttest_1samp(a - b, -margin, alternative="greater").pvalue',
+            '    return max(above, ttest_1samp(a - b, margin, alternative="less").pvalue)',
         ]
     lines += ["", ""]
     for t in tests:
@@ -347,6 +354,8 @@ def claim_code(csv_name: str, columns: str, value: str, tests: list[Test], margi
 
 
 def _says(row) -> str:
+    if not math.isfinite(row.p):
+        return f"the table has no p (fewer than two pairs finished): {row.verdict or 'no verdict'}"
     adj = "" if not math.isfinite(row.p_adj) else f", p_adj {row.p_adj:.4g}"
     return f"the table's p {row.p!r}{adj}: {row.verdict or 'no verdict'}"
 
@@ -391,7 +400,10 @@ def _plan_lines(rep, keys: list) -> list[str]:
     names = [r.name for r in rep.design.rows]
     if rep.spec.plan == "power" and len(keys) > 1 and rep.summary[1].pairs >= 2:
         sd = rep.summary[1].sd
-        return [f"print((table[{keys[1]}] - table[{keys[0]}]).dropna().std())  # the paired sd of two inits: {sd!r}"]
+        return [
+            f"second, first = pairs({keys[1]}, {keys[0]})",
+            f"print((second - first).std())  # the paired sd of two inits: {sd!r}",
+        ]
     if rep.duel and "modern" in names and "classic" in names:
         a, b = keys[names.index("modern")], keys[names.index("classic")]
         change = rep.duel["perplexity_change"]
@@ -399,7 +411,8 @@ def _plan_lines(rep, keys: list) -> list[str]:
             "",
             "import math",
             "",
-            f"print(math.exp((table[{a}] - table[{b}]).dropna().mean()) - 1)  # the perplexity change: {change!r}",
+            f"modern, classic = pairs({a}, {b})",
+            f"print(math.exp((modern - classic).mean()) - 1)  # the perplexity change: {change!r}",
         ]
     return []
 
