@@ -274,7 +274,8 @@ def test_tensorboard_custom_scalars_chart_each_rows_delta_with_its_ci_band(track
     table = _summary(folder)
     (first, everyone), (second, per_row) = _layout(events).items()
     assert first.startswith("Verdicts: ") and second == "Verdicts by row"
-    ((series,),) = everyone.values()
+    ((chart, (series,)),) = everyone.items()
+    assert chart.endswith("(step 1 = classic (placebo), 2 = rope)")  # issue 44 §10: the chart names its rows
     value, low, high = (
         [(p.step, p.value) for p in events.Scalars(t)] for t in (series.value, series.lower, series.upper)
     )

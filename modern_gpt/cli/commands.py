@@ -693,15 +693,14 @@ def judge(
         if margin is not None:
             raise UserError("--margin is in the metric's units for one size; for a ladder give --trend-margin.")
         ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
-        _judge_ladder(file, settings, ladder, fmt, html, markdown, force)
-        return
+        return _judge_ladder(file, settings, ladder, fmt, html, markdown, force)
     design, runs, rows, notes = _judging(file, judge_file_runs, settings)
     _print_judged(settings, design, rows, notes, fmt)
     if html or markdown:
         from .share import _file_facts, judged_page
 
-        name, data, _ = _file_facts(file)
-        _write_pages(judged_page(design, settings, runs, rows, notes, name, data), html, markdown, [file], force)
+        page = judged_page(design, settings, runs, rows, notes, *_file_facts(file)[:2])
+        _write_pages(page, html, markdown, [file], force)
 
 
 def _judging(file: Path, judged, *settings):

@@ -206,7 +206,7 @@ main { margin: 0 auto; padding: 24px; width: max-content; max-width: calc(100vw 
 p, ul, figure, details { max-width: 1100px; } .answer { font-size: 1.1em; font-weight: 600; margin: 8px 0 16px; }
 h1 { font-size: 1.45em; margin: 0 0 4px; } h2 { font-size: 1.15em; margin: 32px 0 8px; }
 .kind, .dim, figcaption { color: var(--dim); }
-table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 14px; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
 th { background: var(--soft); } .l { text-align: left; }
 caption { text-align: left; font-weight: 600; padding: 6px 0; caption-side: top; white-space: normal; }

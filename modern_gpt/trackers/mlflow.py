@@ -47,11 +47,9 @@ LAYOUT = (
 
 
 class MlflowBackend:
-    """One MLflow experiment per results folder (named after it), one run per (row, seed), logged as each run
-    finishes; once the table is written, a run per table row (tags.kind row) with that row's seeds nested under
-    it, a run named "summary" (tags.kind summary), and the experiment's description: opening the experiment
-    shows the answer (log_summary). Neither kind of run is a training run: they have no variant tag, and
-    judge leaves them out."""
+    """One MLflow experiment per results folder, a run per (row, seed); once the table is written, a run per
+    table row (tags.kind row, its seeds nested under it), a "summary" run and the answer as the description.
+    judge leaves out both kinds (they have no variant tag)."""
 
     name = "mlflow"
 

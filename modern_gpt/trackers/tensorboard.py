@@ -159,9 +159,8 @@ class TensorBoardBackend:
             charts[row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
         if not charts:
             return {}
-        by_row = {
-            "every row: Δ val and its 95% CI against the row's reference (step = the run row)": ["Margin", everyone]
-        }
+        steps = ", ".join(f"{row_tag(self.tracked, r)} = {r['variant']}" for r in rows if "ci_low" in row_stats(r))
+        by_row = {f"every row: Δ val and its 95% CI against the row's reference (step {steps})": ["Margin", everyone]}
         in_order = dict(reversed(charts.items()))  # CUSTOM SCALARS draws a section's charts last first
         return {f"{VERDICTS}: {answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
 

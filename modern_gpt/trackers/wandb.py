@@ -86,17 +86,9 @@ def _wandb_tag(key: str, value) -> str:
 
 
 class WandbBackend:
-    """Offline unless WANDB_MODE says otherwise: nothing reaches the network and no login is needed; `wandb sync`
-    uploads the run folders later. An ablation is one W&B group (named after its results folder) in the project modern-gpt
-    (or WANDB_PROJECT): one W&B run per (row, seed), tagged folder=, plan=, row= and variant=, with its settings as
-    config, its curves as history and its final metrics in its summary, and once the table is written its row's
-    verdict (config.verdict and a tag verdict=); and one run named "summary" (job type summary) holding the
-    verdict table (wandb.Table "verdicts": variant, verdict, delta_val, ci_low, ci_high, p, p_adj, mde, reference,
-    its numbers typed) and summary.csv as tables, curves.png and lr.png as images, and each row's Δ, CI, p,
-    p_adj, mde and verdict in its summary (rowNN.verdict), which the W&B runs table shows and filters.
-
-    A run's W&B id is its run_key, so logging it again (a kill after logging and before its run file was
-    written) replaces the earlier offline folder instead of adding a second run."""
+    """One W&B group per results folder, offline unless WANDB_MODE says otherwise (`wandb sync` uploads later):
+    a run per (row, seed), its id the run's key (logging it again replaces it), then its row's verdict; and a
+    run named "summary" with the verdict table (wandb.Table "verdicts"), summary.csv and the figures."""
 
     name = "wandb"
 
@@ -130,9 +122,8 @@ class WandbBackend:
         )
 
     def log_run(self, record: dict, verdict: str | None = None) -> str:
-        """One run; with its row's verdict (log_summary), the same run again, the verdict in its config and
-        tags: offline, its folder is written anew (an offline run cannot be reopened); online, the run is
-        resumed and its history, already there, is not sent twice."""
+        """One run; with its row's verdict (log_summary), the same run again, the verdict in its config and tags
+        (offline, its folder is written anew; online, the run is resumed and its history not sent twice)."""
         tags = run_tags(self.tracked, record, self.folder)
         key = tags.pop("modern_gpt.key")
         if verdict is not None:
