@@ -8,29 +8,7 @@ from pathlib import Path
 
 from ..core.components import COMPONENTS
 from ..core.errors import UserError
-from .records import (
-    ABOUT,
-    TB_DIR,
-    Margins,
-    Tracked,
-    answer,
-    artifacts,
-    curve,
-    named,
-    row_of,
-    row_stats,
-    row_tag,
-    row_title,
-    run_metrics,
-    run_params,
-    run_tags,
-    several_lrs,
-    slug,
-    summary_cells,
-    tracked_ids,
-    tracked_records,
-    verdict_table,
-)
+from . import records as rec
 
 VERDICTS = "Verdicts"  # the text and the charts' sections: capitalised, they sort before the lower-case ones
 # Of a run's settings, those HPARAMS leaves out (the run's text tab has them): it shows the first five hparams
@@ -47,9 +25,9 @@ class TensorBoardBackend:
 
     name = "tensorboard"
 
-    def start(self, folder: Path, tracked: Tracked) -> None:
+    def start(self, folder: Path, tracked: rec.Tracked) -> None:
         self.folder, self.tracked = Path(folder), tracked
-        self.root = self.folder / TB_DIR
+        self.root = self.folder / rec.TB_DIR
         _in_the_way(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
 
@@ -64,20 +42,24 @@ class TensorBoardBackend:
         return SummaryWriter(log_dir=str(path))
 
     def run_dir(self, record: dict) -> Path:
-        lr = f"-lr{record['lr']:g}" if several_lrs(self.tracked) and isinstance(record.get("lr"), (int, float)) else ""
-        return self.root / f"{record['row']:02d}-{slug(record['variant'])}{lr}" / f"seed{record['seed']}"
+        lr = (
+            f"-lr{record['lr']:g}"
+            if rec.several_lrs(self.tracked) and isinstance(record.get("lr"), (int, float))
+            else ""
+        )
+        return self.root / f"{record['row']:02d}-{rec.slug(record['variant'])}{lr}" / f"seed{record['seed']}"
 
     def log_run(self, record: dict) -> str:
         path = self.run_dir(record)
         writer = self._fresh(path)
         try:
-            for step, name, value in curve(record):
+            for step, name, value in rec.curve(record):
                 writer.add_scalar(name, value, step)
             step = int(record.get("steps_done") or 0)
-            for key, value in run_metrics(record).items():
+            for key, value in rec.run_metrics(record).items():
                 writer.add_scalar(f"final/{key}", value, step)
             facts = {k: record[k] for k in FACTS if record.get(k) is not None}
-            writer.add_text("tags", _markdown({**run_tags(self.tracked, record, self.folder), **facts}), step)
+            writer.add_text("tags", _markdown({**rec.run_tags(self.tracked, record, self.folder), **facts}), step)
         finally:
             writer.close()
         self._hparams(path, record)
@@ -94,55 +76,55 @@ class TensorBoardBackend:
             old.unlink()
         params = {
             k: v if isinstance(v, (int, float, str, bool)) else str(v)
-            for k, v in run_params(self.tracked, record).items()
+            for k, v in rec.run_params(self.tracked, record).items()
             if k not in FACTS and k not in SWITCHES and not (k == "train.lr" and "lr" in record)
         }
         if verdict is not None:
             params["verdict"] = verdict
         writer = SummaryWriter(log_dir=str(path), filename_suffix=HPARAMS)
         try:
-            _, start, end = hparams(params, {f"final/{k}": v for k, v in run_metrics(record).items()})
+            _, start, end = hparams(params, {f"final/{k}": v for k, v in rec.run_metrics(record).items()})
             for part in (start, end):  # no experiment summary: TensorBoard then lists first what differs
                 writer.file_writer.add_summary(part)
         finally:
             writer.close()
 
-    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
+    def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
         """summary/: the verdict table (the first entry of the Text tab), each row's numbers as scalars
         (row/NN-variant/delta_val, ...), and CUSTOM SCALARS' layout: a margin chart of every row's Δ and CI
         (step = the run row), and one per row named by its verdict (across the looks of --seeds auto or the
         learning rates of --lrs, where there are several); the figures under Images; and each seed's HPARAMS
         entry given its row's verdict."""
-        rows = named(summary_cells(summary))
-        margins = margins or Margins()
+        rows = rec.named(rec.summary_cells(summary))
+        margins = margins or rec.Margins()
         writer = self._fresh(self.root / "summary")
         try:
             if rows:
-                title = f"**{answer(rows)}**"
-                writer.add_text(VERDICTS, f"{title}\n\n{verdict_table(rows)}\n\n{ABOUT}", 0)
+                title = f"**{rec.answer(rows)}**"
+                writer.add_text(VERDICTS, f"{title}\n\n{rec.verdict_table(rows)}\n\n{rec.ABOUT}", 0)
                 writer.add_text("summary.csv", _table(rows), 0)
             layout = self._scalars(writer, rows, margins)
             if layout:
                 writer.add_custom_scalars(layout)
-            for path in artifacts(folder):
+            for path in rec.artifacts(folder):
                 if path.suffix == ".png":
                     import matplotlib.image
 
                     writer.add_image(path.stem, matplotlib.image.imread(path)[..., :3], 0, dataformats="HWC")
         finally:
             writer.close()
-        for record in tracked_records(folder, self.name):
-            row, counted = row_of(rows, record)
-            self._hparams(self.folder / tracked_ids(record)[self.name], record, row["verdict"] if counted else "")
+        for record in rec.tracked_records(folder, self.name):
+            row, counted = rec.row_of(rows, record)
+            self._hparams(self.folder / rec.tracked_ids(record)[self.name], record, row["verdict"] if counted else "")
 
-    def _scalars(self, writer, rows: list[dict[str, str]], margins: Margins) -> dict:
+    def _scalars(self, writer, rows: list[dict[str, str]], margins: rec.Margins) -> dict:
         """Each row's numbers as scalars, and the custom scalars layout that charts them."""
         # lower case: TIME SERIES, which TensorBoard opens on, lists its groups by name, the runs' curves first
         everyone = [f"table/{k}" for k in ("delta_val", "ci_low", "ci_high")]
         charts = {}
         for row in rows:
-            stats, tag = row_stats(row), row_tag(self.tracked, row)
-            name = f"{tag:02d}-{slug(row['variant'])}"
+            stats, tag = rec.row_stats(row), rec.row_tag(self.tracked, row)
+            name = f"{tag:02d}-{rec.slug(row['variant'])}"
             for key, value in stats.items():
                 writer.add_scalar(f"row/{name}/{key}", value, 0)
             if "ci_low" not in stats:
@@ -156,13 +138,15 @@ class TensorBoardBackend:
                 for step, *values in points:
                     for key, value in zip(series, values, strict=True):
                         writer.add_scalar(key, value, step)
-            charts[row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
+            charts[rec.row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
         if not charts:
             return {}
-        steps = ", ".join(f"{row_tag(self.tracked, r)} = {r['variant']}" for r in rows if "ci_low" in row_stats(r))
+        steps = ", ".join(
+            f"{rec.row_tag(self.tracked, r)} = {r['variant']}" for r in rows if "ci_low" in rec.row_stats(r)
+        )
         by_row = {f"every row: Δ val and its 95% CI against the row's reference (step {steps})": ["Margin", everyone]}
         in_order = dict(reversed(charts.items()))  # CUSTOM SCALARS draws a section's charts last first
-        return {f"{VERDICTS}: {answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
+        return {f"{VERDICTS}: {rec.answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
 
     def close(self) -> None:
         pass

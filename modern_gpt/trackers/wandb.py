@@ -7,28 +7,7 @@ import shutil
 from pathlib import Path
 
 from ..core.errors import UserError
-from .records import (
-    TRAIN,
-    TRAIN_EXPERIMENT,
-    Tracked,
-    artifacts,
-    curve,
-    named,
-    row_of,
-    row_stats,
-    row_tag,
-    run_key,
-    run_metrics,
-    run_name,
-    run_params,
-    run_tags,
-    several_lrs,
-    summary_cells,
-    table_rows,
-    tracked_ids,
-    tracked_records,
-    verdict_columns,
-)
+from . import records as rec
 
 # ---------------------------------------------------------------------------
 # Weights & Biases
@@ -92,13 +71,13 @@ class WandbBackend:
 
     name = "wandb"
 
-    def start(self, folder: Path, tracked: Tracked) -> None:
+    def start(self, folder: Path, tracked: rec.Tracked) -> None:
         import wandb
 
         self.wandb, self.folder, self.tracked = wandb, Path(folder), tracked
         self.root = wandb_root(self.folder)
-        train = tracked.plan == TRAIN
-        self.group = TRAIN_EXPERIMENT if train else self.folder.name
+        train = tracked.plan == rec.TRAIN
+        self.group = rec.TRAIN_EXPERIMENT if train else self.folder.name
 
     def _init(self, key: str, name: str, job_type: str, tags: list[str], config: dict):
         """A new W&B run with the id key, after removing an earlier attempt's offline folder of that id."""
@@ -124,25 +103,31 @@ class WandbBackend:
     def log_run(self, record: dict, verdict: str | None = None) -> str:
         """One run; with its row's verdict (log_summary), the same run again, the verdict in its config and tags
         (offline, its folder is written anew; online, the run is resumed and its history not sent twice)."""
-        tags = run_tags(self.tracked, record, self.folder)
+        tags = rec.run_tags(self.tracked, record, self.folder)
         key = tags.pop("modern_gpt.key")
         if verdict is not None:
-            key = tracked_ids(record).get(self.name) or key  # the run its file records
-        keys = ("folder", "plan", "row", "variant", *(("lr",) if several_lrs(self.tracked) and "lr" in tags else ()))
+            key = rec.tracked_ids(record).get(self.name) or key  # the run its file records
+        keys = (
+            "folder",
+            "plan",
+            "row",
+            "variant",
+            *(("lr",) if rec.several_lrs(self.tracked) and "lr" in tags else ()),
+        )
         labels = [_wandb_tag(k, tags[k]) for k in keys]
-        config = {**{k: v for k, v in tags.items() if v}, **run_params(self.tracked, record), "row": record["row"]}
+        config = {**{k: v for k, v in tags.items() if v}, **rec.run_params(self.tracked, record), "row": record["row"]}
         if verdict is not None:
             labels.append(_wandb_tag("verdict", verdict))
             config["verdict"] = verdict
-        run = self._init(key, run_name(self.tracked, record), "run", labels, config)
+        run = self._init(key, rec.run_name(self.tracked, record), "run", labels, config)
         try:
             if verdict is None or wandb_mode() in WANDB_OFFLINE:
                 steps: dict[int, dict[str, float]] = {}
-                for step, name, value in curve(record):
+                for step, name, value in rec.curve(record):
                     steps.setdefault(step, {})[name] = value
                 for step in sorted(steps):
                     run.log(steps[step], step=step)
-            run.summary.update(run_metrics(record))
+            run.summary.update(rec.run_metrics(record))
         finally:
             run.finish(exit_code=1 if record.get("error") else 0)
         return run.id
@@ -155,36 +140,36 @@ class WandbBackend:
         """The summary run: the verdict table (variant, verdict, Δ, CI, p, p_adj, mde, reference: typed
         columns) and summary.csv as wandb.Table's, the figures, and each row's numbers in its summary
         (row02.verdict, row02.delta_val, ...); then every seed's run gets its row's verdict (log_run)."""
-        rows = named(summary_cells(summary))
-        key = run_key(folder, self.tracked, None)
+        rows = rec.named(rec.summary_cells(summary))
+        key = rec.run_key(folder, self.tracked, None)
         plan = self.tracked.plan
         labels = [_wandb_tag("folder", Path(folder).name), _wandb_tag("plan", plan), "summary"]
         run = self._init(key, "summary", "summary", labels, {"folder": Path(folder).name, "plan": plan})
         try:
             logged = self._tables(rows) if rows else {}
-            for path in artifacts(folder):
+            for path in rec.artifacts(folder):
                 if path.suffix == ".png":
                     logged[path.stem] = self.wandb.Image(str(path))
             if logged:
                 run.log(logged)
             verdicts = {}
             for row in rows:
-                at = f"row{row_tag(self.tracked, row):02d}"
+                at = f"row{rec.row_tag(self.tracked, row):02d}"
                 verdicts.update({f"{at}.variant": row["variant"], f"{at}.verdict": row.get("verdict") or ""})
-                verdicts.update({f"{at}.{k}": v for k, v in row_stats(row).items()})
+                verdicts.update({f"{at}.{k}": v for k, v in rec.row_stats(row).items()})
             run.summary.update(verdicts)
         finally:
             run.finish()
-        for record in tracked_records(folder, self.name):
-            row, counted = row_of(rows, record)
+        for record in rec.tracked_records(folder, self.name):
+            row, counted = rec.row_of(rows, record)
             if counted and row.get("verdict"):  # the reference row has none
                 self.log_run(record, row["verdict"])
 
     def _tables(self, rows: list[dict[str, str]]) -> dict:
         """The verdict table, its numbers typed (the W&B table sorts and plots them), and summary.csv's cells."""
-        columns, cells = verdict_columns(rows), list(rows[0])
+        columns, cells = rec.verdict_columns(rows), list(rows[0])
         return {
-            "verdicts": self.wandb.Table(columns=list(columns), data=table_rows(columns)),
+            "verdicts": self.wandb.Table(columns=list(columns), data=rec.table_rows(columns)),
             "summary": self.wandb.Table(columns=cells, data=[[r.get(c, "") for c in cells] for r in rows]),
         }
 
