@@ -182,7 +182,7 @@ def test_the_pages_command_gives_the_tables_p_adj_and_verdicts(kind, folders, tm
     assert close(list(judged["p_adj"]), [r.p_adj for r in result.table.summary])
 
 
-@pytest.mark.parametrize("kind", ["ablate", "duel", "power"])
+@pytest.mark.parametrize("kind", ["ablate", "lrs", "power", "duel", "damaged"])  # auto's looks would disagree
 def test_the_claim_test_runs_on_a_folder_whose_runs_all_diverged(kind, folders, tmp_path, capsys, monkeypatch):
     """Issue 43, class 6: every run diverged, the page said "the table's p nan" and its Python block raised
     KeyError (no row left in the pivoted table). Now it prints NaN where the table has no p, and so does the
@@ -194,14 +194,15 @@ def test_the_claim_test_runs_on_a_folder_whose_runs_all_diverged(kind, folders, 
         path.write_text(json.dumps({**record, "diverged": True, **dict.fromkeys(losses, float("nan"))}))
     result = modern_gpt.report(folder)
     page = modern_gpt.share(result)
-    assert "the table's p nan" not in page.facts.claim.code and "fewer than two pairs" in page.facts.claim.code
-    printed = run_claim(page.html(), tmp_path / "claim")
-    assert printed and all(math.isnan(x) for x in printed)
+    code = page.facts.claim.code
+    assert "the table's p nan" not in code and ("fewer than two pairs" in code or "no learning rate chosen" in code)
+    printed = run_claim(page.html(), tmp_path / "claim")  # over a grid: nothing to test, and the code says why
+    assert all(math.isnan(x) for x in printed) and (printed or kind == "lrs")
     assert all(math.isnan(r.p) for r in result.table.summary)  # the table has no p either
     command = page.facts.claim.command.split()
     monkeypatch.chdir(tmp_path / "claim")
     code, out, err = run_main(capsys, monkeypatch, *command[1:], "--format", "csv")
-    assert code == 0 and "Traceback" not in err, err
+    assert code == 0 and "Traceback" not in err, err  # judge on the CSV, or report on the folder
 
 
 @pytest.mark.parametrize("kind", ["ablate", "duel", "auto"])

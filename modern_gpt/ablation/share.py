@@ -390,7 +390,12 @@ def folder_claim(rep, folder) -> Claim:
         for b, r in enumerate(d.rows)
         if r.reference is not None and keys[b] is not None and keys[r.reference] is not None
     ]
-    extra = _plan_lines(rep, keys) + extra
+    unchosen = [  # over a learning-rate grid, a row whose every run failed has no rate to test it at
+        f"# {_safe(r.name)}: no learning rate chosen (its runs all failed), so the table has no p"
+        for b, r in enumerate(d.rows)
+        if r.reference is not None and (keys[b] is None or keys[r.reference] is None)
+    ]
+    extra = _plan_lines(rep, keys) + unchosen + extra
     code = claim_code(CSV_NAME, columns, value, tests, d.margin, extra)
     return Claim(code, *_folder_command(rep, folder))
 
@@ -436,6 +441,13 @@ def _folder_command(rep, folder) -> tuple[str, str]:
             f"p_adj adjusts the component rows' p together by {rule} (the placebo is tested alone), which is not in "
             "SciPy; judge needs a run of every row at every seed and this folder lacks some (the footnotes say "
             "which), so report on the folder prints p_adj and the verdicts.",
+        )
+    if d.sweep is not None and any(r.lr not in d.sweep.lrs for r in d.rows):
+        return (
+            f"modern-gpt report {shlex.quote(str(folder))}",
+            f"p_adj adjusts the component rows' p together by {rule}, which is not in SciPy; a row whose runs all "
+            "failed has no learning rate chosen, so the runs the table read are not one file judge can read, and "
+            "report on the folder prints p_adj and the verdicts.",
         )
     if d.sweep is not None:
         return (
