@@ -638,6 +638,13 @@ RUNG_COL_HELP = (
     "The column naming each run's rung \\[default: rung if FILE has it, else each variant's distinct computes]."
 )
 JUDGE_MARGIN_HELP = "In the metric's units: also call a row 'same' when an equivalence test shows |Δ| < this."
+PUBLISHED = "Published runs"
+THRESHOLD_HELP = (
+    "Test each variant's claim that its mean is below this target (above, with --higher-is-better): a one-sided "
+    "one-sample t-test, adjusted across the variants, e.g. the NanoGPT speedrun's 3.28 with --alpha 0.01."
+)
+AT_STEP_HELP = "A folder of logs: each run's evaluation at this step \\[default: its last]."
+LOG_PATTERN_HELP = "A folder of logs in another format: a regex matched at a line's start, with a group (?P<loss>...)."
 
 
 @app.command()
@@ -659,6 +666,9 @@ def judge(
     rung_col: Annotated[str | None, typer.Option(help=RUNG_COL_HELP, rich_help_panel=LADDER)] = None,
     trend_margin: Annotated[float | None, typer.Option(help=TREND_MARGIN_HELP, rich_help_panel=LADDER)] = None,
     target_compute: Annotated[float | None, typer.Option(help=TARGET_HELP, rich_help_panel=LADDER)] = None,
+    threshold: Annotated[float | None, typer.Option(help=THRESHOLD_HELP, rich_help_panel=PUBLISHED)] = None,
+    at_step: Annotated[int | None, typer.Option(help=AT_STEP_HELP, rich_help_panel=PUBLISHED, min=0)] = None,
+    log_pattern: Annotated[str | None, typer.Option(help=LOG_PATTERN_HELP, rich_help_panel=PUBLISHED)] = None,
     fmt: Format = "table",
     html: Html = None,
     markdown: Markdown = None,
@@ -670,23 +680,17 @@ def judge(
 
     A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
 
-    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
+    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)"). FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
     """
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
     _check_pages(html, markdown, [file], force)
-    settings = JudgeSettings(
-        variant_col,
-        seed_col,
-        metric,
-        higher_is_better,
-        names(order),
-        reference,
-        placebo,
-        ALPHA if alpha is None else alpha,
-        margin,
-    )
+    alpha = ALPHA if alpha is None else alpha
+    columns = (variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo)
+    settings = JudgeSettings(*columns, alpha, margin)
+    if _published(file, seed_col, at_step, log_pattern, threshold):
+        return _judge_published(file, settings, threshold, at_step, log_pattern, fmt)
     if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
         from ..verdict.ladder_judge import LadderSettings
 
@@ -701,6 +705,44 @@ def judge(
 
         page = judged_page(design, settings, runs, rows, notes, *_file_facts(file)[:2])
         _write_pages(page, html, markdown, [file], force)
+
+
+def _published(file: Path, seed_col: str, at_step, log_pattern, threshold) -> bool:
+    """A folder of logs, a table without seeds, or a threshold claim: judge's unpaired table."""
+    from ..verdict.logs import is_log_folder
+
+    if is_log_folder(file):
+        return True
+    if at_step is not None or log_pattern is not None:
+        raise UserError(f"--at-step and --log-pattern read a folder of logs; {file} is not one.")
+    return threshold is not None or (file.is_file() and seed_col == "seed" and not _has_column(file, seed_col))
+
+
+def _has_column(file: Path, col: str) -> bool:
+    from ..verdict.reading import read_file
+
+    return read_file(file).has(col)
+
+
+def _judge_published(file: Path, s, threshold, at_step, log_pattern, fmt: str) -> None:
+    from ..verdict.logs import is_log_folder, judge_logs
+    from ..verdict.unpaired import judge_table_file
+    from . import render
+
+    if is_log_folder(file):
+        title, rows, notes = _judging(file, judge_logs, s, threshold, at_step, log_pattern)
+    else:
+        title, rows, notes = _judging(file, judge_table_file, s, threshold)
+    if fmt == "table":
+        render.print_table(console, render.published_table(title, rows))
+        for note in notes:
+            console.print(f"- {note}", highlight=False, markup=False)
+    elif fmt == "markdown":
+        print(render.published_markdown(title, rows, notes), end="")
+    elif fmt == "csv":
+        print(render.judge_csv(rows), end="")
+    else:
+        print(render.to_json({"title": title, "rows": rows, "footnotes": notes}))
 
 
 def _judging(file: Path, judged, *settings):

@@ -732,3 +732,75 @@ def ladder_csv(rep) -> str:
     import pandas as pd
 
     return pd.DataFrame([row.cells() for row in rep.rows]).to_csv(index=False)
+
+
+# ---------------------------------------------------------------------------
+# judge on published runs: logs, unpaired runs, threshold claims (verdict/unpaired.py)
+# ---------------------------------------------------------------------------
+PUBLISHED_SHOWN = (  # (row key, header, format); a column shows where some row has it
+    ("variant", "variant", "s"),
+    ("runs", "runs", "d"),
+    ("steps", "steps", "g"),
+    ("mean", "mean", ".4f"),
+    ("sd", "sd", ".4f"),
+    ("vs", "vs", "s"),
+    ("delta", "Δ", "+.4f"),
+    ("ci", "95% CI", "ci"),
+    ("p_adj", "p_adj", ".4f"),
+    ("verdict", "verdict", "s"),
+    ("mde", "mde", ".4f"),
+    ("need", "need", "g"),
+    ("p_target_adj", "p_target_adj", ".4f"),
+    ("claim", "claim", "s"),
+    ("power", "power", ".2f"),
+    ("runs_needed", "runs needed", "g"),
+)
+
+
+def _published_cell(row: dict, key: str, fmt: str) -> str:
+    if key == "ci":
+        lo, hi = row.get("ci_low"), row.get("ci_high")
+        return f"[{lo:+.4f}, {hi:+.4f}]" if lo is not None and math.isfinite(lo) else ""
+    v = row.get(key)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if fmt == "s":
+        return str(v)
+    if isinstance(v, float) and math.isinf(v):
+        return "∞"
+    return format(int(v) if fmt in ("d", "g") and float(v).is_integer() else v, fmt)
+
+
+def _published_columns(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """The columns some row has a value in: a table of threshold claims alone shows no Δ."""
+    return [c for c in PUBLISHED_SHOWN if any(_published_cell(r, c[0], c[2]) for r in rows)]
+
+
+def published_table(title: str, rows: list[dict]) -> Table:
+    from rich.markup import escape
+
+    cols = _published_columns(rows)
+    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for _, header, fmt in cols:
+        table.add_column(escape(header), justify="left" if fmt == "s" else "right")
+    plain = [[_published_cell(r, k, f) for k, _, f in cols] for r in rows]
+    for cells in plain:
+        shown = [escape(c) for c in cells]
+        for i, (k, _, _) in enumerate(cols):
+            if k in ("verdict", "claim") and cells[i]:
+                style = {**VERDICT_STYLE, "holds": "bold green", "not shown": "dim"}.get(cells[i], "")
+                shown[i] = f"[{style}]{escape(cells[i])}[/]"
+        table.add_row(*shown)
+    return unbreakable(table, [h for _, h, _ in cols], plain, text=("variant", "vs"))
+
+
+def published_markdown(title: str, rows: list[dict], notes: list[str]) -> str:
+    cols = _published_columns(rows)
+    lines = [
+        f"**{title}**",
+        "",
+        "| " + " | ".join(h for _, h, _ in cols) + " |",
+        "|" + "|".join(" --- " for _ in cols) + "|",
+    ]
+    lines += ["| " + " | ".join(_published_cell(r, k, f).replace("|", "\\|") for k, _, f in cols) + " |" for r in rows]
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"

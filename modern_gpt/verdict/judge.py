@@ -650,6 +650,9 @@ def verdict(
     rung_col: str | None = None,
     trend_margin: float | None = None,
     target_compute: float | None = None,
+    threshold: float | None = None,
+    at_step: int | None = None,
+    log_pattern: str | None = None,
     **unknown,
 ) -> pd.DataFrame:
     """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
@@ -668,11 +671,17 @@ def verdict(
     `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
     input raises modern_gpt.UserError with one sentence naming the row and the column (and each setting as its
     keyword: order=, not --order).
+
+    df may also be a folder of training logs (one subfolder per variant, one file per run), judged by Welch's
+    t-test as runs that share no seeds; threshold= tests each variant's claim against a target; at_step= and
+    log_pattern= read the logs (docs/statistics.md, "Published runs").
     """
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
     try:
         s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
+        if isinstance(df, str | Path) and Path(df).is_dir() or threshold is not None:
+            return _published(df, s, threshold, at_step, log_pattern)
         return _verdict(df, s, margin, LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute))
     except UserError as e:
         e.args = (as_keywords(str(e)), *e.args[1:])  # the same error, of its own class
@@ -706,6 +715,22 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
     rows, notes = judge(design, s, runs, first=first)
     out = pd.DataFrame(rows)
     out.attrs.update(title=title(design, s), footnotes=notes)
+    return out
+
+
+def _published(df, s: JudgeSettings, threshold, at_step, log_pattern) -> pd.DataFrame:
+    """verdict on a folder of logs, or with a threshold: unpaired.table's rows as a frame."""
+    from .logs import is_log_folder, judge_logs
+    from .unpaired import judge_frame
+
+    if isinstance(df, str | Path) and is_log_folder(Path(df)):
+        title_, rows, notes = judge_logs(Path(df), s, threshold, at_step, log_pattern)
+    elif isinstance(df, pd.DataFrame):
+        title_, rows, notes = judge_frame(df, s, threshold)
+    else:
+        raise UserError(f"threshold= reads a DataFrame or a folder of logs, not {_shown(df)}.")
+    out = pd.DataFrame(rows)
+    out.attrs.update(title=title_, footnotes=notes)
     return out
 
 
