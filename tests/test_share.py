@@ -347,6 +347,17 @@ def test_judge_of_a_higher_is_better_metric_and_its_markdown(tmp_path, capsys, m
     assert values[2][1:] == [f"{0.9 + 0.01 * s + 0.02 * (1 + s % 3):.4f}" for s in range(4)]
 
 
+def test_a_page_of_unpaired_runs_is_refused_not_silently_skipped(run, tmp_path):
+    """judge of runs without seeds (or a folder of logs, or --threshold) printed its table and exited 0 with
+    --html given, and wrote no page."""
+    rows = [("base", 2.30 + 0.01 * i) for i in range(3)] + [("new", 2.25 + 0.01 * i) for i in range(3)]
+    pd.DataFrame(rows, columns=["variant", "val_loss"]).to_csv(tmp_path / "r.csv", index=False)
+    for flag in ("--html", "--markdown"):
+        err = user_error(run, "judge", tmp_path / "r.csv", flag, tmp_path / "p")
+        assert "make a page of runs paired by seed" in err, err
+    assert not (tmp_path / "p").exists()
+
+
 # ---------------------------------------------------------------------------
 # Hostile text: shown, never run
 # ---------------------------------------------------------------------------

@@ -690,6 +690,8 @@ def judge(
     columns = (variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo)
     settings = JudgeSettings(*columns, alpha, margin)
     if _published(file, seed_col, at_step, log_pattern, threshold):
+        if html or markdown:  # its table is unpaired: no seed grids nor paired claim test to show
+            raise UserError("--html and --markdown make a page of runs paired by seed; leave them out here.")
         return _judge_published(file, settings, threshold, at_step, log_pattern, fmt)
     if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
         from ..verdict.ladder_judge import LadderSettings
