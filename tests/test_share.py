@@ -659,3 +659,29 @@ def test_chromium_sees_a_console_error_the_check_would_catch(tmp_path):
     bad.write_text(page.replace("</main>", '<img src="https://example.invalid/x.png"></main>'), encoding="utf-8")
     done = chromium(bad, "--dump-dom", user=tmp_path / "u")
     assert console_errors(done.stderr), done.stderr[-2000:]
+
+
+LAYOUT = """<div id="layout"></div><script>
+const t = document.getElementById("verdicts"), th = t.querySelectorAll("thead th");
+const r = th[th.length - 1].getBoundingClientRect();
+document.getElementById("layout").textContent = JSON.stringify(
+  {right: r.right, width: innerWidth, scroll: document.documentElement.scrollWidth});
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.slow
+def test_chromium_at_1400px_shows_the_tables_last_column(folders, tmp_path):
+    """At a 1400 px wide window the verdict table's last header cell is inside the viewport, with no page scroll
+    (issue 44 §9): a test copy of the page, its policy taken off, runs a script that writes the cell's box."""
+    ladder = modern_gpt.scale(out=tmp_path / "scale", **LADDER)
+    for name, source in (("ablate", folders / "ablate"), ("ladder", ladder)):
+        page = modern_gpt.share(source).html()
+        page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
+        path = tmp_path / f"{name}.html"
+        path.write_text(page.replace("</main>", f"</main>{LAYOUT}"), encoding="utf-8")
+        done = chromium(path, "--dump-dom", "--window-size=1400,900", user=tmp_path / f"u-{name}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        box = json.loads(html.unescape(re.search(r'<div id="layout">(.*?)</div>', done.stdout).group(1)))
+        assert box["width"] == 1400, box
+        assert 0 < box["right"] <= box["width"] and box["scroll"] <= box["width"], (name, box)
