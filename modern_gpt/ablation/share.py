@@ -12,9 +12,11 @@ import datetime as dt
 import hashlib
 import math
 import platform
+import shlex
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
@@ -423,8 +425,6 @@ def _plan_lines(rep, keys: list) -> list[str]:
 
 
 def _folder_command(rep, folder) -> tuple[str, str]:
-    import shlex
-
     d = rep.design
     if d.sequential:
         return (
@@ -538,8 +538,6 @@ def _alpha() -> float:
 def _reference_flags(rows) -> str | None:
     """judge's flags that give these rows' references: none when each row is compared with the row above (the
     placebo left out), --reference when all with one row, None when neither."""
-    import shlex
-
     placebo = [r.name for r in rows if r.placebo]
     flags = f" --placebo {shlex.quote(placebo[0])}" if placebo else ""
     plain = [b for b, r in enumerate(rows) if not r.placebo]
@@ -584,12 +582,12 @@ def judged_facts(design, s, runs: pd.DataFrame, rows: list[dict], source: str, d
     frame, metric = judged_runs(design, s, runs)
     names = [r.name for r in design.rows]
     tests = [
-        Test(lit(names[b]), lit(names[r.reference]), _says(_Row(rows[b])))
+        Test(lit(names[b]), lit(names[r.reference]), _says(SimpleNamespace(**rows[b])))
         for b, r in enumerate(design.rows)
         if r.reference is not None
     ]
     code = claim_code(CSV_NAME, "variant", metric, tests, design.margin)
-    flags = f" --metric {_quote(metric)}" + (" --higher-is-better" if s.higher_is_better else "")
+    flags = f" --metric {shlex.quote(metric)}" + (" --higher-is-better" if s.higher_is_better else "")
     rule = "Holm-Shaffer's step-down with the margin" if design.margin else "Hommel's procedure"
     claim = Claim(
         code,
@@ -601,16 +599,3 @@ def judged_facts(design, s, runs: pd.DataFrame, rows: list[dict], source: str, d
     grids = seed_grids(names, [r.reference for r in design.rows], view, fmt, s.metric)
     header = judged_header(source, data, len(frame), len(names))
     return Facts(header, frame.to_csv(index=False), claim, grids)
-
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
-
-
-class _Row:
-    """A judge row (a dict of judge's columns) read as a SummaryRow is, for the comment."""
-
-    def __init__(self, row: dict):
-        self.p, self.p_adj, self.verdict = row["p"], row["p_adj"], row["verdict"]
