@@ -50,9 +50,11 @@ class Claim:
 class Grid:
     """A plain table of text cells (the per-seed values and differences)."""
 
-    caption: str
+    title: str
     headers: list[str]
     rows: list[list[str]]
+    text: tuple[str, ...] = ("variant", "vs")  # left-aligned columns, as cli.share.Table's
+    notes: list[str] = field(default_factory=list)  # none: read as a Table's are
 
 
 @dataclass

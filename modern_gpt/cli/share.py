@@ -227,8 +227,7 @@ def e(text) -> str:
 
 
 def _html_table(t: Table | Grid, css: str = "") -> str:
-    title = t.title if isinstance(t, Table) else t.caption
-    left = [h in (t.text if isinstance(t, Table) else ("variant", "vs")) for h in t.headers]
+    left = [h in t.text for h in t.headers]
     head = "".join(
         f'<th class="l">{e(h)}</th>' if lf else f"<th>{e(h)}</th>" for h, lf in zip(t.headers, left, strict=True)
     )
@@ -239,10 +238,9 @@ def _html_table(t: Table | Grid, css: str = "") -> str:
             cls = " ".join(x for x in ("l" if lf else "", c if c in MARKED else "") if x)
             cells.append(f'<td class="{cls}">{e(c)}</td>' if cls else f"<td>{e(c)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    out = f'<div class="scroll"><table{css}><caption>{e(title)}</caption><thead><tr>{head}</tr></thead>'
+    out = f'<div class="scroll"><table{css}><caption>{e(t.title)}</caption><thead><tr>{head}</tr></thead>'
     out += f"<tbody>{''.join(body)}</tbody></table></div>"
-    notes = t.notes if isinstance(t, Table) else []
-    return out + (_html_list(notes) if notes else "")
+    return out + (_html_list(t.notes) if t.notes else "")
 
 
 def _html_list(items: list[str]) -> str:
@@ -330,12 +328,10 @@ def md(text) -> str:
 
 
 def _md_table(t: Table | Grid) -> list[str]:
-    title = t.title if isinstance(t, Table) else t.caption
-    lines = [f"**{md(title)}**", "", "| " + " | ".join(md(h) for h in t.headers) + " |"]
+    lines = [f"**{md(t.title)}**", "", "| " + " | ".join(md(h) for h in t.headers) + " |"]
     lines.append("|" + "|".join(" --- " for _ in t.headers) + "|")
     lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in t.rows]
-    notes = t.notes if isinstance(t, Table) else []
-    return [*lines, "", *(f"- {md(n)}" for n in notes), *([""] if notes else [])]
+    return [*lines, "", *(f"- {md(n)}" for n in t.notes), *([""] if t.notes else [])]
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
