@@ -136,7 +136,7 @@ def test_the_page_of_each_kind_of_folder_holds_its_table_runs_and_claim_test(
     result = modern_gpt.report(folder)
     self_contained(page)
     # the table, cell for cell as report prints it (power: its figures, as report prints them)
-    first = tables(page)[1]
+    first = tables(page)[0]
     assert first["id"] == "verdicts"
     if kind == "power":
         info = modern_gpt.power_info(result)
@@ -182,35 +182,80 @@ def test_the_pages_command_gives_the_tables_p_adj_and_verdicts(kind, folders, tm
     assert close(list(judged["p_adj"]), [r.p_adj for r in result.table.summary])
 
 
+@pytest.mark.parametrize("kind", ["ablate", "lrs", "power", "duel", "damaged"])  # auto's looks would disagree
+def test_the_claim_test_runs_on_a_folder_whose_runs_all_diverged(kind, folders, tmp_path, capsys, monkeypatch):
+    """Issue 43, class 6: every run diverged, the page said "the table's p nan" and its Python block raised
+    KeyError (no row left in the pivoted table). Now it prints NaN where the table has no p, and so does the
+    command it names."""
+    folder = Path(shutil.copytree(folders / kind, tmp_path / kind))
+    for path in (folder / "runs").glob("*.json"):
+        record = json.loads(path.read_text())
+        losses = [k for k in record if k.startswith(("val_", "train_loss", "best_val"))]
+        path.write_text(json.dumps({**record, "diverged": True, **dict.fromkeys(losses, float("nan"))}))
+    result = modern_gpt.report(folder)
+    page = modern_gpt.share(result)
+    code = page.facts.claim.code
+    assert "the table's p nan" not in code and ("fewer than two pairs" in code or "no learning rate chosen" in code)
+    printed = run_claim(page.html(), tmp_path / "claim")  # over a grid: nothing to test, and the code says why
+    assert all(math.isnan(x) for x in printed) and (printed or kind == "lrs")
+    assert all(math.isnan(r.p) for r in result.table.summary)  # the table has no p either
+    command = page.facts.claim.command.split()
+    monkeypatch.chdir(tmp_path / "claim")
+    code, out, err = run_main(capsys, monkeypatch, *command[1:], "--format", "csv")
+    assert code == 0 and "Traceback" not in err, err  # judge on the CSV, or report on the folder
+
+
+@pytest.mark.parametrize("kind", ["ablate", "duel", "auto"])
+def test_the_page_opens_on_the_one_line_answer_then_the_table_then_provenance(kind, folders):
+    """Issue 44, item 9: the page opened on eight rows of provenance with no answer. Now the trackers' line
+    (better: ... (Δ ...); n inconclusive) is under the title, then the table, then where the numbers come from."""
+    from modern_gpt.cli.share import summary_answer
+
+    result = modern_gpt.report(folders / kind)
+    page = modern_gpt.share(result)
+    said = summary_answer(result.table.summary)
+    assert page.answer == said and ("inconclusive" in said or "better" in said or "worse" in said)
+    text = page.html()
+    order = [text.index(x) for x in ("<h1>", 'id="answer"', 'id="verdicts"', "Where the numbers come from")]
+    assert order == sorted(order) and html.escape(said) in text
+    md = page.markdown()
+    order = [md.index(x) for x in ("# ", f"**{said.replace('[', chr(92) + '[').replace(']', chr(92) + ']')}**")]
+    assert order == sorted(order) and md.index("## Where the numbers come from") > md.index("| variant")
+    tested = [r for r in result.table.summary if r.verdict in ("better", "worse", "same")]
+    for row in tested:
+        assert f"{row.variant} (Δ {row.delta_val:+.4f}" in said
+
+
 def test_a_seeds_auto_page_names_report_for_its_boundarys_p_adj(folders):
     claim = modern_gpt.share(folders / "auto").facts.claim
     assert claim.command == f"modern-gpt report {folders / 'auto'}" and "boundary" in claim.says
 
 
-def test_the_figures_are_inline_png_data_and_markdown_puts_them_beside(folders, tmp_path, capsys, monkeypatch):
+def test_the_figures_are_inline_png_data_and_each_page_is_one_file(folders, tmp_path, capsys, monkeypatch):
+    """Issue 41: a page is one file at the path given. The Markdown page wrote its figures and runs' CSV beside it
+    (and kept ownership rules for them); now the CSV is inside it and the figures are named (the HTML holds them).
+    Issue 44: the folders above a page are made, as --out's are."""
     folder = Path(shutil.copytree(folders / "lrs", tmp_path / "lrs"))
     code, _, err = run_main(capsys, monkeypatch, "report", folder, "--plot")
     assert code == 0, err
-    out = tmp_path / "out"
-    out.mkdir()
+    out = tmp_path / "out" / "share"  # neither folder exists yet
     args = ("report", folder, "--html", out / "page.html", "--markdown", out / "RESULT.md")
     code, table, err = run_main(capsys, monkeypatch, *args)
     assert code == 0 and "wrote" in err and "custom ablation" in table, err  # the table is printed as always
+    assert sorted(p.name for p in out.iterdir()) == ["RESULT.md", "page.html"]
     page = (out / "page.html").read_text(encoding="utf-8")
     images = re.findall(r'<img src="data:image/png;base64,([^"]*)"', page)
     assert [base64.b64decode(x) for x in images] == [(folder / n).read_bytes() for n in ("curves.png", "lr.png")]
     self_contained(page)
     text = (out / "RESULT.md").read_text(encoding="utf-8")
-    assert "](RESULT-curves.png)" in text and "](RESULT-lr.png)" in text
-    assert (out / "RESULT-curves.png").read_bytes() == (folder / "curves.png").read_bytes()
-    assert (out / "RESULT-lr.png").read_bytes() == (folder / "lr.png").read_bytes()
-    runs = pd.read_csv(out / "RESULT-runs.csv")
-    pd.testing.assert_frame_equal(runs, pd.read_csv(io.StringIO(modern_gpt.report(folder).runs.to_csv(index=False))))
-    assert 'pd.read_csv("RESULT-runs.csv")' in text and "```python" in text and "<details>" in text
+    assert "`curves.png`, `lr.png` in the results folder" in text
+    csv_text = re.search(r"(?s)<details><summary>runs.csv</summary>\n\n```csv\n(.*?)\n```", text).group(1)
+    want = pd.read_csv(io.StringIO(modern_gpt.report(folder).runs.to_csv(index=False)))
+    pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(csv_text)), want)
+    assert 'pd.read_csv("runs.csv")' in text and "```python" in text
     code, shown, _ = run_main(capsys, monkeypatch, "report", folder, "--format", "markdown")
     for row in markdown_rows(shown):  # the table report prints, cell for cell (its brackets escaped)
         assert "| " + " | ".join(c.replace("[", "\\[").replace("]", "\\]") for c in row) + " |" in text
-    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_a_figure_that_is_a_pipe_or_no_png_is_left_out_with_a_note(folders, tmp_path):
@@ -261,7 +306,7 @@ def test_judge_html_holds_judges_table_and_a_csv_judge_reads_back(margin, folder
     assert code == 0, err
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
     self_contained(page)
-    assert tables(page)[1]["rows"][1:] == markdown_rows(shown)
+    assert tables(page)[0]["rows"][1:] == markdown_rows(shown)
     assert "no commit, machine, wall time or compute" in page and "<img" not in page
     _, before, _ = run_main(capsys, monkeypatch, "judge", source, *flags, "--format", "csv")
     judged = pd.read_csv(io.StringIO(before))
@@ -302,6 +347,17 @@ def test_judge_of_a_higher_is_better_metric_and_its_markdown(tmp_path, capsys, m
     assert values[2][1:] == [f"{0.9 + 0.01 * s + 0.02 * (1 + s % 3):.4f}" for s in range(4)]
 
 
+def test_a_page_of_unpaired_runs_is_refused_not_silently_skipped(run, tmp_path):
+    """judge of runs without seeds (or a folder of logs, or --threshold) printed its table and exited 0 with
+    --html given, and wrote no page."""
+    rows = [("base", 2.30 + 0.01 * i) for i in range(3)] + [("new", 2.25 + 0.01 * i) for i in range(3)]
+    pd.DataFrame(rows, columns=["variant", "val_loss"]).to_csv(tmp_path / "r.csv", index=False)
+    for flag in ("--html", "--markdown"):
+        err = user_error(run, "judge", tmp_path / "r.csv", flag, tmp_path / "p")
+        assert "make a page of runs paired by seed" in err, err
+    assert not (tmp_path / "p").exists()
+
+
 # ---------------------------------------------------------------------------
 # Hostile text: shown, never run
 # ---------------------------------------------------------------------------
@@ -324,7 +380,7 @@ def test_hostile_names_are_escaped_in_every_page_and_the_claim_test_still_runs(t
         and "onerror=alert" not in text.replace("onerror=alert(2)&gt;", "")
     )
     assert html.escape(HOSTILE) in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
-    assert tables(text)[1]["rows"][2][0] == HOSTILE  # the cell's text is the name, character for character
+    assert tables(text)[0]["rows"][2][0] == HOSTILE  # the cell's text is the name, character for character
     md = (tmp_path / "p.md").read_text(encoding="utf-8")
     outside = re.sub(r"(?s)(`{3,}).*?\1", "", md)  # the fenced code: Python literals and the CSV, never rendered
     assert "<script" not in outside and "<img" not in outside and not re.search(r"(?<!\\)\]\(javascript", outside)
@@ -375,19 +431,19 @@ def _bad_paths(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     return {
         "folder": (tmp_path, "is a folder"),
         "fifo": (fifo, "is a pipe (FIFO), not a file to write"),
-        "missing folder": (tmp_path / "nowhere" / "p.html", "does not exist; create the folder"),
         "under a file": (tmp_path / "afile" / "p.html", "is not a folder"),
+        "stdout": (Path("-"), "a page is written to a file"),
     }
 
 
-@pytest.mark.parametrize("case", ["folder", "fifo", "missing folder", "under a file"])
+@pytest.mark.parametrize("case", ["folder", "fifo", "under a file", "stdout"])
 @pytest.mark.parametrize("flag", ["--html", "--markdown"])
 def test_a_bad_output_path_is_one_sentence(case, flag, folders, run, tmp_path):
     path, says = _bad_paths(tmp_path)[case]
     for command in (["report", folders / "ablate"], ["judge", folders / "ablate" / "runs.csv"]):
         err = user_error(run, *command, flag, path)
         assert says in err and flag in err, err
-    assert not (tmp_path / "nowhere").exists() and (tmp_path / "afile").read_text() == "x"
+    assert (tmp_path / "afile").read_text() == "x" and not Path("-").exists()
 
 
 def test_an_unwritable_folder_and_the_input_itself_are_one_sentence(folders, run, tmp_path):
@@ -411,71 +467,21 @@ def test_an_unwritable_folder_and_the_input_itself_are_one_sentence(folders, run
     assert "is the file this command reads" in err
 
 
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def test_a_page_never_goes_over_or_into_a_results_folders_own_files(folders, run, tmp_path):
-    copy = Path(shutil.copytree(folders / "ablate", tmp_path / "a"))
-    (copy / "tensorboard").mkdir()
-    (copy / "tensorboard" / "events.out").write_bytes(b"events")
-    (copy / "notes.txt").write_text("mine")
-    before = _snapshot(copy)
-    run_file = sorted((copy / "runs").iterdir())[0]
-    cases = {  # each page path, and what its sentence says
-        run_file: "inside runs/ of the results folder",
-        copy / "runs" / "row99-seed0.json": "inside runs/ of the results folder",  # a new run file: read as a run
-        copy / "tensorboard" / "events.out": "inside tensorboard/ of the results folder",
-        copy / "curves.png": "own curves.png",  # the folder's name, though report --plot has not drawn it
-        copy / "notes.txt": "no page that modern-gpt wrote",
-    }
-    for path, says in cases.items():
-        for flag in ("--html", "--markdown"):
-            for command in (["report", copy], ["judge", copy / "runs.csv"]):
-                err = user_error(run, *command, flag, path)
-                assert says in err and flag in err, err
-        with pytest.raises(UserError, match=re.escape(says)):
-            modern_gpt.share(copy, html=path)
-    link = tmp_path / "link"
-    link.symlink_to(copy / "runs", target_is_directory=True)
-    assert "inside runs/" in user_error(run, "report", copy, "--html", link / run_file.name)
-    err = user_error(run, "report", copy, "--markdown", copy / "runs" / "p.md")
-    assert "inside runs/" in err
-    assert _snapshot(copy) == before  # nothing of the folder replaced, nothing new in it
-    for _ in range(2):  # a new page at its top, then over that page of ours
-        assert run(*["report", copy, "--html", copy / "page.html", "--markdown", copy / "RESULT.md"])[0] == 0
-    assert {"page.html", "RESULT.md", "RESULT-runs.csv"} <= {p.name for p in copy.iterdir()}
-    assert all(_snapshot(copy)[name] == data for name, data in before.items())
-
-
-def test_the_markdown_page_never_replaces_a_file_of_yours_beside_it(folders, run, tmp_path):
-    source = folders / "ablate" / "runs.csv"
-    out = tmp_path / "share"
-    out.mkdir()
-    (out / "y-runs.csv").write_text("my precious\n")
-    for page in ("y.md", "y"):
-        err = user_error(run, "judge", source, "--markdown", out / page)
-        assert f"would write {out / 'y-runs.csv'} beside it" in err and "not written by modern-gpt" in err, err
-    assert (out / "y-runs.csv").read_text() == "my precious\n" and not (out / "y.md").exists()
-    assert run("judge", source, "--markdown", out / "z.md")[0] == 0
-    text = (out / "z.md").read_text(encoding="utf-8")
-    assert text.rstrip().splitlines()[-1].startswith("<!-- modern-gpt page: the files beside it, by sha256: ")
-    assert run("judge", source, "--markdown", out / "z.md")[0] == 0  # its own files, as it wrote them
-    (out / "z-runs.csv").write_text("edited since\n")
-    assert "or changed since" in user_error(run, "judge", source, "--markdown", out / "z.md")
-    assert (out / "z-runs.csv").read_text() == "edited since\n"
-    (out / "z-runs.csv").unlink()
-    (out / "z.md").write_text("my notes\n")  # a page path given is written over, as --html's is
-    assert run("judge", source, "--markdown", out / "z.md")[0] == 0 and (out / "z.md").read_text() != "my notes\n"
-    folder = Path(shutil.copytree(folders / "lrs", tmp_path / "lrs"))  # a figure's file, known once it is read
-    assert run("report", folder, "--plot")[0] == 0
-    (out / "R-lr.png").write_bytes(b"my picture")
-    err = user_error(run, "report", folder, "--markdown", out / "R.md")
-    assert f"would write {out / 'R-lr.png'} beside it" in err, err
-    assert (out / "R-lr.png").read_bytes() == b"my picture" and not (out / "R.md").exists()
-    assert not (out / "R-curves.png").exists() and not (out / "R-runs.csv").exists()  # checked before any write
-    with pytest.raises(UserError, match="not written by modern-gpt"):
-        modern_gpt.share(folder, markdown=out / "R.md")
+def test_an_existing_file_is_replaced_only_with_force_and_never_the_input(folders, run, tmp_path):
+    """Issue 41: a page is one file; one already there is refused without --force, as output folders are."""
+    source = tmp_path / "runs.csv"
+    shutil.copy(folders / "ablate" / "runs.csv", source)
+    mine = tmp_path / "notes.md"
+    mine.write_text("mine")
+    for flag in ("--html", "--markdown"):
+        for command in (["report", folders / "ablate"], ["judge", source]):
+            err = user_error(run, *command, flag, mine)
+            assert f"{flag} {mine} already exists" in err and "--force" in err, err
+        with pytest.raises(UserError, match="already exists"):
+            modern_gpt.share(source, **{flag[2:]: mine})
+    assert mine.read_text() == "mine"
+    assert run("judge", source, "--markdown", mine, "--force")[0] == 0 and mine.read_text().startswith("# ")
+    assert "is the file this command reads" in user_error(run, "judge", source, "--html", source, "--force")
 
 
 def test_html_and_markdown_never_name_one_file(folders, run, tmp_path):
@@ -483,26 +489,23 @@ def test_html_and_markdown_never_name_one_file(folders, run, tmp_path):
     for command in (["report", folders / "ablate"], ["judge", source]):
         err = user_error(run, *command, "--html", tmp_path / "p", "--markdown", tmp_path / "p")
         assert "are one file" in err, err
-        err = user_error(run, *command, "--html", tmp_path / "p-runs.csv", "--markdown", tmp_path / "p.md")
-        assert f"would write {tmp_path / 'p-runs.csv'} beside it, the file --html names" in err, err
     (tmp_path / "p").write_text("mine")
     os.link(tmp_path / "p", tmp_path / "q")
-    assert "are one file" in user_error(run, "judge", source, "--html", tmp_path / "p", "--markdown", tmp_path / "q")
+    both = ("--html", tmp_path / "p", "--markdown", tmp_path / "q", "--force")
+    assert "are one file" in user_error(run, "judge", source, *both)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p", "q"] and (tmp_path / "p").read_text() == "mine"
 
 
 def test_the_messages_name_the_path_given_and_fit_the_error(run, tmp_path):
     source = tmp_path / "x-runs.csv"
     shutil.copy(GOLDEN / "ablate" / "runs.csv", source)
-    err = user_error(run, "judge", source, "--markdown", tmp_path / "x.md")
-    assert f"--markdown {tmp_path / 'x.md'} would write {source} beside it, the file this command reads" in err
     for flag in ("--html", "--markdown"):
         err = user_error(run, "judge", source, flag, "")
         assert f"{flag} is an empty path" in err and "is a folder" not in err, err
         with pytest.raises(UserError, match=f"{flag} is an empty path"):
             modern_gpt.share(source, **{flag[2:]: ""})
     if Path("/proc/version").is_file():
-        err = user_error(run, "judge", source, "--html", "/proc/version")
+        err = user_error(run, "judge", source, "--html", "/proc/version", "--force")
         assert "cannot write in /proc" in err and "cannot hold new files" in err and "free some space" not in err
     import errno
 
@@ -526,7 +529,7 @@ def test_a_page_is_written_atomically_over_an_old_one(folders, tmp_path):
     path = tmp_path / "p.html"
     path.write_text("old")
     inode = path.stat().st_ino
-    modern_gpt.share(folders / "ablate", html=path)
+    modern_gpt.share(folders / "ablate", html=path, force=True)
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>") and path.stat().st_ino != inode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.html"]  # no temporary file left
 
@@ -558,7 +561,10 @@ def test_a_ladders_page_holds_its_scale_table_figures_and_judges_command(tmp_pat
     assert code == 0, err
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
     self_contained(page)
-    assert tables(page)[1]["rows"][1:] == markdown_rows(shown)
+    assert tables(page)[0]["rows"][1:] == markdown_rows(shown)
+    notes = [html.escape(n) for n in ladder.footnotes]  # under the scale table, before the rungs' tables
+    assert notes and all(page.index(n) < page.index("Rung ") for n in notes)
+    assert page.index('id="answer"') < page.index('id="verdicts"')
     images = re.findall(r'<img src="data:image/png;base64,([^"]*)"', page)
     assert base64.b64decode(images[0]) == (ladder.folder / "scale.png").read_bytes() and len(images) == 1 + 3
     command = modern_gpt.share(ladder).facts.claim.command.split()
@@ -573,7 +579,7 @@ def test_a_ladders_page_holds_its_scale_table_figures_and_judges_command(tmp_pat
     code, _, err = run_main(capsys, monkeypatch, *shlex.split(" ".join(command[1:])), "--html", tmp_path / "j.html")
     assert code == 0, err
     judged = (tmp_path / "j.html").read_text(encoding="utf-8")
-    assert tables(judged)[1]["rows"][1:] == tables(page)[1]["rows"][1:]  # the same scale table, from the file
+    assert tables(judged)[0]["rows"][1:] == tables(page)[0]["rows"][1:]  # the same scale table, from the file
 
 
 # ---------------------------------------------------------------------------
@@ -653,3 +659,29 @@ def test_chromium_sees_a_console_error_the_check_would_catch(tmp_path):
     bad.write_text(page.replace("</main>", '<img src="https://example.invalid/x.png"></main>'), encoding="utf-8")
     done = chromium(bad, "--dump-dom", user=tmp_path / "u")
     assert console_errors(done.stderr), done.stderr[-2000:]
+
+
+LAYOUT = """<div id="layout"></div><script>
+const t = document.getElementById("verdicts"), th = t.querySelectorAll("thead th");
+const r = th[th.length - 1].getBoundingClientRect();
+document.getElementById("layout").textContent = JSON.stringify(
+  {right: r.right, width: innerWidth, scroll: document.documentElement.scrollWidth});
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.slow
+def test_chromium_at_1400px_shows_the_tables_last_column(folders, tmp_path):
+    """At a 1400 px wide window the verdict table's last header cell is inside the viewport, with no page scroll
+    (issue 44 §9): a test copy of the page, its policy taken off, runs a script that writes the cell's box."""
+    ladder = modern_gpt.scale(out=tmp_path / "scale", **LADDER)
+    for name, source in (("ablate", folders / "ablate"), ("ladder", ladder)):
+        page = modern_gpt.share(source).html()
+        page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
+        path = tmp_path / f"{name}.html"
+        path.write_text(page.replace("</main>", f"</main>{LAYOUT}"), encoding="utf-8")
+        done = chromium(path, "--dump-dom", "--window-size=1400,900", user=tmp_path / f"u-{name}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        box = json.loads(html.unescape(re.search(r'<div id="layout">(.*?)</div>', done.stdout).group(1)))
+        assert box["width"] == 1400, box
+        assert 0 < box["right"] <= box["width"] and box["scroll"] <= box["width"], (name, box)

@@ -10,18 +10,16 @@ from ..core.errors import UserError
 from ..core.files import write_json
 from ..trackers.checks import check, other_store
 from ..trackers.records import tracked_ids, tracking_state
-from ..trackers.tracking import Tracking, notes, warn
+from ..trackers.tracking import Tracking, notes
 from .margins import margins
 from .report import write
 from .results import ResultsDir
 
 
-def push_folder(
-    folder: Path, names, mlflow_uri_given: str | None = None, on_warning=warn
-) -> dict[str, tuple[int, bool]]:
-    """Log every finished run of the folder that a tracker does not hold yet (its run file has no id of that
-    tracker, or an id the tracker no longer holds: one warning says so), record the ids, then the summary; the
-    summary again only when runs were added or the tracker lacks it, so a second push logs nothing. Returns, by
+def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, tuple[int, bool]]:
+    """Log every finished run of the folder whose run file has no id of that tracker (by its key: an earlier,
+    interrupted copy is replaced), record the ids, then the summary; the summary again only when runs were added
+    or meta.json records none, so a second push logs nothing. Returns, by
     tracker, the runs logged and whether the summary was. The folder is locked meanwhile (an ablation still
     writing it is refused); a tracker that fails is one sentence after the rest is pushed."""
     results = ResultsDir(folder)
@@ -36,7 +34,6 @@ def push_folder(
                 record["tracked"] = {k: v for k, v in tracked_ids(record).items() if k != "mlflow"}
         quiet = lambda text: None  # noqa: E731 (a failure is the one sentence raised below)
         tracking = Tracking.open(names, mlflow_uri_given, results.path, meta, on_warning=quiet)
-        _forget_lost(tracking, records, results, on_warning)
         logged = dict.fromkeys(names, 0)
         for key in sorted(records, key=lambda rs: (rs[1], rs[0])):  # seed-major, as an ablation runs them
             before = tracked_ids(records[key])
@@ -47,12 +44,7 @@ def push_folder(
                 for name in ids.keys() - before.keys():
                     logged[name] += 1
         state = tracking_state(meta)
-        stale = [
-            b
-            for b in tracking.backends
-            if logged[b.name] or not (state.get(b.name) or {}).get("summary") or tracking.lacks_summary(b)
-        ]
-        stale = [b for b in stale if b in tracking.backends]  # lacks_summary may have switched one off
+        stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
         summary = write(results.path) if stale else []  # summary.csv and curves.png of the runs it holds now
         points = margins(results) if stale else None
         for b in stale:
@@ -70,20 +62,3 @@ def push_folder(
         failed = {"tracking": {name: state[name] for name in tracking.errors}}
         raise UserError(" ".join(notes(failed, records, results.path)))
     return {name: (logged[name], name in done) for name in names}
-
-
-def _forget_lost(tracking: Tracking, records: dict, results: ResultsDir, on_warning) -> None:
-    """The ids of runs a tracker no longer holds leave their run files now (logged again below; if that fails,
-    the report's footnote counts them), with one warning per tracker saying how many and where it looked."""
-    for name, keys in tracking.lost(records).items():
-        if not keys:
-            continue
-        recorded = sum(1 for r in records.values() if tracked_ids(r).get(name))
-        for key in keys:
-            records[key]["tracked"] = {k: v for k, v in tracked_ids(records[key]).items() if k != name}
-            write_json(results.run_file(*key), records[key])
-        where = next(b.where for b in tracking.backends if b.name == name)
-        on_warning(
-            f"{name} does not hold {len(keys)} of the {recorded} runs their files record as logged to it ({where}); "
-            "they are logged again."
-        )

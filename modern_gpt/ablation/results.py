@@ -138,6 +138,7 @@ RUN_SCHEMA = {  # written by running.execute: train.RunResult and the run's iden
     "mfu?": NUMBER,
     "peak_flops?": NUMBER,
     "peak?": str,
+    "vocab_size?": int,  # the tokenizer's: what the trackers log as model.vocab_size
 }
 
 

@@ -29,8 +29,8 @@ from ..data.corpus import Corpus, changed, check_length, eval_offsets, load_corp
 from ..model import plugins
 from ..run import compiling
 from ..run.train import RunResult, check_memory, is_oom, pin_threads, train_run
-from ..trackers.records import tracked_ids, tracking_state
-from ..trackers.tracking import Tracking, warn
+from ..trackers.records import tracking_state
+from ..trackers.tracking import Tracking
 from .executors import Detached, Executor, executor_class, resume_options
 from .margins import margins
 from .planning import Spec, Variant, variant_config, variant_info
@@ -128,6 +128,7 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
         variant=job.variant.name,
         components="+".join(job.variant.components),
         mlp_width=cfg.mlp_width,
+        vocab_size=corpus.tokenizer.vocab_size,  # the model's (the settings' vocab_size is a default)
         lr=job.train.lr,
         compile=job.train.compile,
         settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
@@ -384,22 +385,6 @@ class Ablation:
             return
         self.tracking = Tracking.open(self.options.track, self.options.mlflow_uri, self.results.path, self.meta)
         self.meta["tracking"] = {**tracking_state(self.meta), **self.tracking.state(self.options.track)}
-        self._track_lost()
-
-    def _track_lost(self) -> None:
-        """--resume --track: the finished runs whose recorded id the tracker no longer holds (its folder or store
-        deleted, the run deleted in its UI) are logged again, with one warning per tracker, instead of trusted."""
-        finished = self.results.finished()
-        for name, keys in self.tracking.lost(finished).items():
-            if not keys:
-                continue
-            warn(
-                f"{name} does not hold {len(keys)} of the finished runs their files record as logged to it; they are logged again."
-            )
-            for key in sorted(keys, key=lambda rs: (rs[1], rs[0])):
-                record = finished[key]
-                record["tracked"] = {k: v for k, v in tracked_ids(record).items() if k != name}
-                self._track(record)
 
     def _track(self, record: dict) -> None:
         """Log a finished run, already written, to the trackers, then add their ids to its file: a kill between

@@ -12,9 +12,11 @@ import datetime as dt
 import hashlib
 import math
 import platform
+import shlex
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
@@ -48,9 +50,11 @@ class Claim:
 class Grid:
     """A plain table of text cells (the per-seed values and differences)."""
 
-    caption: str
+    title: str
     headers: list[str]
     rows: list[list[str]]
+    text: tuple[str, ...] = ("variant", "vs")  # left-aligned columns, as cli.share.Table's
+    notes: list[str] = field(default_factory=list)  # none: read as a Table's are
 
 
 @dataclass
@@ -325,18 +329,25 @@ def claim_code(csv_name: str, columns: str, value: str, tests: list[Test], margi
         f'table = runs[~failed].pivot(index="seed", columns={lit(columns)}, values={lit(value)})  # a column per row',
         "",
         "",
-        "def p(row, ref):  # the paired t-test over the seeds both rows finished",
-        "    pair = table[[row, ref]].dropna()",
-        "    return ttest_rel(pair[row], pair[ref]).pvalue",
+        "def pairs(row, ref):  # the seeds both rows finished (none where every run of one failed)",
+        "    both = table.reindex(columns=[row, ref]).dropna()",
+        "    return both[row], both[ref]",
+        "",
+        "",
+        "def p(row, ref):  # the paired t-test over those seeds; NaN under two pairs, as in the table",
+        "    a, b = pairs(row, ref)",
+        '    return ttest_rel(a, b).pvalue if len(a) >= 2 else float("nan")',
     ]
     if margin:
         lines += [
             "",
             "",
             f"def p_same(row, ref, margin={float(margin)!r}):  # two one-sided tests of |Δ| < margin",
-            "    d = (table[row] - table[ref]).dropna()",
-            '    above = ttest_1samp(d, -margin, alternative="greater").pvalue',
-            '    return max(above, ttest_1samp(d, margin, alternative="less").pvalue)',
+            "    a, b = pairs(row, ref)",
+            "    if len(a) < 2:",
+            '        return float("nan")',
+            '    above = ttest_1samp(a - b, -margin, alternative="greater").pvalue',
+            '    return max(above, ttest_1samp(a - b, margin, alternative="less").pvalue)',
         ]
     lines += ["", ""]
     for t in tests:
@@ -347,6 +358,8 @@ def claim_code(csv_name: str, columns: str, value: str, tests: list[Test], margi
 
 
 def _says(row) -> str:
+    if not math.isfinite(row.p):
+        return f"the table has no p (fewer than two pairs finished): {row.verdict or 'no verdict'}"
     adj = "" if not math.isfinite(row.p_adj) else f", p_adj {row.p_adj:.4g}"
     return f"the table's p {row.p!r}{adj}: {row.verdict or 'no verdict'}"
 
@@ -381,7 +394,12 @@ def folder_claim(rep, folder) -> Claim:
         for b, r in enumerate(d.rows)
         if r.reference is not None and keys[b] is not None and keys[r.reference] is not None
     ]
-    extra = _plan_lines(rep, keys) + extra
+    unchosen = [  # over a learning-rate grid, a row whose every run failed has no rate to test it at
+        f"# {_safe(r.name)}: no learning rate chosen (its runs all failed), so the table has no p"
+        for b, r in enumerate(d.rows)
+        if r.reference is not None and (keys[b] is None or keys[r.reference] is None)
+    ]
+    extra = _plan_lines(rep, keys) + unchosen + extra
     code = claim_code(CSV_NAME, columns, value, tests, d.margin, extra)
     return Claim(code, *_folder_command(rep, folder))
 
@@ -391,7 +409,10 @@ def _plan_lines(rep, keys: list) -> list[str]:
     names = [r.name for r in rep.design.rows]
     if rep.spec.plan == "power" and len(keys) > 1 and rep.summary[1].pairs >= 2:
         sd = rep.summary[1].sd
-        return [f"print((table[{keys[1]}] - table[{keys[0]}]).dropna().std())  # the paired sd of two inits: {sd!r}"]
+        return [
+            f"second, first = pairs({keys[1]}, {keys[0]})",
+            f"print((second - first).std())  # the paired sd of two inits: {sd!r}",
+        ]
     if rep.duel and "modern" in names and "classic" in names:
         a, b = keys[names.index("modern")], keys[names.index("classic")]
         change = rep.duel["perplexity_change"]
@@ -399,14 +420,13 @@ def _plan_lines(rep, keys: list) -> list[str]:
             "",
             "import math",
             "",
-            f"print(math.exp((table[{a}] - table[{b}]).dropna().mean()) - 1)  # the perplexity change: {change!r}",
+            f"modern, classic = pairs({a}, {b})",
+            f"print(math.exp((modern - classic).mean()) - 1)  # the perplexity change: {change!r}",
         ]
     return []
 
 
 def _folder_command(rep, folder) -> tuple[str, str]:
-    import shlex
-
     d = rep.design
     if d.sequential:
         return (
@@ -423,6 +443,13 @@ def _folder_command(rep, folder) -> tuple[str, str]:
             f"p_adj adjusts the component rows' p together by {rule} (the placebo is tested alone), which is not in "
             "SciPy; judge needs a run of every row at every seed and this folder lacks some (the footnotes say "
             "which), so report on the folder prints p_adj and the verdicts.",
+        )
+    if d.sweep is not None and any(r.lr not in d.sweep.lrs for r in d.rows):
+        return (
+            f"modern-gpt report {shlex.quote(str(folder))}",
+            f"p_adj adjusts the component rows' p together by {rule}, which is not in SciPy; a row whose runs all "
+            "failed has no learning rate chosen, so the runs the table read are not one file judge can read, and "
+            "report on the folder prints p_adj and the verdicts.",
         )
     if d.sweep is not None:
         return (
@@ -535,12 +562,12 @@ def judged_facts(design, s, runs: pd.DataFrame, rows: list[dict], source: str, d
     frame, metric = judged_runs(design, s, runs)
     names = [r.name for r in design.rows]
     tests = [
-        Test(lit(names[b]), lit(names[r.reference]), _says(_Row(rows[b])))
+        Test(lit(names[b]), lit(names[r.reference]), _says(SimpleNamespace(**rows[b])))
         for b, r in enumerate(design.rows)
         if r.reference is not None
     ]
     code = claim_code(CSV_NAME, "variant", metric, tests, design.margin)
-    flags = f" --metric {_quote(metric)}" + (" --higher-is-better" if s.higher_is_better else "")
+    flags = f" --metric {shlex.quote(metric)}" + (" --higher-is-better" if s.higher_is_better else "")
     rule = "Holm-Shaffer's step-down with the margin" if design.margin else "Hommel's procedure"
     claim = Claim(
         code,
@@ -552,16 +579,3 @@ def judged_facts(design, s, runs: pd.DataFrame, rows: list[dict], source: str, d
     grids = seed_grids(names, [r.reference for r in design.rows], view, fmt, s.metric)
     header = judged_header(source, data, len(frame), len(names))
     return Facts(header, frame.to_csv(index=False), claim, grids)
-
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
-
-
-class _Row:
-    """A judge row (a dict of judge's columns) read as a SummaryRow is, for the comment."""
-
-    def __init__(self, row: dict):
-        self.p, self.p_adj, self.verdict = row["p"], row["p_adj"], row["verdict"]

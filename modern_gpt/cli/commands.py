@@ -510,7 +510,8 @@ HTML_HELP = (
     "Also write the table, its footnotes, the figures, the runs (seed by seed and as CSV) and the claim test as one "
     "self-contained HTML page: no script, nothing loaded from the network."
 )
-MARKDOWN_HELP = "Also write that page as a README-ready Markdown file, its figures and runs' CSV beside it."
+MARKDOWN_HELP = "Also write that page as one README-ready Markdown file, the runs' CSV inside it."
+PAGE_FORCE_HELP = "Replace a page file that --html or --markdown names, if it exists."
 
 
 def _page_path(flag: str):
@@ -535,21 +536,21 @@ Markdown = Annotated[
         "--markdown", help=MARKDOWN_HELP, metavar="FILE", rich_help_panel=SHARE, parser=_page_path("--markdown")
     ),
 ]
+PageForce = Annotated[bool, typer.Option("--force", help=PAGE_FORCE_HELP, rich_help_panel=SHARE)]
 
 
-def _check_pages(html: Path | None, markdown: Path | None, inputs) -> None:
-    """--html and --markdown checked before anything is read (cli.share.check_pages): a folder, a pipe, a missing
-    folder, a file the command reads, a results folder's own file, one file for both, or a file of yours where
-    the Markdown page writes its runs' CSV is one sentence."""
+def _check_pages(html: Path | None, markdown: Path | None, inputs, force: bool = False) -> None:
+    """--html and --markdown checked before anything is read (cli.share.check_pages): a folder, a pipe, a file
+    the command reads, one file for both, or a file already there without --force is one sentence."""
     from .share import check_pages
 
-    check_pages(html, markdown, inputs)
+    check_pages(html, markdown, inputs, force)
 
 
-def _write_pages(page, html: Path | None, markdown: Path | None, inputs=()) -> None:
+def _write_pages(page, html: Path | None, markdown: Path | None, inputs=(), force: bool = False) -> None:
     from .share import write
 
-    for path in write(page, html, markdown, inputs):
+    for path in write(page, html, markdown, inputs, force):
         print(f"wrote {path}", file=sys.stderr)
 
 
@@ -566,13 +567,14 @@ def report(
     mlflow_uri: ReportMlflowUri = None,
     html: Html = None,
     markdown: Markdown = None,
+    force: PageForce = False,
 ) -> None:
     """Re-render an ablation's table from its results folder alone (nothing is trained)."""
     from ..ablation.report import plot as draw
     from ..ablation.results import ResultsDir
     from ..verdict.table import at_lr_index
 
-    _check_pages(html, markdown, _share_inputs(folder))
+    _check_pages(html, markdown, _share_inputs(folder), force)
     _load_plugins(plugin)
     from ..ablation.ladder import is_ladder
     from ..api import report as api_report
@@ -594,7 +596,7 @@ def report(
     if html or markdown:
         from .share import folder_page
 
-        _write_pages(folder_page(result), html, markdown, _share_inputs(folder))
+        _write_pages(folder_page(result), html, markdown, _share_inputs(folder), force)
 
 
 def _share_inputs(folder: Path) -> list[Path]:
@@ -670,6 +672,7 @@ def judge(
     fmt: Format = "table",
     html: Html = None,
     markdown: Markdown = None,
+    force: PageForce = False,
 ) -> None:
     """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, Holm-corrected, as ablate and report judge theirs.
 
@@ -682,11 +685,13 @@ def judge(
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
-    _check_pages(html, markdown, [file])
+    _check_pages(html, markdown, [file], force)
     alpha = ALPHA if alpha is None else alpha
     columns = (variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo)
     settings = JudgeSettings(*columns, alpha, margin)
     if _published(file, seed_col, at_step, log_pattern, threshold):
+        if html or markdown:  # its table is unpaired: no seed grids nor paired claim test to show
+            raise UserError("--html and --markdown make a page of runs paired by seed; leave them out here.")
         return _judge_published(file, settings, threshold, at_step, log_pattern, fmt)
     if compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None:
         from ..verdict.ladder_judge import LadderSettings
@@ -694,15 +699,14 @@ def judge(
         if margin is not None:
             raise UserError("--margin is in the metric's units for one size; for a ladder give --trend-margin.")
         ladder = LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute)
-        _judge_ladder(file, settings, ladder, fmt, html, markdown)
-        return
+        return _judge_ladder(file, settings, ladder, fmt, html, markdown, force)
     design, runs, rows, notes = _judging(file, judge_file_runs, settings)
     _print_judged(settings, design, rows, notes, fmt)
     if html or markdown:
         from .share import _file_facts, judged_page
 
-        name, data, _ = _file_facts(file)
-        _write_pages(judged_page(design, settings, runs, rows, notes, name, data), html, markdown, [file])
+        page = judged_page(design, settings, runs, rows, notes, *_file_facts(file)[:2])
+        _write_pages(page, html, markdown, [file], force)
 
 
 def _published(file: Path, seed_col: str, at_step, log_pattern, threshold) -> bool:
@@ -751,7 +755,9 @@ def _judging(file: Path, judged, *settings):
         return judged(file, *settings)
 
 
-def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, markdown: Path | None) -> None:
+def _judge_ladder(
+    file: Path, settings, ladder, fmt: str, html: Path | None, markdown: Path | None, force: bool = False
+) -> None:
     """judge --compute-col (or --size-col): the scale table of a ladder of anyone's runs, and its page."""
     from types import SimpleNamespace
 
@@ -765,7 +771,7 @@ def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, mar
 
         facts = _file_facts(file)
         page = judged_ladder_page(design, rows, notes, *facts, judge_flags(settings, ladder), ladder.size_col)
-        _write_pages(page, html, markdown, [file])
+        _write_pages(page, html, markdown, [file], force)
 
 
 def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str) -> None:

@@ -3,9 +3,10 @@
 ablation/share.py gathers: the header, the figures, the runs seed by seed and as CSV, and the claim test.
 
 The HTML file is self-contained: its styles are inline, its figures data: URIs, and its Content-Security-Policy
-allows nothing else (no script runs, nothing is fetched). The Markdown file is README-ready, with its figures and
-the runs' CSV written beside it. Every text that comes from a file (names, footnotes, messages, the command) is
-escaped, never markup: a variant named <script>alert(1)</script> is shown as those characters.
+allows nothing else (no script runs, nothing is fetched). The Markdown file is README-ready, with the runs' CSV
+inside it. Each is one file at the path given (one already there is replaced only with --force). Every text that
+comes from a file (names, footnotes, messages, the command) is escaped, never markup: a variant named
+<script>alert(1)</script> is shown as those characters.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Table:
 @dataclass
 class Page:
     """A page: its title, what it is of, the tables (the verdict table first), the lines printed under them (the
-    duel's, power's), the footnotes and the rest (ablation.share.Facts)."""
+    duel's, power's), the footnotes, the one-line answer and the rest (ablation.share.Facts)."""
 
     title: str
     kind: str
@@ -43,12 +44,13 @@ class Page:
     notes: list[str]
     facts: Facts
     lines: list[str] = field(default_factory=list)
+    answer: str = ""  # the table in one line, under the title (the trackers' own line: trackers.records.answer)
 
     def html(self) -> str:
         return to_html(self)
 
-    def markdown(self, stem: str = "") -> str:
-        return to_markdown(self, stem)
+    def markdown(self) -> str:
+        return to_markdown(self)
 
 
 # ---------------------------------------------------------------------------
@@ -108,12 +110,46 @@ def ladder_table(rep) -> Table:
 # ---------------------------------------------------------------------------
 # The pages
 # ---------------------------------------------------------------------------
+def summary_answer(summary) -> str:
+    """A folder's table (its SummaryRows) in one line, as the trackers say it."""
+    from ..trackers.records import answer, named, summary_cells
+
+    return answer(named(summary_cells(summary)))
+
+
+def judged_answer(rows: list[dict]) -> str:
+    """judge's rows (its column names) in one line, as the trackers say a folder's."""
+    from ..trackers.records import answer
+    from ..verdict.judge import judge_columns
+
+    names = {shown: name for name, shown in judge_columns()}
+    return answer([{names.get(k, k): v for k, v in r.items()} | {"variant": r["variant"]} for r in rows])
+
+
+def ladder_answer(rows) -> str:
+    """The scale table in one line: the rows whose k is better or worse, with k, its CI and its trend."""
+    parts = []
+    for verdict in ("better", "worse"):
+        found = [
+            f"{r.variant} (k {r.k:.3g} [{r.k_low:.3g}, {r.k_high:.3g}], {r.trend})"
+            for r in rows
+            if r.verdict == verdict
+        ]
+        if found:
+            parts.append(f"{verdict}: {', '.join(found)}")
+    rest = sum(r.verdict not in ("better", "worse") for r in rows if r.reference)
+    if not parts:
+        return f"all {rest} rows inconclusive" if rest > 1 else "1 row, inconclusive" if rest else "no row is tested"
+    return "; ".join(parts) + (f"; {rest} inconclusive" if rest else "")
+
+
 def folder_page(result) -> Page:
     """The page of a results folder (api.Result) or a ladder's (api.LadderResult)."""
     from ..ablation import share
 
     if hasattr(result, "rungs"):
         tables = [ladder_table(result.table)]
+        tables[0].notes = list(result.footnotes)  # under the scale table, before the rungs' tables
         for name, rung in zip(result.table.design.rungs, result.rungs, strict=True):
             mine, _ = report_tables(rung.table)
             for t in mine:
@@ -121,10 +157,13 @@ def folder_page(result) -> Page:
             if mine:
                 mine[-1].notes = list(rung.footnotes)
             tables += mine
-        return Page(tables[0].title, "a ladder folder", tables, result.footnotes, share.ladder_facts(result))
+        answer = ladder_answer(result.table.rows)
+        return Page(tables[0].title, "a ladder folder", tables, [], share.ladder_facts(result), answer=answer)
     tables, lines = report_tables(result.table)
-    title = tables[0].title if result.table.spec.plan != "power" else f"power: {result.title}"
-    return Page(title, "a results folder", tables, result.footnotes, share.folder_facts(result), lines)
+    power = result.table.spec.plan == "power"
+    title = f"power: {result.title}" if power else tables[0].title
+    answer = (lines[0] if lines else "") if power else summary_answer(result.table.summary)
+    return Page(title, "a results folder", tables, result.footnotes, share.folder_facts(result), lines, answer)
 
 
 def judged_page(design, s, runs, rows: list[dict], notes: list[str], source: str, data: bytes | None) -> Page:
@@ -135,7 +174,8 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source: str
     fmt = render._judge_formats(rows)["mean"]
     facts = share.judged_facts(design, s, runs, rows, source, data, fmt)
     table = judge_table(design, s, rows)
-    return Page(table.title, f"runs judged from {'a DataFrame' if data is None else 'a file'}", [table], notes, facts)
+    kind = f"runs judged from {'a DataFrame' if data is None else 'a file'}"
+    return Page(table.title, kind, [table], notes, facts, answer=judged_answer(rows))
 
 
 def judged_ladder_page(
@@ -148,9 +188,10 @@ def judged_ladder_page(
     from ..ablation import share
 
     table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=size_col))
+    table.notes = list(notes)  # under the scale table
     header = share.judged_header(source, data, max(0, csv.count("\n") - 1), len(design.rows))
     facts = Facts(header, csv, share.ladder_claim(design, flags))
-    return Page(table.title, "a ladder of runs judged from a file", [table], notes, facts)
+    return Page(table.title, "a ladder of runs judged from a file", [table], [], facts, answer=ladder_answer(rows))
 
 
 # ---------------------------------------------------------------------------
@@ -163,11 +204,12 @@ CSS = """
 @media (prefers-color-scheme: dark) { :root { --line: #3d444d; --soft: #151b23; --dim: #9198a1; } }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
   margin: 0; }
-main { max-width: 1200px; margin: 0 auto; padding: 24px; }
+main { margin: 0 auto; padding: 24px; width: max-content; max-width: calc(100vw - 48px); }
+p, ul, figure, details { max-width: 1100px; } .answer { font-size: 1.1em; font-weight: 600; margin: 8px 0 16px; }
 h1 { font-size: 1.45em; margin: 0 0 4px; } h2 { font-size: 1.15em; margin: 32px 0 8px; }
 .kind, .dim, figcaption { color: var(--dim); }
-table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
-th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: right; white-space: nowrap; }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 14px; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
 th { background: var(--soft); } .l { text-align: left; }
 caption { text-align: left; font-weight: 600; padding: 6px 0; caption-side: top; white-space: normal; }
 .scroll { overflow-x: auto; }
@@ -187,8 +229,7 @@ def e(text) -> str:
 
 
 def _html_table(t: Table | Grid, css: str = "") -> str:
-    title = t.title if isinstance(t, Table) else t.caption
-    left = [h in (t.text if isinstance(t, Table) else ("variant", "vs")) for h in t.headers]
+    left = [h in t.text for h in t.headers]
     head = "".join(
         f'<th class="l">{e(h)}</th>' if lf else f"<th>{e(h)}</th>" for h, lf in zip(t.headers, left, strict=True)
     )
@@ -199,10 +240,9 @@ def _html_table(t: Table | Grid, css: str = "") -> str:
             cls = " ".join(x for x in ("l" if lf else "", c if c in MARKED else "") if x)
             cells.append(f'<td class="{cls}">{e(c)}</td>' if cls else f"<td>{e(c)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    out = f'<div class="scroll"><table{css}><caption>{e(title)}</caption><thead><tr>{head}</tr></thead>'
+    out = f'<div class="scroll"><table{css}><caption>{e(t.title)}</caption><thead><tr>{head}</tr></thead>'
     out += f"<tbody>{''.join(body)}</tbody></table></div>"
-    notes = t.notes if isinstance(t, Table) else []
-    return out + (_html_list(notes) if notes else "")
+    return out + (_html_list(t.notes) if t.notes else "")
 
 
 def _html_list(items: list[str]) -> str:
@@ -243,12 +283,13 @@ def to_html(page: Page) -> str:
     facts = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in f.header)
     parts = [
         f"<h1>{e(page.title)}</h1>",
-        f'<p class="kind">The table of {e(page.kind)}, shared by modern-gpt {e(__version__)}.</p>',
-        f'<table class="facts">{facts}</table>',
-        "<h2>The table</h2>",
+        f'<p class="answer" id="answer">{e(page.answer)}</p>' if page.answer else "",
         *(_html_table(t, ' id="verdicts"' if i == 0 else "") for i, t in enumerate(page.tables)),
         *(f"<p>{e(line)}</p>" for line in page.lines),
         _html_list(page.notes) if page.notes else "",
+        "<h2>Where the numbers come from</h2>",
+        f'<p class="kind">The table of {e(page.kind)}, shared by modern-gpt {e(__version__)}.</p>',
+        f'<table class="facts">{facts}</table>',
     ]
     if f.figures or f.missing:
         parts.append("<h2>Figures</h2>")
@@ -289,12 +330,10 @@ def md(text) -> str:
 
 
 def _md_table(t: Table | Grid) -> list[str]:
-    title = t.title if isinstance(t, Table) else t.caption
-    lines = [f"**{md(title)}**", "", "| " + " | ".join(md(h) for h in t.headers) + " |"]
+    lines = [f"**{md(t.title)}**", "", "| " + " | ".join(md(h) for h in t.headers) + " |"]
     lines.append("|" + "|".join(" --- " for _ in t.headers) + "|")
     lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in t.rows]
-    notes = t.notes if isinstance(t, Table) else []
-    return [*lines, "", *(f"- {md(n)}" for n in notes), *([""] if notes else [])]
+    return [*lines, "", *(f"- {md(n)}" for n in t.notes), *([""] if t.notes else [])]
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
@@ -304,150 +343,42 @@ def _fence(text: str, lang: str = "") -> list[str]:
     return [f"{fence}{lang}", text.rstrip("\n"), fence]
 
 
-def beside(stem: str, name: str) -> str:
-    """The name of a file written beside the Markdown file: its stem, then the figure's path in the folder."""
-    return f"{stem}-{name.replace('/', '-')}" if stem else name.replace("/", "-")
-
-
-def to_markdown(page: Page, stem: str = "") -> str:
-    """The page as Markdown; stem: the Markdown file's, that the figures and the runs' CSV beside it start with."""
+def to_markdown(page: Page) -> str:
+    """The page as one Markdown file: the runs' CSV inside it, the figures named (the HTML page holds them)."""
     f = page.facts
-    csv_name = beside(stem, CSV_NAME) if stem else CSV_NAME
-    lines = [f"# {md(page.title)}", "", f"The table of {md(page.kind)}, shared by modern-gpt {md(__version__)}.", ""]
-    lines += ["| | |", "| --- | --- |", *(f"| {md(k)} | {md(v)} |" for k, v in f.header), ""]
+    lines = [f"# {md(page.title)}", "", *([f"**{md(page.answer)}**", ""] if page.answer else [])]
     for t in page.tables:
         lines += _md_table(t)
     lines += [*(md(line) + "\n" for line in page.lines), *(f"- {md(n)}" for n in page.notes), ""]
-    for fig in f.figures:
-        lines += [f"![{md(fig.caption)}]({beside(stem, fig.name)})", ""]
+    kind = f"The table of {md(page.kind)}, shared by modern-gpt {md(__version__)}."
+    lines += ["## Where the numbers come from", "", kind, ""]
+    lines += ["| | |", "| --- | --- |", *(f"| {md(k)} | {md(v)} |" for k, v in f.header), ""]
+    if f.figures:
+        names = ", ".join(f"`{fig.name}`" for fig in f.figures)  # the folder's fixed names
+        lines += [f"Figures: {names} in the results folder (the HTML page, --html, holds them inline).", ""]
     lines += [md(m) + "\n" for m in f.missing]
     if f.seeds:
         lines += ["## Seed by seed", ""]
         for g in f.seeds:
             lines += _md_table(g)
-    claim = named(f.claim, csv_name)
     lines += ["## Re-check the claim", ""]
-    if claim.code:
+    if f.claim.code:
         lines += [
-            f"With `{csv_name}` (beside this file, and below) in the working folder, this prints each row's "
+            f"Save the runs below as `{CSV_NAME}` and run this (Python, pandas and SciPy): it prints each row's "
             "paired t-test against its reference, the table's `p`:",
             "",
-            *_fence(claim.code, "python"),
+            *_fence(f.claim.code, "python"),
             "",
         ]
-    lines += [md(claim.says), ""] + ([*_fence(claim.command, "sh"), ""] if claim.command else [])
-    lines += ["<details><summary>" + html.escape(csv_name) + "</summary>", "", *_fence(f.csv, "csv"), "", "</details>"]
-    files = {beside(stem, fig.name): fig.data for fig in f.figures} | {csv_name: f.csv.encode("utf-8")}
-    return "\n".join([*lines, "", listing(files)]) + "\n"
-
-
-def named(claim: Claim, csv_name: str) -> Claim:
-    """The claim test reading the runs from csv_name instead of runs.csv."""
-    if csv_name == CSV_NAME:
-        return claim
-    import shlex
-
-    from ..ablation.share import lit
-
-    code = claim.code.replace(f"pd.read_csv({lit(CSV_NAME)})", f"pd.read_csv({lit(csv_name)})")
-    command = claim.command.replace(f"judge {CSV_NAME}", f"judge {shlex.quote(csv_name)}", 1)
-    return Claim(code, command, claim.says)
+    lines += [md(f.claim.says), ""] + ([*_fence(f.claim.command, "sh"), ""] if f.claim.command else [])
+    lines += ["<details><summary>" + CSV_NAME + "</summary>", "", *_fence(f.csv, "csv"), "", "</details>"]
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------
 # Writing: checked first, then atomic
 # ---------------------------------------------------------------------------
-GENERATOR = '<meta name="generator" content="modern-gpt '  # the HTML page's mark, in its head
 EXAMPLE = {"--html": "result.html", "--markdown": "RESULT.md"}
-LISTED = "<!-- modern-gpt page: the files beside it, by sha256: "  # the Markdown page's last line, then JSON, " -->"
-
-
-def listing(files: dict[str, bytes]) -> str:
-    """The Markdown page's last line: an HTML comment (never shown) naming the files written beside it with their
-    sha256, by which a later page knows them as modern-gpt's own to replace (a file of yours there is refused)."""
-    import hashlib
-    import json
-
-    sums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    return LISTED + json.dumps(sums, ensure_ascii=True).replace(">", "\\u003e") + " -->"
-
-
-def _listed(page: Path) -> dict[str, str] | None:
-    """The files a Markdown page that modern-gpt wrote lists beside it, by name; None for any other file."""
-    import json
-
-    try:
-        with open(page, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - (1 << 20)))
-            tail = f.read().decode("utf-8", errors="replace").rstrip()
-    except OSError:
-        return None
-    line = tail.rpartition("\n")[2]
-    if not (line.startswith(LISTED) and line.endswith(" -->")):
-        return None
-    try:
-        found = json.loads(line[len(LISTED) : -4])
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def _a_page(path: Path) -> bool:
-    """Whether path holds a page that modern-gpt wrote: HTML with its generator mark, or Markdown with its list."""
-    try:
-        with open(path, "rb") as f:
-            if GENERATOR.encode() in f.read(4096):
-                return True
-    except OSError:
-        return False
-    return _listed(path) is not None
-
-
-def _ours_beside(file: Path, listed: dict[str, str]) -> bool:
-    """Whether file is one the Markdown page lists beside it, unchanged since (its sha256)."""
-    import hashlib
-
-    if file.name not in listed:
-        return False
-    try:
-        return hashlib.sha256(file.read_bytes()).hexdigest() == listed[file.name]
-    except OSError:
-        return False
-
-
-def _place(path: Path) -> Path:
-    """Where path is: its folder's real path (links followed), then its name (a link there is replaced, not
-    followed)."""
-    try:
-        return path.parent.resolve() / path.name
-    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a symbolic link loop
-        return path.absolute()
-
-
-def _is_results(folder: Path) -> bool:
-    try:
-        ablation = (folder / "meta.json").is_file() and (folder / "runs").is_dir()
-        return ablation or (folder / "ladder.json").is_file()
-    except OSError:
-        return False
-
-
-def _owned(path: Path, ours) -> str | None:
-    """Why path belongs to a results folder it lies in, as a phrase; None when it does not. A page may go at a
-    folder's top, over nothing or over a page of ours (ours(path)), never into its subfolders (runs/, rung-N/,
-    tensorboard/, ...) nor over its files."""
-    where = _place(path)
-    for folder in where.parents:
-        if not _is_results(folder):
-            continue
-        if where.parent != folder:
-            inside = where.relative_to(folder).parts[0]
-            return f"inside {inside}/ of the results folder {folder}, which that folder owns"
-        if where.name in (*FOLDER_FILES, ".lock"):
-            return f"the results folder {folder}'s own {where.name}"
-        if os.path.lexists(where) and not ours(where):
-            return f"a file of the results folder {folder} and no page that modern-gpt wrote"
-    return None
 
 
 def cannot(flag: str, path: Path, err: OSError) -> str:
@@ -458,8 +389,14 @@ def cannot(flag: str, path: Path, err: OSError) -> str:
 
 
 def _probe(path: Path, flag: str) -> None:
-    """A file can be created in path's folder (not so in /proc, /sys, a read-only or locked folder)."""
-    tmp = temporary_beside(path)
+    """A file of path's name can be created in the nearest folder above it that exists, which put() makes the
+    rest of (not so under a file, in /proc, /sys, a read-only or locked folder, or for a name too long)."""
+    at = path.absolute()
+    while not at.parent.exists() and at.parent != at:
+        at = at.parent
+    if not at.parent.is_dir():
+        raise UserError(f"{flag} {path}: {at.parent} is not a folder; choose another {flag}.")
+    tmp = temporary_beside(at.parent / path.name)
     try:
         os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
         os.unlink(tmp)
@@ -469,88 +406,43 @@ def _probe(path: Path, flag: str) -> None:
 
 def put(path: Path, data: bytes, flag: str) -> None:
     """data written to a temporary file beside path, then renamed onto it (core.files.atomic_path): a reader
-    never sees half a page; a failure is cannot()'s sentence, naming the flag."""
+    never sees half a page; the folders above it are made as --out's are; a failure is cannot()'s sentence."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(cannot(flag, path, err)) from None
     with atomic_path(path, failed=lambda err: cannot(flag, path, err)) as tmp:
         tmp.write_bytes(data)
 
 
-def _kind(path: Path) -> str | None:
-    """What path is when no file can be written over it, as a phrase; None when one can."""
-    return "a folder" if path.is_dir() else not_regular(path)
-
-
-def check_output(path, flag: str, inputs=()) -> Path:
-    """A file to write a page to: a path given, not a folder, a pipe or a device, in a folder that exists and can
-    be written, none of the files read (inputs) and no results folder's own file. Each problem is one sentence
-    naming the flag."""
-    if str(path) == "":
-        raise UserError(f"{flag} is an empty path; give the file to write, e.g. {flag} {EXAMPLE[flag]}.")
+def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
+    """A file to write a page to: one path, not a folder, a pipe or a device, none of the files read (inputs),
+    and a file already there only with --force, as output folders are. Each problem is one sentence."""
+    if str(path) in ("", "-"):
+        what = "an empty path" if str(path) == "" else "-, but a page is written to a file (the table goes to stdout)"
+        raise UserError(f"{flag} is {what}; give the file to write, e.g. {flag} {EXAMPLE[flag]}.")
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / EXAMPLE[flag]}.")
-    parent = path.parent
-    if not parent.is_dir():
-        said = "is not a folder" if parent.exists() else "does not exist"
-        raise UserError(f"{flag} {path}: {parent} {said}; create the folder or choose another {flag}.")
+    _probe(path, flag)
     what = not_regular(path)
     if what is not None:
         raise UserError(f"{flag} {path} is {what}, not a file to write; choose another {flag}.")
-    _probe(path, flag)
     if any(_same(path, Path(given)) for given in inputs):
         raise UserError(f"{flag} {path} is the file this command reads; choose another {flag}.")
-    owned = _owned(path, _a_page)
-    if owned is not None:
-        raise UserError(f"{flag} {path} is {owned}; write the page outside it, or at its top under a new name.")
+    if os.path.lexists(path) and not force:
+        raise UserError(f"{flag} {path} already exists; choose another {flag}, or add --force to replace it.")
     return path
 
 
-def _check_beside(file: Path, markdown: Path, inputs, html: Path | None, listed: dict[str, str]) -> None:
-    """A file the Markdown page writes beside it: none of the files read, not the HTML page, no results folder's
-    own, and nothing of yours (only a file the page there lists, unchanged, is replaced)."""
-    said = f"--markdown {markdown} would write {file} beside it"
-    what = _kind(file)
-    if what is not None:
-        raise UserError(f"{said}, and that is {what}; move it away or choose another --markdown.")
-    if any(_same(file, Path(given)) for given in inputs):
-        raise UserError(f"{said}, the file this command reads; choose another --markdown.")
-    if html is not None and _place(html) == _place(file):
-        raise UserError(f"{said}, the file --html names; give --html another name.")
-    owned = _owned(file, lambda _: True)
-    if owned is not None:
-        raise UserError(f"{said}, {owned}; write the page outside it.")
-    if os.path.lexists(file) and not _ours_beside(file, listed):
-        raise UserError(
-            f"{said}, and {file} is there already, not written by modern-gpt for {markdown} (or changed since); "
-            "move it away or choose another --markdown."
-        )
-
-
-def beside_files(page: Page | None, markdown: Path) -> dict[Path, bytes]:
-    """The files the Markdown page writes beside it (before the page is made: its runs' CSV, the one it always
-    writes), by path."""
-    stem, folder = markdown.stem, markdown.parent
-    if page is None:
-        return {folder / beside(stem, CSV_NAME): b""}
-    files = {folder / beside(stem, fig.name): fig.data for fig in page.facts.figures}
-    files[folder / beside(stem, CSV_NAME)] = page.facts.csv.encode("utf-8")
-    return files
-
-
-def check_pages(html_path=None, markdown_path=None, inputs=(), page: Page | None = None):
-    """--html and --markdown checked together (check_output, and the files beside the Markdown page, and never
-    the same file twice): (html, markdown, the files beside the Markdown page by path)."""
-    html_path = None if html_path is None else check_output(html_path, "--html", inputs)
-    markdown_path = None if markdown_path is None else check_output(markdown_path, "--markdown", inputs)
-    both = html_path is not None and markdown_path is not None
-    if both and (_place(html_path) == _place(markdown_path) or _same(html_path, markdown_path)):
-        raise UserError(f"--html {html_path} and --markdown {markdown_path} are one file; give each its own.")
-    if markdown_path is None:
-        return html_path, None, {}
-    files = beside_files(page, markdown_path)
-    listed = _listed(markdown_path) or {}
-    for file in files:
-        _check_beside(file, markdown_path, inputs, html_path, listed)
-    return html_path, markdown_path, files
+def check_pages(html_path=None, markdown_path=None, inputs=(), force: bool = False):
+    """--html and --markdown checked together (check_output, and never one file for both): (html, markdown)."""
+    html_path = None if html_path is None else check_output(html_path, "--html", inputs, force)
+    markdown_path = None if markdown_path is None else check_output(markdown_path, "--markdown", inputs, force)
+    if html_path is not None and markdown_path is not None:
+        if html_path.absolute() == markdown_path.absolute() or _same(html_path, markdown_path):
+            raise UserError(f"--html {html_path} and --markdown {markdown_path} are one file; give each its own.")
+    return html_path, markdown_path
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -560,18 +452,15 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def write(page: Page, html_path=None, markdown_path=None, inputs=()) -> list[Path]:
-    """Write the page as HTML and/or Markdown (its figures and CSV beside it); returns what was written."""
-    html_path, markdown_path, files = check_pages(html_path, markdown_path, inputs, page)
+def write(page: Page, html_path=None, markdown_path=None, inputs=(), force: bool = False) -> list[Path]:
+    """Write the page as HTML and/or Markdown, each one file; returns what was written."""
+    html_path, markdown_path = check_pages(html_path, markdown_path, inputs, force)
     written = []
     if html_path is not None:
         put(html_path, page.html().encode("utf-8"), "--html")
         written.append(html_path)
     if markdown_path is not None:
-        for file, data in files.items():
-            put(file, data, "--markdown")
-            written.append(file)
-        put(markdown_path, page.markdown(markdown_path.stem).encode("utf-8"), "--markdown")
+        put(markdown_path, page.markdown().encode("utf-8"), "--markdown")
         written.append(markdown_path)
     return written
 
@@ -593,10 +482,12 @@ FOLDER_FILES = (
 )
 
 
-def share(source, html=None, markdown=None, *, at_lr: float | None = None, plugins=(), **judge) -> Page:
+def share(
+    source, html=None, markdown=None, *, force: bool = False, at_lr: float | None = None, plugins=(), **judge
+) -> Page:
     """A result as one page to share (docs/sharing.md): source is a results folder (a ladder's too), a Result or
     LadderResult, or runs to judge (a .csv, .jsonl or .parquet file, or a DataFrame) with modern_gpt.judge's
-    keywords. html, markdown: the files to write (Markdown: its figures and runs' CSV beside it). Returns the
+    keywords. html, markdown: the files to write, each one file (force: replace one that exists). Returns the
     Page: page.html() and page.markdown() are its text."""
     import pandas as pd
 
@@ -605,7 +496,7 @@ def share(source, html=None, markdown=None, *, at_lr: float | None = None, plugi
     unknown = sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS})
     if unknown:
         raise UserError(f"share has no option {unknown[0]!r}; its options are judge's: {', '.join(JUDGE_KEYS)}, ...")
-    check_pages(html, markdown)
+    check_pages(html, markdown, force=force)
     if isinstance(source, api.Result | api.LadderResult):
         page, inputs = folder_page(source), _folder_files(source.folder)
     elif isinstance(source, pd.DataFrame) or not Path(source).is_dir():
@@ -618,7 +509,7 @@ def share(source, html=None, markdown=None, *, at_lr: float | None = None, plugi
                 f"{next(iter(judge))}= goes with runs to judge (a file or a DataFrame), not a results folder."
             )
         page, inputs = folder_page(api.report(source, at_lr=at_lr, plugins=plugins)), _folder_files(source)
-    write(page, html, markdown, inputs)
+    write(page, html, markdown, inputs, force)
     return page
 
 

@@ -16,12 +16,12 @@ Where each tracker puts an ablation (once the table is written, the answer where
     wandb        one W&B group per results folder, offline by default; each seed's run gets its row's verdict,
                  the summary run the verdict table as a wandb.Table: see WandbBackend
 
-A run's tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}), so resume and report --track never
-log it twice; each backend also finds a run by a key made of the folder and (row, seed), and replaces what an
-earlier, interrupted attempt logged, so a kill between logging and writing the run file leaves no duplicate.
-An id is written only once the tracker holds its run (Backend.held), and report --track asks again before it
-trusts the ids in the files: what a tracker lost (its folder or store deleted, a run deleted in its UI) is
-logged again.
+A tracker is a sink: nothing is read back from it. Each run is logged under its key, made of the folder and
+(row, seed) (records.run_key), and its tracker ids go into its run file ("tracked": {"mlflow": "<run id>"}); a
+resume or report --track logs the runs whose files lack a tracker's id, and logging a key again replaces what an
+earlier, interrupted attempt logged under it, so a kill between logging and writing the run file leaves no
+duplicate. What a tracker lost after the fact (its folder deleted) is logged again by removing the ids from the
+run files, or by a new results folder.
 A tracker that fails (its server died) is a warning, is switched off for the rest of the ablation, and becomes
 a footnote of the report (notes()); no run is lost or stopped.
 """

@@ -95,33 +95,20 @@ def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | 
         )
 
 
-def _link_target(path: Path, where: str) -> Path | None:
-    """Where a link (or a chain of links) in place of the store points, when nothing is there: the store must
-    be checked there, since that is what sqlite or MLflow would open (None: no link, or its target exists)."""
-    if not path.is_symlink() or path.exists():
-        return None
-    try:
-        return path.resolve(strict=False)
-    except (OSError, RuntimeError):  # a link that loops (RuntimeError before Python 3.13)
-        raise UserError(f"{where}: {path} is a link that loops; give another store.") from None
-
-
 def _check_writable(path: Path, where: str, is_file: bool) -> None:
-    """A local store's file (sqlite) or folder (file:) can be written: its folder exists and is writable. A
-    dangling link is checked where it points, and named (MLflow would create the folders it lacks, or retry
-    a file it cannot open for ~100 s)."""
-    target = _link_target(path, where)
-    if target is not None:
-        folder = target.parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            what = "does not exist" if not folder.exists() else "is not a folder" if not folder.is_dir() else None
-            raise UserError(
-                f"{where}: {path} is a link to {target}, whose folder {folder} {what or 'is not writable'}; "
-                "give another store."
-            )
-    kind = "file" if is_file else "folder"
+    """A local store's file (sqlite) or folder (file:) can be written; a dangling link is checked, and named, where
+    it points (MLflow would make the folders it lacks, or retry a file it cannot open for ~100 s)."""
+    if path.is_symlink() and not path.exists():
+        try:
+            target = path.resolve(strict=False)
+        except (OSError, RuntimeError):  # a link that loops (RuntimeError before Python 3.13)
+            raise UserError(f"{where}: {path} is a link that loops; give another store.") from None
+        up = target.parent
+        what = "does not exist" if not up.exists() else "is not a folder" if not up.is_dir() else "is not writable"
+        if not up.is_dir() or not os.access(up, os.W_OK):
+            raise UserError(f"{where}: {path} is a link to {target}, whose folder {up} {what}; give another store.")
     if path.exists() and (path.is_file() if is_file else path.is_dir()) is False:  # a FIFO is neither
-        raise UserError(f"{where}: {path} is not a {kind}; give another store.")
+        raise UserError(f"{where}: {path} is not a {'file' if is_file else 'folder'}; give another store.")
     folder = path.parent if is_file or not path.exists() else path
     if not folder.is_dir():
         raise UserError(f"{where}: the folder {folder} does not exist; create it or give another store.")
@@ -150,9 +137,8 @@ def _check_server(uri: str, where: str) -> None:
 
 
 def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None) -> None:
-    """Every --track name known and installed, and MLflow's store reachable and writable: one sentence naming
-    the flag or URI otherwise. Called before anything trains. folder: where TensorBoard writes (checked by the
-    results folder's own checks for an ablation)."""
+    """Before anything trains: every --track name known and installed, and MLflow's store reachable and
+    writable; else one sentence naming the flag or URI."""
     from .wandb import check_wandb  # here: the backends' modules load only for a tracker asked for
 
     names = check_names(names)
@@ -169,8 +155,7 @@ def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None
 
 
 def _check_mlflow(uri: str, where: str) -> None:
-    """MLflow's store: a scheme the installed MLflow takes, reachable and writable; a sqlite file this check
-    created is removed again when the store fails (a full disk left an empty m.db behind)."""
+    """MLflow's store: a scheme it takes, reachable and writable; a sqlite file made here is removed if it fails."""
     store = _local_store(uri)
     if uri.rstrip("/") == "sqlite:":
         raise UserError(f"{where}: an in-memory sqlite store is lost when modern-gpt exits; give sqlite:///PATH.db.")
@@ -194,9 +179,8 @@ def _check_mlflow(uri: str, where: str) -> None:
 
 
 def _check_scheme(uri: str, where: str) -> None:
-    """A store the installed MLflow opens: a scheme its tracking-store registry knows, and no file store (a plain
-    path or file:), which MLflow 3 refuses unless MLFLOW_ALLOW_FILE_STORE=true. One sentence before anything
-    trains, naming the stores that work, rather than MLflow's own exception cut off mid-URL."""
+    """A scheme the installed MLflow's registry knows, and no file store where MLflow 3 refuses them: one sentence
+    naming the stores that work, rather than MLflow's exception cut off mid-URL."""
     import mlflow
     from mlflow.utils.uri import get_uri_scheme
 
@@ -221,8 +205,7 @@ def _file_store_refused() -> bool:
 
 
 def _known_schemes() -> set[str] | None:
-    """The schemes MLflow's tracking-store registry has a store for (its own and plugins'); None where this
-    MLflow keeps the registry elsewhere (its store then says what it refuses)."""
+    """The schemes MLflow's tracking-store registry knows (None where this MLflow keeps it elsewhere)."""
     try:
         from mlflow.tracking._tracking_service.utils import _tracking_store_registry
 
@@ -232,8 +215,7 @@ def _known_schemes() -> set[str] | None:
 
 
 def _check_sqlite(path: Path, where: str) -> None:
-    """The sqlite file opens as a database and takes a write lock within a second or two, as MLflow's store
-    needs: MLflow retries a file it cannot open (or cannot lock) ten times over ~100 s, with a warning each."""
+    """The sqlite file takes a write lock within LOCK_WAIT_S (MLflow retries one it cannot open for ~100 s)."""
     import sqlite3
 
     try:
@@ -261,8 +243,7 @@ def _probe_mlflow(uri: str, where: str) -> None:
 
 @contextlib.contextmanager
 def quiet_store():
-    """MLflow's INFO lines while it makes or migrates a sqlite store's tables ("Creating initial MLflow database
-    tables...", alembic's steps) kept off stderr: its loggers at WARNING meanwhile, so warnings still show."""
+    """MLflow's INFO lines while it makes a sqlite store's tables kept off stderr (its warnings still show)."""
     loggers = [logging.getLogger(name) for name in ("mlflow.store.db", "alembic")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:

@@ -3,42 +3,13 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from pathlib import Path
 
 from ..core.errors import UserError
 from ..verdict.judge import ROW_KIND, SUMMARY  # tags.kind of a row's run and the summary's: judge leaves both out
+from . import records as rec
 from .checks import _local_store, mlflow_uri, quiet_store
-from .records import (
-    ABOUT,
-    TRAIN,
-    TRAIN_EXPERIMENT,
-    Margins,
-    Tracked,
-    _number,
-    answer,
-    artifacts,
-    curve,
-    named,
-    row_of,
-    row_stats,
-    row_tag,
-    row_title,
-    run_key,
-    run_metrics,
-    run_name,
-    run_params,
-    run_tags,
-    run_times,
-    slug,
-    summary_cells,
-    table_rows,
-    tracked_ids,
-    tracked_records,
-    verdict_columns,
-    verdict_table,
-)
 
 LAYOUT = (
     "Each table row is a run named by its verdict, with its Δ (delta_val), CI (ci_low, ci_high), p, p_adj and mde "
@@ -48,25 +19,23 @@ LAYOUT = (
 
 
 class MlflowBackend:
-    """One MLflow experiment per results folder (named after it), one run per (row, seed), logged as each run
-    finishes; once the table is written, a run per table row (tags.kind row) with that row's seeds nested under
-    it, a run named "summary" (tags.kind summary), and the experiment's description: opening the experiment
-    shows the answer (log_summary). Neither kind of run is a training run: they have no variant tag, and
-    judge leaves them out."""
+    """One MLflow experiment per results folder, a run per (row, seed); once the table is written, a run per
+    table row (tags.kind row, its seeds nested under it), a "summary" run and the answer as the description.
+    judge leaves out both kinds (they have no variant tag)."""
 
     name = "mlflow"
 
     def __init__(self, uri: str | None = None):
         self.uri, _ = mlflow_uri(uri)
 
-    def start(self, folder: Path, tracked: Tracked) -> None:
+    def start(self, folder: Path, tracked: rec.Tracked) -> None:
         from mlflow import MlflowClient
 
         self.folder, self.tracked = Path(folder), tracked
-        train = tracked.plan == TRAIN
+        train = tracked.plan == rec.TRAIN
         with quiet_store():  # a new store's tables are made here when no check made them
             self.client = MlflowClient(self.uri)
-            self.experiment_id = self._experiment(TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
+            self.experiment_id = self._experiment(rec.TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
 
     def _experiment(self, name: str, shared: bool) -> str:
         """The folder's experiment: made once, found again on resume; a name another folder took (or a deleted
@@ -76,7 +45,7 @@ class MlflowBackend:
             found = self.client.get_experiment_by_name(attempt)
             if found is None:
                 store = _local_store(self.uri)  # a local store keeps artifacts beside it, not in the current folder
-                where = None if store is None else (store.parent / "mlartifacts" / slug(attempt)).resolve().as_uri()
+                where = None if store is None else (store.parent / "mlartifacts" / rec.slug(attempt)).resolve().as_uri()
                 return self.client.create_experiment(
                     attempt, artifact_location=where, tags={"modern_gpt.folder": owner}
                 )
@@ -109,56 +78,32 @@ class MlflowBackend:
             self.client.log_batch(run_id, tags=tags)
 
     def log_run(self, record: dict) -> str:
-        tags = run_tags(self.tracked, record, self.folder)
-        start, end = run_times(record)
-        run_id = self._new_run(tags.pop("modern_gpt.key"), run_name(self.tracked, record), tags, start)
+        tags = rec.run_tags(self.tracked, record, self.folder)
+        start, end = rec.run_times(record)
+        run_id = self._new_run(tags.pop("modern_gpt.key"), rec.run_name(self.tracked, record), tags, start)
         step = int(record.get("steps_done") or 0)
-        points = [(name, value, s) for s, name, value in curve(record)]
-        points += [(k, v, step) for k, v in run_metrics(record).items()]
+        points = [(name, value, s) for s, name, value in rec.curve(record)]
+        points += [(k, v, step) for k, v in rec.run_metrics(record).items()]
         # variant, seed and lr are tags alone: MLflow's UI downloads its runs table as a CSV whose columns are the
         # bare keys of params, metrics and tags, where a key logged as both is a column named twice
-        params = {k: v for k, v in run_params(self.tracked, record).items() if k not in tags}
+        params = {k: v for k, v in rec.run_params(self.tracked, record).items() if k not in tags}
         self._batch(run_id, params=params, metrics=points)
         self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED", end)
         return run_id
 
-    def held(self, ids: list[str]) -> set[str]:
-        """Of these run ids, those the folder's experiment holds, not deleted and terminated (a run deleted in
-        MLflow's UI, or a store deleted and made again, holds none of them)."""
-        from mlflow.entities import ViewType
-
-        ids = [i for i in ids if re.fullmatch(r"[A-Za-z0-9_-]+", i)]  # a hand-edited id is no run (nor a quote)
-        out = set()
-        for at in range(0, len(ids), 100):  # an IN list of 100 per search
-            names = ", ".join(f"'{i}'" for i in ids[at : at + 100])
-            runs = self.client.search_runs(
-                [self.experiment_id], f"attributes.run_id IN ({names})", ViewType.ACTIVE_ONLY, max_results=100
-            )
-            out.update(r.info.run_id for r in runs if r.info.status in ("FINISHED", "FAILED"))
-        return out
-
-    def holds_summary(self) -> bool:
-        key = run_key(self.folder, self.tracked, None)
-        runs = self.client.search_runs([self.experiment_id], f"tags.`modern_gpt.key` = '{key}'")
-        return any(r.info.status == "FINISHED" for r in runs)
-
-    @property
-    def where(self) -> str:
-        return f"in the store {self.uri}"
-
-    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
+    def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
         """The answer where the experiment opens: its description says which rows are better or worse (and the
         table below it); a run per table row, named by its verdict, with the row's Δ, CI, p, p_adj and mde as
         metrics and its seeds' runs nested under it; and the summary run (summary.csv, the figures, the table
         as verdicts.json by mlflow.log_table, which the UI's artifact view shows). Each replaces its earlier copy."""
-        rows = named(summary_cells(summary))
-        text = f"**{answer(rows)}**\n\n{verdict_table(rows)}\n\n{ABOUT}\n\n{LAYOUT}"
+        rows = rec.named(rec.summary_cells(summary))
+        text = f"**{rec.answer(rows)}**\n\n{rec.verdict_table(rows)}\n\n{rec.ABOUT}\n\n{LAYOUT}"
         now = int(time.time() * 1000)
-        key = run_key(folder, self.tracked, None)
+        key = rec.run_key(folder, self.tracked, None)
         tags = {"kind": SUMMARY, "folder": Path(folder).name, "mlflow.note.content": text[:8000]}
         run_id = self._new_run(key, "summary", tags, now + 1)  # on top of the newest-first runs table
-        self._log_table(run_id, verdict_columns(rows), "verdicts.json")
-        for path in artifacts(folder):
+        self._log_table(run_id, rec.verdict_columns(rows), "verdicts.json")
+        for path in rec.artifacts(folder):
             self.client.log_artifact(run_id, str(path))
         self.client.set_terminated(run_id, "FINISHED", now + 1)
         parents = {r["variant"]: self._row_run(folder, r, now - i) for i, r in enumerate(rows)}
@@ -177,13 +122,13 @@ class MlflowBackend:
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
             self.client.log_table(run_id, pd.DataFrame(columns), name)
-        table = {"columns": list(columns), "data": table_rows(columns)}
+        table = {"columns": list(columns), "data": rec.table_rows(columns)}
         self.client.log_text(run_id, json.dumps(table, allow_nan=False), name)
 
     def _row_run(self, folder: Path, row: dict[str, str], at: int) -> str:
         """A table row's run: its verdict and reference as tags, its numbers as metrics. Created at `at`, a
         millisecond apart, so that the UI's newest-first table lists the rows in the table's order."""
-        tag = row_tag(self.tracked, row)
+        tag = rec.row_tag(self.tracked, row)
         tags = {
             "kind": ROW_KIND,
             "folder": Path(folder).name,
@@ -193,9 +138,9 @@ class MlflowBackend:
             "reference": row.get("reference") or "",
             "mlflow.note.content": _about(row),
         }
-        key = f"{run_key(folder, self.tracked, None)}-row{tag:02d}"
-        run_id = self._new_run(key, row_title(row), tags, at)
-        self._batch(run_id, metrics=[(k, v, 0) for k, v in row_stats(row).items()])
+        key = f"{rec.run_key(folder, self.tracked, None)}-row{tag:02d}"
+        run_id = self._new_run(key, rec.row_title(row), tags, at)
+        self._batch(run_id, metrics=[(k, v, 0) for k, v in rec.row_stats(row).items()])
         self.client.set_terminated(run_id, "FINISHED", at)
         return run_id
 
@@ -203,14 +148,14 @@ class MlflowBackend:
         """Each seed's run nested under its row's run (MLflow's mlflow.parentRunId), and given its row's verdict
         as a tag: tags.verdict = 'better' finds the runs of the rows that helped. With --lrs, a row's runs at
         the rates the table did not choose are nested too, without a verdict."""
-        for record in tracked_records(folder, self.name):
-            row, counted = row_of(rows, record)
+        for record in rec.tracked_records(folder, self.name):
+            row, counted = rec.row_of(rows, record)
             if row is None:
                 continue
             tags = {"mlflow.parentRunId": parents[row["variant"]]}
             if counted:
                 tags["verdict"] = row.get("verdict") or ""
-            self._batch(tracked_ids(record)[self.name], tags=tags)
+            self._batch(rec.tracked_ids(record)[self.name], tags=tags)
 
     def close(self) -> None:
         pass
@@ -218,8 +163,8 @@ class MlflowBackend:
 
 def _about(row: dict[str, str]) -> str:
     """A table row's run description: its verdict and numbers in words, against its reference."""
-    stats = row_stats(row)
+    stats = rec.row_stats(row)
     against = f" against {row['reference']}" if row.get("reference") else ""
     numbers = ", ".join(f"{k} {stats[k]:.4g}" for k in ("p", "p_adj", "mde") if k in stats)
-    pairs = f" from {int(_number(row['pairs']))} pairs" if math.isfinite(_number(row.get("pairs"))) else ""
-    return f"**{row_title(row)}**{against}" + (f"; {numbers}{pairs}." if numbers else ".")
+    pairs = f" from {int(rec._number(row['pairs']))} pairs" if math.isfinite(rec._number(row.get("pairs"))) else ""
+    return f"**{rec.row_title(row)}**{against}" + (f"; {numbers}{pairs}." if numbers else ".")

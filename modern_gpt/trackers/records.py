@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.components import COMPONENTS
 from ..core.config import TRACKERS
 from ..core.errors import UserError
 from ..verdict.design import SUMMARY_COLUMNS, TRACKED, SummaryRow, summary_frame
@@ -75,12 +76,13 @@ def tracking_state(meta: dict) -> dict[str, dict]:
 
 
 def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
-    """A run's settings, flattened (model.dim, train.lr, ...), and its identity: variant, components, seed, lr."""
-    settings = tracked.settings
+    """A run's settings, flattened (model.dim, train.lr, ...), its model as it trained (run_model), and its
+    identity: variant, components, seed, lr."""
+    settings = {**tracked.settings, "model": run_model(tracked, record)}
     out: dict[str, object] = {
         f"{section}.{key}": value
         for section in ("model", "train", "data")
-        for key, value in sorted(settings.get(section, {}).items())
+        for key, value in sorted((settings.get(section) or {}).items())
     }
     for key in ("variant", "components", "seed", "lr", "mlp_width", "params"):
         if record.get(key) is not None:
@@ -88,6 +90,27 @@ def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
     if "lr" in record:
         out["train.lr"] = record["lr"]  # a --lrs row trains at its own
     return out
+
+
+def run_model(tracked: Tracked, record: dict) -> dict:
+    """The model a run trained: the folder's settings with the run's components switched on, its row's MLP width
+    and its tokenizer's vocabulary (left out for a run file from before it was recorded, not the setting's 256)."""
+    model = dict(tracked.settings.get("model") or {})
+    if tracked.plan == TRAIN:  # `train` logs its settings as trained
+        return model
+    names = str(record.get("components") or "").split("+")
+    model.update({c: c in names for c in COMPONENTS})
+    extra = [c for c in names if c and c not in COMPONENTS]
+    model.pop("extra_components", None)
+    if extra:  # a plugin's components (a model without plugins has no such setting)
+        model["extra_components"] = extra
+    row = record.get("row")
+    variant = tracked.variants[row] if isinstance(row, int) and 0 <= row < len(tracked.variants) else {}
+    model["mlp_hidden"] = variant.get("mlp_hidden")
+    model.pop("vocab_size", None)
+    if isinstance(record.get("vocab_size"), int):
+        model["vocab_size"] = record["vocab_size"]
+    return model
 
 
 def run_metrics(record: dict) -> dict[str, float]:

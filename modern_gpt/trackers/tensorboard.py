@@ -6,41 +6,16 @@ import os
 import shutil
 from pathlib import Path
 
+from ..core.components import COMPONENTS
 from ..core.errors import UserError
-from .records import (
-    ABOUT,
-    TB_DIR,
-    Margins,
-    Tracked,
-    answer,
-    artifacts,
-    curve,
-    named,
-    row_of,
-    row_stats,
-    row_tag,
-    row_title,
-    run_metrics,
-    run_params,
-    run_tags,
-    several_lrs,
-    slug,
-    summary_cells,
-    tracked_ids,
-    tracked_records,
-    verdict_table,
-)
+from . import records as rec
 
 VERDICTS = "Verdicts"  # the text and the charts' sections: capitalised, they sort before the lower-case ones
 # Of a run's settings, those HPARAMS leaves out (the run's text tab has them): it shows the first five hparams
 # that differ between runs, by name, and variant and verdict must be among them (lr stands for train.lr).
 FACTS = ("params", "mlp_width")
+SWITCHES = {f"model.{c}" for c in COMPONENTS}  # the components hparam names them: one column, not six
 HPARAMS = ".hparams"  # the suffix of a run's event file of hparams, written again with its row's verdict
-ASIDE = "tensorboard-damaged"  # beside tensorboard/ (TensorBoard would read it as runs inside): damaged run folders
-# What a run's event files hold once logged, as TensorBoard's loader reads them back: its final val_loss and the
-# tags text written last (a file cut short lacks it), and in the HPARAMS file the run's hparams entry.
-SERIES = {"final/val_loss", "tags/text_summary"}
-HPARAMS_TAG = "_hparams_/session_start_info"
 
 
 class TensorBoardBackend:
@@ -50,41 +25,41 @@ class TensorBoardBackend:
 
     name = "tensorboard"
 
-    def start(self, folder: Path, tracked: Tracked) -> None:
+    def start(self, folder: Path, tracked: rec.Tracked) -> None:
         self.folder, self.tracked = Path(folder), tracked
-        self.root = self.folder / TB_DIR
-        self.damaged: dict[str, Path] = {}  # by run id: event folders held() found that do not read back
+        self.root = self.folder / rec.TB_DIR
         _in_the_way(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _fresh(self, path: Path):
-        """A writer of a folder emptied of what an earlier, interrupted attempt wrote (no duplicate points); a
-        damaged run's folder (held) is moved aside instead, so that none of its points mix into the new ones."""
+        """A writer of a folder emptied of what an earlier, interrupted attempt wrote (no duplicate points)."""
         from torch.utils.tensorboard import SummaryWriter
 
         _in_the_way(path)
-        if path.resolve() in {p.resolve() for p in self.damaged.values()}:
-            _move_aside(path, self.folder / ASIDE / path.relative_to(self.root))
-        elif path.is_dir():
+        if path.is_dir():
             shutil.rmtree(path)
         path.mkdir(parents=True)
         return SummaryWriter(log_dir=str(path))
 
     def run_dir(self, record: dict) -> Path:
-        lr = f"-lr{record['lr']:g}" if several_lrs(self.tracked) and isinstance(record.get("lr"), (int, float)) else ""
-        return self.root / f"{record['row']:02d}-{slug(record['variant'])}{lr}" / f"seed{record['seed']}"
+        lr = (
+            f"-lr{record['lr']:g}"
+            if rec.several_lrs(self.tracked) and isinstance(record.get("lr"), (int, float))
+            else ""
+        )
+        return self.root / f"{record['row']:02d}-{rec.slug(record['variant'])}{lr}" / f"seed{record['seed']}"
 
     def log_run(self, record: dict) -> str:
         path = self.run_dir(record)
         writer = self._fresh(path)
         try:
-            for step, name, value in curve(record):
+            for step, name, value in rec.curve(record):
                 writer.add_scalar(name, value, step)
             step = int(record.get("steps_done") or 0)
-            for key, value in run_metrics(record).items():
+            for key, value in rec.run_metrics(record).items():
                 writer.add_scalar(f"final/{key}", value, step)
             facts = {k: record[k] for k in FACTS if record.get(k) is not None}
-            writer.add_text("tags", _markdown({**run_tags(self.tracked, record, self.folder), **facts}), step)
+            writer.add_text("tags", _markdown({**rec.run_tags(self.tracked, record, self.folder), **facts}), step)
         finally:
             writer.close()
         self._hparams(path, record)
@@ -101,82 +76,55 @@ class TensorBoardBackend:
             old.unlink()
         params = {
             k: v if isinstance(v, (int, float, str, bool)) else str(v)
-            for k, v in run_params(self.tracked, record).items()
-            if k not in FACTS and not (k == "train.lr" and "lr" in record)
+            for k, v in rec.run_params(self.tracked, record).items()
+            if k not in FACTS and k not in SWITCHES and not (k == "train.lr" and "lr" in record)
         }
         if verdict is not None:
             params["verdict"] = verdict
         writer = SummaryWriter(log_dir=str(path), filename_suffix=HPARAMS)
         try:
-            _, start, end = hparams(params, {f"final/{k}": v for k, v in run_metrics(record).items()})
+            _, start, end = hparams(params, {f"final/{k}": v for k, v in rec.run_metrics(record).items()})
             for part in (start, end):  # no experiment summary: TensorBoard then lists first what differs
                 writer.file_writer.add_summary(part)
         finally:
             writer.close()
 
-    def held(self, ids: list[str]) -> set[str]:
-        """Of these run ids (event folders, relative to the results folder), those whose event files TensorBoard's
-        loader reads back holding the run's series and hparams; a folder under tensorboard/ that has files but
-        not those is damaged (its events cut short, written over, or only the hparams file left)."""
-        out = set()
-        for i in ids:
-            path = self.folder / i
-            if _reads_back(self.root, path):
-                out.add(i)
-                self.damaged.pop(i, None)
-            elif _under(self.root, path) and path.is_dir() and any(path.iterdir()):
-                self.damaged[i] = path
-        return out
-
-    def holds_summary(self) -> bool:
-        path = self.root / "summary"
-        return path.is_dir() and any(_tags(f) for f in path.glob("events.out.tfevents.*") if f.is_file())
-
-    @property
-    def where(self) -> str:
-        """Where held() looks, and where the damaged run folders it found go when they are logged again."""
-        n = len(self.damaged)
-        if not n:
-            return f"in {self.root}"
-        go = "its folder goes" if n == 1 else "their folders go"
-        return f"in {self.root}; the event files of {n} of them do not read back, and {go} to {self.folder / ASIDE}"
-
-    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
+    def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
         """summary/: the verdict table (the first entry of the Text tab), each row's numbers as scalars
         (row/NN-variant/delta_val, ...), and CUSTOM SCALARS' layout: a margin chart of every row's Δ and CI
         (step = the run row), and one per row named by its verdict (across the looks of --seeds auto or the
         learning rates of --lrs, where there are several); the figures under Images; and each seed's HPARAMS
         entry given its row's verdict."""
-        rows = named(summary_cells(summary))
-        margins = margins or Margins()
+        rows = rec.named(rec.summary_cells(summary))
+        margins = margins or rec.Margins()
         writer = self._fresh(self.root / "summary")
         try:
             if rows:
-                title = f"**{answer(rows)}**"
-                writer.add_text(VERDICTS, f"{title}\n\n{verdict_table(rows)}\n\n{ABOUT}", 0)
+                title = f"**{rec.answer(rows)}**"
+                writer.add_text(VERDICTS, f"{title}\n\n{rec.verdict_table(rows)}\n\n{rec.ABOUT}", 0)
                 writer.add_text("summary.csv", _table(rows), 0)
             layout = self._scalars(writer, rows, margins)
             if layout:
                 writer.add_custom_scalars(layout)
-            for path in artifacts(folder):
+            for path in rec.artifacts(folder):
                 if path.suffix == ".png":
                     import matplotlib.image
 
                     writer.add_image(path.stem, matplotlib.image.imread(path)[..., :3], 0, dataformats="HWC")
         finally:
             writer.close()
-        for record in tracked_records(folder, self.name):
-            row, counted = row_of(rows, record)
-            self._hparams(self.folder / tracked_ids(record)[self.name], record, row["verdict"] if counted else "")
+        for record in rec.tracked_records(folder, self.name):
+            row, counted = rec.row_of(rows, record)
+            self._hparams(self.folder / rec.tracked_ids(record)[self.name], record, row["verdict"] if counted else "")
 
-    def _scalars(self, writer, rows: list[dict[str, str]], margins: Margins) -> dict:
+    def _scalars(self, writer, rows: list[dict[str, str]], margins: rec.Margins) -> dict:
         """Each row's numbers as scalars, and the custom scalars layout that charts them."""
         # lower case: TIME SERIES, which TensorBoard opens on, lists its groups by name, the runs' curves first
         everyone = [f"table/{k}" for k in ("delta_val", "ci_low", "ci_high")]
         charts = {}
         for row in rows:
-            stats, tag = row_stats(row), row_tag(self.tracked, row)
-            name = f"{tag:02d}-{slug(row['variant'])}"
+            stats, tag = rec.row_stats(row), rec.row_tag(self.tracked, row)
+            name = f"{tag:02d}-{rec.slug(row['variant'])}"
             for key, value in stats.items():
                 writer.add_scalar(f"row/{name}/{key}", value, 0)
             if "ci_low" not in stats:
@@ -190,46 +138,18 @@ class TensorBoardBackend:
                 for step, *values in points:
                     for key, value in zip(series, values, strict=True):
                         writer.add_scalar(key, value, step)
-            charts[row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
+            charts[rec.row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
         if not charts:
             return {}
-        by_row = {
-            "every row: Δ val and its 95% CI against the row's reference (step = the run row)": ["Margin", everyone]
-        }
+        steps = ", ".join(
+            f"{rec.row_tag(self.tracked, r)} = {r['variant']}" for r in rows if "ci_low" in rec.row_stats(r)
+        )
+        by_row = {f"every row: Δ val and its 95% CI against the row's reference (step {steps})": ["Margin", everyone]}
         in_order = dict(reversed(charts.items()))  # CUSTOM SCALARS draws a section's charts last first
-        return {f"{VERDICTS}: {answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
+        return {f"{VERDICTS}: {rec.answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
 
     def close(self) -> None:
         pass
-
-
-def _under(root: Path, path: Path) -> bool:
-    """A folder under root: not a hand-edited id that points elsewhere (nothing there is read or moved)."""
-    return path.resolve().is_relative_to(root.resolve()) and path.resolve() != root.resolve()
-
-
-def _reads_back(root: Path, path: Path) -> bool:
-    """An event folder under root whose files TensorBoard's own loader reads back as log_run wrote them: one
-    with the run's series (SERIES) and its HPARAMS file with the run's hparams entry."""
-    if not _under(root, path) or not path.is_dir():
-        return False
-    files = [f for f in path.glob("events.out.tfevents.*") if f.is_file()]
-    hparams = [f for f in files if f.name.endswith(HPARAMS)]
-    series = any(SERIES <= _tags(f) for f in files if f not in hparams)
-    return series and any(HPARAMS_TAG in _tags(f) for f in hparams)
-
-
-def _tags(path: Path) -> set[str]:
-    """The summary tags of an event file, read with TensorBoard's event-file loader, which stops at the first
-    record that is cut short or fails its checksum (nothing for a file of other bytes). Its Event protos as
-    written: the loader that migrates each to TensorBoard's newer summaries takes 3 times as long (~50 us an
-    event, against ~15 us)."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
-    try:
-        return {value.tag for event in LegacyEventFileLoader(str(path)).Load() for value in event.summary.value}
-    except Exception:  # unreadable, or a record that passes its checksum and is no Event (DecodeError)
-        return set()
 
 
 def _in_the_way(path: Path) -> None:
@@ -238,16 +158,6 @@ def _in_the_way(path: Path) -> None:
     for p in (path, *path.parents):
         if os.path.lexists(p) and not p.is_dir():
             raise UserError(f"{p} is a file where TensorBoard writes an event folder; move or delete it first")
-
-
-def _move_aside(path: Path, to: Path) -> None:
-    """A damaged run folder moved to `to` (to-2, to-3, ... when an earlier one is there)."""
-    target, n = to, 1
-    while os.path.lexists(target):
-        n += 1
-        target = to.with_name(f"{to.name}-{n}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(path), str(target))
 
 
 def _table(rows: list[dict]) -> str:

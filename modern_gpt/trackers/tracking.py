@@ -20,12 +20,7 @@ class Backend(Protocol):
     def start(self, folder: Path, tracked: Tracked) -> None: ...
     def log_run(self, record: dict) -> str: ...  # the tracker's run id
     def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None: ...  # SummaryRow's
-    def held(self, ids: list[str]) -> set[str]: ...  # of these run ids, those the tracker holds now
-    def holds_summary(self) -> bool: ...
     def close(self) -> None: ...
-
-    @property
-    def where(self) -> str: ...  # where held() looks: "in the store sqlite:///..."
 
 
 def backend(name: str, mlflow_uri_given: str | None = None) -> Backend:
@@ -89,38 +84,16 @@ class Tracking:
                 self.backends.remove(b)
             return None
 
-    def _ask(self, b: Backend, question, *args):
-        """A backend's answer (an empty set, False), or None when it raised and was switched off."""
-        answer = self._safely(b, lambda: (question(*args),))  # a 1-tuple: _safely's "or True" keeps a falsy answer
-        return None if answer is None else answer[0]
-
     def log(self, record: dict) -> dict[str, str]:
-        """Log one finished run to every backend that has not logged it; returns its ids so far, by tracker."""
+        """Log one finished run to every backend whose id its file lacks (a backend replaces what an earlier,
+        interrupted attempt logged under the run's key); returns its ids so far, by tracker."""
         ids = tracked_ids(record)
         for b in list(self.backends):
             if b.name not in ids:
-                run_id = self._safely(b, _log_held, b, record)
+                run_id = self._safely(b, b.log_run, record)
                 if isinstance(run_id, str):
                     ids[b.name] = run_id
         return ids
-
-    def lost(self, records: dict) -> dict[str, list]:
-        """By tracker still open, the keys of the records whose id it was given and no longer holds (its folder
-        or store deleted, the run deleted in its UI, an id it gave for nothing): checked before a push trusts
-        them. A tracker that cannot be asked is switched off, as when it fails to log."""
-        out = {}
-        for b in list(self.backends):
-            ids = {key: tracked_ids(r)[b.name] for key, r in records.items() if tracked_ids(r).get(b.name)}
-            held = self._ask(b, b.held, sorted(set(ids.values()))) if ids else set()
-            if held is not None:
-                out[b.name] = [key for key, run_id in ids.items() if run_id not in held]
-            if held is not None and getattr(b, "damaged", None):  # the tracker's data of some does not read back
-                self.on_warning(f"{b.name}: the runs it lacks are logged again ({b.where}).")
-        return out
-
-    def lacks_summary(self, b: Backend) -> bool:
-        """The backend holds no summary of this folder (None from _ask: it failed, and has no summary either)."""
-        return not self._ask(b, b.holds_summary)
 
     def finish(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
         """The ablation's summary (summary.csv, the figures, each row's verdict, and with --seeds auto or --lrs
@@ -138,15 +111,6 @@ class Tracking:
         run ids in the run files are that store's)."""
         store = {"mlflow": {"uri": store_id(mlflow_uri(self.mlflow_uri_given)[0])}}
         return {name: {"error": self.errors.get(name), **store.get(name, {})} for name in check_names(names)}
-
-
-def _log_held(b: Backend, record: dict) -> str:
-    """The run logged, and its id returned only once the tracker holds it: a backend that gives an id and logs
-    nothing (W&B under WANDB_MODE=disabled) would have the run file say it is there."""
-    run_id = b.log_run(record)
-    if run_id not in b.held([run_id]):
-        raise RuntimeError(f"{b.name} gave the run id {run_id} but holds no such run ({b.where})")
-    return run_id
 
 
 def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed: int, metrics: dict) -> dict[str, str]:
