@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -634,7 +635,7 @@ def api_settings(
 
 
 def verdict(
-    df: pd.DataFrame,
+    df: pd.DataFrame | str | os.PathLike,
     *,
     variant_col: str = "variant",
     seed_col: str = "seed",
@@ -652,10 +653,11 @@ def verdict(
     target_compute: float | None = None,
     **unknown,
 ) -> pd.DataFrame:
-    """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
+    """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric), or
+    for the path of a .csv, .jsonl or .parquet file of them (as `modern-gpt judge FILE` reads it).
 
     With compute_col (each run's training FLOPs) or size_col, the runs are a ladder of sizes and the table is
-    `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_holm, verdict), its trend per 10x
+    `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_adj, verdict), its trend per 10x
     compute (trend_per_10x, trend_low, trend_high, trend), the crossover and per rung k_i (docs/scale.md).
 
     Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
@@ -702,8 +704,16 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
             title=f"compute multiplier k of {len(rows)} variants at {len(design.rungs)} rungs", footnotes=notes
         )
         return out
-    design, runs, first = read_runs(from_frame(df), s, api=True)
-    rows, notes = judge(design, s, runs, first=first)
+    if isinstance(df, str | os.PathLike):  # a file of runs, as `modern-gpt judge FILE` reads it
+        if not Path(df).exists():
+            raise UserError(
+                f"{df} does not exist; judge takes a pandas DataFrame of runs, or the path of a .csv, .jsonl or "
+                ".parquet file of them."
+            )
+        design, _, rows, notes = judge_file_runs(Path(df), s)
+    else:
+        design, runs, first = read_runs(from_frame(df), s, api=True)
+        rows, notes = judge(design, s, runs, first=first)
     out = pd.DataFrame(rows)
     out.attrs.update(title=title(design, s), footnotes=notes)
     return out
