@@ -251,7 +251,7 @@ def test_a_notebook_shows_the_table_and_progress_is_on_where_someone_watches(abl
 # ---------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parent.parent
 DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SKIP = "# doc-test: skip"  # a block that needs a cluster, a GPU or a tracker server, or a sketch: says why
+SKIP = "doc-test: skip"  # in a comment of a block needing a cluster, a GPU or a tracker server, or a sketch
 # Each documented call trains as written, but tiny and in this process: the test checks the calls, keywords,
 # attributes and columns the pages show, not their numbers (tests/test_golden.py holds those).
 TINY = dict(dim=32, heads=2, layers=1, context=16, steps=3, warmup_steps=1, eval_every=3, batch_size=4)
