@@ -229,6 +229,11 @@ def test_judge_reads_a_file_of_runs_as_the_command_line_does(ablated, tmp_path):
     result, folder = ablated
     from_file = modern_gpt.judge(folder / "runs.csv")
     pd.testing.assert_frame_equal(from_file, modern_gpt.judge(pd.read_csv(folder / "runs.csv")))
+    # one schema: each row's reference by name (a float row index before), judge's columns named as summary's
+    assert list(result.summary.reference) == ["", "classic", "classic"]
+    assert list(pd.read_csv(folder / "summary.csv").reference.fillna("")) == ["", "classic", "classic"]
+    shared = ["variant", "val_loss", "delta_val", "ci_low", "ci_high", "p", "p_adj", "verdict", "mde", "pairs"]
+    pd.testing.assert_frame_equal(from_file[shared], result.summary[shared], check_dtype=False)
 
 
 def test_a_notebook_shows_the_table_and_progress_is_on_where_someone_watches(ablated, monkeypatch):

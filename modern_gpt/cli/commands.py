@@ -725,6 +725,7 @@ def _judge_ladder(file: Path, settings, ladder, fmt: str, html: Path | None, mar
 
 
 def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str) -> None:
+    from ..verdict.judge import named_columns
     from . import render
 
     if fmt == "table":
@@ -733,10 +734,10 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
         print(render.judge_markdown(design, settings, rows, notes), end="")
-    elif fmt == "csv":
-        print(render.judge_csv(rows), end="")
+    elif fmt == "csv":  # the files name the columns as summary.csv does
+        print(render.judge_csv(named_columns(rows, settings.metric)), end="")
     else:
-        print(render.judge_json(design, settings, rows, notes))
+        print(render.judge_json(design, settings, named_columns(rows, settings.metric), notes))
 
 
 # ---------------------------------------------------------------------------

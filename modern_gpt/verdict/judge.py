@@ -564,6 +564,14 @@ def judge(
     return rows, notes
 
 
+def named_columns(rows: list[dict], metric: str) -> list[dict]:
+    """judge's rows with summary.csv's names for the metric's mean and Δ: val_loss and delta_val, or for another
+    metric its own name and delta_<metric> (the table and Markdown headers name them already)."""
+    names = {"mean": "val_loss", "delta": "delta_val"} if metric == "val_loss" else {"delta": f"delta_{metric}"}
+    names.setdefault("mean", metric)
+    return [{names.get(k, k): v for k, v in row.items()} for row in rows]
+
+
 def title(design: Design, s: JudgeSettings) -> str:
     direction = "higher is better" if s.higher_is_better else "lower is better"
     n = len(design.seeds)
@@ -714,7 +722,7 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
     else:
         design, runs, first = read_runs(from_frame(df), s, api=True)
         rows, notes = judge(design, s, runs, first=first)
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(named_columns(rows, s.metric))
     out.attrs.update(title=title(design, s), footnotes=notes)
     return out
 
