@@ -139,16 +139,23 @@ def _retry_note(results: ResultsDir, runs) -> list[str]:
     ]
 
 
-def write(folder, draw: bool = True) -> list[SummaryRow]:
-    """summary.csv (and, with draw, curves.png) from the runs the folder holds; returns the summary rows."""
+def write(folder, draw: bool = True, scan: Scan | None = None) -> list[SummaryRow]:
+    """summary.csv (and, with draw, curves.png) from the runs the folder holds (scan: those runs, when the
+    caller holds them already); returns the summary rows."""
     results = ResultsDir(folder)
-    scan = results.scan()
+    scan = scan or results.scan()
     design = design_of(results.read_meta(), results.spec, results.path)
     summary = summarize(*lr_view(design, scan.runs()))
     results.write_summary(summary)
     if draw:
         plot(results, scan)
     return summary
+
+
+def write_report(results: ResultsDir, table: Report) -> None:
+    """summary.csv and the figures of a table load() made: the folder summarised once, at the end of a run."""
+    results.write_summary(table.summary)
+    plot(results, table.scan)
 
 
 def plot(folder, scan=None) -> list:

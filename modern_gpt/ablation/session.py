@@ -22,6 +22,7 @@ from ..core.settings import (
     resolve_options,
     resolve_values,
 )
+from ..verdict.design import summary_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -399,7 +400,6 @@ def ladder_result(folder, draw: bool = True) -> LadderResult:
 
 def folder_result(folder: Path, at_lr: float | None) -> Result:
     """A results folder's Result, read from its files (nothing trains: a missing plugin file is a footnote)."""
-    from ..verdict.design import summary_frame
     from .report import load
     from .results import ResultsDir
 
@@ -464,13 +464,16 @@ def run_ablation(
         ablation = resume_ablation(resume, options)
     else:
         ablation = start(requested, out, command_line, options)
-    train_pending(ablation, display or _quiet)
-    return folder_result(ablation.results.path, at_lr)
+    table = train_pending(ablation, display or _quiet)
+    if at_lr is not None:  # every row at one learning rate: another view of the folder
+        return folder_result(ablation.results.path, at_lr)
+    return Result(ablation.results.path, summary_frame(table.summary), table.scan.runs_frame(), table.notes, table)
 
 
-def train_pending(ablation, display: Callable) -> None:
-    """Train what is pending; then write the report's files and log the summary to the trackers. Ctrl-C: the
-    summary of what finished is written, the trackers closed without one, and Interrupted raised."""
+def train_pending(ablation, display: Callable):
+    """Train what is pending; then read the folder once into its table (ablation.report.Report, returned), write
+    its files and log its summary to the trackers. Ctrl-C: the summary of what finished is written, the
+    trackers closed without one, and Interrupted raised."""
     from . import report
     from .executors import Detached as Handed
 
@@ -485,11 +488,13 @@ def train_pending(ablation, display: Callable) -> None:
     except Handed as e:  # --detach: the runs train on without this process
         raise Detached(str(e), folder, ablation.spec.resume_command(folder)) from None
     except KeyboardInterrupt:
-        report.write(folder, draw=False)  # the summary of what finished
-        done = len(ablation.results.finished())
+        report.write(folder, draw=False, scan=ablation.scan())  # the summary of what finished, from memory
+        done = len(ablation.finished())
         raise Interrupted(done, ablation.total, folder, ablation.spec.resume_command(folder)) from None
-    summary = report.write(folder)
-    ablation.finish_tracking(summary)  # the summary, the figures and the verdicts to the trackers
+    table = report.load(ablation.results, verdicts=ablation.spec.plan != "power")  # runs/ read once
+    report.write_report(ablation.results, table)
+    ablation.finish_tracking(table.summary)  # the summary, the figures and the verdicts to the trackers
+    return table
 
 
 def _check_resume_store(folder: Path, options: AblationOptions) -> None:
