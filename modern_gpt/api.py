@@ -217,6 +217,8 @@ def power_info(result: Result):
     and the placebo's test are in its attrs (sd, sd_low, sd_high, placebo...), as `modern-gpt power` prints them."""
     from .ablation.report import power_frame
 
+    if not isinstance(result, Result) or result.table.spec.plan != "power":
+        raise UserError("power_info takes the Result of modern_gpt.power (or of report on a power folder).")
     return power_frame(result.table.spec, result.table.summary)
 
 

@@ -66,9 +66,11 @@ def test_a_keyword_that_is_no_flag_and_a_bad_value_are_the_command_lines_sentenc
         modern_gpt.ablate(smoke=True, seeds="x", out=tmp_path / "x")
     code = invoke_error("ablate", "--smoke", "--seeds", "x", "--out", tmp_path / "y")
     assert code == f"modern-gpt: error: {caught.value}\n"
-    with pytest.raises(modern_gpt.UserError, match=r"modern_gpt.ablate\(\): train.steps must be an integer, got 'ten'"):
+    with pytest.raises(modern_gpt.UserError, match=r"modern_gpt.ablate\(\): steps= must be an integer, got 'ten'"):
         modern_gpt.ablate(smoke=True, steps="ten", out=tmp_path / "x")  # a TypeError traceback before
-    with pytest.raises(modern_gpt.UserError, match="ablation.match_params must be true or false, got 'yes'"):
+    with pytest.raises(
+        modern_gpt.UserError, match="modern_gpt.ablate\\(\\): match_params= must be true or false, got 'yes'"
+    ):
         modern_gpt.ablate(smoke=True, match_params="yes", out=tmp_path / "x")
     with pytest.raises(modern_gpt.UserError, match="power has no option 'plan'"):
         modern_gpt.power(smoke=True, plan="single")
@@ -148,7 +150,10 @@ def test_data_is_the_keyword_of_data_and_the_signature_lists_every_option(tmp_pa
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the quick brown fox jumps over the lazy dog. " * 400, encoding="utf-8")
-    done = modern_gpt.train(out=tmp_path / "c", data=str(corpus), **_flags())  # `path=` before, documented nowhere
+    done = modern_gpt.train(out=tmp_path / "c", data=str(corpus), **_flags())  # refused before
+    assert modern_gpt.train(out=tmp_path / "d", path=str(corpus), **_flags()).settings.data.path == str(
+        corpus
+    )  # the old one
     assert done.settings.data.path == str(corpus) and done.corpus.name == "corpus.txt"
     for command in (modern_gpt.ablate, modern_gpt.scale, modern_gpt.duel, modern_gpt.power, modern_gpt.train):
         keywords = inspect.signature(command).parameters
@@ -313,3 +318,25 @@ def test_power_info_is_a_frame_of_the_figures_power_prints():
     assert list(frame.table_row_high) == [r["table_row"]["high"] for r in info["mde"]]
     assert frame.attrs["paired_sd"] == info["paired_sd"] and frame.attrs["sd_high"] == info["sd_ci"][1]
     assert frame.attrs["placebo_verdict"] == info["placebo"]["verdict"]
+
+
+def test_a_ladder_shows_its_scale_table_in_a_notebook_with_every_name_escaped(tmp_path):
+    summary = pd.DataFrame(
+        {
+            "variant": ["classic", "<b>rope</b>"],
+            "k": [float("nan"), 2.4],
+            "k_low": [None, 2.1],
+            "verdict": ["", "better"],
+        }
+    )
+    ladder = modern_gpt.LadderResult(tmp_path, summary, summary.iloc[:0], ["k > 1: <less> compute"], [], None)
+    page = ladder._repr_html_()
+    assert "<h4>compute multiplier k of 2 rows at 0 rungs</h4>" in page and "<td>better</td>" in page
+    assert "&lt;b&gt;rope&lt;/b&gt;" in page and "<b>" not in page and "&lt;less&gt;" in page
+
+
+def test_a_wrong_type_names_the_keyword_and_power_info_takes_a_power_result(ablated):
+    with pytest.raises(modern_gpt.UserError, match=r"^modern_gpt.train\(\): data= must be a string, got 5.$"):
+        modern_gpt.train(smoke=True, data=5)
+    with pytest.raises(modern_gpt.UserError, match="power_info takes the Result of modern_gpt.power"):
+        modern_gpt.power_info(ablated[0])  # an ablation's Result: an AttributeError or a KeyError before

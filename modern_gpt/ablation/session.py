@@ -149,15 +149,20 @@ def settings_of(
     --track alone)."""
     keys = _keys(options, components)
     flags = {k: v for k, v in flags.items() if v is not None}  # None: not given, as the signature's defaults say
+    if "path" in flags and "data" not in flags:  # data's keyword before it was named as its flag: still read
+        flags = {("data" if k == "path" else k): v for k, v in flags.items()}
     unknown = [k for k in flags if k not in keys]
     if unknown:
         hint = did_you_mean(unknown[0], keys, f"; see modern-gpt {command} --help for its flags")
         raise UserError(f"{command} has no option {unknown[0]!r}{hint}")
     if isinstance(flags.get("seed_list"), list | tuple):  # seed_list=[3, 7, 11] is --seed-list 3,7,11
         flags = {**flags, "seed_list": ",".join(str(v) for v in flags["seed_list"])}
-    typed = {keys[k]: list(v) if isinstance(v, tuple) else v for k, v in flags.items()}  # track=("mlflow",) too
     every = {**ALL, **OPTIONS}
-    typed = {k: check_value(every[k], v, f"modern_gpt.{command}()") for k, v in typed.items()}
+    listed = {
+        k: [v] if every[keys[k]].is_list and isinstance(v, str) else v for k, v in flags.items()
+    }  # track="mlflow"
+    typed = {keys[k]: list(v) if isinstance(v, tuple) else v for k, v in listed.items()}  # track=("mlflow",) too
+    typed = {k: _checked(every[k], v, f"modern_gpt.{command}()") for k, v in typed.items()}
     values = {**(overrides or {}), **typed}
     given = {k: v for k, v in values.items() if k.startswith(f"{ABLATION}.")}
     file = config_values(config, smoke)
@@ -165,6 +170,14 @@ def settings_of(
     settings = with_plugins(resolve_values(file, {k: v for k, v in values.items() if k in ALL}), paths, components)
     read = {k: v for k, v in file.items() if not other_options_ok or k in given}
     return settings, resolve_options(read, given, command, options) if options else AblationOptions()
+
+
+def _checked(setting, value, where: str):
+    """check_value's sentence, naming the keyword (steps=) where a config file's names the key (train.steps)."""
+    try:
+        return check_value(setting, value, where)
+    except UserError as e:
+        raise UserError(str(e).replace(f"{where}: {setting.key} ", f"{where}: {setting.keyword}= ", 1)) from None
 
 
 def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Settings:
