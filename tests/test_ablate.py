@@ -165,8 +165,10 @@ def test_the_smoke_table_decides_a_row_and_its_placebo_stays_inconclusive(smoke)
     summary = pd.read_csv(smoke[0] / "summary.csv").set_index("variant")
     assert summary.loc["+rope", "verdict"] == "better" and summary.loc["+rope", "p_adj"] < 0.05
     assert summary.loc["classic (placebo)", "verdict"] == "inconclusive"
-    assert summary.loc["classic (placebo)", "reference"] == 0 and summary.loc["+rmsnorm", "reference"] == 0
-    assert summary.loc["+rope", "reference"] == 2  # the row above in the plan, not the placebo
+    assert (
+        summary.loc["classic (placebo)", "reference"] == "classic" and summary.loc["+rmsnorm", "reference"] == "classic"
+    )
+    assert summary.loc["+rope", "reference"] == "+rmsnorm"  # the row above in the plan, not the placebo
 
 
 def test_report_re_renders_exactly_what_ablate_wrote(smoke):
@@ -188,11 +190,20 @@ def test_report_prints_every_format(smoke):
     assert doc["rows"][0]["delta_val"] is None and doc["footnotes"][-1].startswith("verdict:")
 
 
-def test_the_same_variant_twice_is_a_delta_of_exactly_zero(tmp_path):
-    flags = ["--plan", "custom", "--variants", "classic;classic", "--seeds", 3, "--steps", 12, "--jobs", 1]
-    invoke("ablate", "--smoke", *flags, "--out", tmp_path / "r")
-    summary = pd.read_csv(tmp_path / "r" / "summary.csv")
-    assert summary.delta_val[2] == 0.0 and summary.verdict[2] == "inconclusive"
+@pytest.mark.parametrize(
+    "variants, named",
+    [
+        ("rope;rope", "'rope' twice (rope)"),
+        ("classic;classic", "'classic' twice (classic)"),
+        ("rope+rmsnorm;rmsnorm+rope", "'rope+rmsnorm' and 'rmsnorm+rope', the same model (rmsnorm+rope)"),
+        ("modern;rmsnorm+rope+swiglu+no_bias+gqa+qk_norm", "'modern' and 'rmsnorm+rope+swiglu+no_bias+gqa+qk_norm'"),
+    ],
+)
+def test_a_plan_naming_one_model_twice_is_refused_before_training_naming_both_spellings(run, tmp_path, variants, named):
+    # trained, the repeat added a zero row to the table's family of tests and left a folder judge refused
+    err = user_error(run, "ablate", "--smoke", "--plan", "custom", "--variants", variants, "--out", tmp_path / "r")
+    assert f"--variants names {named}" in err and "placebo" in err
+    assert not (tmp_path / "r").exists()
 
 
 def test_jobs_auto_gives_the_same_runs_as_jobs_1(tmp_path):

@@ -24,7 +24,11 @@ from .clihelp import CLASSIC_ROPE, invoke, tiny
 
 # The summary's columns that describe a training run (judge has none), and judge's names for report's columns.
 TRAINING = {f.name for f in dataclasses.fields(SummaryRow) if f.metadata["training"]}
-RENAMES = {f.name: f.metadata["judge"] for f in dataclasses.fields(SummaryRow) if f.metadata["judge"]}
+RENAMES = {  # judge's own names in its rows; its files and frames name the mean and Δ as summary.csv does
+    f.name: f.metadata["judge"]
+    for f in dataclasses.fields(SummaryRow)
+    if f.metadata["judge"] not in (None, "mean", "delta")
+}
 
 
 def _long(table: dict[str, list[float]], metric: str = "val_loss") -> pd.DataFrame:
@@ -54,11 +58,11 @@ def test_each_row_against_the_row_above_matches_scipy():
         test = sp.ttest_rel(table[name], table[ref])
         low, high = sp.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=sp.sem(d))
         row = out.iloc[i]
-        assert row["delta"] == pytest.approx(d.mean(), abs=1e-12)
+        assert row["delta_val"] == pytest.approx(d.mean(), abs=1e-12)
         assert row["sd"] == pytest.approx(d.std(ddof=1), rel=1e-9)
         assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), rel=1e-7)
         assert row["p"] == pytest.approx(test.pvalue, rel=1e-7)
-        assert row["pairs"] == 6 and row["mean"] == pytest.approx(np.mean(table[name]))
+        assert row["pairs"] == 6 and row["val_loss"] == pytest.approx(np.mean(table[name]))
         ps.append(test.pvalue)
     assert list(out["p_adj"][1:]) == pytest.approx(_hommel(ps), rel=1e-7)
     assert out.iloc[1]["verdict"] == "better" and out.iloc[2]["verdict"] == "inconclusive"
@@ -77,12 +81,12 @@ def test_higher_is_better_keeps_the_metric_honest():
     for name, word in (("mixup", "better"), ("dropout", "worse")):
         d = np.asarray(acc[name]) - np.asarray(acc["baseline"])
         low, high = sp.t.interval(0.95, 4, loc=d.mean(), scale=sp.sem(d))
-        assert rows.loc[name, "delta"] == pytest.approx(d.mean(), abs=1e-12)
+        assert rows.loc[name, "delta_acc"] == pytest.approx(d.mean(), abs=1e-12)
         assert (rows.loc[name, "ci_low"], rows.loc[name, "ci_high"]) == pytest.approx((low, high), rel=1e-7)
-        assert rows.loc[name, "mean"] == pytest.approx(np.mean(acc[name]))
+        assert rows.loc[name, "acc"] == pytest.approx(np.mean(acc[name]))
         assert rows.loc[name, "p"] == pytest.approx(sp.ttest_rel(acc[name], acc["baseline"]).pvalue, rel=1e-7)
         assert rows.loc[name, "verdict"] == word and rows.loc[name, "reference"] == "baseline"
-    assert rows.loc["mixup", "delta"] > 0 and rows.loc["dropout", "delta"] < 0
+    assert rows.loc["mixup", "delta_acc"] > 0 and rows.loc["dropout", "delta_acc"] < 0
     assert out.attrs["footnotes"][0].startswith("Higher acc is better")
     assert "higher is better" in out.attrs["title"]
 
@@ -126,16 +130,11 @@ def test_judge_on_runs_csv_gives_reports_table(ablation, flags):
     report = json.loads(invoke("report", ablation, "--format", "json"))
     mine = json.loads(invoke("judge", ablation / "runs.csv", *flags, "--format", "json"))
     assert [r["variant"] for r in mine["rows"]] == [r["variant"] for r in report["rows"]]
-    names = [r["variant"] for r in report["rows"]]
     compared = 0
     for ours, theirs in zip(mine["rows"], report["rows"], strict=True):
         for key, value in theirs.items():
-            if key in TRAINING:
-                continue
-            if key == "reference":
-                assert ours[key] == (None if value is None else names[int(value)])
-            else:
-                assert ours[RENAMES.get(key, key)] == value, key
+            if key not in TRAINING:
+                assert ours[RENAMES.get(key, key)] == value, key  # the reference too: by name in both
                 compared += 1
     assert compared >= 15 * 3  # every statistic column of every row, not a few
     rope = mine["rows"][2]
@@ -152,7 +151,7 @@ def test_judge_csv_has_reports_numbers(ablation, flags):
     report = pd.read_csv(pd.io.common.StringIO(invoke("report", ablation, "--format", "csv")))
     mine = pd.read_csv(pd.io.common.StringIO(invoke("judge", ablation / "runs.csv", *flags, "--format", "csv")))
     for key in report.columns:
-        if key not in TRAINING and key != "reference":
+        if key not in TRAINING:  # the reference by name in both
             theirs, ours = report[key], mine[RENAMES.get(key, key)]
             if theirs.dtype.kind == "f":
                 assert np.allclose(ours, theirs, rtol=1e-12, atol=0, equal_nan=True), key
@@ -352,7 +351,7 @@ def test_a_failed_run_needs_its_mark(tmp_path, run_ok):
     )
     doc = json.loads(run_ok("judge", path, "--format", "json"))
     b = doc["rows"][1]
-    assert b["failed"] == 2 and b["pairs"] == 1 and b["seeds"] == 1 and b["mean"] == 1.9
+    assert b["failed"] == 2 and b["pairs"] == 1 and b["seeds"] == 1 and b["val_loss"] == 1.9
     assert "b, seed 1: marked diverged in column diverged; left out of the means." in doc["footnotes"]
     assert "b, seed 2: out of memory; left out of the means." in doc["footnotes"]
 
@@ -376,9 +375,10 @@ def test_the_api_on_another_loops_accuracies():
     accuracies = {"resnet18": [0.912, 0.915, 0.909, 0.914], "resnet18+cutout": [0.921, 0.925, 0.918, 0.924]}
     df = _long(accuracies, "test_acc")
     out = modern_gpt.judge(df, metric="test_acc", higher_is_better=True)
-    assert list(out.columns[:10]) == [shown for _, shown in judge_columns()][:10]
+    named = {"mean": "test_acc", "delta": "delta_test_acc"}  # summary.csv's names, the metric's own here
+    assert list(out.columns[:10]) == [named.get(shown, shown) for _, shown in judge_columns()][:10]
     row = out.iloc[1]
-    assert row["verdict"] == "better" and row["delta"] == pytest.approx(0.0095) and row["pairs"] == 4
+    assert row["verdict"] == "better" and row["delta_test_acc"] == pytest.approx(0.0095) and row["pairs"] == 4
     assert out.attrs["footnotes"][-1].startswith("verdict:")
 
 
@@ -471,7 +471,9 @@ def test_a_parquet_decimal_column_is_a_number(tmp_path, run_ok):
     frame.to_parquet(tmp_path / "float.parquet")
     frame.assign(val_loss=[Decimal(f"{x:.2f}") for x in frame["val_loss"]]).to_parquet(tmp_path / "decimal.parquet")
     docs = [json.loads(run_ok("judge", tmp_path / f, "--format", "json")) for f in ("float.parquet", "decimal.parquet")]
-    assert [r["delta"] for r in docs[1]["rows"]] == pytest.approx([r["delta"] for r in docs[0]["rows"]], nan_ok=True)
+    assert [r["delta_val"] for r in docs[1]["rows"]] == pytest.approx(
+        [r["delta_val"] for r in docs[0]["rows"]], nan_ok=True
+    )
     assert docs[1]["rows"][1]["pairs"] == 4
 
 
@@ -564,8 +566,8 @@ def test_a_metric_of_tiny_scale_is_printed_in_powers_of_ten(tmp_path, run_ok):
     cells = next(x for x in md.splitlines() if x.startswith("| b |")).split(" | ")
     low, high = cells[5].strip("[]").split(", ")
     for shown, value in (
-        (cells[2], row["mean"]),
-        (cells[3], row["delta"]),
+        (cells[2], row["err"]),
+        (cells[3], row["delta_err"]),
         (low, row["ci_low"]),
         (high, row["ci_high"]),
     ):
@@ -581,7 +583,7 @@ def test_float_round_off_chooses_no_format(tmp_path, run_ok):
     out = run_ok("judge", tmp_path / "r.csv")
     assert "e-" not in out and "0.2000" in out and "+0.0000" in out, out
     row = json.loads(run_ok("judge", tmp_path / "r.csv", "--format", "json"))["rows"][1]
-    assert row["mean"] != 0.2 and abs(row["delta"]) < 1e-15  # the round-off is there, in the numbers
+    assert row["val_loss"] != 0.2 and abs(row["delta_val"]) < 1e-15  # the round-off is there, in the numbers
     tiny = "variant,seed,err\na,0,3.1e-9\na,1,3.3e-9\na,2,3.2e-9\nb,0,2.1e-9\nb,1,2.2e-9\nb,2,2.25e-9\n"
     (tmp_path / "t.csv").write_text(tiny)  # the negative control: a tiny metric keeps its powers of ten
     assert "e-09" in run_ok("judge", tmp_path / "t.csv", "--metric", "err")
@@ -602,15 +604,17 @@ def test_no_number_is_cut_at_any_width_and_each_column_has_its_own_format(tmp_pa
     assert code == 0, err
     b = json.loads(run("judge", tmp_path / "r.csv", "--format", "json")[1])["rows"][1]
     expected = [
-        f"{b['mean']:.4f}",
-        f"{b['delta']:+.4f}",
+        f"{b['val_loss']:.4f}",
+        f"{b['delta_val']:+.4f}",
         f"{b['spread']:.4f}",
         f"{b['ci_low']:+.4f}",
         f"{b['ci_high']:+.4f}",
     ]
     shown = _printed_numbers(out)
     assert all(x in shown for x in expected), (out, expected)  # the tiny sd switched no column to powers of ten
-    for text, value in zip(expected, (b["mean"], b["delta"], b["spread"], b["ci_low"], b["ci_high"]), strict=True):
+    for text, value in zip(
+        expected, (b["val_loss"], b["delta_val"], b["spread"], b["ci_low"], b["ci_high"]), strict=True
+    ):
         assert _within_shown_precision(text, value), (text, value)
     assert "…" not in out and all(_printed_numbers(x) == _printed_numbers(x.replace("…", "")) for x in out.splitlines())
     # every column is there, and each row's numbers are on its name's line: rich, left to shrink a table wider

@@ -139,7 +139,9 @@ def test_the_page_of_each_kind_of_folder_holds_its_table_runs_and_claim_test(
     first = tables(page)[0]
     assert first["id"] == "verdicts"
     if kind == "power":
-        info = modern_gpt.power_info(result)
+        info = __import__("modern_gpt.ablation.report", fromlist=["x"]).power_info(
+            result.table.spec, result.table.summary
+        )
         for line in __import__("modern_gpt.cli.render", fromlist=["x"]).power_sentences(info):
             assert html.escape(line) in page
         assert any(f"{r['one_comparison']['mde']:.4f}" in row for r in info["mde"] for row in first["rows"])

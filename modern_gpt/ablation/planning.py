@@ -127,7 +127,24 @@ def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str
     names = [v.strip() for v in variants.split(";") if v.strip()]
     if not names:
         raise UserError(f'--variants {variants!r} names no rows; give e.g. --variants "classic;rmsnorm+rope;modern".')
-    return [Variant(n, parse_variant(n), i - 1 if i else None) for i, n in enumerate(names)]
+    rows = [Variant(n, parse_variant(n), i - 1 if i else None) for i, n in enumerate(names)]
+    _check_repeats(rows)
+    return rows
+
+
+def _check_repeats(rows: list[Variant]) -> None:
+    """Two rows of one model would train it again and add a zero row to the table's family of tests: refused,
+    naming both spellings (a deliberate repeat is what the placebo row is for)."""
+    seen: dict[tuple[str, ...], str] = {}
+    for v in rows:
+        if v.components in seen:
+            first = seen[v.components]
+            same = f"{first!r} twice" if first == v.name else f"{first!r} and {v.name!r}, the same model"
+            raise UserError(
+                f"--variants names {same} ({'+'.join(v.components) or 'classic'}); give each model once (the "
+                "placebo row, on by default, is the first row trained again with another init)."
+            )
+        seen[v.components] = v.name
 
 
 def add_placebo(rows: list[Variant]) -> list[Variant]:

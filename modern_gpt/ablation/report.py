@@ -139,16 +139,23 @@ def _retry_note(results: ResultsDir, runs) -> list[str]:
     ]
 
 
-def write(folder, draw: bool = True) -> list[SummaryRow]:
-    """summary.csv (and, with draw, curves.png) from the runs the folder holds; returns the summary rows."""
+def write(folder, draw: bool = True, scan: Scan | None = None) -> list[SummaryRow]:
+    """summary.csv (and, with draw, curves.png) from the runs the folder holds (scan: those runs, when the
+    caller holds them already); returns the summary rows."""
     results = ResultsDir(folder)
-    scan = results.scan()
+    scan = scan or results.scan()
     design = design_of(results.read_meta(), results.spec, results.path)
     summary = summarize(*lr_view(design, scan.runs()))
     results.write_summary(summary)
     if draw:
         plot(results, scan)
     return summary
+
+
+def write_report(results: ResultsDir, table: Report) -> None:
+    """summary.csv and the figures of a table load() made: the folder summarised once, at the end of a run."""
+    results.write_summary(table.summary)
+    plot(results, table.scan)
 
 
 def plot(folder, scan=None) -> list:
@@ -252,3 +259,23 @@ def power_info(spec: Spec, summary: list[SummaryRow]) -> dict:
         if enough
         else [],
     }
+
+
+def power_frame(spec: Spec, summary: list[SummaryRow]):
+    """power_info as a DataFrame (modern_gpt.power_info): one row per seed count, the mde for one comparison and
+    for a row of the table, each with its range over the sd's CI; the folder's figures (variant, pairs, paired_sd,
+    sd_low, sd_high, and the placebo's placebo_delta_val, placebo_p, placebo_verdict...) in its attrs."""
+    import pandas as pd
+
+    info = power_info(spec, summary)
+    parts = (("mde", ""), ("low", "_low"), ("high", "_high"))
+    columns = ["seeds", *(f"{k}{end}" for k in ("one_comparison", "table_row") for _, end in parts)]
+    rows = [
+        [r["seeds"], *(r[k][part] for k in ("one_comparison", "table_row") for part, _ in parts)] for r in info["mde"]
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    facts = {k: v for k, v in info.items() if k not in ("mde", "sd_ci", "placebo")}
+    facts.update(sd_low=info["sd_ci"][0], sd_high=info["sd_ci"][1])
+    facts.update({f"placebo_{k}": v for k, v in info["placebo"].items()})
+    frame.attrs.update(facts)
+    return frame

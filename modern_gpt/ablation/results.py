@@ -492,10 +492,12 @@ class ResultsDir:
             )
         return notes + [f"{r} is left out of the table: it does not belong to this ablation." for r in rejected]
 
-    def write_run(self, record: dict) -> None:
-        """One finished run: its own file first, then runs.csv and curves.csv rebuilt from all of them."""
+    def write_run(self, record: dict, finished: dict[tuple[int, int], dict]) -> None:
+        """One finished run: its own file first, then added to `finished` (the driver's records, read from runs/
+        once), and runs.csv and curves.csv written from them: no run file is read again."""
         write_json(self.run_file(record["row"], record["seed"]), record)
-        self.write_tables(self.finished())
+        finished[(record["row"], record["seed"])] = record
+        self.write_tables(finished)
 
     def write_tables(self, finished: dict[tuple[int, int], dict]) -> None:
         """runs.csv and curves.csv from the finished runs: for you and pandas; report reads runs/ itself."""

@@ -34,7 +34,7 @@ from ..trackers.tracking import Tracking
 from .executors import Detached, Executor, executor_class, resume_options
 from .margins import margins
 from .planning import Spec, Variant, variant_config, variant_info
-from .results import FORMAT, ResultsDir, settings_hash
+from .results import FORMAT, ResultsDir, Scan, settings_hash
 
 
 def environment(device: str, device_name: str | None = None) -> dict:
@@ -315,6 +315,7 @@ class Ablation:
     options: AblationOptions = field(default_factory=AblationOptions)  # read for where the runs train alone
     executor: Executor = field(init=False)  # made with the ablation (a Ray cluster connected), closed at its end
     tracking: Tracking | None = field(init=False, default=None)  # --track: opened by run(), closed by finish_tracking()
+    records: dict | None = field(init=False, default=None)  # the finished runs: read from runs/ once, by run()
 
     def __post_init__(self) -> None:
         device = _device(self.spec, self.options)
@@ -339,7 +340,7 @@ class Ablation:
 
     def pending(self, seeds: int | None = None) -> list[Job]:
         """The runs not finished yet, among the first `seeds` seeds (all of them by default)."""
-        done = self.results.finished()
+        done = self.finished()
         s = self.spec.settings
         threads = self.run_threads()
         return [
@@ -358,6 +359,16 @@ class Ablation:
             if (row, seed) not in done
         ]
 
+    def scan(self) -> Scan:
+        """The finished runs as a Scan (what report reads), from memory."""
+        return Scan(self.finished(), variants=self.spec.variants)
+
+    def finished(self) -> dict[tuple[int, int], dict]:
+        """The finished runs keyed (row, seed): runs/ read once, then each run added as it is written."""
+        if self.records is None:
+            self.records = self.results.finished()
+        return self.records
+
     def run_threads(self) -> int:
         """Torch threads per run: pinned by the folder's first run (meta.json's threads), so that a resume with
         another --jobs, executor or machine trains with the same threads: CPU results depend on them (about
@@ -370,7 +381,7 @@ class Ablation:
 
     def _run_jobs(self, jobs: list[Job], display) -> None:
         def on_record(record: dict) -> None:  # in this process: the only writer of the folder
-            self.results.write_run(record)
+            self.results.write_run(record, self.finished())
             self._track(record)
             display.finished(record)
 
@@ -451,7 +462,7 @@ class Ablation:
             if not self.spec.sequential:
                 return
             design = design_of(self.meta, self.spec, self.results.path)
-            look, stop = take_look(design, self.results.scan().runs(), n)
+            look, stop = take_look(design, self.scan().runs(), n)
             seq["looks"].append({**look, "at": now()})
             seq["stopped"] = stop or n >= len(self.spec.seeds)
             self.results.write_meta(self.meta)
@@ -472,8 +483,9 @@ class Ablation:
             self._start_looks()
             self._open_tracking()
             self.results.write_meta(self.meta)
-            # on resume, the CSVs are rebuilt from runs/, whatever befell them
-            self.results.write_tables(self.results.finished())
+            # on resume, the CSVs are rebuilt from runs/, whatever befell them (read here, once)
+            self.records = self.results.finished()
+            self.results.write_tables(self.records)
             self._run_rounds(display)
             self.meta.update(status="finished", finished=now())
         except BaseException as e:  # the folder tells the truth: interrupted, detached, or failed and why

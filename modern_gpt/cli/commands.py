@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from .. import __version__
-from ..api import ABLATE_OPTIONS, POWER_OPTIONS, TRACK_OPTIONS, Interrupted, plan_choices, run_ablation
+from ..ablation.session import ABLATE_OPTIONS, POWER_OPTIONS, TRACK_OPTIONS, Interrupted, plan_choices, run_ablation
 from ..core.components import COMPONENTS
 from ..core.config import POWER_SEEDS, TRACKERS, AblationOptions
 from ..core.errors import UserError
@@ -169,7 +169,7 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
     """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
     from ..ablation.progress import run_progress
-    from ..api import train_checkpoint
+    from ..ablation.session import train_checkpoint
     from ..core.config import lossy_note
     from . import render
 
@@ -283,7 +283,7 @@ def _run_ablation(
     """ablate, duel and power: the library's run_ablation with the live display, then the table printed.
     Ctrl-C: the summary of what finished, the command that resumes, exit code 130."""
     from ..ablation.progress import ablation_display
-    from ..api import Detached
+    from ..ablation.session import Detached
 
     def display(ablation):
         return ablation_display(ablation, console, Console(stderr=True))
@@ -359,7 +359,7 @@ def ablate(
 ) -> None:
     """Train every variant with every seed and print one table: does each component really help?"""
     choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
-    _run_ablation("cumulative", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
+    _run_ablation("ablate", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
 LADDER = "Ladder"
@@ -408,7 +408,7 @@ def scale(
     reference's compute reaches its loss) at each size and over the ladder, with seed noise in its CI, and
     whether its gain grows, holds or shrinks as the model grows."""
     from ..ablation.progress import ablation_display
-    from ..api import Detached, run_ladder
+    from ..ablation.session import Detached, run_ladder
 
     choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     given = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
@@ -775,6 +775,7 @@ def _judge_ladder(
 
 
 def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str) -> None:
+    from ..verdict.judge import named_columns
     from . import render
 
     if fmt == "table":
@@ -783,10 +784,10 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":
         print(render.judge_markdown(design, settings, rows, notes), end="")
-    elif fmt == "csv":
-        print(render.judge_csv(rows), end="")
+    elif fmt == "csv":  # the files name the columns as summary.csv does
+        print(render.judge_csv(named_columns(rows, settings.metric)), end="")
     else:
-        print(render.judge_json(design, settings, rows, notes))
+        print(render.judge_json(design, settings, named_columns(rows, settings.metric), notes))
 
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ..api import settings_of
+from ..ablation.session import settings_of
 from ..core.components import COMPONENT_SUMMARY, COMPONENTS
 from ..core.errors import UserError
 from ..core.settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings

@@ -462,7 +462,11 @@ def csv_text(summary: list[SummaryRow]) -> str:
 def json_text(rep: Report) -> str:
     from ..ablation.report import title
 
-    doc = {"title": title(rep), "rows": [r.to_dict() for r in rep.summary], "footnotes": rep.notes}
+    names = [r.variant for r in rep.summary]  # each row's reference by name, as summary.csv and judge give it
+    rows = [
+        {**r.to_dict(), "reference": None if math.isnan(r.reference) else names[int(r.reference)]} for r in rep.summary
+    ]
+    doc = {"title": title(rep), "rows": rows, "footnotes": rep.notes}
     if rep.duel:
         doc["duel"] = rep.duel
     return to_json(doc)

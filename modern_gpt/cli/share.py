@@ -496,6 +496,7 @@ def share(
     unknown = sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS})
     if unknown:
         raise UserError(f"share has no option {unknown[0]!r}; its options are judge's: {', '.join(JUDGE_KEYS)}, ...")
+    _check_source(source, api)
     check_pages(html, markdown, force=force)
     if isinstance(source, api.Result | api.LadderResult):
         page, inputs = folder_page(source), _folder_files(source.folder)
@@ -511,6 +512,19 @@ def share(
         page, inputs = folder_page(api.report(source, at_lr=at_lr, plugins=plugins)), _folder_files(source)
     write(page, html, markdown, inputs, force)
     return page
+
+
+def _check_source(source, api) -> None:
+    """share's source is a Result, a DataFrame, or a path that exists: anything else is one sentence."""
+    import pandas as pd
+
+    if isinstance(source, api.Result | api.LadderResult | pd.DataFrame):
+        return
+    what = "share takes a results folder, a Result or LadderResult, or runs to judge (a .csv, .jsonl or .parquet file"
+    if not isinstance(source, str | os.PathLike):
+        raise UserError(f"{what}, or a DataFrame), not a {type(source).__name__}.")
+    if not Path(source).exists():
+        raise UserError(f"{source} does not exist; {what}, or a DataFrame).")
 
 
 def _folder_files(folder) -> list[Path]:

@@ -67,6 +67,16 @@ class Setting:
         return FLAGS.get(self.key, ("--" + self.name.replace("_", "-"),))
 
     @property
+    def keyword(self) -> str:
+        """The Python API's keyword: the first flag's name with '_' for '-' (data for --data, dim for --dim)."""
+        return self.flags[0][2:].replace("-", "_")
+
+    @property
+    def annotation(self):
+        """The keyword's type, None included (None: not given); a repeatable flag's is a list of strings."""
+        return (list[str] if self.is_list else self.type) | None
+
+    @property
     def param(self) -> str:
         """The command's parameter that holds the flag's value."""
         return f"{self.section}_{self.name}"

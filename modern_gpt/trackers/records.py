@@ -286,14 +286,9 @@ def tracked_records(folder: Path, name: str) -> list[dict]:
 
 
 def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """summary.csv's cells with each row's reference by name (the file holds its table row's number), "" for
-    the first row: what a tracker shows beside a verdict."""
-    names = {int(_number(r.get("row"))): r["variant"] for r in rows if math.isfinite(_number(r.get("row")))}
-    out = []
-    for r in rows:
-        ref = _number(r.get("reference"))
-        out.append({**r, "reference": names.get(int(ref), "") if math.isfinite(ref) else ""})
-    return out
+    """summary.csv's cells with each row's reference by name, "" for the first row: what a tracker shows beside
+    a verdict (verdict.design.summary_frame writes it by name)."""
+    return [{**r, "reference": r.get("reference") or ""} for r in rows]
 
 
 def row_of(rows: list[dict[str, str]], record: dict) -> tuple[dict[str, str] | None, bool]:

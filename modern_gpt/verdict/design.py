@@ -347,7 +347,7 @@ class SummaryRow:
     )
     row: int | None = column(None, help="the table row's index", training=True)
     components: str = column("", help="the components on, joined by +", training=True)
-    reference: float = column(help="the table row it is compared with (empty: none)", judge_at=1)
+    reference: float = column(help="the table row it is compared with, by name (empty: none)", judge_at=1)
     mlp_width: float = column(
         help="the MLP's hidden width", training=True, table_at=2, when="match", header="mlp", fmt="mlp"
     )
@@ -396,7 +396,17 @@ def summary_frame(rows: list[SummaryRow]):
     trackers' table are this one frame."""
     import pandas as pd
 
-    return pd.DataFrame([[getattr(r, c) for c in SUMMARY_COLUMNS] for r in rows], columns=SUMMARY_COLUMNS)
+    names = [r.variant for r in rows]
+    cells = [[_cell(r, c, names) for c in SUMMARY_COLUMNS] for r in rows]
+    return pd.DataFrame(cells, columns=SUMMARY_COLUMNS)
+
+
+def _cell(row: SummaryRow, column: str, names: list[str]):
+    """A summary row's cell; its reference by name, as runs.csv and a ladder's summary name it ("" for none)."""
+    value = getattr(row, column)
+    if column == "reference":
+        return names[int(value)] if isinstance(value, int | float) and math.isfinite(value) else ""
+    return value
 
 
 def table_columns(match: bool, sweep: bool) -> list:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -368,6 +369,14 @@ def judge(
     return rows, notes
 
 
+def named_columns(rows: list[dict], metric: str) -> list[dict]:
+    """judge's rows with summary.csv's names for the metric's mean and Δ: val_loss and delta_val, or for another
+    metric its own name and delta_<metric> (the table and Markdown headers name them already)."""
+    names = {"mean": "val_loss", "delta": "delta_val"} if metric == "val_loss" else {"delta": f"delta_{metric}"}
+    names.setdefault("mean", metric)
+    return [{names.get(k, k): v for k, v in row.items()} for row in rows]
+
+
 def title(design: Design, s: JudgeSettings) -> str:
     direction = "higher is better" if s.higher_is_better else "lower is better"
     n = len(design.seeds)
@@ -439,7 +448,7 @@ def api_settings(
 
 
 def verdict(
-    df: pd.DataFrame,
+    df: pd.DataFrame | str | os.PathLike,
     *,
     variant_col: str = "variant",
     seed_col: str = "seed",
@@ -460,7 +469,8 @@ def verdict(
     log_pattern: str | None = None,
     **unknown,
 ) -> pd.DataFrame:
-    """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric).
+    """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric), or
+    for the path of a .csv, .jsonl or .parquet file of them (as `modern-gpt judge FILE` reads it).
 
     With compute_col (each run's training FLOPs) or size_col, the runs are a ladder of sizes and the table is
     `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_adj, verdict), its trend per 10x
@@ -518,9 +528,17 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
             footnotes=notes,
         )
         return out
-    design, runs, first = read_runs(from_frame(df), s, api=True)
-    rows, notes = judge(design, s, runs, first=first)
-    out = pd.DataFrame(rows)
+    if isinstance(df, str | os.PathLike):  # a file of runs, as `modern-gpt judge FILE` reads it
+        if not Path(df).exists():
+            raise UserError(
+                f"{df} does not exist; judge takes a pandas DataFrame of runs, or the path of a .csv, .jsonl or "
+                ".parquet file of them."
+            )
+        design, _, rows, notes = judge_file_runs(Path(df), s)
+    else:
+        design, runs, first = read_runs(from_frame(df), s, api=True)
+        rows, notes = judge(design, s, runs, first=first)
+    out = pd.DataFrame(named_columns(rows, s.metric))
     out.attrs.update(title=title(design, s), footnotes=notes)
     return out
 

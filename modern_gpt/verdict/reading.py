@@ -347,11 +347,14 @@ def from_frame(frame, name: str = "the DataFrame", first: int = 0, given: bool =
     label when the index is not the default one; given: handed to modern_gpt.judge (not read from a file)."""
     if isinstance(frame, pd.Series) and any(n is not None for n in frame.index.names):
         raise UserError(
-            "verdict takes a pandas DataFrame with one row per run, not a Series; series.reset_index() makes one, "
+            "judge takes a pandas DataFrame with one row per run, not a Series; series.reset_index() makes one, "
             f"with its index ({_listed([n for n in frame.index.names if n is not None])}) as columns."
         )
     if not isinstance(frame, pd.DataFrame):
-        raise UserError(f"verdict takes a pandas DataFrame with one row per run, not a {type(frame).__name__}.")
+        raise UserError(
+            "judge takes a pandas DataFrame with one row per run, or the path of a .csv, .jsonl or .parquet file of "
+            f"them, not a {type(frame).__name__}."
+        )
     if isinstance(frame.columns, pd.MultiIndex):  # a pivot's wide table: a column per (metric, variant)
         level = frame.columns.names[-1]
         raise UserError(
