@@ -1,6 +1,6 @@
 """The `modern-gpt` command (the console script and `python -m modern_gpt`).
 
-Kept tiny on purpose: Ctrl-C while cli.py is compiled and typer and rich load is a quiet exit, not a traceback,
+Kept tiny on purpose: Ctrl-C while cli/commands.py is compiled and typer and rich load is a quiet exit, not a traceback,
 so the handler is installed here, before any of that starts. torch and pandas (a second or more) load later,
 inside the commands that need them, where main()'s own handling of Ctrl-C is in place.
 """

@@ -661,7 +661,7 @@ def judge(
     html: Html = None,
     markdown: Markdown = None,
 ) -> None:
-    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, Holm-corrected, as ablate and report judge theirs.
+    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, with the verdict rule ablate and report use (Hommel's procedure across rows; docs/statistics.md).
 
     FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
 

@@ -1,7 +1,7 @@
 """What the command line prints: every table, sentence and JSON document, rendered from what the library
 computes (report.py for a results folder, config.py for a model's price, train.py, extrapolate.py, explain.py).
 
-cli.py parses the flags, calls the library and prints what these functions return; nothing here computes a
+cli/commands.py parses the flags, calls the library and prints what these functions return; nothing here computes a
 number that a table shows (the verdicts, the means and the parameter counts are computed where they live).
 """
 

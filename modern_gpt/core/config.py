@@ -21,7 +21,7 @@ from .errors import ConfigError, setting
 
 # ---------------------------------------------------------------------------
 # The model: one field per component (False is GPT-2's piece, True the modern
-# one, built in model.py), the shape, and the checks that every shape must pass.
+# one, built in model/gpt.py), the shape, and the checks that every shape must pass.
 # ---------------------------------------------------------------------------
 @dataclass
 class ModelConfig:
