@@ -167,7 +167,12 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 @app.command()
 @with_settings(exclude=("model.vocab_size",), options=TRACK_OPTIONS, other_options_ok=True)
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
-    """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
+    """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics).
+
+    [bold]Examples[/bold]
+      modern-gpt train --smoke --rope --out ckpt
+      modern-gpt train --config shakespeare --data tinyshakespeare --modern
+    """
     from ..ablation.progress import run_progress
     from ..api import train_checkpoint
     from ..core.config import lossy_note
@@ -357,7 +362,14 @@ def ablate(
     resume: Resume = None,
     fmt: Format = "table",
 ) -> None:
-    """Train every variant with every seed and print one table: does each component really help?"""
+    """Train every variant with every seed and print one table: does each component really help?
+
+    [bold]Examples[/bold]
+      modern-gpt ablate --seeds 3 --smoke                      [dim]# the first table, on a CPU in seconds[/dim]
+      modern-gpt ablate --config shakespeare --data tinyshakespeare --seeds 5
+      modern-gpt ablate --plan single --components rope,swiglu --track mlflow
+      modern-gpt ablate --resume results/20261202-101500-cumulative
+    """
     choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     _run_ablation("cumulative", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
@@ -406,7 +418,12 @@ def scale(
 ) -> None:
     """The plan's rows at a ladder of model sizes: each component's compute multiplier k (how many times the
     reference's compute reaches its loss) at each size and over the ladder, with seed noise in its CI, and
-    whether its gain grows, holds or shrinks as the model grows."""
+    whether its gain grows, holds or shrinks as the model grows.
+
+    [bold]Examples[/bold]
+      modern-gpt scale --smoke --seeds 3
+      modern-gpt scale --config shakespeare --data tinyshakespeare --rungs 32,64,128
+    """
     from ..ablation.progress import ablation_display
     from ..api import Detached, run_ladder
 
@@ -466,7 +483,12 @@ def duel(
     fmt: Format = "table",
 ) -> None:
     """All-classic (GPT-2) against all-modern (every component on: Qwen3-style, Llama's pieces and QK-norm) on
-    the same data, seeds and steps."""
+    the same data, seeds and steps.
+
+    [bold]Examples[/bold]
+      modern-gpt duel --smoke --seeds 3
+      modern-gpt duel --data corpus.txt --lrs 1e-3,3e-3,1e-2
+    """
     choices = plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
     _run_ablation("duel", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
@@ -485,7 +507,12 @@ def power(
 ) -> None:
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
-    3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
+    3, 5, 10 and 20 seeds would detect, before an expensive ablation.
+
+    [bold]Examples[/bold]
+      modern-gpt power --smoke
+      modern-gpt power --config shakespeare --data tinyshakespeare
+    """
     choices = plan_choices(options, variants=variant)
     _run_ablation("power", settings, options, choices, out=out, resume=resume, fmt=fmt)
 
@@ -567,7 +594,13 @@ def report(
     html: Html = None,
     markdown: Markdown = None,
 ) -> None:
-    """Re-render an ablation's table from its results folder alone (nothing is trained)."""
+    """Re-render an ablation's table from its results folder alone (nothing is trained).
+
+    [bold]Examples[/bold]
+      modern-gpt report results/20261202-101500-cumulative
+      modern-gpt report DIR --format csv
+      modern-gpt report DIR --html result.html
+    """
     from ..ablation.report import plot as draw
     from ..ablation.results import ResultsDir
     from ..verdict.table import at_lr_index
@@ -662,6 +695,12 @@ def judge(
     markdown: Markdown = None,
 ) -> None:
     """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, with the verdict rule ablate and report use (Hommel's procedure across rows; docs/statistics.md).
+
+    [bold]Examples[/bold]
+      modern-gpt judge runs.csv --metric val_loss
+      modern-gpt judge accuracy.csv --metric acc --higher-is-better
+      modern-gpt judge DIR/runs.csv --html page.html
+
 
     FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
 

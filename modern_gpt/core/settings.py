@@ -29,6 +29,7 @@ ABLATION = "ablation"  # the section of an ablation's options
 TABLES = {**SECTIONS, ABLATION: AblationOptions}  # every section a TOML file may hold
 
 FLAGS = {"model.dim": ("--dim", "--n-embd"), "train.steps": ("--steps", "--iters"), "data.path": ("--data",)}
+CLUSTER = "Ray and Slurm"  # the cluster flags' panel, which --help leaves to --help-all
 # The help panel of a section's flags, or of one key's
 PANELS = {
     "model": "Model",
@@ -36,10 +37,11 @@ PANELS = {
     "data": "Data",
     ABLATION: "Ablation",
     **{f"{ABLATION}.{n}": "Statistics" for n in ("min_seeds", "max_seeds", "alpha", "margin", "placebo")},
+    **{f"{ABLATION}.{n}": "Where the runs train" for n in ("executor", "max_retries")},
     **{
-        f"{ABLATION}.{n}": "Where the runs train"
-        for n in ("executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
-        + ("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach")
+        f"{ABLATION}.{n}": CLUSTER
+        for n in ("ray_address", "cpus_per_run", "gpus_per_run", "partition", "time_limit", "array_parallelism")
+        + ("sbatch", "runs_per_task", "detach")
     },
     **{f"{ABLATION}.{n}": "Trackers" for n in ("track", "mlflow_uri")},
 }
