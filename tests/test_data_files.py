@@ -499,7 +499,7 @@ def test_a_tokenizer_that_makes_the_corpus_one_token_is_refused(tmp_path):
 
 def test_a_lossy_tokenizer_with_several_ids_still_trains(tmp_path):
     # The negative control: most words unknown, but not all: lossy (noted), not refused.
-    text = open(os.path.join(os.path.dirname(__file__), "..", "modern_gpt", "smoke.txt")).read()
+    text = read_raw(DataConfig())[1][0][1].decode()  # the smoke corpus
     words = sorted(set(text.split()))[:50]
     path = _tokenizer_file(tmp_path / "tokenizer.json", {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}})
     corpus = load_corpus(DataConfig(tokenizer=str(path), cache_dir=str(tmp_path / "cache")))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -329,13 +330,21 @@ def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
     )
 
 
+BUILT_IN_CORPUS = "tinyshakespeare"  # --data's one built-in name: the whole public-domain text the package ships
+
+
+def built_in(path: str) -> bool:
+    """--data names the built-in corpus: its name, where no file or folder of that name is in the way."""
+    return path == BUILT_IN_CORPUS and not os.path.lexists(path)
+
+
 @dataclass
 class DataConfig:
     # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
     path: str = setting(
         "",
-        "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order "
-        "(unset: the built-in smoke corpus)",
+        "a .txt, .jsonl (.ndjson, .json: JSON lines) or .parquet file, or a folder of them read in sorted order; "
+        "tinyshakespeare: the built-in full text (unset: the built-in smoke corpus, its first 300 KB)",
     )
     tokenizer: str = setting(
         "char",

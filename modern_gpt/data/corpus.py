@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.config import TOKENIZERS, DataConfig
+from ..core.config import TOKENIZERS, DataConfig, built_in
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
 
@@ -41,7 +41,9 @@ FILE_KINDS = ".txt, .jsonl (.ndjson, .json) or .parquet"  # as the messages name
 # of every results folder's data_key too, so a bump makes every earlier folder refuse --resume: a change that
 # concerns a few entries keys those alone (see cache_key), and a count added later is computed on load.
 CACHE_FORMAT = 2
-SMOKE = "smoke"  # the name of the built-in corpus
+SMOKE = "smoke"  # the name of the built-in smoke corpus: the built-in text's first 300 KB, to a line end
+SMOKE_BYTES = 299_868
+BUILT_IN_FILE = "tinyshakespeare.txt"  # the package's copy of the public-domain text (--data tinyshakespeare)
 
 
 class DataError(UserError):
@@ -190,8 +192,9 @@ def _utf16(raw: bytes) -> str:
 
 def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
     """The corpus's display name and its files' raw bytes."""
-    if not cfg.path:
-        return SMOKE, [(SMOKE, resources.files("modern_gpt").joinpath("smoke.txt").read_bytes())]
+    if not cfg.path or built_in(cfg.path):
+        text = resources.files("modern_gpt").joinpath(BUILT_IN_FILE).read_bytes()
+        return (cfg.path, [(cfg.path, text)]) if cfg.path else (SMOKE, [(SMOKE, text[:SMOKE_BYTES])])
     files = corpus_files(cfg.path)
     parts = []
     for f in files:
