@@ -246,7 +246,7 @@ def _print_table(rep, fmt: str) -> None:
         _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
         return
     if fmt == "table":
-        render.print_table(console, render.rich_table(rep))  # a narrow terminal wraps it: no digit is lost
+        render.print_table(console, render.folder_table(console, rep))  # compact where the terminal is narrow
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)

@@ -351,6 +351,13 @@ def cell(row: SummaryRow, name: str, fmt: str | None = None) -> str:
         return _val_cell(val, row)
     if fmt == "ci":
         return "" if math.isnan(row.ci_low) else f"[{row.ci_low:+.4f}, {row.ci_high:+.4f}]"
+    if fmt == "pm":  # the compact table's Δ with its CI's half-width; an interval not centred on it, as it is
+        low, high = row.ci_low, row.ci_high
+        if math.isnan(low):
+            return _num(x, "+.4f")
+        if abs((low + high) / 2 - x) > 1e-9 * max(1.0, abs(x)):
+            return f"{x:+.4f} [{low:+.4f}, {high:+.4f}]"
+        return f"{x:+.4f} ± {(high - low) / 2:.4f}"
     if fmt == "p":
         return _p(x)
     if fmt == "need":
@@ -370,18 +377,49 @@ def _p(p: float) -> str:
 VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
 
 
-def rich_table(rep: Report) -> Table:
+def rich_table(rep: Report, compact: tuple[str, ...] = ()) -> Table:
+    """The folder's table: every column, or compact (the columns named left to summary.csv, the CI as ±)."""
     from ..ablation.report import title  # here: it loads pandas, which `params` never needs
 
     table = Table(title=title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    columns = _columns(rep)
-    for f in columns:
-        h = f.metadata["header"]
+    columns = [f for f in _columns(rep) if f.name not in compact]
+    headers = [(compact and COMPACT_HEADERS.get(f.name)) or f.metadata["header"] for f in columns]
+    fmts = [(compact and COMPACT_FMTS.get(f.name)) or f.metadata["fmt"] for f in columns]
+    for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
-    plain = [[cell(row, f.name, f.metadata["fmt"]) for f in columns] for row in rep.summary]
+    if compact:
+        left = [f.metadata["header"] for f in _columns(rep) if f.name in compact and f.name != "ci_low"]
+        table.caption, table.caption_justify = f"{', '.join(left)}: in summary.csv, or a wider terminal", "left"
+    plain = [[cell(row, f.name, fmt) for f, fmt in zip(columns, fmts, strict=True)] for row in rep.summary]
     for cells in plain:
         table.add_row(*(_styled(c) if f.name == "verdict" else c for f, c in zip(columns, cells, strict=True)))
-    return unbreakable(table, [f.metadata["header"] for f in columns], plain, text=("variant",))
+    return unbreakable(table, headers, plain, text=("variant",))
+
+
+# A terminal narrower than the full table gets a compact one: these columns are left to the files (summary.csv
+# holds every column), and the Δ carries its 95% CI as ± (the paired t interval is symmetric about it); where
+# that is still too wide (80 columns), params too.
+COMPACT_LEAVES = (("train_loss", "spread", "ci_low", "secs", "seeds_needed"), ("params",))
+COMPACT_HEADERS = {"delta_val": "Δ val ± 95% CI"}
+COMPACT_FMTS = {"delta_val": "pm"}
+
+
+def folder_table(console: Console, rep: Report) -> Table:
+    """The table a terminal shows: the full one where it fits, and wherever the output is not a terminal (a file,
+    a pipe, a log), else the compact one."""
+    table, leaves = rich_table(rep), ()
+    if not console.is_terminal:
+        return table
+    for more in COMPACT_LEAVES:
+        if _natural_width(console, table) <= console.width:
+            break
+        leaves += more
+        table = rich_table(rep, compact=leaves)
+    return table
+
+
+def _natural_width(console: Console, table: Table) -> int:
+    return Measurement.get(console, console.options.update_width(10**5), table).maximum
 
 
 def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: tuple[str, ...]) -> Table:
