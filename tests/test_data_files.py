@@ -23,7 +23,7 @@ from modern_gpt.data.corpus import (
     train_tokenizer,
 )
 
-from .clihelp import cli_process, concurrently, tiny
+from .clihelp import cli_process, concurrently, flat, tiny
 
 TINY = tiny(steps=2, eval_every=2)
 DOCS = ["First document.\nIt has two lines.", "Second: héllo wörld", "Third.\n"]
@@ -270,7 +270,7 @@ def test_a_lossy_tokenizer_is_named_by_train_with_its_share(run, tmp_path):
         f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back the validation text (decode(encode(text)) "
         f"differs in {lost:,} of its {len(val):,} characters, {100 * lost / len(val):.1f}%)"
     )
-    assert note in " ".join(out.split()), out
+    assert flat(note) in flat(out), out
     assert json.loads((tmp_path / "ckpt" / "metrics.json").read_text())["lossless"] is False
     byte_level(tmp_path / "bytes.json")  # the negative control: lossless, no note
     code, out, err = run("train", *TINY, "--tokenizer", "bytes.json", "--out", "ckpt2")
@@ -290,7 +290,7 @@ def test_runs_csv_has_a_lossless_column_and_report_a_footnote_for_a_lossy_tokeni
         assert runs["lossless"].tolist() == [folder == "lossless"] * len(runs) and len(runs) == 4
         code, out, err = run("report", folder)
         assert code == 0, err
-        lossy = f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back" in " ".join(out.split())
+        lossy = flat(f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back") in flat(out)
         assert lossy == (folder == "lossy"), out
 
 

@@ -671,7 +671,22 @@ RUNG_COL_HELP = (
 JUDGE_MARGIN_HELP = "In the metric's units: also call a row 'same' when an equivalence test shows |Δ| < this."
 
 
-@app.command()
+JUDGE_HELP = """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, with the verdict rule ablate and report use (Hommel's procedure across rows; docs/statistics.md).
+
+[bold]Examples[/bold]
+  modern-gpt judge runs.csv --metric val_loss
+  modern-gpt judge accuracy.csv --metric acc --higher-is-better
+  modern-gpt judge DIR/runs.csv --html page.html
+
+FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
+
+A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
+
+With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
+"""
+
+
+@app.command(help=JUDGE_HELP)
 def judge(
     file: Annotated[Path, typer.Argument(help=JUDGE_FILE_HELP, show_default=False)],
     variant_col: Annotated[str, typer.Option(help="The column naming each run's variant.")] = "variant",
@@ -694,20 +709,7 @@ def judge(
     html: Html = None,
     markdown: Markdown = None,
 ) -> None:
-    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, with the verdict rule ablate and report use (Hommel's procedure across rows; docs/statistics.md).
-
-    [bold]Examples[/bold]
-      modern-gpt judge runs.csv --metric val_loss
-      modern-gpt judge accuracy.csv --metric acc --higher-is-better
-      modern-gpt judge DIR/runs.csv --html page.html
-
-
-    FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
-
-    A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
-
-    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv: modern-gpt judge DIR/runs.csv --compute-col flops --placebo "classic (placebo)").
-    """
+    """The verdict table for runs that modern-gpt did not train (its help: JUDGE_HELP)."""
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
