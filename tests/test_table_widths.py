@@ -1,6 +1,6 @@
 """The table in a terminal of 80, 100 and 200 columns (issue 44, item 7): the full table where it fits, a
 compact one where it does not (the CI as ±; train, spread, need and secs, then params, left to the files), and
-the full table in every file and pipe. Golden outputs in tests/golden/expected/terminal-*."""
+the full table in every file and pipe; judge's table likewise. Golden outputs in tests/golden/expected/terminal-*."""
 
 import io
 import os
@@ -44,16 +44,34 @@ def test_report_in_a_terminal_is_golden(width, folder, capsys, monkeypatch):
 
 
 def test_compact_below_the_full_width_full_at_it(folder):
+    """The full table while it fits with its names folded (print_table folds them), the compact one below."""
     from modern_gpt.ablation import report
     from modern_gpt.ablation.results import ResultsDir
     from modern_gpt.cli import render
 
     rep = report.load(ResultsDir(folder, read_only=True), None)
     full = render.rich_table(rep)
-    needed = render._natural_width(terminal(1000)[0], full)
-    headers = {w: [c.header for c in render.folder_table(terminal(w)[0], rep).columns] for w in (needed - 1, needed)}
-    assert headers[needed] == [c.header for c in full.columns]
-    assert "Δ val ± 95% CI" in headers[needed - 1] and "secs" not in headers[needed - 1]
+    least = render._natural_width(terminal(1000)[0], full) - sum(c.width - c.min_width for c in full.columns)
+    headers = {w: [c.header for c in render.folder_table(terminal(w)[0], rep).columns] for w in (least - 1, least)}
+    assert headers[least] == [c.header for c in full.columns]
+    assert "Δ val ± 95% CI" in headers[least - 1] and "secs" not in headers[least - 1]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_judge_in_a_terminal_is_golden(width, folder, capsys, monkeypatch):
+    from modern_gpt.cli import commands as cli
+
+    console, buf = terminal(width)
+    monkeypatch.setattr(cli, "console", console)
+    monkeypatch.chdir(folder.parent)
+    code, out, err = run_main(capsys, monkeypatch, "judge", "ablate/runs.csv")
+    got = f"exit {code}\n--- stdout\n{buf.getvalue()}{out}--- stderr\n{err}"
+    path = HERE / "expected" / f"terminal-judge-{width}.table"
+    if os.environ.get("GOLDEN_WRITE"):
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8")
+    table = buf.getvalue().split("\n- ")[0]
+    assert max(len(line) for line in table.splitlines()) <= width and "\x1b" not in got
 
 
 def test_a_file_or_pipe_gets_the_full_table_at_any_width(folder):

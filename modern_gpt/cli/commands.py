@@ -769,7 +769,7 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
     from . import render
 
     if fmt == "table":
-        render.print_table(console, render.judge_table(design, settings, rows))
+        render.print_table(console, render.judged_table(console, design, settings, rows))
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":

@@ -411,11 +411,16 @@ def folder_table(console: Console, rep: Report) -> Table:
     if not console.is_terminal:
         return table
     for more in COMPACT_LEAVES:
-        if _natural_width(console, table) <= console.width:
+        if _fits(console, table):
             break
         leaves += more
         table = rich_table(rep, compact=leaves)
     return table
+
+
+def _fits(console: Console, table: Table) -> bool:
+    """The table fits the terminal with its names folded as far as fit() folds them."""
+    return _natural_width(console, table) - sum(c.width - c.min_width for c in table.columns) <= console.width
 
 
 def _natural_width(console: Console, table: Table) -> int:
@@ -609,23 +614,61 @@ def _judge_cells(row: dict, f: dict[str, str]) -> list[str]:
     ]
 
 
-def judge_table(design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
+def judge_table(design: Design, s: JudgeSettings, rows: list[dict], compact: tuple[str, ...] = ()) -> Table:
+    """judge's table: every column, or compact as a folder's (the columns named left to --format csv, the CI
+    as ±)."""
     from rich.markup import escape
 
     from ..verdict.judge import title as judge_title
 
     # names and the file's come from the user: "[" is text, never rich markup
     table = Table(title=escape(judge_title(design, s)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _judge_headers(s.metric)
+    headers, formats = _judge_headers(s.metric), _judge_formats(rows)
+    plain = [_judge_cells(row, formats) for row in rows]
+    if compact:
+        left = [s.metric if h == "mean" else h for h in compact]
+        headers, plain = _judge_compact(headers, plain, rows, formats, s.metric, left)
+        table.caption, table.caption_justify = f"{', '.join(left)}: in --format csv, or a wider terminal", "left"
     for h in headers:
         table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
-    at, formats = headers.index("verdict"), _judge_formats(rows)
-    plain = [_judge_cells(row, formats) for row in rows]
+    at = headers.index("verdict")
     for row, cells in zip(rows, plain, strict=True):
         cells = [escape(c) for c in cells]
         cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
         table.add_row(*cells)
     return unbreakable(table, headers, plain, text=("variant", "vs"))
+
+
+# As COMPACT_LEAVES, for judge's table ("mean": the metric's column); the CI is carried by the Δ as ±
+JUDGE_LEAVES = (("spread", "p", "need", "pairs"), ("mean", "mde"))
+
+
+def _judge_compact(headers, plain, rows, formats, metric, left):
+    """The compact table's headers and cells: the columns left out and the CI, the Δ with the CI's half-width."""
+    keep = [i for i, h in enumerate(headers) if h not in (*left, "95% CI")]
+    delta = headers.index(f"Δ {metric}")
+    out = []
+    for row, cells in zip(rows, plain, strict=True):
+        cells = list(cells)
+        low, high, d = row["ci_low"], row["ci_high"], formats["ci"]
+        if not math.isnan(low) and abs((low + high) / 2 - row["delta"]) <= 1e-9 * max(1.0, abs(row["delta"])):
+            cells[delta] = f"{cells[delta]} ± {(high - low) / 2:{d}}"
+        elif not math.isnan(low):
+            cells[delta] = f"{cells[delta]} {cells[headers.index('95% CI')]}"
+        out.append([cells[i] for i in keep])
+    headers = [f"Δ {metric} ± 95% CI" if i == delta else headers[i] for i in keep]
+    return headers, out
+
+
+def judged_table(console: Console, design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
+    """judge's table in a terminal: full where it fits (and in every file or pipe), else compact."""
+    table, leaves = judge_table(design, s, rows), ()
+    for more in JUDGE_LEAVES if console.is_terminal else ():
+        if _fits(console, table):
+            break
+        leaves += more
+        table = judge_table(design, s, rows, compact=leaves)
+    return table
 
 
 def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: list[str]) -> str:
