@@ -94,3 +94,40 @@ def test_an_interval_not_centred_on_its_delta_is_shown_whole():
     assert render.cell(row, "delta_val", "pm") == "-0.0500 [-0.0900, -0.0300]"
     row = SummaryRow(variant="x", delta_val=-0.06, ci_low=-0.09, ci_high=-0.03)
     assert render.cell(row, "delta_val", "pm") == "-0.0600 ± 0.0300"
+
+
+@pytest.fixture(scope="module")
+def ladder_csv(tmp_path_factory):
+    """A simulated ladder of three rows at three rungs, three seeds (tests/ladder_sim.py), as judge reads one."""
+    import numpy as np
+    import pandas as pd
+
+    from .ladder_sim import ladder
+
+    loss, flops, _ = ladder(np.random.default_rng(0), 1, 3, [1.0, 2.0, 1.3], [0.0, 0.0, 0.1])
+    rows = [
+        dict(variant=v, seed=s, val_loss=loss[0, s, i, r], flops=flops[i, r])
+        for s in range(3)
+        for i, v in enumerate(["classic", "rope", "swiglu"])
+        for r in range(3)
+    ]
+    path = tmp_path_factory.mktemp("ladder") / "ladder.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_scale_table_in_a_terminal_is_golden(width, ladder_csv, capsys, monkeypatch):
+    from modern_gpt.cli import commands as cli
+
+    console, buf = terminal(width)
+    monkeypatch.setattr(cli, "console", console)
+    monkeypatch.chdir(ladder_csv.parent)
+    code, out, err = run_main(capsys, monkeypatch, "judge", "ladder.csv", "--compute-col", "flops")
+    got = f"exit {code}\n--- stdout\n{buf.getvalue()}{out}--- stderr\n{err}"
+    path = HERE / "expected" / f"terminal-scale-{width}.table"
+    if os.environ.get("GOLDEN_WRITE"):
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8")
+    table = buf.getvalue().split("\n- ")[0]
+    assert max(len(line) for line in table.splitlines()) <= width and "\x1b" not in got

@@ -459,7 +459,7 @@ def _print_ladder(result, fmt: str) -> None:
     elif fmt == "json":
         print(render.ladder_json(rep))
     else:
-        render.print_table(console, render.ladder_table(rep))  # never narrower than its columns
+        render.print_table(console, render.scale_table(console, rep))  # compact where the terminal is narrow
         for note in rep.notes:
             console.print(f"- {note}", highlight=False, markup=False)
         for i, rung in enumerate(result.rungs):

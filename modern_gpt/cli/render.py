@@ -765,12 +765,19 @@ def ladder_title(rep) -> str:
     )
 
 
-def ladder_table(rep) -> Table:
+def ladder_table(rep, compact: tuple[str, ...] = ()) -> Table:
+    """The scale table: every column, or compact (the columns named, "k at" for each rung's, left to the CSV)."""
     table = Table(title=ladder_title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = ladder_headers(rep)
+    headers, plain = ladder_headers(rep), ladder_cells(rep)
+    if compact:
+        keep = [
+            i for i, h in enumerate(headers) if h not in compact and not ("k at" in compact and h.startswith("k at "))
+        ]
+        headers, plain = [headers[i] for i in keep], [[cells[i] for i in keep] for cells in plain]
+        left = ", ".join("k at each rung" if h == "k at" else h for h in compact)
+        table.caption, table.caption_justify = f"{left}: in --format csv, or a wider terminal", "left"
     for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "vs", "verdict", "trend") else "right")
-    plain = ladder_cells(rep)
     styled = {
         "better": "[green]better[/]",
         "worse": "[red]worse[/]",
@@ -782,6 +789,20 @@ def ladder_table(rep) -> Table:
             *(styled.get(c, c) if h in ("verdict", "trend") else c for h, c in zip(headers, cells, strict=True))
         )
     return unbreakable(table, headers, plain, text=())  # nothing folds: wider than the terminal, the lines wrap
+
+
+def scale_table(console: Console, rep) -> Table:
+    """The scale table in a terminal: full where it fits (and in every file or pipe), else compact."""
+    table, leaves = ladder_table(rep), ()
+    for more in LADDER_LEAVES if console.is_terminal else ():
+        if _fits(console, table):
+            break
+        leaves += more
+        table = ladder_table(rep, compact=leaves)
+    return table
+
+
+LADDER_LEAVES = (("k at", "crossover C"), ("k ×/10× C",))  # as COMPACT_LEAVES, for the scale table
 
 
 def ladder_markdown(rep) -> str:
