@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # `make TORCH=torch smoke` takes the newest release instead (a CUDA build on Linux).
 TORCH  ?= torch==2.13.0
 
-.PHONY: smoke test lint bench clean
+.PHONY: smoke test test-fast test-system lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,18 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 smoke: $(VENV)/.installed
 	$(BIN)/modern-gpt ablate --seeds 3 --smoke
 
-test: $(VENV)/.installed-dev
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+# Two tiers (docs/development.md): test-fast, in process (at most 300 s of tests on a quiet 2-core machine, the
+# inner loop); test-system, the tests marked slow (the CLI as a subprocess, signals, worker pools, Ray, Slurm,
+# servers, Chromium). `make test` is ruff and both: what .ci/run and a fresh clone run.
+PYTEST_N ?= 2
+
+test: lint test-fast test-system
+
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m "not slow" -n $(PYTEST_N) --dist loadfile
+
+test-system: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m slow
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

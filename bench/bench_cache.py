@@ -11,11 +11,10 @@ import os
 import tempfile
 import time
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 
 from modern_gpt.core.config import DataConfig
-from modern_gpt.data.corpus import load_corpus
+from modern_gpt.data.corpus import load_corpus, read_raw
 
 
 def main() -> None:
@@ -24,7 +23,7 @@ def main() -> None:
     parser.add_argument("--tokenizer", default="char", choices=["char", "byte", "bpe"])
     parser.add_argument("--text", type=Path, default=None)
     args = parser.parse_args()
-    seed_text = args.text.read_text() if args.text else resources.files("modern_gpt").joinpath("smoke.txt").read_text()
+    seed_text = args.text.read_text() if args.text else read_raw(DataConfig())[1][0][1].decode()  # the smoke corpus
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "corpus.txt"
         path.write_text(seed_text * max(1, int(args.mb * 1e6 / len(seed_text.encode()))))

@@ -45,6 +45,12 @@ def run_values(folder, *, threads: bool = False):
     return pd.read_csv(os.path.join(folder, "runs.csv")).drop(columns=drop)
 
 
+def flat(text: str) -> str:
+    """text with its whitespace removed, to find a sentence the console wrapped: under pytest -n a temporary path
+    is longer, and the console breaks a line anywhere, inside a path too."""
+    return "".join(text.split())
+
+
 def run_main(capsys, monkeypatch, *args) -> tuple[int, str, str]:
     """main() with argv set, as the console script runs it: (exit code, stdout, stderr)."""
     monkeypatch.setattr(sys, "argv", ["modern-gpt", *map(str, args)])

@@ -12,6 +12,25 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def plugin_registry():
+    """Each test leaves the plugin registry as it found it, so that a plugin one test loads is never another's
+    (pytest -n runs a file's tests in another order, beside other files)."""
+    import sys
+
+    from modern_gpt.core import components
+
+    registries = [components.PLUGINS]
+    plugins = sys.modules.get("modern_gpt.model.plugins")  # never imported here: a test that needs it does
+    if isinstance(getattr(plugins, "LOADED", None), dict):
+        registries.append(plugins.LOADED)
+    saved = [dict(r) for r in registries]
+    yield
+    for registry, before in zip(registries, saved, strict=True):
+        registry.clear()
+        registry.update(before)
+
+
 @pytest.fixture
 def cache_dir(tmp_path):
     return str(tmp_path / "cache")

@@ -23,7 +23,7 @@ from modern_gpt.data.corpus import (
     train_tokenizer,
 )
 
-from .clihelp import cli_process, concurrently, tiny
+from .clihelp import cli_process, concurrently, flat, tiny
 
 TINY = tiny(steps=2, eval_every=2)
 DOCS = ["First document.\nIt has two lines.", "Second: héllo wörld", "Third.\n"]
@@ -274,7 +274,7 @@ def test_a_lossy_tokenizer_is_named_by_train_with_its_share(run, tmp_path):
         f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back the validation text (decode(encode(text)) "
         f"differs in {lost:,} of its {len(val):,} characters, {100 * lost / len(val):.1f}%)"
     )
-    assert note in " ".join(out.split()), out
+    assert flat(note) in flat(out), out
     assert json.loads((tmp_path / "ckpt" / "metrics.json").read_text())["lossless"] is False
     byte_level(tmp_path / "bytes.json")  # the negative control: lossless, no note
     code, out, err = run("train", *TINY, "--tokenizer", "bytes.json", "--out", "ckpt2")
@@ -294,7 +294,7 @@ def test_runs_csv_has_a_lossless_column_and_report_a_footnote_for_a_lossy_tokeni
         assert runs["lossless"].tolist() == [folder == "lossless"] * len(runs) and len(runs) == 4
         code, out, err = run("report", folder)
         assert code == 0, err
-        lossy = f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back" in " ".join(out.split())
+        lossy = flat(f"Lossy tokenizer: --tokenizer {tmp_path / 'letters.json'} does not give back") in flat(out)
         assert lossy == (folder == "lossy"), out
 
 
@@ -503,7 +503,7 @@ def test_a_tokenizer_that_makes_the_corpus_one_token_is_refused(tmp_path):
 
 def test_a_lossy_tokenizer_with_several_ids_still_trains(tmp_path):
     # The negative control: most words unknown, but not all: lossy (noted), not refused.
-    text = open(os.path.join(os.path.dirname(__file__), "..", "modern_gpt", "smoke.txt")).read()
+    text = read_raw(DataConfig())[1][0][1].decode()  # the smoke corpus
     words = sorted(set(text.split()))[:50]
     path = _tokenizer_file(tmp_path / "tokenizer.json", {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}})
     corpus = load_corpus(DataConfig(tokenizer=str(path), cache_dir=str(tmp_path / "cache")))

@@ -96,11 +96,10 @@ def test_an_unreachable_ray_address_is_one_sentence_and_creates_no_folder(tmp_pa
     with socket.socket() as s:  # a port on which nothing listens
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    t0 = time.time()
     result = runner.invoke(
         app, ["ablate", *TINY, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--out", tmp_path / "r"]
     )
-    assert isinstance(result.exception, UserError) and time.time() - t0 < 30
+    assert isinstance(result.exception, UserError)
     assert str(result.exception).startswith(f"cannot reach the Ray cluster at 127.0.0.1:{port} (")
     assert "ray start --head" in str(result.exception) and not (tmp_path / "r").exists()
 

@@ -516,7 +516,7 @@ def test_an_older_runs_csv_without_placebo_says_how_to_get_reports_table(ablatio
     doc = json.loads(invoke("judge", old, "--format", "json"))
     assert doc["rows"][2]["reference"] == "classic (placebo)"
     assert doc["footnotes"][0] == (
-        "'classic (placebo)' is judged as a component row, not as a placebo: it is in Holm's family, and 'rope' is "
+        "'classic (placebo)' is judged as a component row, not as a placebo: it is in the family the rule corrects, and 'rope' is "
         "compared with it; for the table modern-gpt report gives from a results folder's runs.csv, add --placebo "
         "'classic (placebo)'."
     )

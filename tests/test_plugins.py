@@ -21,7 +21,7 @@ from modern_gpt.core.config import ModelConfig
 from modern_gpt.core.errors import UserError
 from modern_gpt.data.corpus import load_corpus
 from modern_gpt.model.gpt import GPT, linear
-from tests.clihelp import run_main, tiny
+from tests.clihelp import flat, run_main, tiny
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "components"
 SMALL = ModelConfig(vocab_size=50, context=16, dim=32, heads=4, layers=2)
@@ -309,7 +309,7 @@ def test_each_reader_takes_an_unchanged_copy_and_refuses_a_changed_or_missing_on
 
     code, out, err = call()  # the recorded file is gone, and no copy given
     if command == "report":  # nothing trains: the table from the runs, the missing file named in a footnote
-        assert code == 0 and f"Missing plugin: {tmp_path / 'made' / 'relu2.py'} (relu2)" in out, (out, err)
+        assert code == 0 and flat(f"Missing plugin: {tmp_path / 'made' / 'relu2.py'} (relu2)") in flat(out), (out, err)
     else:
         assert code == 2 and f"{tmp_path / 'made' / 'relu2.py'} (relu2), which is missing" in err, err
         assert "give a copy with --plugin" in err and err.count("\n") == 1

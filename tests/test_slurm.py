@@ -328,7 +328,6 @@ def test_detach_then_resume_with_four_runs_per_task(cluster, reference, tmp_path
     """--detach submits 4 tasks of 4 runs and exits; while they train, a resume on another executor is refused and
     report shows the folder as detached; ablate --resume DIR waits for them and prints --jobs 1's table."""
     folder = tmp_path / "r"
-    t0 = time.time()
     done = cli("ablate", *SMOKE, *SLURM, "--runs-per-task", "4", "--detach", "--out", folder)
     assert done.returncode == 0, done.stderr
     assert re.search(r"16 runs are queued or training in Slurm job \d+ \(partition debug\); modern-gpt ablate "
@@ -343,7 +342,7 @@ def test_detach_then_resume_with_four_runs_per_task(cluster, reference, tmp_path
     report = cli("report", folder)
     assert report.returncode == 0 and "Detached: its runs were submitted to Slurm" in report.stdout, report.stdout
     out = invoke("ablate", "--resume", folder)  # waits for the tasks, then the table
-    assert "rope" in out and time.time() - t0 < 240
+    assert "rope" in out
     same_as(folder, reference)
     once_each(folder)
     meta = json.loads((folder / "meta.json").read_text())

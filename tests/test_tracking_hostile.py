@@ -1,4 +1,4 @@
-"""Trackers that lie (issue 31): a store that looks writable but is not is one sentence within a second or two
+"""Trackers that lie (issue 31): a store that looks writable but is not is one sentence, with no retry
 (item 8), and a tracker's recorded ids are checked against what it holds before report --track trusts them,
 while a tracker that would log nothing is refused before anything trains (item 3)."""
 

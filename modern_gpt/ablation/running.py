@@ -1,7 +1,7 @@
 """Running an ablation: its jobs, one run (execute), and the ablation bound to its results folder.
 
 start() and resume() check the corpus and the folder and return an Ablation; Ablation.run() trains the
-pending runs, a round of seeds at a time with --seeds auto, on an executor (executors.py), and writes each
+pending runs, a round of seeds at a time with --seeds auto, on an executor (ablation/executors/), and writes each
 finished run at once, atomically: meta.json, runs/, runs.csv and curves.csv are written here, by the driver,
 never by a worker (report.py then writes summary.csv, and plot.py the figures, from them).
 Runs are written seed by seed, so that an interrupted ablation has complete pairs and resumes where it stopped.

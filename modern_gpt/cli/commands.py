@@ -167,7 +167,12 @@ OutCheckpoint = _out("Checkpoint", "checkpoints/<time>")
 @app.command()
 @with_settings(exclude=("model.vocab_size",), options=TRACK_OPTIONS, other_options_ok=True)
 def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint = None, force: Force = False) -> None:
-    """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics)."""
+    """Train one model and write a checkpoint folder (weights, settings, tokenizer, metrics).
+
+    [bold]Examples[/bold]
+      modern-gpt train --smoke --rope --out ckpt
+      modern-gpt train --config shakespeare --data tinyshakespeare --modern
+    """
     from ..ablation.progress import run_progress
     from ..ablation.session import train_checkpoint
     from ..core.config import lossy_note
@@ -241,7 +246,7 @@ def _print_table(rep, fmt: str) -> None:
         _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
         return
     if fmt == "table":
-        render.print_table(console, render.rich_table(rep))  # a narrow terminal wraps it: no digit is lost
+        render.print_table(console, render.folder_table(console, rep))  # compact where the terminal is narrow
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
@@ -357,7 +362,14 @@ def ablate(
     resume: Resume = None,
     fmt: Format = "table",
 ) -> None:
-    """Train every variant with every seed and print one table: does each component really help?"""
+    """Train every variant with every seed and print one table: does each component really help?
+
+    [bold]Examples[/bold]
+      modern-gpt ablate --seeds 3 --smoke                      [dim]# the first table, on a CPU in seconds[/dim]
+      modern-gpt ablate --config shakespeare --data tinyshakespeare --seeds 5
+      modern-gpt ablate --plan single --components rope,swiglu --track mlflow
+      modern-gpt ablate --resume results/20261202-101500-cumulative
+    """
     choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     _run_ablation("ablate", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
@@ -406,7 +418,12 @@ def scale(
 ) -> None:
     """The plan's rows at a ladder of model sizes: each component's compute multiplier k (how many times the
     reference's compute reaches its loss) at each size and over the ladder, with seed noise in its CI, and
-    whether its gain grows, holds or shrinks as the model grows."""
+    whether its gain grows, holds or shrinks as the model grows.
+
+    [bold]Examples[/bold]
+      modern-gpt scale --smoke --seeds 3
+      modern-gpt scale --config shakespeare --data tinyshakespeare --rungs 32,64,128
+    """
     from ..ablation.progress import ablation_display
     from ..ablation.session import Detached, run_ladder
 
@@ -442,7 +459,7 @@ def _print_ladder(result, fmt: str) -> None:
     elif fmt == "json":
         print(render.ladder_json(rep))
     else:
-        render.print_table(console, render.ladder_table(rep))  # never narrower than its columns
+        render.print_table(console, render.scale_table(console, rep))  # compact where the terminal is narrow
         for note in rep.notes:
             console.print(f"- {note}", highlight=False, markup=False)
         for i, rung in enumerate(result.rungs):
@@ -466,7 +483,12 @@ def duel(
     fmt: Format = "table",
 ) -> None:
     """All-classic (GPT-2) against all-modern (every component on: Qwen3-style, Llama's pieces and QK-norm) on
-    the same data, seeds and steps."""
+    the same data, seeds and steps.
+
+    [bold]Examples[/bold]
+      modern-gpt duel --smoke --seeds 3
+      modern-gpt duel --data corpus.txt --lrs 1e-3,3e-3,1e-2
+    """
     choices = plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
     _run_ablation("duel", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
@@ -485,7 +507,12 @@ def power(
 ) -> None:
     """How many seeds does my question need? Measures the seed noise of paired differences on your data and
     budget (one architecture, N seeds, each also with another weight init) and prints the smallest effect
-    3, 5, 10 and 20 seeds would detect, before an expensive ablation."""
+    3, 5, 10 and 20 seeds would detect, before an expensive ablation.
+
+    [bold]Examples[/bold]
+      modern-gpt power --smoke
+      modern-gpt power --config shakespeare --data tinyshakespeare
+    """
     choices = plan_choices(options, variants=variant)
     _run_ablation("power", settings, options, choices, out=out, resume=resume, fmt=fmt)
 
@@ -569,7 +596,13 @@ def report(
     markdown: Markdown = None,
     force: PageForce = False,
 ) -> None:
-    """Re-render an ablation's table from its results folder alone (nothing is trained)."""
+    """Re-render an ablation's table from its results folder alone (nothing is trained).
+
+    [bold]Examples[/bold]
+      modern-gpt report results/20261202-101500-cumulative
+      modern-gpt report DIR --format csv
+      modern-gpt report DIR --html result.html
+    """
     from ..ablation.report import plot as draw
     from ..ablation.results import ResultsDir
     from ..verdict.table import at_lr_index
@@ -647,7 +680,25 @@ AT_STEP_HELP = "A folder of logs: each run's evaluation at this step \\[default:
 LOG_PATTERN_HELP = "A folder of logs in another format: a regex matched at a line's start, with a group (?P<loss>...)."
 
 
-@app.command()
+JUDGE_HELP = """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, with the verdict rule ablate and report use (Hommel's procedure across rows; docs/statistics.md).
+
+[bold]Examples[/bold]
+  modern-gpt judge runs.csv --metric val_loss
+  modern-gpt judge accuracy.csv --metric acc --higher-is-better
+  modern-gpt judge DIR/runs.csv --html page.html
+  modern-gpt judge records/2026-07-17_FP8DownProjection --threshold 3.28 --alpha 0.01
+
+FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
+
+A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
+
+With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv, whose reference and placebo columns say the ladder's own: modern-gpt judge DIR/runs.csv --compute-col flops).
+
+FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
+"""
+
+
+@app.command(help=JUDGE_HELP)
 def judge(
     file: Annotated[Path, typer.Argument(help=JUDGE_FILE_HELP, show_default=False)],
     variant_col: Annotated[str, typer.Option(help="The column naming each run's variant.")] = "variant",
@@ -674,14 +725,7 @@ def judge(
     markdown: Markdown = None,
     force: PageForce = False,
 ) -> None:
-    """The verdict table for runs that modern-gpt did not train: each variant against its reference, paired by seed, Holm-corrected, as ablate and report judge theirs.
-
-    FILE is long format, one row per run: a variant column (--variant-col), a seed column (--seed-col, whole numbers) and a metric column (--metric, numbers), e.g. a CSV whose header is variant,seed,val_loss and whose rows read like classic,0,2.3172; other columns are ignored. Every variant needs one row for every seed: run s of a row is paired with run s of its reference. Optional columns diverged (true or false) and error (a message) mark a run that failed, as in modern-gpt's runs.csv: its metric may be empty, and it is left out of the means and pairs. Anything else (a missing or repeated run, a cell that is not a finite number) is refused with its line and column; nothing is guessed.
-
-    A results folder's runs.csv gives the table report gives, as it is: modern-gpt judge DIR/runs.csv (its row, reference and placebo columns say the table's order, each row's reference and the placebo; not for --seeds auto or --lrs folders, whose level and rows report reads from meta.json). So does an MLflow export of modern-gpt's runs: mlflow.search_runs's frame written with to_csv, or the CSV of MLflow's UI (tags.variant reads as variant, metrics.val_loss as val_loss, and so on; the summary run is left out).
-
-    With --compute-col (or --size-col), FILE is a ladder: runs of every variant and seed at several sizes, and judge gives the scale table modern-gpt scale gives, each row's compute multiplier k with its CI and its trend (a ladder folder's runs.csv, whose reference and placebo columns say the ladder's own: modern-gpt judge DIR/runs.csv --compute-col flops). FILE may be a folder of training logs, one subfolder per variant and one file per run (modded-nanogpt, llm.c, nanoGPT, an HF trainer_state.json, a metrics.csv): runs that share no seeds are compared by Welch's t-test; a FILE with no seed column is judged the same way. --threshold tests a claim against a target (docs/statistics.md, "Published runs").
-    """
+    """The verdict table for runs that modern-gpt did not train (its help: JUDGE_HELP)."""
     from ..verdict.design import ALPHA
     from ..verdict.judge import JudgeSettings, judge_file_runs, names
 
@@ -779,7 +823,7 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
     from . import render
 
     if fmt == "table":
-        render.print_table(console, render.judge_table(design, settings, rows))
+        render.print_table(console, render.judged_table(console, design, settings, rows))
         for note in notes:
             console.print(f"- {note}", highlight=False, markup=False)
     elif fmt == "markdown":

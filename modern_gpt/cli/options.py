@@ -14,7 +14,21 @@ import typer
 from ..ablation.session import settings_of
 from ..core.components import COMPONENT_SUMMARY, COMPONENTS
 from ..core.errors import UserError
-from ..core.settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings
+from ..core.settings import ABLATION, CLUSTER, OPTIONS, SECTIONS, Setting, cli_settings
+
+# What a flag's value looks like, where its type alone does not say (a number or auto, a repeatable KEY=VALUE)
+METAVARS = {
+    f"{ABLATION}.seeds": "N|auto",
+    f"{ABLATION}.jobs": "N|auto",
+    f"{ABLATION}.seed_list": "S,S,...",
+    f"{ABLATION}.sbatch": "KEY=VALUE",
+    f"{ABLATION}.track": "NAME",
+    f"{ABLATION}.time_limit": "MINUTES|HH:MM:SS",
+    f"{ABLATION}.ray_address": "HOST:PORT",
+    f"{ABLATION}.mlflow_uri": "URI",
+    "train.compile": "auto|on|off",
+    "data.path": "PATH|NAME",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -22,7 +36,8 @@ from ..core.settings import ABLATION, OPTIONS, SECTIONS, Setting, cli_settings
 # and duel share one definition of every flag.
 # ---------------------------------------------------------------------------
 def _option(name: str, annotation, default, *flags: str, help: str, panel: str, metavar=None) -> inspect.Parameter:
-    opt = typer.Option(*flags, help=help, rich_help_panel=panel, show_default=False, metavar=metavar)
+    hidden = panel == CLUSTER  # --help shows them in a line; --help-all lists them
+    opt = typer.Option(*flags, help=help, rich_help_panel=panel, show_default=False, metavar=metavar, hidden=hidden)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, opt]
     )
@@ -38,7 +53,7 @@ def _setting_option(s: Setting, help: str | None = None) -> inspect.Parameter:
     flags = s.flags if s.type is not bool else (f"{s.flags[0]}/--no-{s.flags[0][2:]}",)
     kind = str if typing.get_args(s.type) else s.type  # int | str, a number or auto: its dataclass parses it
     kind = list[str] if s.is_list else kind  # repeatable: --track mlflow --track tensorboard
-    metavar = "NAME" if s.is_list else None
+    metavar = METAVARS.get(s.key, "NAME" if s.is_list else None)
     return _option(s.param, kind | None, None, *flags, help=help or _flag_help(s), panel=s.panel, metavar=metavar)
 
 
@@ -78,6 +93,21 @@ def _load_plugins(paths: list[str] | None) -> None:
         load(paths)
 
 
+def _show_all(ctx: typer.Context, value: bool) -> None:
+    """--help-all: the help with every flag, the cluster flags that --help leaves out included."""
+    if value and not ctx.resilient_parsing:
+        for param in ctx.command.params:
+            param.hidden = False
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
+
+
+def _help_all() -> inspect.Parameter:
+    help = f"Show every flag, the {CLUSTER} flags (--ray-address, --partition, --sbatch, ...) included, and exit."
+    opt = typer.Option("--help-all", help=help, is_eager=True, expose_value=False, callback=_show_all)
+    return inspect.Parameter("help_all", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[bool, opt])
+
+
 def _component_switches() -> list[inspect.Parameter]:
     flags = [(c, "--" + c.replace("_", "-"), COMPONENT_SUMMARY[c]) for c in COMPONENTS]
     flags.append(("modern", "--modern", "All the components."))
@@ -113,9 +143,11 @@ def with_settings(
         params += [_setting_option(s, (helps or {}).get(s.name)) for s in chosen]
         params += _file_options() + [_setting_option(s) for s in settings]
         params += _component_switches() if components else []
+        params += [_help_all()] if any(s.panel == CLUSTER for s in [*chosen, *settings]) else []
 
         @functools.wraps(func)
         def wrapper(**kw):
+            kw.pop("help_all", None)  # --help-all has printed the help and exited, or was not given
             overrides = {s.key: kw.pop(s.param) for s in settings}
             overrides.update(_switched_on(kw) if components else {})
             overrides.update({s.key: kw.pop(s.param) for s in chosen})
@@ -181,7 +213,7 @@ def _folder(param: typer.CallbackParam, value: str | None) -> str | None:
 def _out(what: str, default: str, panel: str | None = None):
     """--out: the folder a command writes, `default` when it is not given."""
     help = f"{what} folder \\[default: {default}]."
-    return Annotated[str | None, typer.Option(help=help, rich_help_panel=panel, callback=_folder)]
+    return Annotated[str | None, typer.Option(help=help, rich_help_panel=panel, callback=_folder, metavar="DIR")]
 
 
 DEVICE_HELP = "auto | cpu | cuda | mps (auto: cuda, then mps, then cpu)."

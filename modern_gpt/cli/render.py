@@ -1,7 +1,7 @@
 """What the command line prints: every table, sentence and JSON document, rendered from what the library
 computes (report.py for a results folder, config.py for a model's price, train.py, extrapolate.py, explain.py).
 
-cli.py parses the flags, calls the library and prints what these functions return; nothing here computes a
+cli/commands.py parses the flags, calls the library and prints what these functions return; nothing here computes a
 number that a table shows (the verdicts, the means and the parameter counts are computed where they live).
 """
 
@@ -351,6 +351,13 @@ def cell(row: SummaryRow, name: str, fmt: str | None = None) -> str:
         return _val_cell(val, row)
     if fmt == "ci":
         return "" if math.isnan(row.ci_low) else f"[{row.ci_low:+.4f}, {row.ci_high:+.4f}]"
+    if fmt == "pm":  # the compact table's Δ with its CI's half-width; an interval not centred on it, as it is
+        low, high = row.ci_low, row.ci_high
+        if math.isnan(low):
+            return _num(x, "+.4f")
+        if abs((low + high) / 2 - x) > 1e-9 * max(1.0, abs(x)):
+            return f"{x:+.4f} [{low:+.4f}, {high:+.4f}]"
+        return f"{x:+.4f} ± {(high - low) / 2:.4f}"
     if fmt == "p":
         return _p(x)
     if fmt == "need":
@@ -370,18 +377,54 @@ def _p(p: float) -> str:
 VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue", "inconclusive": "dim"}
 
 
-def rich_table(rep: Report) -> Table:
+def rich_table(rep: Report, compact: tuple[str, ...] = ()) -> Table:
+    """The folder's table: every column, or compact (the columns named left to summary.csv, the CI as ±)."""
     from ..ablation.report import title  # here: it loads pandas, which `params` never needs
 
     table = Table(title=title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    columns = _columns(rep)
-    for f in columns:
-        h = f.metadata["header"]
+    columns = [f for f in _columns(rep) if f.name not in compact]
+    headers = [(compact and COMPACT_HEADERS.get(f.name)) or f.metadata["header"] for f in columns]
+    fmts = [(compact and COMPACT_FMTS.get(f.name)) or f.metadata["fmt"] for f in columns]
+    for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "verdict") else "right")
-    plain = [[cell(row, f.name, f.metadata["fmt"]) for f in columns] for row in rep.summary]
+    if compact:
+        left = [f.metadata["header"] for f in _columns(rep) if f.name in compact and f.name != "ci_low"]
+        table.caption, table.caption_justify = f"{', '.join(left)}: in summary.csv, or a wider terminal", "left"
+    plain = [[cell(row, f.name, fmt) for f, fmt in zip(columns, fmts, strict=True)] for row in rep.summary]
     for cells in plain:
         table.add_row(*(_styled(c) if f.name == "verdict" else c for f, c in zip(columns, cells, strict=True)))
-    return unbreakable(table, [f.metadata["header"] for f in columns], plain, text=("variant",))
+    return unbreakable(table, headers, plain, text=("variant",))
+
+
+# A terminal narrower than the full table gets a compact one: these columns are left to the files (summary.csv
+# holds every column), and the Δ carries its 95% CI as ± (the paired t interval is symmetric about it); where
+# that is still too wide (80 columns), params too.
+COMPACT_LEAVES = (("train_loss", "spread", "ci_low", "secs", "seeds_needed"), ("params",))
+COMPACT_HEADERS = {"delta_val": "Δ val ± 95% CI"}
+COMPACT_FMTS = {"delta_val": "pm"}
+
+
+def folder_table(console: Console, rep: Report) -> Table:
+    """The table a terminal shows: the full one where it fits, and wherever the output is not a terminal (a file,
+    a pipe, a log), else the compact one."""
+    table, leaves = rich_table(rep), ()
+    if not console.is_terminal:
+        return table
+    for more in COMPACT_LEAVES:
+        if _fits(console, table):
+            break
+        leaves += more
+        table = rich_table(rep, compact=leaves)
+    return table
+
+
+def _fits(console: Console, table: Table) -> bool:
+    """The table fits the terminal with its names folded as far as fit() folds them."""
+    return _natural_width(console, table) - sum(c.width - c.min_width for c in table.columns) <= console.width
+
+
+def _natural_width(console: Console, table: Table) -> int:
+    return Measurement.get(console, console.options.update_width(10**5), table).maximum
 
 
 def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: tuple[str, ...]) -> Table:
@@ -575,23 +618,61 @@ def _judge_cells(row: dict, f: dict[str, str]) -> list[str]:
     ]
 
 
-def judge_table(design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
+def judge_table(design: Design, s: JudgeSettings, rows: list[dict], compact: tuple[str, ...] = ()) -> Table:
+    """judge's table: every column, or compact as a folder's (the columns named left to --format csv, the CI
+    as ±)."""
     from rich.markup import escape
 
     from ..verdict.judge import title as judge_title
 
     # names and the file's come from the user: "[" is text, never rich markup
     table = Table(title=escape(judge_title(design, s)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = _judge_headers(s.metric)
+    headers, formats = _judge_headers(s.metric), _judge_formats(rows)
+    plain = [_judge_cells(row, formats) for row in rows]
+    if compact:
+        left = [s.metric if h == "mean" else h for h in compact]
+        headers, plain = _judge_compact(headers, plain, rows, formats, s.metric, left)
+        table.caption, table.caption_justify = f"{', '.join(left)}: in --format csv, or a wider terminal", "left"
     for h in headers:
         table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
-    at, formats = headers.index("verdict"), _judge_formats(rows)
-    plain = [_judge_cells(row, formats) for row in rows]
+    at = headers.index("verdict")
     for row, cells in zip(rows, plain, strict=True):
         cells = [escape(c) for c in cells]
         cells[at] = f"[{VERDICT_STYLE.get(row['verdict'], '')}]{row['verdict']}[/]" if row["verdict"] else ""
         table.add_row(*cells)
     return unbreakable(table, headers, plain, text=("variant", "vs"))
+
+
+# As COMPACT_LEAVES, for judge's table ("mean": the metric's column); the CI is carried by the Δ as ±
+JUDGE_LEAVES = (("spread", "p", "need", "pairs"), ("mean", "mde"))
+
+
+def _judge_compact(headers, plain, rows, formats, metric, left):
+    """The compact table's headers and cells: the columns left out and the CI, the Δ with the CI's half-width."""
+    keep = [i for i, h in enumerate(headers) if h not in (*left, "95% CI")]
+    delta = headers.index(f"Δ {metric}")
+    out = []
+    for row, cells in zip(rows, plain, strict=True):
+        cells = list(cells)
+        low, high, d = row["ci_low"], row["ci_high"], formats["ci"]
+        if not math.isnan(low) and abs((low + high) / 2 - row["delta"]) <= 1e-9 * max(1.0, abs(row["delta"])):
+            cells[delta] = f"{cells[delta]} ± {(high - low) / 2:{d}}"
+        elif not math.isnan(low):
+            cells[delta] = f"{cells[delta]} {cells[headers.index('95% CI')]}"
+        out.append([cells[i] for i in keep])
+    headers = [f"Δ {metric} ± 95% CI" if i == delta else headers[i] for i in keep]
+    return headers, out
+
+
+def judged_table(console: Console, design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
+    """judge's table in a terminal: full where it fits (and in every file or pipe), else compact."""
+    table, leaves = judge_table(design, s, rows), ()
+    for more in JUDGE_LEAVES if console.is_terminal else ():
+        if _fits(console, table):
+            break
+        leaves += more
+        table = judge_table(design, s, rows, compact=leaves)
+    return table
 
 
 def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: list[str]) -> str:
@@ -690,12 +771,19 @@ def ladder_title(rep) -> str:
     )
 
 
-def ladder_table(rep) -> Table:
+def ladder_table(rep, compact: tuple[str, ...] = ()) -> Table:
+    """The scale table: every column, or compact (the columns named, "k at" for each rung's, left to the CSV)."""
     table = Table(title=ladder_title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = ladder_headers(rep)
+    headers, plain = ladder_headers(rep), ladder_cells(rep)
+    if compact:
+        keep = [
+            i for i, h in enumerate(headers) if h not in compact and not ("k at" in compact and h.startswith("k at "))
+        ]
+        headers, plain = [headers[i] for i in keep], [[cells[i] for i in keep] for cells in plain]
+        left = ", ".join("k at each rung" if h == "k at" else h for h in compact)
+        table.caption, table.caption_justify = f"{left}: in --format csv, or a wider terminal", "left"
     for h in headers:
         table.add_column(h, justify="left" if h in ("variant", "vs", "verdict", "trend") else "right")
-    plain = ladder_cells(rep)
     styled = {
         "better": "[green]better[/]",
         "worse": "[red]worse[/]",
@@ -707,6 +795,20 @@ def ladder_table(rep) -> Table:
             *(styled.get(c, c) if h in ("verdict", "trend") else c for h, c in zip(headers, cells, strict=True))
         )
     return unbreakable(table, headers, plain, text=())  # nothing folds: wider than the terminal, the lines wrap
+
+
+def scale_table(console: Console, rep) -> Table:
+    """The scale table in a terminal: full where it fits (and in every file or pipe), else compact."""
+    table, leaves = ladder_table(rep), ()
+    for more in LADDER_LEAVES if console.is_terminal else ():
+        if _fits(console, table):
+            break
+        leaves += more
+        table = ladder_table(rep, compact=leaves)
+    return table
+
+
+LADDER_LEAVES = (("k at", "crossover C"), ("k ×/10× C",))  # as COMPACT_LEAVES, for the scale table
 
 
 def ladder_markdown(rep) -> str:

@@ -15,7 +15,7 @@ from .errors import UserError
 # one place the list lives: the CLI switches, the settings, the plans, explain, export
 # and the tests all derive from it (tests/test_components.py checks that each does).
 # A new component needs a line here, one in COMPONENT_SUMMARY, a ModelConfig field
-# (config.py) and its piece in the story of model.py.
+# (config.py) and its piece in the story of model/gpt.py.
 COMPONENTS = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")
 
 # classic piece -> modern piece, one line each, for help texts and tables.
@@ -41,7 +41,7 @@ def component_problem(names) -> str | None:
 
 # ---------------------------------------------------------------------------
 # Your own component (docs/components.md): a plugin file's module-level COMPONENTS = [Component(...), ...]
-# adds a piece that fills one slot of the model. The six above stay written out in model.py's story;
+# adds a piece that fills one slot of the model. The six above stay written out in model/gpt.py's story;
 # this is a way in for others, read there by plugin_for. plugins.py loads the files into PLUGINS.
 # ---------------------------------------------------------------------------
 # slot -> the built-in component that fills it when on (a plugin in that slot cannot be on beside it)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from .errors import ConfigError, setting
 
 # ---------------------------------------------------------------------------
 # The model: one field per component (False is GPT-2's piece, True the modern
-# one, built in model.py), the shape, and the checks that every shape must pass.
+# one, built in model/gpt.py), the shape, and the checks that every shape must pass.
 # ---------------------------------------------------------------------------
 @dataclass
 class ModelConfig:
@@ -329,6 +330,14 @@ def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
     )
 
 
+BUILT_IN_CORPUS = "tinyshakespeare"  # --data's one built-in name: the whole public-domain text the package ships
+
+
+def built_in(path: str) -> bool:
+    """--data names the built-in corpus: its name, where no file or folder of that name is in the way."""
+    return path == BUILT_IN_CORPUS and not os.path.lexists(path)
+
+
 @dataclass
 class DataConfig:
     # Each help is the one source of the flag's help and docs/settings.md's settings table (see settings.py).
@@ -336,7 +345,7 @@ class DataConfig:
         "",
         "a .txt, .jsonl (.ndjson, .json: JSON lines), .parquet, .csv, .tsv or .arrow file (each maybe .gz, .bz2, .xz, "
         ".zst), token ids (.bin, .npy), or a folder of them (train*/validation*/test* files: split by name, test never "
-        "read) (unset: the built-in smoke corpus)",
+        "read); tinyshakespeare: the built-in full text (unset: the built-in smoke corpus, its first 300 KB)",
     )
     tokenizer: str = setting(
         "char",

@@ -17,7 +17,7 @@ class ConfigError(UserError, ValueError):
 
 
 def setting(default, help: str):
-    """A settings dataclass field with its default and its one-line help (see modern_gpt/settings.py)."""
+    """A settings dataclass field with its default and its one-line help (see modern_gpt/core/settings.py)."""
     return field(default=default, metadata={"help": help})
 
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from .components import COMPONENT_SUMMARY, COMPONENTS
-from .config import AblationOptions, DataConfig, ModelConfig, TrainConfig
+from .config import BUILT_IN_CORPUS, AblationOptions, DataConfig, ModelConfig, TrainConfig, built_in
 from .errors import UserError, did_you_mean
 
 SECTIONS = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}  # a run's settings
@@ -29,6 +29,7 @@ ABLATION = "ablation"  # the section of an ablation's options
 TABLES = {**SECTIONS, ABLATION: AblationOptions}  # every section a TOML file may hold
 
 FLAGS = {"model.dim": ("--dim", "--n-embd"), "train.steps": ("--steps", "--iters"), "data.path": ("--data",)}
+CLUSTER = "Ray and Slurm"  # the cluster flags' panel, which --help leaves to --help-all
 # The help panel of a section's flags, or of one key's
 PANELS = {
     "model": "Model",
@@ -36,10 +37,11 @@ PANELS = {
     "data": "Data",
     ABLATION: "Ablation",
     **{f"{ABLATION}.{n}": "Statistics" for n in ("min_seeds", "max_seeds", "alpha", "margin", "placebo")},
+    **{f"{ABLATION}.{n}": "Where the runs train" for n in ("executor", "max_retries")},
     **{
-        f"{ABLATION}.{n}": "Where the runs train"
-        for n in ("executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries")
-        + ("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach")
+        f"{ABLATION}.{n}": CLUSTER
+        for n in ("ray_address", "cpus_per_run", "gpus_per_run", "partition", "time_limit", "array_parallelism")
+        + ("sbatch", "runs_per_task", "detach")
     },
     **{f"{ABLATION}.{n}": "Trackers" for n in ("track", "mlflow_uri")},
 }
@@ -224,8 +226,9 @@ def read_toml(path: Path) -> dict[str, object]:
                 hint = did_you_mean(name, known, f"; the keys of [{section}] are {', '.join(known)}.", repr)
                 raise UserError(f"{path}: unknown key {name!r} in [{section}]{hint}")
             out[key] = check_value(keys[key], value, str(path))
-    if isinstance(out.get("data.path"), str) and out["data.path"]:
-        out["data.path"] = str((path.parent / out["data.path"]).expanduser())  # relative to the file
+    given = out.get("data.path")
+    if isinstance(given, str) and given and not (given == BUILT_IN_CORPUS and not (path.parent / given).exists()):
+        out["data.path"] = str((path.parent / given).expanduser())  # relative to the file
     tokenizer = out.get("data.tokenizer")
     if isinstance(tokenizer, str) and ("/" in tokenizer or tokenizer.endswith(".json")):
         out["data.tokenizer"] = str((path.parent / tokenizer).expanduser())  # a tokenizer.json: relative to the file
@@ -276,7 +279,7 @@ def resolve_values(file: dict[str, object], overrides: dict[str, object]) -> Set
     model = ModelConfig(**parts["model"])  # each config checks its values as it is made (ConfigError)
     train = TrainConfig(**parts["train"])
     data = DataConfig(**parts["data"])
-    if data.path:  # absolute, so that a checkpoint or a resumed ablation finds it from any folder
+    if data.path and not built_in(data.path):  # absolute, so that a checkpoint or a resumed ablation finds it
         # realpath, not Path.resolve: a symbolic link loop stays a path, and corpus_files names it in one sentence
         data = replace(data, path=os.path.realpath(os.path.expanduser(data.path)))
     if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.config import DataConfig
+from ..core.config import DataConfig, built_in
 from ..core.errors import UserError
 from ..core.files import not_regular, write_json
 from . import cache, formats, tokens
@@ -58,6 +58,8 @@ from .tokenizing import (  # noqa: F401
     train_tokenizer,
 )
 from .tokens import TokenSpan
+
+BUILT_IN_FILE = "tinyshakespeare.txt"  # the package's copy of the public-domain text (--data tinyshakespeare)
 
 
 def validation_text(cfg: DataConfig) -> str:
@@ -261,6 +263,8 @@ def parse_val_data(spec: str) -> tuple[Path, int | None]:
 def sources(cfg: DataConfig) -> Sources:
     if not cfg.path:
         src = Sources(SMOKE, [], [])
+    elif built_in(cfg.path):  # --data tinyshakespeare: the whole text the package ships
+        src = Sources(cfg.path, [Path(str(resources.files("modern_gpt").joinpath(BUILT_IN_FILE)))], [])
     else:
         files = corpus_files(cfg.path)
         p = Path(cfg.path).expanduser()

@@ -9,7 +9,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from ..core.config import DataConfig
+from ..core.config import DataConfig, built_in
 from ..core.files import not_regular
 from . import formats, tokens
 from .errors import DataError
@@ -187,6 +187,8 @@ def read_raw(cfg: DataConfig) -> tuple[str, list[tuple[str, bytes]]]:
     """The corpus's display name and its files' raw bytes."""
     if not cfg.path:
         return SMOKE, [(SMOKE, resources.files("modern_gpt").joinpath("smoke.txt").read_bytes())]
+    if built_in(cfg.path):
+        return cfg.path, [(cfg.path, resources.files("modern_gpt").joinpath("tinyshakespeare.txt").read_bytes())]
     return Path(cfg.path).name, read_files(corpus_files(cfg.path))
 
 

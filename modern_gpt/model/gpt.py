@@ -9,11 +9,10 @@ Qwen3 has it (per head, as here), OLMo-2 over the whole q and k projections.
 
 The settings (ModelConfig and its checks) and the price of each piece
 (param_counts, kv_cache_bytes_per_token), which needs no built model, live in
-config.py, and the list of components and the check of their names
-(component_problem) in components.py: both torch-free, so that the command line's
+core/config.py, and the list of components and the check of their names
+(component_problem) in core/components.py: both torch-free, so that the command line's
 help and errors start without torch. The inference plumbing (the KV cache, the
-mask of tokens that follow cached ones, sampling) is in inference.py.
-model.ModelConfig, model.KVCache and the other old names still work.
+mask of tokens that follow cached ones, sampling) is in model/inference.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Inference plumbing, kept out of model.py's 2019-against-today story: the KV cache, the attention mask of
-tokens that follow cached ones, and sampling. model.py reaches each through one line; none of it changes a
+"""Inference plumbing, kept out of gpt.py's 2019-against-today story: the KV cache, the attention mask of
+tokens that follow cached ones, and sampling. gpt.py reaches each through one line; none of it changes a
 weight, a training step or the logits of a full forward pass.
 """
 

@@ -112,7 +112,7 @@ class Design:
 
     @property
     def tested_rows(self) -> int:
-        """The component rows with a reference: the family whose false positives Holm controls (the placebo is
+        """The component rows with a reference: the family whose false positives the rule controls (the placebo is
         tested alone)."""
         return sum(r.reference is not None and not r.placebo for r in self.table_rows)
 

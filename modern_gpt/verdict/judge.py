@@ -318,7 +318,7 @@ def _unmarked_placebo(design: Design) -> str | None:
     under = [r.name for r in design.rows if r.reference == at]
     also = f", and {_listed(under)} {'is' if len(under) == 1 else 'are'} compared with it" if under else ""
     return (
-        f"{twin!r} is judged as a component row, not as a placebo: it is in Holm's family{also}; for the table "
+        f"{twin!r} is judged as a component row, not as a placebo: it is in the family the rule corrects{also}; for the table "
         f"modern-gpt report gives from a results folder's runs.csv, add --placebo {twin!r}."
     )
 

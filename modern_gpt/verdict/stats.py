@@ -1,17 +1,8 @@
 """Pure statistics for paired, multi-seed comparisons: no I/O, no torch, numbers in and numbers out.
 
-The verdict rule (also in docs/statistics.md):
-  * each row is compared with its reference by a two-sided paired t-test on the
-    per-seed differences (complete pairs only);
-  * the component rows' p-values are Holm-corrected together, so that the chance of
-    any wrong `better`/`worse` among them is at most alpha; the placebo is a
-    diagnostic, tested alone at alpha, outside that family;
-  * `better` / `worse` when the Holm-adjusted p is below alpha; with `--seeds auto`,
-    when Holm's step-down crosses an O'Brien-Fleming-shaped boundary at some look
-    (`boundary`, `sequential`), and the verdict then stands;
-  * with a margin M, `same` when a paired equivalence test (TOST) shows |delta| < M,
-    Holm-corrected the same way;
-  * otherwise `inconclusive`: absence of evidence, not evidence of no effect.
+The verdict rule is stated once, in docs/statistics.md ("The verdict rule"); here it is code: paired t-tests
+(and TOST with a margin), adjusted across the component rows by `adjust` (Hommel's procedure; Holm-Shaffer's
+step-down with a margin), decided by `decide`, and with --seeds auto stepped down against `boundary`.
 
 The functions take numpy arrays as well as scalars, so that the simulation tests
 run the very rule the report uses on tens of thousands of tables at once.
@@ -304,7 +295,7 @@ def adjust(p_values, p_same_values=None) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def decide(delta, p_holm, level: float, p_same_holm=np.nan):
-    """The verdict from a row's mean difference and Holm-adjusted p-values, elementwise."""
+    """The verdict from a row's mean difference and adjusted p-values (adjust's, or --seeds auto's), elementwise."""
     delta, p_holm, p_same = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (delta, p_holm, p_same_holm)))
     out = np.full(delta.shape, INCONCLUSIVE, dtype=object)
     with np.errstate(invalid="ignore"):

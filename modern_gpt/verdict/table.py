@@ -1,8 +1,8 @@
 """From a Design and its runs to what the table says: summary rows, verdicts, footnotes.
 
 summarize(design, runs) is the whole verdict: the means over seeds, each row's paired test against its
-reference, Holm across the component rows (the placebo alone), the verdict, and what an inconclusive row would
-need; with --seeds auto the verdicts of the recorded looks, replayed. runs is a frame with one row per run:
+reference, the rule across the component rows (the placebo alone; docs/statistics.md), the verdict, and what
+an inconclusive row would need; with --seeds auto the verdicts of the recorded looks, replayed. runs is a frame with one row per run:
 row, seed, val_loss, diverged and error are what every table reads (train_loss, secs, epochs and the others a
 training run has are read where present). Nothing here knows how the runs were trained: an ablation and judge
 hand their Design and runs to the same functions, so `report` and `judge` share one verdict.
@@ -129,9 +129,8 @@ def lr_view(design: Design, runs: pd.DataFrame, at_lr: float | None = None) -> t
 # The summary: one SummaryRow per table row
 # ---------------------------------------------------------------------------
 def summarize(design: Design, runs: pd.DataFrame) -> list[SummaryRow]:
-    """One SummaryRow per table row: means over seeds, the paired test of each row against its reference, Holm
-    across the component rows (the placebo alone), the verdict, and what an inconclusive row would need. With
-    --seeds auto the verdicts are those of the recorded looks, replayed."""
+    """One SummaryRow per table row: means over seeds, each row's paired test, the verdict rule (stats.adjust) and
+    what an inconclusive row would need; with --seeds auto, the recorded looks replayed."""
     rows = _paired_rows(design, runs)
     _judge(design, runs, rows)
     return rows
