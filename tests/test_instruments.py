@@ -63,7 +63,7 @@ def test_the_duel_reports_the_relative_perplexity_recomputed_from_runs(run_ok, t
     best = runs.groupby("variant").best_step.mean()
     assert doc["duel"]["best_step_sooner"] == best["classic"] - best["modern"]
     assert [r["variant"] for r in doc["rows"]] == ["classic", "classic (placebo)", "modern"]  # placebo by default
-    assert doc["rows"][2]["verdict"] in ("better", "worse", "inconclusive") and doc["rows"][2]["reference"] == 0
+    assert doc["rows"][2]["verdict"] in ("better", "worse", "inconclusive") and doc["rows"][2]["reference"] == "classic"
     assert list(doc["duel"]["sides"]) == ["classic", "modern"]  # the duel compares the two architectures
     assert f"perplexity {100 * by_hand:+.1f}%" in table
     assert f"perplexity {100 * by_hand:+.1f}%" in run_ok("report", folder, "--format", "markdown")

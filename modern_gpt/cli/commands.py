@@ -250,8 +250,7 @@ def _print_table(rep, fmt: str) -> None:
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
-        for note in rep.notes:
-            console.print(f"- {note}", highlight=False, markup=False)
+        render.print_notes(console, rep.notes)
     elif fmt == "markdown":
         print(render.markdown(rep), end="")
     elif fmt == "csv":
@@ -270,8 +269,7 @@ def _print_power(info: dict, notes: list[str], fmt: str) -> None:
         console.print(render.power_table(info))
     for line in render.power_sentences(info):
         console.print(line, highlight=False, markup=False)
-    for note in notes:
-        console.print(f"- {note}", highlight=False, markup=False)
+    render.print_notes(console, notes)
 
 
 def _run_ablation(
@@ -460,8 +458,7 @@ def _print_ladder(result, fmt: str) -> None:
         print(render.ladder_json(rep))
     else:
         render.print_table(console, render.scale_table(console, rep))  # compact where the terminal is narrow
-        for note in rep.notes:
-            console.print(f"- {note}", highlight=False, markup=False)
+        render.print_notes(console, rep.notes)
         for i, rung in enumerate(result.rungs):
             console.print()
             console.print(f"Rung {rep.design.rungs[i]} ({rung.folder}):", highlight=False, markup=False)
@@ -781,8 +778,7 @@ def _judge_published(file: Path, s, threshold, at_step, log_pattern, fmt: str) -
         title, rows, notes = _judging(file, judge_table_file, s, threshold)
     if fmt == "table":
         render.print_table(console, render.published_table(title, rows))
-        for note in notes:
-            console.print(f"- {note}", highlight=False, markup=False)
+        render.print_notes(console, notes)
     elif fmt == "markdown":
         print(render.published_markdown(title, rows, notes), end="")
     elif fmt == "csv":
@@ -824,8 +820,7 @@ def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str
 
     if fmt == "table":
         render.print_table(console, render.judged_table(console, design, settings, rows))
-        for note in notes:
-            console.print(f"- {note}", highlight=False, markup=False)
+        render.print_notes(console, notes)
     elif fmt == "markdown":
         print(render.judge_markdown(design, settings, rows, notes), end="")
     elif fmt == "csv":  # the files name the columns as summary.csv does

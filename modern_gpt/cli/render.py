@@ -11,6 +11,7 @@ import io
 import json
 import math
 import shlex
+import textwrap
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -472,6 +473,13 @@ def print_table(console: Console, table: Table) -> None:
         console.print(table, crop=False)
     finally:
         console._width = before  # None: the terminal's width, read again at each print
+
+
+def print_notes(console: Console, notes: list[str]) -> None:
+    """Footnotes as "- " items wrapped at the terminal's width, never inside a word: a path stays whole, to copy."""
+    for note in notes:
+        lines = textwrap.wrap(note, max(console.width - 2, 20), break_long_words=False, break_on_hyphens=False)
+        console.print("- " + "\n  ".join(lines), highlight=False, markup=False, soft_wrap=True)
 
 
 def _styled(verdict: str) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import UserError
+from .design import ALPHA
 from .stats import (
     BETTER,
     INCONCLUSIVE,
@@ -214,7 +215,7 @@ def need_runs(w: Welch, sd: float, sd_ref: float, level: float) -> float:
 def table(
     frame: pd.DataFrame,
     metric: str = "loss",
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     reference: str | None = None,
     threshold_at: float | None = None,
     higher_is_better: bool = False,
