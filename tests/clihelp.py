@@ -97,10 +97,8 @@ def cli_process(*args, **kwargs) -> subprocess.Popen:
         [sys.executable, "-m", "modern_gpt", *map(str, args)],
         env=env,
         text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         preexec_fn=_default_sigint,
-        **kwargs,
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs},
     )
 
 

@@ -222,3 +222,22 @@ def test_report_reads_a_folder_whose_plugin_file_is_gone_and_resume_still_refuse
     assert "| modern+relu2 |" in out and f"Missing plugin: {plugin} (relu2)" in out and "Traceback" not in err
     isolated_registry(monkeypatch)
     assert_user_error(run("ablate", "--resume", folder), f"made with the plugin {plugin} (relu2), which is missing")
+
+
+def test_a_name_longer_than_the_file_system_allows_is_one_sentence(run, tmp_path):
+    """Issue 43, class 4: a name over 255 bytes gave OSError [Errno 36] from the first stat, for every output
+    flag; reading such a path did too."""
+    long = "é" * 130  # 260 bytes in UTF-8, 130 characters: the limit is in bytes
+    for args in (
+        (*ABLATE, "--out", long),
+        ("scale", "--smoke", "--seeds", "1", "--out", f"deep/{long}"),
+        ("train", *TINY, "--out", long),
+    ):
+        assert_user_error(run(*args), "--out: the name éééé", "is 260 bytes", "choose a shorter --out")
+    folder = tmp_path / "r"
+    make_results(run, folder)
+    for flag in ("--html", "--markdown"):
+        assert_user_error(run("report", folder, flag, f"{long}.page"), f"choose a shorter {flag}")
+    assert_user_error(run("report", long), "longer than the file system allows")
+    assert_user_error(run("judge", f"{long}.csv"), "longer than the file system allows")
+    assert not any(p.name.startswith("é") for p in tmp_path.rglob("*"))  # nothing was created

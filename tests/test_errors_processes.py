@@ -308,3 +308,19 @@ def test_a_worker_killed_from_outside_has_its_run_started_again_and_the_ablation
     assert meta["status"] == "finished" and len(runs) == 6 and not runs.duplicated(["row", "seed"]).any()
     assert (runs.error == "").all()  # the killed run finished when it was started again
     assert len(list((folder / "runs").glob("*.json"))) == 6 and not (folder / ".lock").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_a_pipe_closed_early_ends_quietly(tmp_path, fmt):
+    """Issue 43, class 4: `--format json | head -c 1` printed a 29-line BrokenPipeError traceback. The reader
+    here has closed its end before the command writes a byte, which is the late write of a slow command."""
+    folder = tmp_path / "r"
+    invoke(*ABLATE, "--out", folder)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone
+    for args in (("report", folder), ("judge", folder / "runs.csv")):
+        proc = cli_process(*args, "--format", fmt, stdout=write)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode in (1, 128 + signal.SIGPIPE) and err == "", (args, proc.returncode, err)
+    os.close(write)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import UserError
-from ..core.files import FolderLock, atomic_path, not_regular, write_json
+from ..core.files import FolderLock, atomic_path, check_name, not_regular, write_json
 from ..core.schema import problem
 from ..model import plugins
 from ..verdict.design import SummaryRow, summary_frame
@@ -340,6 +340,7 @@ class ResultsDir:
     def check_new(self) -> None:
         """A folder for a new ablation: missing or empty, else refused with the advice that fits what it holds."""
         p = self.path
+        check_name(p, "--out")
         if not p.exists():
             return
         if not p.is_dir():

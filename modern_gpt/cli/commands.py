@@ -4,7 +4,9 @@ decides, the library decides: planning.py what an ablation runs, running.py how,
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import shlex
 import signal
 import sys
@@ -110,6 +112,22 @@ def main() -> None:
             traceback.print_exc()
         print("modern-gpt: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:
+        if not _stdout_closed():  # another pipe (a worker's): a fault of its own, shown as one
+            raise
+        # `| head` read what it wanted and left: end quietly, as a tool killed by SIGPIPE does (a finished run
+        # is already in its folder). stdout is pointed at /dev/null so that the interpreter's last flush is silent.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + 13)
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        name = os.fsdecode(e.filename or "")
+        print(
+            f"modern-gpt: error: {name[:60]}… holds a name longer than the file system allows; check the path.",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     except MemoryError:  # by now the unwinding has freed what filled the memory: one sentence can be printed
         if _state["debug"]:
             traceback.print_exc()
@@ -121,6 +139,16 @@ def main() -> None:
         )
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stdout_closed() -> bool:
+    """stdout is a pipe whose reader has gone (poll reports an error on its write end)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no stdout
+        return False
 
 
 def _invoke():

@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import __version__
 from ..ablation.share import CSV_NAME, Claim, Facts, Grid
 from ..core.errors import UserError
-from ..core.files import advice, atomic_path, not_regular, temporary_beside
+from ..core.files import advice, atomic_path, check_name, not_regular, temporary_beside
 
 
 @dataclass
@@ -422,6 +422,7 @@ def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
         what = "an empty path" if str(path) == "" else "-, but a page is written to a file (the table goes to stdout)"
         raise UserError(f"{flag} is {what}; give the file to write, e.g. {flag} {EXAMPLE[flag]}.")
     path = Path(path)
+    check_name(path, flag)
     if path.is_dir():
         raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / EXAMPLE[flag]}.")
     _probe(path, flag)

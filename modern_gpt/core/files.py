@@ -121,9 +121,28 @@ def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, allow_nan=True) + "\n")
 
 
+def check_name(path: Path, flag: str) -> None:
+    """Each name in the path within the file system's limit (255 bytes on most): otherwise the first stat or mkdir
+    raises ENAMETOOLONG, a traceback where one sentence belongs."""
+    at = Path(path).absolute()
+    existing = next((p for p in (at, *at.parents) if os.path.isdir(p)), Path("/"))
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or the name is unknown here
+        limit = 255
+    for part in Path(path).parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            raise UserError(
+                f"{flag}: the name {part[:24]}… is {size} bytes, and this file system allows at most {limit}; "
+                f"choose a shorter {flag}."
+            )
+
+
 def check_free(folder: Path, flag: str, force: bool, source: Path | None = None) -> None:
     """A folder to write a checkpoint or an export into: missing or empty, or holding files and --force given.
     Never `source` (the checkpoint an export reads), nor a folder in or above it: --force would replace its files."""
+    check_name(folder, flag)
     if source is not None:
         try:
             a, b = folder.resolve(), Path(source).resolve()
