@@ -112,22 +112,8 @@ def main() -> None:
             traceback.print_exc()
         print("modern-gpt: interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:
-        if not _stdout_closed():  # another pipe (a worker's): a fault of its own, shown as one
-            raise
-        # `| head` read what it wanted and left: end quietly, as a tool killed by SIGPIPE does (a finished run
-        # is already in its folder). stdout is pointed at /dev/null so that the interpreter's last flush is silent.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(128 + 13)
-    except OSError as e:
-        if e.errno != errno.ENAMETOOLONG:
-            raise
-        name = os.fsdecode(e.filename or "")
-        print(
-            f"modern-gpt: error: {name[:60]}… holds a name longer than the file system allows; check the path.",
-            file=sys.stderr,
-        )
-        sys.exit(2)
+    except OSError as e:  # BrokenPipeError among them
+        _end_on_os_error(e)
     except MemoryError:  # by now the unwinding has freed what filled the memory: one sentence can be printed
         if _state["debug"]:
             traceback.print_exc()
@@ -139,6 +125,23 @@ def main() -> None:
         )
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _end_on_os_error(e: OSError) -> None:
+    """Two OSErrors that are the user's, not faults: stdout's reader gone (`| head` read what it wanted: end
+    quietly, as a tool killed by SIGPIPE does; a finished run is already in its folder), and a name longer than
+    the file system allows in a path that is read. Any other, a worker's broken pipe included, is raised."""
+    if isinstance(e, BrokenPipeError) and _stdout_closed():
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush is silent
+        sys.exit(128 + 13)
+    if e.errno == errno.ENAMETOOLONG:
+        name = os.fsdecode(e.filename or "")
+        print(
+            f"modern-gpt: error: {name[:60]}… holds a name longer than the file system allows; check the path.",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    raise e
 
 
 def _stdout_closed() -> bool:
