@@ -238,8 +238,8 @@ def test_tensorboard_holds_each_run_once_with_its_curve_and_final_metrics(tracke
 
 
 def test_tensorboard_summary_holds_the_table_figure_and_verdicts(tracked):
-    """The verdict table is the Text tab's first entry (TensorBoard lists its tags by name, capitals first),
-    each row's numbers are scalars, and curves.png is under Images."""
+    """The answer chart is TIME SERIES' first card, the verdict table is the Text tab's first entry (TensorBoard
+    lists its tags by name, capitals first), each row's numbers are scalars, and curves.png is under Images."""
     folder, _ = tracked
     events = _events(folder / "tensorboard" / "summary")
     rope = next(row for row in _summary(folder) if row["variant"] == "rope")
@@ -247,7 +247,13 @@ def test_tensorboard_summary_holds_the_table_figure_and_verdicts(tracked):
         (point,) = events.Scalars(f"row/02-rope/{key}")
         assert point.value == pytest.approx(float(rope[key]), rel=1e-6), key
     assert "row/00-classic/delta_val" not in events.Tags()["scalars"]  # the reference row has no Δ
-    assert events.Tags()["images"] == ["curves"]
+    assert events.Tags()["images"] == ["answer", "curves"]
+    # TIME SERIES, the page TensorBoard opens on, lists scalars and images together by tag: the answer is first
+    cards = {t for path in (folder / "tensorboard").glob("**/seed*") for t in _events(path).Tags()["scalars"]}
+    cards |= set(events.Tags()["scalars"]) | set(events.Tags()["images"])
+    assert sorted(cards, key=str.lower)[0] == sorted(cards)[0] == "answer"
+    (image,) = events.Images("answer")
+    assert image.height == 140 + 45 * len(_summary(folder)) and image.width == 900  # a row each, drawn
     texts = {tag for path in (folder / "tensorboard").glob("**/seed*") for tag in _events(path).Tags()["tensors"]}
     texts |= {t for t in events.Tags()["tensors"] if t.endswith("text_summary")}
     assert sorted(texts)[0] == "Verdicts/text_summary"

@@ -100,6 +100,9 @@ class TensorBoardBackend:
         writer = self._fresh(self.root / "summary")
         try:
             if rows:
+                # TIME SERIES, the page TensorBoard opens on, lists its cards by tag: "answer" comes before the
+                # curves, so the first card is the table as a chart, each row named, with its verdict
+                writer.add_image("answer", _answer_image(rows), 0, dataformats="HWC")
                 title = f"**{rec.answer(rows)}**"
                 writer.add_text(VERDICTS, f"{title}\n\n{rec.verdict_table(rows)}\n\n{rec.ABOUT}", 0)
                 writer.add_text("summary.csv", _table(rows), 0)
@@ -158,6 +161,38 @@ def _in_the_way(path: Path) -> None:
     for p in (path, *path.parents):
         if os.path.lexists(p) and not p.is_dir():
             raise UserError(f"{p} is a file where TensorBoard writes an event folder; move or delete it first")
+
+
+def _answer_image(rows: list[dict[str, str]]):
+    """Each row's Δ val and 95% CI against its reference, the row named on the left and its verdict on the
+    right, under the table's answer in one line: an RGB array for add_image."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no screen needed
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.45 * len(rows)), dpi=100)
+    try:
+        for y, row in enumerate(rows):
+            stats = rec.row_stats(row)
+            if "ci_low" in stats:
+                low, high = stats["delta_val"] - stats["ci_low"], stats["ci_high"] - stats["delta_val"]
+                ax.errorbar(stats["delta_val"], y, xerr=[[low], [high]], fmt="o", color="black", capsize=3)
+            verdict = row.get("verdict") or ("reference" if not row.get("reference") else "")
+            ax.annotate(verdict, (1.01, y), xycoords=("axes fraction", "data"), va="center")
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_yticks(range(len(rows)), [r["variant"] for r in rows])
+        ax.set_ylim(len(rows) - 0.5, -0.5)  # the table's order, top to bottom
+        ax.set_xlabel("Δ val loss against the row's reference (nats; below 0 is better), 95% CI")
+        ax.set_title(textwrap.fill(rec.answer(rows), 100), fontsize=9, loc="left")
+        fig.tight_layout()
+        fig.canvas.draw()
+        return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    finally:
+        plt.close(fig)
 
 
 def _table(rows: list[dict]) -> str:
