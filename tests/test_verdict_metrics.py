@@ -5,6 +5,8 @@ paired sds measured on this project's runs, walls (a metric a row cannot be meas
 mixed signs. Each metric judged alone at alpha is the negative control. Fixed RNG; the rates' Monte-Carlo error
 is three standard errors (mc)."""
 
+import io
+import json
 import math
 
 import numpy as np
@@ -385,3 +387,61 @@ def test_signal_to_noise_ranks_the_metric_with_more_signal_first():
     quiet = [np.array([0.0, 1.0, -1.0]) + t for t in (0.0, 1.0)]
     note = snr_note([signal_to_noise("quiet", quiet), signal_to_noise("loud", runs)])
     assert ": loud 3.0 [" in note and note.endswith("decisive: loud, quiet."), note
+
+
+# ---------------------------------------------------------------------------
+# judge with several --metric columns
+# ---------------------------------------------------------------------------
+def _file(tmp_path):
+    design, runs = synthetic()
+    runs = runs.drop(columns=["row"])
+    runs.loc[runs.variant == "classic (placebo)", "variant"] = "classic (placebo)"
+    path = tmp_path / "runs.csv"
+    runs.to_csv(path, index=False)
+    return design, runs, path
+
+
+def test_judge_with_several_metrics_gives_judge_metrics_long_form(tmp_path, run_ok):
+    design, runs, path = _file(tmp_path)
+    flags = ["--placebo", "classic (placebo)"] + [x for m in METRICS for x in ("--metric", m)]
+    doc = json.loads(run_ok("judge", path, *flags, "--format", "json"))
+    want = judge_metrics(design, synthetic()[1], METRICS).table
+    got = pd.DataFrame(doc["rows"])
+    assert list(got["metric"]) == list(want["metric"]) and list(got["verdict"]) == list(want["verdict"])
+    assert np.allclose(got["p_adj"].astype(float), want["p_adj"], equal_nan=True)
+    assert doc["metrics"] == list(METRICS) and len(doc["signal_to_noise"]) == len(METRICS)
+    csv = pd.read_csv(io.StringIO(run_ok("judge", path, *flags, "--format", "csv")))
+    assert list(csv["verdict"].fillna("")) == list(want["verdict"])
+    table = run_ok("judge", path, *flags)
+    for m in METRICS:
+        assert f"Δ {m} ± 95% CI" in table
+    assert NOT_TESTED in table and "Several metrics, one family" in table and "most to the least decisive" in table
+    markdown = run_ok("judge", path, *flags, "--format", "markdown")
+    assert markdown.count("| variant | vs |") == len(METRICS)
+
+
+def test_judge_with_one_metric_is_unchanged(tmp_path, run_ok):
+    """A single --metric takes today's path: the same JSON as without the flag."""
+    _, _, path = _file(tmp_path)
+    once = run_ok("judge", path, "--placebo", "classic (placebo)", "--format", "json")
+    assert once == run_ok("judge", path, "--placebo", "classic (placebo)", "--metric", "val_loss", "--format", "json")
+    assert "Several metrics" not in once
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--metric", "val_loss", "--metric", "val_loss"], "--metric val_loss is given twice"),
+        (["--metric", "val_loss", "--metric", "nope"], "no metric column 'nope'"),
+        (["--metric", "val_loss", "--metric", "code_loss", "--higher-is-better"], "--higher-is-better goes with one"),
+        (["--metric", "val_loss", "--metric", "code_loss", "--threshold", "3"], "go with one --metric"),
+        (["--metric", "val_loss", "--metric", "bad"], "column bad: 'x' is not a number"),
+    ],
+)
+def test_judge_with_several_metrics_refuses_in_one_sentence(tmp_path, run, flags, message):
+    _, runs, path = _file(tmp_path)
+    runs["bad"] = runs["code_loss"].astype(object)
+    runs.loc[3, "bad"] = "x"
+    runs.to_csv(path, index=False)
+    code, out, err = run("judge", path, *flags)
+    assert code == 2 and message in err and "Traceback" not in err, (code, out, err)

@@ -270,14 +270,15 @@ class MetricsVerdict:
             if sequential_
             else "Holm-Shaffer's step-down with the equivalence tests"
             if margin
-            else "Hommel's procedure for val, Holm's step-down for the others (valid under any dependence)"
+            else f"Hommel's procedure for {self.metrics[0]}, Holm's step-down for the others (valid under any dependence)"
         )
         return (
             f"Several metrics, one family: the chance of any wrong verdict across all rows and all {others + 1} "
-            f"metrics is at most {alpha:g}. val_loss is primary, with {self.val_alpha:.3g} of alpha over its rows, the "
+            f"metrics is at most {alpha:g}. {self.metrics[0]} is primary, with {self.val_alpha:.3g} of alpha over its rows, the "
             f"other {others} metric{'s' if others != 1 else ''} {self.other_alpha:.3g} over every (row, metric) with "
             f"a test, each share by {how}{pass_on}; a metric a row cannot be measured on is not tested and costs the "
-            f"others nothing; the placebo is a diagnostic, tested alone at {alpha:g} on every metric."
+            f"others nothing; the placebo is a diagnostic, tested alone at {alpha:g} on every metric; p_adj is on alpha's "
+            f"scale (below {alpha:g} exactly when decided) and mde at its share's first step."
         )
 
 
