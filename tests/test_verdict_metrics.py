@@ -465,3 +465,18 @@ def test_judge_with_several_metrics_refuses_in_one_sentence(tmp_path, run, flags
     runs.to_csv(path, index=False)
     code, out, err = run("judge", path, *flags)
     assert code == 2 and message in err and "Traceback" not in err, (code, out, err)
+
+
+def test_the_api_judges_several_metrics_as_the_cli_does(tmp_path, run_ok):
+    import modern_gpt
+
+    design, runs, path = _file(tmp_path)
+    table = modern_gpt.judge(runs, metric=list(METRICS), placebo="classic (placebo)")
+    want = judge_metrics(design, synthetic()[1], METRICS).table
+    assert list(table["verdict"]) == list(want["verdict"]) and table.attrs["metrics"] == list(METRICS)
+    assert np.allclose(table["delta"], want["delta"], equal_nan=True)
+    assert "Several metrics, one family" in " ".join(table.attrs["footnotes"])
+    from_file = modern_gpt.judge(path, metric=list(METRICS), placebo="classic (placebo)")
+    assert list(from_file["verdict"]) == list(table["verdict"])
+    with pytest.raises(modern_gpt.UserError, match="higher_is_better"):
+        modern_gpt.judge(runs, metric=["val_loss", "code_loss"], higher_is_better=True)

@@ -526,7 +526,7 @@ def verdict(
     *,
     variant_col: str = "variant",
     seed_col: str = "seed",
-    metric: str = "val_loss",
+    metric: str | list[str] = "val_loss",
     higher_is_better: bool = False,
     order: str | list[str] | None = None,
     reference: str | None = None,
@@ -564,11 +564,15 @@ def verdict(
     df may also be a folder of training logs (one subfolder per variant, one file per run), judged by Welch's
     t-test as runs that share no seeds; threshold= tests each variant's claim against a target; at_step= and
     log_pattern= read the logs (docs/statistics.md, "Published runs").
+    A list of metric columns is judged as one family (docs/statistics.md, "Several metrics"): the long form.
     """
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
     try:
-        s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
+        metrics = tuple(metric) if isinstance(metric, list | tuple) and metric else (metric,)
+        s = api_settings(variant_col, seed_col, metrics[0], higher_is_better, order, reference, placebo, alpha, margin)
+        if len(metrics) > 1:
+            return _several(df, s, metrics, compute_col, size_col, rung_col, threshold, at_step, log_pattern)
         if isinstance(df, str | Path) and Path(df).is_dir() or threshold is not None:
             return _published(df, s, threshold, at_step, log_pattern)
         return _verdict(df, s, margin, LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute))
@@ -614,6 +618,28 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
         rows, notes = judge(design, s, runs, first=first)
     out = pd.DataFrame(named_columns(rows, s.metric))
     out.attrs.update(title=title(design, s), footnotes=notes)
+    return out
+
+
+def _several(df, s: JudgeSettings, metrics: tuple, *one_metric) -> pd.DataFrame:
+    """verdict with several metrics: the long form of metrics.judge_metrics, its footnotes and signal-to-noise."""
+    from dataclasses import asdict
+
+    if any(x is not None for x in one_metric) or isinstance(df, str | Path) and Path(df).is_dir():
+        raise UserError(
+            "several metrics are judged as one table of runs paired by seed; a folder of logs, a ladder (compute_col, "
+            "size_col, rung_col) and threshold go with one metric."
+        )
+    check_metrics(tuple(str(m) for m in metrics), s.higher_is_better)
+    if isinstance(df, str | os.PathLike):
+        design, _, result, notes = judge_file_metrics(Path(df), s, metrics)
+    else:
+        design, runs, first = read_runs(from_frame(df), s, api=True, extra=metrics[1:])
+        result, notes = judge_several(design, s, runs, metrics, first=first)
+    out = result.table.copy()
+    out.attrs.update(
+        title=title(design, s), footnotes=notes, signal_to_noise=[asdict(r) for r in result.snr], metrics=list(metrics)
+    )
     return out
 
 
