@@ -344,12 +344,20 @@ def synthetic(seeds=5, seed=0, sequential_=False):
     return design, pd.DataFrame(records)
 
 
-def test_judge_metrics_with_val_alone_gives_the_tables_verdicts():
+@pytest.mark.parametrize("margin", [None, 0.02])
+def test_judge_metrics_with_val_alone_gives_the_tables_verdicts(margin):
+    """Val alone, with and without --margin, a diverged run and a failed one left out: summarize's numbers."""
+    from dataclasses import replace
+
     design, runs = synthetic()
+    design = replace(design, margin=margin)
+    runs.loc[7, "diverged"], runs.loc[12, "error"] = True, "killed"
     summary = summarize(design, runs)
     out = judge_metrics(design, runs, ["val_loss"]).table
     assert list(out["verdict"]) == [r.verdict for r in summary]
-    for col, field in (("delta", "delta_val"), ("p", "p"), ("p_adj", "p_adj"), ("mde", "mde"), ("sd", "sd")):
+    pairs = [("delta", "delta_val"), ("p", "p"), ("p_adj", "p_adj"), ("mde", "mde"), ("sd", "sd"), ("mean", "val_loss")]
+    pairs += [("p_same", "p_same"), ("p_same_adj", "p_same_adj"), ("ci_low", "ci_low"), ("ci_high", "ci_high")]
+    for col, field in pairs:
         assert np.allclose(out[col], [getattr(r, field) for r in summary], equal_nan=True), col
 
 

@@ -37,6 +37,7 @@ import pandas as pd
 from .design import Design
 from .stats import (
     BETTER,
+    BONFERRONI,
     INCONCLUSIVE,
     WORSE,
     boundary,
@@ -247,6 +248,7 @@ class MetricsVerdict:
     val_alpha: float
     other_alpha: float
     stop: int | None = None
+    other_method: str = ""  # --seeds auto: the others' boundary (stats.OBRIEN_FLEMING, or BONFERRONI when too small)
 
     def decisive(self) -> list[str]:
         """The metrics from the most to the least decisive (highest signal-to-noise first)."""
@@ -265,19 +267,25 @@ class MetricsVerdict:
             "; a share whose every test is rejected passes on to the other" if not margin and not sequential_ else ""
         )
         how = (
-            "against its own --seeds auto boundary, val's rows deciding when the ablation stops and the others read "
+            "stepped down against its own --seeds auto boundary, val's rows deciding when the ablation stops and the others read "
             "up to that stop"
+            + (
+                " (the others' share is too small to simulate: Bonferroni over the looks)"
+                if self.other_method == BONFERRONI
+                else ""
+            )
             if sequential_
-            else "Holm-Shaffer's step-down with the equivalence tests"
+            else "by Holm-Shaffer's step-down with the equivalence tests"
             if margin
-            else f"Hommel's procedure for {self.metrics[0]}, Holm's step-down for the others (valid under any dependence)"
+            else f"by Hommel's procedure for {self.metrics[0]}, Holm's step-down for the others (valid under any dependence)"
         )
+        at = "against the one-row boundary" if sequential_ else f"at {alpha:g}"
         return (
             f"Several metrics, one family: the chance of any wrong verdict across all rows and all {others + 1} "
             f"metrics is at most {alpha:g}. {self.metrics[0]} is primary, with {self.val_alpha:.3g} of alpha over its rows, the "
             f"other {others} metric{'s' if others != 1 else ''} {self.other_alpha:.3g} over every (row, metric) with "
-            f"a test, each share by {how}{pass_on}; a metric a row cannot be measured on is not tested and costs the "
-            f"others nothing; the placebo is a diagnostic, tested alone at {alpha:g} on every metric; p_adj is on alpha's "
+            f"a test, each share {how}{pass_on}; a metric a row cannot be measured on is not tested and costs the "
+            f"others nothing; the placebo is a diagnostic, tested alone {at} on every metric; p_adj is on alpha's "
             f"scale (below {alpha:g} exactly when decided) and mde at its share's first step."
         )
 
@@ -335,7 +343,7 @@ def judge_metrics(design: Design, runs: pd.DataFrame, metrics, share: float = VA
     verdict = np.full(now["p"].shape, INCONCLUSIVE, dtype=object)
     p_adj, q_adj = np.full(now["p"].shape, np.nan), np.full(now["p"].shape, np.nan)
     levels = np.full(now["p"].shape, np.nan)  # the first-step level of each test's family, for mde
-    stop = None
+    stop, method = None, ""
     wv, wo = shares(now["p"][:, comp], share) if comp else (1.0, 1.0)
     wv, wo = float(wv), float(wo)
     if not design.sequential:
@@ -349,11 +357,11 @@ def judge_metrics(design: Design, runs: pd.DataFrame, metrics, share: float = VA
             verdict[:, plac] = decide(now["delta"][:, plac], now["p"][:, plac], alpha, now["p_same"][:, plac])
             levels[:, plac] = alpha
     else:
-        stop = _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_adj, levels)
+        stop, method = _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_adj, levels)
     verdict = np.where(now["wall"], NOT_TESTED, verdict)
     table = _long(design, values, metrics, tested, now, verdict, p_adj, q_adj, levels)
     ratios = [_snr(design, values[m], m) for m in metrics]
-    return MetricsVerdict(table, ratios, metrics, wv * alpha, wo * alpha, stop)
+    return MetricsVerdict(table, ratios, metrics, wv * alpha, wo * alpha, stop, method)
 
 
 def _first_steps(p: np.ndarray, val_alpha: float, other_alpha: float) -> np.ndarray:
@@ -365,14 +373,14 @@ def _first_steps(p: np.ndarray, val_alpha: float, other_alpha: float) -> np.ndar
     return out
 
 
-def _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_adj, levels) -> int:
+def _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_adj, levels) -> tuple[int, str]:
     """--seeds auto replayed over every metric: the looks the design records, each on its first seeds."""
     seeds = [look["seeds"] for look in (design.looks or {}).get("looks", [])] or [len(design.seeds)]
     per_look = [_paired_stats(design, _values(design, runs, metrics, design.seeds[:n]), metrics, tested) for n in seeds]
     keys = ("delta", "sd", "pairs", "p", "p_same")
     stacked = {k: np.stack([look[k] for look in per_look]) for k in keys}  # (looks, metrics, rows)
     first, last = design.min_seeds, len(design.seeds)
-    stop = -1
+    stop, method = -1, ""
     if comp:
         auto = sequential_metrics(
             *(stacked[k][..., comp] for k in keys), design.alpha, first, last, design.margin, share
@@ -382,6 +390,7 @@ def _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_ad
         v_bound, o_bound = auto.bounds
         levels[0, comp] = v_bound.level(_tests(stacked["p"][-1][0, comp]))
         if o_bound is not None:
+            method = o_bound.method
             levels[1:, comp] = o_bound.level(_tests(stacked["p"][-1][1:, comp].ravel()))
     if plac:
         bound = design.family_boundary(placebo=True)
@@ -389,7 +398,7 @@ def _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_ad
             one = sequential(*(stacked[k][:, a, plac] for k in keys), bound, design.margin, stop_at=stop)
             verdict[a, plac], p_adj[a, plac], q_adj[a, plac] = one.verdict, one.p_adj, one.p_same_adj
             levels[a, plac] = bound.level(1)
-    return stop
+    return stop, method
 
 
 def _long(design, values, metrics, tested, now, verdict, p_adj, q_adj, levels) -> pd.DataFrame:
