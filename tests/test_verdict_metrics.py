@@ -464,12 +464,16 @@ def test_judge_with_one_metric_is_unchanged(tmp_path, run_ok):
         (["--metric", "val_loss", "--metric", "code_loss", "--higher-is-better"], "--higher-is-better goes with one"),
         (["--metric", "val_loss", "--metric", "code_loss", "--threshold", "3"], "go with one --metric"),
         (["--metric", "val_loss", "--metric", "bad"], "column bad: 'x' is not a number"),
+        (["--metric", "val_loss", "--metric", "infinite"], "column infinite: inf is not a finite number"),
+        (["--metric", "val_loss", "--metric", "code_loss", "--compute-col", "seed"], "go with one --metric"),
     ],
 )
 def test_judge_with_several_metrics_refuses_in_one_sentence(tmp_path, run, flags, message):
     _, runs, path = _file(tmp_path)
     runs["bad"] = runs["code_loss"].astype(object)
     runs.loc[3, "bad"] = "x"
+    runs["infinite"] = runs["code_loss"]
+    runs.loc[5, "infinite"] = math.inf
     runs.to_csv(path, index=False)
     code, out, err = run("judge", path, *flags)
     assert code == 2 and message in err and "Traceback" not in err, (code, out, err)
