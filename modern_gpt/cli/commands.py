@@ -726,12 +726,22 @@ FILE may be a folder of training logs, one subfolder per variant and one file pe
 """
 
 
+Metrics = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="The column of the number compared (lower is better); repeat it to judge several metrics as one family, "
+        "the first primary (docs/statistics.md, Several metrics).",
+        show_default="val_loss",
+    ),
+]
+
+
 @app.command(help=JUDGE_HELP)
 def judge(
     file: Annotated[Path, typer.Argument(help=JUDGE_FILE_HELP, show_default=False)],
     variant_col: Annotated[str, typer.Option(help="The column naming each run's variant.")] = "variant",
     seed_col: Annotated[str, typer.Option(help="The column of seeds (whole numbers) that pair the runs.")] = "seed",
-    metric: Annotated[str, typer.Option(help="The column of the number compared (lower is better).")] = "val_loss",
+    metric: Metrics = None,
     higher_is_better: Annotated[
         bool, typer.Option("--higher-is-better", help="The metric is accuracy-like: higher is better.")
     ] = False,
@@ -759,8 +769,15 @@ def judge(
 
     _check_pages(html, markdown, [file], force)
     alpha = ALPHA if alpha is None else alpha
-    columns = (variant_col, seed_col, metric, higher_is_better, names(order), reference, placebo)
+    metrics = tuple(metric or ["val_loss"])
+    columns = (variant_col, seed_col, metrics[0], higher_is_better, names(order), reference, placebo)
     settings = JudgeSettings(*columns, alpha, margin)
+    if len(metrics) > 1:
+        ladder = compute_col or size_col or rung_col or trend_margin is not None or target_compute is not None
+        logs = at_step is not None or log_pattern is not None or file.is_dir()
+        return _judge_metrics(
+            file, settings, metrics, fmt, bool(html or markdown or threshold is not None or ladder or logs)
+        )
     if _published(file, seed_col, at_step, log_pattern, threshold):
         if html or markdown:  # its table is unpaired: no seed grids nor paired claim test to show
             raise UserError("--html and --markdown make a page of runs paired by seed; leave them out here.")
@@ -779,6 +796,29 @@ def judge(
 
         page = judged_page(design, settings, runs, rows, notes, *_file_facts(file)[:2])
         _write_pages(page, html, markdown, [file], force)
+
+
+def _judge_metrics(file: Path, settings, metrics: tuple[str, ...], fmt: str, other: bool) -> None:
+    """judge with several --metric columns: every (row, metric) in one family, a block per metric."""
+    from ..verdict.judge import judge_file_metrics
+    from . import render
+
+    if other:
+        raise UserError(
+            "several --metric columns are judged as one table of runs paired by seed; a folder of logs, a ladder "
+            "(--compute-col, --size-col), --threshold, --html and --markdown go with one --metric."
+        )
+    design, _, result, notes = _judging(file, judge_file_metrics, settings, metrics)
+    if fmt == "table":
+        for table in render.metrics_tables(design, settings, result):
+            render.print_table(console, table)
+        render.print_notes(console, notes)
+    elif fmt == "markdown":
+        print(render.metrics_markdown(design, settings, result, notes), end="")
+    elif fmt == "csv":
+        print(render.judge_csv(render.metrics_rows(result)), end="")
+    else:
+        print(render.metrics_json(design, settings, result, notes))
 
 
 def _published(file: Path, seed_col: str, at_step, log_pattern, threshold) -> bool:

@@ -12,7 +12,7 @@ import json
 import math
 import shlex
 import textwrap
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -698,6 +698,96 @@ def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: li
         "| " + " | ".join(c.replace("|", "\\|") for c in _judge_cells(row, _judge_formats(rows))) + " |" for row in rows
     ]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# judge with several --metric columns: a compact block per metric, the long form in the files
+# ---------------------------------------------------------------------------
+def metrics_rows(result) -> list[dict]:
+    """The long form: one row per (variant, metric), as judge_metrics gives it."""
+    return result.table.to_dict("records")
+
+
+def _metric_blocks(result) -> list[tuple[str, list[dict]]]:
+    rows = metrics_rows(result)
+    return [(m, [dict(r, spread=math.nan) for r in rows if r["metric"] == m]) for m in result.metrics]
+
+
+def _metric_title(design: Design, s: JudgeSettings, result, k: int, metric: str) -> str:
+    from ..verdict.judge import title as judge_title
+
+    share = result.val_alpha if k == 0 else result.other_alpha
+    what = "primary" if k == 0 else f"metric {k + 1} of {len(result.metrics)}"
+    return f"{judge_title(design, replace(s, metric=metric))}; {what}, alpha share {share:.3g}"
+
+
+def _metric_cells(row: dict, f: dict[str, str]) -> list[str]:
+    d = f["ci"]
+    delta = _num(row["delta"], f"+{f['delta']}")
+    low, high = row["ci_low"], row["ci_high"]
+    if not math.isnan(low):
+        centred = abs((low + high) / 2 - row["delta"]) <= 1e-9 * max(1.0, abs(row["delta"]))
+        delta += f" ± {(high - low) / 2:{d}}" if centred else f" [{low:+{d}}, {high:+{d}}]"
+    return [
+        row["variant"] + (" (placebo)" if row["placebo"] and "placebo" not in row["variant"] else ""),
+        row["reference"] or "",
+        _num(row["mean"], f["mean"]),
+        delta,
+        _p(row["p_adj"]),
+        row["verdict"],
+        _num(row["mde"], f["mde"]),
+        str(row["pairs"]) if row["reference"] and row["pairs"] else "",
+    ]
+
+
+def _metric_headers(metric: str) -> list[str]:
+    return ["variant", "vs", metric, f"Δ {metric} ± 95% CI", "p_adj", "verdict", "mde", "pairs"]
+
+
+def metrics_tables(design: Design, s: JudgeSettings, result) -> list[Table]:
+    """A compact table per metric (the long form's p, p_same and sd are in --format csv and json)."""
+    from rich.markup import escape
+
+    tables = []
+    for k, (metric, rows) in enumerate(_metric_blocks(result)):
+        title = escape(_metric_title(design, s, result, k, metric))
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        headers, formats = _metric_headers(metric), _judge_formats(rows)
+        plain = [_metric_cells(row, formats) for row in rows]
+        for h in headers:
+            table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
+        for row, cells in zip(rows, plain, strict=True):
+            cells = [escape(c) for c in cells]
+            style = VERDICT_STYLE.get(row["verdict"])  # "not tested" has none
+            cells[5] = f"[{style}]{row['verdict']}[/]" if style else escape(row["verdict"])
+            table.add_row(*cells)
+        tables.append(unbreakable(table, headers, plain, text=("variant", "vs")))
+    return tables
+
+
+def metrics_markdown(design: Design, s: JudgeSettings, result, notes: list[str]) -> str:
+    lines = []
+    for k, (metric, rows) in enumerate(_metric_blocks(result)):
+        headers, formats = _metric_headers(metric), _judge_formats(rows)
+        lines += [f"**{_metric_title(design, s, result, k, metric)}**", ""]
+        lines += ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _metric_cells(r, formats)) + " |" for r in rows]
+        lines.append("")
+    return "\n".join(lines + [f"- {n}" for n in notes]) + "\n"
+
+
+def metrics_json(design: Design, s: JudgeSettings, result, notes: list[str]) -> str:
+    from ..verdict.judge import title as judge_title
+
+    doc = {
+        "title": judge_title(design, s),
+        "metrics": list(result.metrics),
+        "alpha_shares": {"primary": result.val_alpha, "others": result.other_alpha},
+        "rows": metrics_rows(result),
+        "signal_to_noise": [asdict(r) for r in result.snr],
+        "footnotes": notes,
+    }
+    return to_json(doc)
 
 
 def judge_csv(rows: list[dict]) -> str:

@@ -63,10 +63,14 @@ def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
     return design, frame
 
 
-def read_runs(source: Source, s: JudgeSettings, api: bool = False) -> tuple[Design, pd.DataFrame, list[str]]:
+def read_runs(
+    source: Source, s: JudgeSettings, api: bool = False, extra: tuple[str, ...] = ()
+) -> tuple[Design, pd.DataFrame, list[str]]:
     """runs_from's Design and runs, and judge's own footnotes on them (where the rows' order came from, a tracker's
     unfinished runs). Each column is parsed at once; the first refused cell, in the file's order, is the sentence
-    the cell-by-cell reader gave. api: the settings are modern_gpt.judge's keywords (a sentence names them so)."""
+    the cell-by-cell reader gave. api: the settings are modern_gpt.judge's keywords (a sentence names them so).
+    extra: more metric columns, judged with the first as one family (metrics.py): in the frame as extra_column(k),
+    an empty cell a value that could not be measured (a wall)."""
     check_settings(s)
     flags = API_FLAGS if api else CLI_FLAGS
     s = replace(  # the columns as the file names them: MLflow's export holds variant as tags.variant
@@ -82,6 +86,7 @@ def read_runs(source: Source, s: JudgeSettings, api: bool = False) -> tuple[Desi
     source = _without_summary(source, s)
     runs = _columns(source, s)
     _first_refusal(source, s, runs)
+    values = [_extra_metric(source, s, m, flags["metric"]) for m in extra]
     found = list(dict.fromkeys(runs.variant))
     marks = _Marks.read(source, s, runs, found)
     rows = _order(source, s if s.order is not None or marks.order is None else replace(s, order=marks.order), found)
@@ -90,7 +95,33 @@ def read_runs(source: Source, s: JudgeSettings, api: bool = False) -> tuple[Desi
     notes = marks.order_notes(source, s, rows, found, flags) + unfinished_states(
         source, s, runs.variant, runs.seed, runs.failed
     )
-    return _design(source, s, rows, refs, runs, placebo), _runs_frame(s, rows, runs), notes
+    frame = _runs_frame(s, rows, runs, values)
+    return _design(source, s, rows, refs, runs, placebo), frame, notes
+
+
+def extra_column(k: int) -> str:
+    """The runs frame's name of judge's (k + 1)-th metric: never one of the frame's own columns."""
+    return f"metric {k + 1}"
+
+
+def _extra_metric(source: Source, s: JudgeSettings, metric: str, flag: str) -> np.ndarray:
+    """Another metric column's values: numbers, NaN where empty (a row that cannot be measured there: a learned
+    position table past its context); anything else is one sentence, as the first metric's cells are."""
+    col = source.real(metric, flag)
+    if col not in source.columns:
+        raise UserError(
+            f"{source.name}, {source.header}: no metric column {col!r} (its columns: {_listed(source.columns)})."
+        )
+    cells = source.column(col)
+    value, bad = numbers(cells)
+    empty = np.array([_empty(c) for c in cells], bool)
+    bad = (bad & ~empty) | out_of_range(value)
+    infinite = ~bad & ~empty & np.isinf(value)
+    if bad.any() or infinite.any():
+        i = int(np.argmax(bad | infinite))
+        why = refusal(_metric, cells[i]) if bad[i] else f"{float(value[i])} is not a finite number"
+        raise UserError(f"{source.name}, {source.where(i)}, column {col}: {why}.")
+    return np.where(empty, np.nan, value)
 
 
 # MLflow's summary run of an ablation and its row runs (tags.kind summary or row, no variant): the one place that
@@ -266,9 +297,9 @@ def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs:
     return Design(table, seeds, s.alpha, s.margin, any_reference=True, source=source.name)
 
 
-def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs) -> pd.DataFrame:
+def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs, extra=()) -> pd.DataFrame:
     """The verdict engine's runs: the metric as val_loss (negated when higher is better: summarize reads lower
-    as better); a run has no training columns."""
+    as better), any other metric as extra_column(k); a run has no training columns."""
     index = {v: i for i, v in enumerate(rows)}
     sign = -1.0 if s.higher_is_better else 1.0
     frame = pd.DataFrame(
@@ -280,6 +311,7 @@ def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs) -> pd.DataFrame:
             "diverged": runs.diverged,
             "error": runs.error,
             "steps_done": runs.steps,
+            **{extra_column(k): values for k, values in enumerate(extra)},
         }
     )
     return frame.sort_values(["row", "seed"], kind="stable").reset_index(drop=True)
@@ -399,6 +431,48 @@ def judge_file_runs(path, s: JudgeSettings) -> tuple[Design, pd.DataFrame, list[
     return design, runs, rows, notes + _folder_note(Path(path))
 
 
+def judge_file_metrics(path, s: JudgeSettings, metrics: tuple[str, ...]):
+    """judge FILE with several --metric columns: the design, the runs, the verdict over every (row, metric) as
+    one family (metrics.judge_metrics, its metric names the file's) and the footnotes."""
+    check_settings(s)
+    check_metrics(metrics, s.higher_is_better)
+    source = read_file(path)
+    design, runs, first = read_runs(source, replace(s, metric=metrics[0]), extra=tuple(metrics[1:]))
+    own = _folder_spec(Path(path)) is not None
+    result, notes = judge_several(design, replace(s, metric=metrics[0]), runs, metrics, own, first)
+    return design, runs, result, notes + _folder_note(Path(path))
+
+
+def check_metrics(metrics, higher_is_better: bool) -> None:
+    """Several --metric columns: distinct, and each lower-is-better (one family, one direction)."""
+    twice = next((m for m in metrics if list(metrics).count(m) > 1), None)
+    if twice is not None:
+        raise UserError(f"--metric {twice} is given twice; give each metric column once.")
+    if len(metrics) > 1 and higher_is_better:
+        raise UserError(
+            "--higher-is-better goes with one --metric; with several, every metric is lower-is-better (negate an "
+            "accuracy-like column, or judge it alone)."
+        )
+
+
+def judge_several(design: Design, s: JudgeSettings, runs: pd.DataFrame, metrics, own: bool = False, first=()):
+    """The verdict over several metrics (the first primary) and the footnotes: judge's own on the first metric's
+    runs, with the one-metric rule's sentence replaced by the rule over all of them and the signal-to-noise line."""
+    from .metrics import judge_metrics, snr_note
+
+    _, notes = judge(design, s, runs, own=own, first=first)
+    inner = ["val_loss", *(extra_column(k) for k in range(len(metrics) - 1))]
+    result = judge_metrics(design, runs, inner)
+    shown = dict(zip(inner, metrics, strict=True))
+    table = result.table.assign(metric=result.table["metric"].map(shown))
+    ratios = [replace(r, metric=shown[r.metric]) for r in result.snr]
+    result = replace(result, table=table, snr=ratios, metrics=tuple(metrics))
+    rule = result.rule_note(design.alpha, design.margin, design.sequential)
+    notes = [n for n in notes if not n.startswith("verdict:")] + [rule]
+    snr = snr_note(ratios)
+    return result, notes + ([snr] if snr else [])
+
+
 def _folder_spec(path: Path) -> dict | None:
     """The spec in the meta.json beside FILE: the file is then a modern-gpt results folder's runs."""
     try:
@@ -452,7 +526,7 @@ def verdict(
     *,
     variant_col: str = "variant",
     seed_col: str = "seed",
-    metric: str = "val_loss",
+    metric: str | list[str] = "val_loss",
     higher_is_better: bool = False,
     order: str | list[str] | None = None,
     reference: str | None = None,
@@ -490,11 +564,15 @@ def verdict(
     df may also be a folder of training logs (one subfolder per variant, one file per run), judged by Welch's
     t-test as runs that share no seeds; threshold= tests each variant's claim against a target; at_step= and
     log_pattern= read the logs (docs/statistics.md, "Published runs").
+    A list of metric columns is judged as one family (docs/statistics.md, "Several metrics"): the long form.
     """
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
     try:
-        s = api_settings(variant_col, seed_col, metric, higher_is_better, order, reference, placebo, alpha, margin)
+        metrics = tuple(metric) if isinstance(metric, list | tuple) and metric else (metric,)
+        s = api_settings(variant_col, seed_col, metrics[0], higher_is_better, order, reference, placebo, alpha, margin)
+        if len(metrics) > 1:
+            return _several(df, s, metrics, compute_col, size_col, rung_col, threshold, at_step, log_pattern)
         if isinstance(df, str | Path) and Path(df).is_dir() or threshold is not None:
             return _published(df, s, threshold, at_step, log_pattern)
         return _verdict(df, s, margin, LadderSettings(compute_col, size_col, rung_col, trend_margin, target_compute))
@@ -540,6 +618,28 @@ def _verdict(df, s: JudgeSettings, margin, ladder: LadderSettings) -> pd.DataFra
         rows, notes = judge(design, s, runs, first=first)
     out = pd.DataFrame(named_columns(rows, s.metric))
     out.attrs.update(title=title(design, s), footnotes=notes)
+    return out
+
+
+def _several(df, s: JudgeSettings, metrics: tuple, *one_metric) -> pd.DataFrame:
+    """verdict with several metrics: the long form of metrics.judge_metrics, its footnotes and signal-to-noise."""
+    from dataclasses import asdict
+
+    if any(x is not None for x in one_metric) or isinstance(df, str | Path) and Path(df).is_dir():
+        raise UserError(
+            "several metrics are judged as one table of runs paired by seed; a folder of logs, a ladder (compute_col, "
+            "size_col, rung_col) and threshold go with one metric."
+        )
+    check_metrics(tuple(str(m) for m in metrics), s.higher_is_better)
+    if isinstance(df, str | os.PathLike):
+        design, _, result, notes = judge_file_metrics(Path(df), s, metrics)
+    else:
+        design, runs, first = read_runs(from_frame(df), s, api=True, extra=metrics[1:])
+        result, notes = judge_several(design, s, runs, metrics, first=first)
+    out = result.table.copy()
+    out.attrs.update(
+        title=title(design, s), footnotes=notes, signal_to_noise=[asdict(r) for r in result.snr], metrics=list(metrics)
+    )
     return out
 
 
