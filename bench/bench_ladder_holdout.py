@@ -29,10 +29,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("holdout-ladder"))
     ap.add_argument("--folder", type=Path, help="a finished ladder folder: report its check, train nothing")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--variants", default=None, help="a custom plan's rows (classic;rope), else the default plan")
+    ap.add_argument("--jobs", default=None)
     args = ap.parse_args()
     start = time.perf_counter()
     if args.folder is None:
-        extra = {} if args.device is None else {"device": args.device}
+        given = {"device": args.device, "jobs": args.jobs}
+        extra = {k: v for k, v in given.items() if v is not None}
+        if args.variants:
+            extra.update(plan="custom", variants=args.variants)
         result = modern_gpt.scale(
             config="shakespeare", path=args.data, rungs=args.rungs, seeds=args.seeds, out=args.out, **extra
         )
