@@ -71,6 +71,26 @@ def test_a_third_executor_is_one_file_and_one_registry_line(tmp_path, monkeypatc
         AblationOptions(executor="kubernetes")
 
 
+def test_a_detached_ladder_names_its_own_folder_which_resume_takes(tmp_path, monkeypatch):
+    """A ladder whose executor hands its runs over (Slurm's --detach): Detached names the ladder's folder, not the
+    rung's, and scale(resume=e.folder), as the docs say, trains the rest into the scale table."""
+    import modern_gpt
+    from modern_gpt.ablation import ladder as lad
+
+    from .executor_serial import Detaching
+
+    monkeypatch.setitem(EXECUTORS, "detaching", ExecutorKind("tests.executor_serial:Detaching"))
+    monkeypatch.setattr(Detaching, "handed", False)
+    small = dict(smoke=True, context=16, dim=32, heads=2, layers=1, steps=4, eval_every=4, eval_tokens=1024)
+    ladder = dict(plan="custom", variants="classic;rope", seeds=2, placebo=False, rung_steps="4,4,4")
+    with pytest.raises(modern_gpt.Detached) as e:
+        modern_gpt.scale(**small, **ladder, executor="detaching", out=tmp_path / "l")
+    assert e.value.folder == tmp_path / "l" and e.value.resume == lad.resume_command(tmp_path / "l")
+    assert str(e.value) == f"4 runs are handed over; {e.value.resume} collects them and prints the table"
+    result = modern_gpt.scale(resume=e.value.folder, executor="detaching")
+    assert len(pd.read_csv(tmp_path / "l" / "rung-2" / "runs.csv")) == 4 and result.folder == tmp_path / "l"
+
+
 def test_executor_flags_are_checked_in_one_sentence(monkeypatch):
     for options, message in [
         ({"executor": "kubernetes"}, "unknown executor 'kubernetes'; choose local or ray or slurm"),
