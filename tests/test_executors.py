@@ -45,17 +45,6 @@ def values(folder) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 # the choices
 # ---------------------------------------------------------------------------
-def test_every_private_ray_name_the_checks_use_is_where_the_installed_ray_keeps_it(monkeypatch):
-    """Pinned to the installed Ray: a Ray that moves one of them fails this test, and an ablation on it says so
-    in one sentence (the negative control: a name Ray does not have)."""
-    pytest.importorskip("ray")
-    for name in ray_executor.RAY_PRIVATE:
-        assert callable(ray_executor.ray_private(name)), name
-    monkeypatch.setitem(ray_executor.RAY_PRIVATE, "GcsClient", "ray._no_such_module")
-    with pytest.raises(UserError, match=r"Ray's own ray._no_such_module.GcsClient, which Ray [\d.]+ no longer has"):
-        ray_executor.ray_private("GcsClient")
-
-
 def test_a_third_executor_is_one_file_and_one_registry_line(tmp_path, monkeypatch, reference):
     """tests/executor_serial.py, registered as core.config.EXECUTORS registers local and ray: its flag is
     accepted, it trains every run (in another order), and the folder equals --jobs 1's bitwise (the module's

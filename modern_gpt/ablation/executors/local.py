@@ -8,15 +8,13 @@ import collections
 import contextlib
 import multiprocessing as mp
 import os
-import pickle
 import signal
 import threading
-import traceback
 from multiprocessing.connection import wait as wait_ready
 from typing import TYPE_CHECKING
 
 from ...core.config import AUTO
-from . import _throttled
+from . import RemoteTraceback, _throttled, portable
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
@@ -77,29 +75,18 @@ class Local:
     def info(self) -> dict:
         return {"name": "local", "jobs": self.jobs, "max_retries": self.max_retries}
 
-    def device_name(self) -> None:
-        return None  # this machine's
+    def device_name(self) -> None:  # this machine's
+        pass
 
     def close(self) -> None:
         pass
 
 
-class RemoteTraceback(Exception):
-    """A worker's traceback, chained to its exception for --debug."""
-
-    def __str__(self) -> str:
-        return self.args[0]
-
-
-# ---------------------------------------------------------------------------
-# A worker
-# ---------------------------------------------------------------------------
 def _worker_main(conn, corpus, environ: dict) -> None:
     """Runs each job it is sent until None. The driver alone decides on Ctrl-C (the signals were held while this
     process started); environ is the driver's now, not the fork server's older one."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for s in set(STOPS) - {signal.SIGTERM}:
+        signal.signal(s, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
     os.environ.clear()
@@ -112,29 +99,15 @@ def _worker_main(conn, corpus, environ: dict) -> None:
             os._exit(0)
 
     on_step = _throttled(lambda *step: send(("step", *step)))
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return
-        if job is None:
-            return
-        try:
-            send(("done", job(corpus, on_step)))
-        except BaseException as e:  # the run's own error: the driver raises it
-            text = "".join(traceback.format_exception(e))
+    with contextlib.suppress(EOFError, OSError):  # EOF: the driver is gone
+        for job in iter(conn.recv, None):
             try:
-                pickle.dumps(e)
-            except Exception:
-                e = RuntimeError(f"{type(e).__name__}: {e}")
-            send(("error", e, text))
-            return
+                send(("done", job(corpus, on_step)))
+            except BaseException as e:  # the run's own error: the driver raises it
+                return send(("error", *portable(e)))
 
 
-# ---------------------------------------------------------------------------
-# Starting workers: forks of a fork server (a fresh process that runs no torch operation, so forking it is safe)
-# ---------------------------------------------------------------------------
-def _context():
+def _context():  # a fork server is a fresh process that runs no torch operation: forking it is safe
     return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() and not _serverless else "spawn")
 
 
@@ -298,12 +271,9 @@ class LocalPool:
     def _bury(self, w: _Worker, corpus, todo: collections.deque, deaths: collections.Counter, on_record) -> None:
         w.process.join()
         w.conn.close()  # one that lives on, its fork server dead, ends at its next message
-        if w.job is None:
-            return
-        deaths[(w.job.row, w.job.seed)] += 1
-        n = deaths[(w.job.row, w.job.seed)]
-        if n <= self.max_retries:
-            todo.appendleft(w.job)
-            return
-        why = f"the worker process running it died ({w.died()}), {n} times (--max-retries {self.max_retries})"
-        on_record(w.job.failure_record(corpus, why))
+        if w.job is not None:
+            n = deaths[(w.job.row, w.job.seed)] = deaths[(w.job.row, w.job.seed)] + 1
+            if n <= self.max_retries:
+                return todo.appendleft(w.job)
+            why = f"the worker process running it died ({w.died()}), {n} times (--max-retries {self.max_retries})"
+            on_record(w.job.failure_record(corpus, why))
