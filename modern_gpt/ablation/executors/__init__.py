@@ -153,3 +153,12 @@ def cuda_seen(where: str, gpus: float) -> None:
                 f"{where} {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} there sees no "
                 "CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
             )
+
+
+def plain(corpus):
+    """The corpus with plain arrays, not memory maps of this machine's cache: what a cluster's workers are sent."""
+    import dataclasses
+
+    import numpy as np
+
+    return dataclasses.replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))

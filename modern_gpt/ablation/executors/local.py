@@ -45,7 +45,7 @@ class Local:
     def device_of(name: str, options: AblationOptions) -> str:
         from ...run.train import resolve_device
 
-        return resolve_device(name)
+        return resolve_device(name)  # on this machine
 
     @staticmethod
     def threads(options: AblationOptions, device: str) -> int:
@@ -78,8 +78,7 @@ class Local:
     def device_name(self) -> None:  # this machine's
         pass
 
-    def close(self) -> None:
-        pass
+    close = device_name
 
 
 def _worker_main(conn, corpus, environ: dict) -> None:
@@ -190,8 +189,7 @@ class _Worker:
         theirs.close()
         self.job = None
 
-    def give(self, job) -> None:
-        """Its next job (None: stop). One that has just died takes it not; its sentinel says so next."""
+    def give(self, job) -> None:  # None: stop. One that has just died takes it not: its sentinel says so next
         self.job = job
         with contextlib.suppress(OSError), _signals_held():
             self.conn.send(job)
@@ -249,8 +247,7 @@ class LocalPool:
             raise
         for w in stopping:
             w.process.join(10)
-            if w.process.is_alive():
-                w.process.terminate()
+            w.process.terminate()  # if it is still alive
 
     def _read(self, w: _Worker, on_step, on_record) -> tuple[bool, tuple | None]:
         """Every message the worker has sent: (alive, the run's error and traceback, or None)."""

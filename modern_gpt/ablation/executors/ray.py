@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ...core.errors import UserError
-from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen
+from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, plain
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
@@ -177,11 +177,15 @@ def refused(address: Address, token: str | None, imported_before: bool) -> str:
 def start_local(ray) -> None:
     """A new local Ray for this ablation, never a cluster that another program left running (in the main thread:
     Ray sets a SIGTERM handler for the processes it starts, and the command line's own is put back)."""
+    main = threading.current_thread() is threading.main_thread()
+    saved = signal.getsignal(signal.SIGTERM) if main else None
     try:
-        with _signals_kept():
-            ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as e:
         raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
+    finally:
+        if saved is not None:
+            signal.signal(signal.SIGTERM, saved)
 
 
 def connect(ray, address: Address, token: str | None, imported_before: bool) -> None:
@@ -228,19 +232,6 @@ def connect(ray, address: Address, token: str | None, imported_before: bool) -> 
     raise UserError(f"cannot connect to the Ray cluster at {address}: {line}.")
 
 
-@contextlib.contextmanager
-def _signals_kept():
-    """ray.init and ray.shutdown set their own SIGTERM handler; the command line's (stop like Ctrl-C) is put back."""
-    main = threading.current_thread() is threading.main_thread()
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    try:
-        yield
-    finally:
-        for s, handler in saved.items():
-            if handler is not None:
-                signal.signal(s, handler)
-
-
 class Ray(Cluster):
     """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records; no
     shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
@@ -284,26 +275,24 @@ class Ray(Cluster):
     def _nodes(self) -> list[dict]:
         return [n for n in self.ray.nodes() if n.get("Alive")]
 
+    def _res(self) -> list[dict]:
+        return [n["Resources"] for n in self._nodes()]
+
     def at_once(self, pending: int) -> int:
         """Runs the cluster holds at once, by CPUs and GPUs (for the time estimate)."""
-
-        def holds(n: dict) -> int:
-            by_cpu = n["Resources"].get("CPU", 0) // max(self.cpus, 1e-9)
-            return int(min(by_cpu, n["Resources"].get("GPU", 0) // self.gpus) if self.gpus else by_cpu)
-
-        return max(1, sum(holds(n) for n in self._nodes()))
+        fits = [(r.get("CPU", 0) // max(self.cpus, 1e-9), r.get("GPU", 0) // (self.gpus or 1e-9)) for r in self._res()]
+        return max(1, sum(int(min(cpus, gpus) if self.gpus else cpus) for cpus, gpus in fits))
 
     def device_name(self) -> str:
         """The workers' devices, not this machine's."""
-        kinds = sorted(
-            {k.split(":", 1)[1] for n in self._nodes() for k in n["Resources"] if k.startswith("accelerator_type:")}
+        kinds = sorted({k.split(":", 1)[1] for r in self._res() for k in r if k.startswith("accelerator_type:")})
+        return f"the Ray workers' {'GPUs' if self.gpus else 'CPUs'}" + (
+            f" ({', '.join(kinds)})" if self.gpus and kinds else ""
         )
-        what = "GPUs" if self.gpus else "CPUs"
-        return f"the Ray workers' {what}" + (f" ({', '.join(kinds)})" if self.gpus and kinds else "")
 
     def _check_resources(self) -> None:
         """A run that no node can hold would wait for ever: refuse it now."""
-        nodes = [n["Resources"] for n in self._nodes()]
+        nodes = self._res()
         if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
             cpus = max((r.get("CPU", 0) for r in nodes), default=0)
             gpus = max((r.get("GPU", 0) for r in nodes), default=0)
@@ -314,29 +303,20 @@ class Ray(Cluster):
             )
 
     def info(self) -> dict:
-        return {
-            "name": "ray",
-            "ray_version": self.ray.__version__,
-            "address": self.address or "local (started for this ablation)",
-            "cpus_per_run": self.cpus,
-            "gpus_per_run": self.gpus,
-            "max_retries": self.options.max_retries,
-            "nodes": [
-                {"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
-                for n in self._nodes()
-            ],
-            "resources": self.ray.cluster_resources(),
-        }
+        nodes = [
+            {"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
+            for n in self._nodes()
+        ]
+        return dict(name="ray", ray_version=self.ray.__version__, address=self.address or "local (started for this ablation)",
+                    cpus_per_run=self.cpus, gpus_per_run=self.gpus, max_retries=self.options.max_retries, nodes=nodes,
+                    resources=self.ray.cluster_resources())  # fmt: skip
 
     def _corpus_in_store(self, corpus):
         if self._corpus is not corpus:
-            import numpy as np  # plain arrays (not memory maps): the workers read them from the object store
-
-            plain = replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))
-            self._corpus, self._corpus_ref = corpus, self.ray.put(plain)
+            self._corpus, self._corpus_ref = corpus, self.ray.put(plain(corpus))
         return self._corpus_ref
 
-    def _drain(self, on_step) -> None:
+    def _drain(self, on_step) -> None:  # the runs' latest steps
         try:
             for step in self.ray.get(self._progress.drain.remote(), timeout=5) if self._progress else ():
                 on_step(*step)
@@ -392,8 +372,7 @@ class Ray(Cluster):
     def close(self) -> None:
         if self.connected and self.ray.is_initialized():
             self.connected = False
-            with _signals_kept():
-                self.ray.shutdown()
+            self.ray.shutdown()
 
 
 def _first_line(e: BaseException) -> str:

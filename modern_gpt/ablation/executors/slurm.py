@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from ...core.config import SLURM_OPTIONS, slurm_minutes
 from ...core.errors import UserError
 from ...core.files import atomic_path, write_json
-from . import Cluster, Detached, RemoteTraceback, cuda_seen, portable
+from . import Cluster, Detached, RemoteTraceback, cuda_seen, plain, portable
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
@@ -431,12 +431,9 @@ class Slurm(Cluster):
     def _corpus_file(self, corpus) -> Path:
         path = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
         if not path.exists():
-            import numpy as np  # plain arrays, not memory maps of this machine's cache
-
-            plain = replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp, open(tmp, "wb") as f:
-                pickle.dump(plain, f, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
         return path
 
     def _submit(self, jobs: list, corpus_file: Path) -> None:
@@ -468,12 +465,9 @@ class Slurm(Cluster):
         for k, _, v in (entry.partition("=") for entry in self.options.sbatch or ()):
             extra[k.strip().lstrip("-")] = v if v else True
         params = dict(job_name=name, partition=self.partition.name, time=self.minutes, nodes=1, ntasks_per_node=1,
-                      cpus_per_task=self.cpus, additional_parameters=extra)  # fmt: skip
-        if self.gpus:
-            params["gpus_per_node"] = self.gpus
-        if self.options.array_parallelism:
-            params["array_parallelism"] = self.options.array_parallelism
-        return params
+                      cpus_per_task=self.cpus, additional_parameters=extra, gpus_per_node=self.gpus,
+                      array_parallelism=self.options.array_parallelism)  # fmt: skip
+        return {k: v for k, v in params.items() if v or k not in ("gpus_per_node", "array_parallelism")}
 
     def _cancel(self) -> None:
         if self.book is None:
