@@ -161,6 +161,39 @@ def test_an_address_where_another_service_answers_is_one_sentence_not_a_wait():
         thread.join(10)
 
 
+def test_ray_init_runs_under_a_deadline_and_its_refusal_is_read_from_rays_log(monkeypatch):
+    """ray.init is Ray's public call, in a thread under INIT_DEADLINE_S: one that never returns is one sentence, and
+    a refused token, which Ray's C++ client writes to file descriptor 2 only, is named (not printed)."""
+    import types
+
+    address = ray_executor.parse_address("127.0.0.1:6379", "--ray-address")
+    hang = threading.Event()
+    stuck = types.SimpleNamespace(init=lambda **kw: hang.wait(30))
+    monkeypatch.setattr(ray_executor, "INIT_DEADLINE_S", 0.2)
+    with pytest.raises(UserError, match=r"^Ray did not connect to the cluster at 127.0.0.1:6379 \(--ray-address\) "):
+        ray_executor.connect(stuck, address, None, False)
+    hang.set()
+
+    def refused(**kw):
+        os.write(2, b"gcs_client.cc:210: Failed to get cluster ID: Unauthenticated: RPC error: InvalidAuthToken\n")
+        raise ConnectionError("Failed to connect to Ray cluster at 127.0.0.1:6379")
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    for token, too_late, said in [
+        (None, False, "asks for a token (token authentication), and this machine has none; run `ray get-auth-token`"),
+        ("RAY_AUTH_TOKEN", False, "refused the token from RAY_AUTH_TOKEN, which is not that cluster's"),
+        ("RAY_AUTH_TOKEN", True, "and Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token"),
+    ]:
+        with pytest.raises(UserError) as e:
+            ray_executor.connect(types.SimpleNamespace(init=refused), address, token, too_late)
+        assert said in str(e.value) and str(e.value).startswith("the Ray cluster at 127.0.0.1:6379 (--ray-address)")
+    other = types.SimpleNamespace(init=lambda **kw: (_ for _ in ()).throw(ConnectionError("Timed out.\nmore")))
+    with pytest.raises(
+        UserError, match=r"^cannot connect to the Ray cluster at 127.0.0.1:6379 \(--ray-address\): Timed out\.$"
+    ):
+        ray_executor.connect(other, address, None, False)
+
+
 def test_a_token_that_cannot_be_read_is_one_sentence(tmp_path, monkeypatch):
     """Ray aborts the process (exit 134) on a token file it cannot read, and reading a FIFO would never end."""
     for variable in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):

@@ -157,7 +157,7 @@ def check_reachable(address: Address) -> None:
         )
 
 
-def refused(address: Address, token: str | None, imported_before: bool) -> str:
+def refused(address: Address, token: str | None, too_late: bool) -> str:
     """The cluster refused this machine's token, or its lack of one (Ray's log said InvalidAuthToken)."""
     mode = os.environ.get("RAY_AUTH_MODE", "token")
     asks = f"the Ray cluster at {address} asks for a token (token authentication), and"
@@ -165,7 +165,7 @@ def refused(address: Address, token: str | None, imported_before: bool) -> str:
         why = f"RAY_AUTH_MODE={mode} here sends none; unset RAY_AUTH_MODE, or set it to token. To get the token,"
     elif token is None:
         why = "this machine has none;"
-    elif imported_before:
+    elif too_late:  # RAY_AUTH_MODE set by use_token after Ray was imported
         why = "Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token before importing ray, or"
     else:
         return (
@@ -188,7 +188,7 @@ def start_local(ray) -> None:
             signal.signal(signal.SIGTERM, saved)
 
 
-def connect(ray, address: Address, token: str | None, imported_before: bool) -> None:
+def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
     """ray.init to the address in a thread, under INIT_DEADLINE_S, with Ray's C++ log of each refused try captured
     (read for InvalidAuthToken) rather than printed before our one sentence."""
     outcome: list = []
@@ -221,7 +221,7 @@ def connect(ray, address: Address, token: str | None, imported_before: bool) -> 
     if outcome[0] is None:
         return
     if "InvalidAuthToken" in said:
-        raise UserError(refused(address, token, imported_before))
+        raise UserError(refused(address, token, too_late))
     line = _first_line(outcome[0])
     if address.text == "auto" and "Could not find any running Ray instance" in line:
         raise UserError(
@@ -245,7 +245,7 @@ class Ray(Cluster):
         text = given.strip()
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
-        imported_before = "ray" in sys.modules
+        imported_before, mode_given = "ray" in sys.modules, "RAY_AUTH_MODE" in os.environ  # Ray reads it at import
         if not imported_before and (target is None or target.on_this_machine):
             # A local Ray listens on the loopback interface only, and a driver given 127.0.0.1 connects there (by
             # default Ray takes the machine's network address). Ray reads this as it is imported.
@@ -264,7 +264,7 @@ class Ray(Cluster):
             start_local(ray)
         elif self.connected:
             check_reachable(target)
-            connect(ray, target, token, imported_before)
+            connect(ray, target, token, imported_before and not mode_given)
         self._corpus = self._corpus_ref = self._progress = None
         try:
             self._check_resources()
