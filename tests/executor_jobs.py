@@ -40,3 +40,15 @@ class FakeJob:
 
     def failure_record(self, corpus, error: str) -> dict:
         return {"row": self.row, "seed": self.seed, "error": error, "pid": None, "corpus": corpus}
+
+
+@dataclass(frozen=True)
+class SignalsDriver:
+    """Part of a corpus: unpickled in a worker as it starts, it sends the driver a signal while the driver is still
+    writing the rest of the corpus to that worker (a Ctrl-C or SIGTERM just as the workers start)."""
+
+    pid: int
+    signum: int
+
+    def __reduce__(self):
+        return os.kill, (self.pid, self.signum)

@@ -36,3 +36,18 @@ class Serial:
 
     def close(self) -> None:
         pass
+
+
+class Detaching(Serial):
+    """Serial, except that the first run() of the process hands its runs over (--detach) untrained, as Slurm's does
+    once its array is submitted; a resume then trains them."""
+
+    handed = False
+
+    def run(self, jobs, corpus, on_step, on_record) -> None:
+        if not Detaching.handed:
+            Detaching.handed = True
+            from modern_gpt.ablation.executors import Detached
+
+            raise Detached(f"{len(jobs)} runs are handed over")
+        super().run(jobs, corpus, on_step, on_record)

@@ -96,7 +96,7 @@ def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
         with plugins.guarded_run(cfg):
             result, _ = train_run(cfg, corpus, job.train, job.seed, progress, job.threads, init=init)
         record = result.to_dict()
-    except (Exception, SystemExit) as e:  # not Ctrl-C, nor a worker's _DriverGone
+    except (Exception, SystemExit) as e:  # not Ctrl-C
         why = run_error(e, cfg)
         if why is None:
             raise

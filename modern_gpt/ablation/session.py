@@ -48,7 +48,7 @@ class Detached(Exception):  # not an error: the runs go on
 
     def __init__(self, what: str, folder: Path, resume: str):
         super().__init__(f"{what}; {resume} collects them and prints the table")
-        self.folder, self.resume = folder, resume
+        self.what, self.folder, self.resume = what, folder, resume
 
 
 class Interrupted(KeyboardInterrupt):
@@ -352,6 +352,8 @@ def run_ladder(
             train_pending(ablation, display or _quiet)
         except Interrupted as e:
             raise Interrupted(done + e.finished, every, folder, lad.resume_command(folder)) from None
+        except Detached as e:  # the ladder's folder, which scale(resume=...) takes, not the rung's
+            raise Detached(e.what, folder, lad.resume_command(folder)) from None
         done += ablation.total
     return ladder_result(folder)
 

@@ -1,27 +1,18 @@
-"""Executors: where the runs of an ablation train. One interface (Executor), three executors:
+"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry
+(core.config.EXECUTORS): local (this process, or a pool of processes: --jobs), ray (a task per run) and slurm (a job
+array per round of runs).
 
-    Local       this machine (--executor local), each round of runs in one of two ways:
-      InProcess   one run after another in this process (--jobs 1, or a single run to do)
-      LocalPool   N processes (--jobs N, or auto: one single-thread run per core)
-    Ray         one Ray task per run on a Ray cluster (--executor ray), local or remote
-    Slurm       one Slurm job array per round of runs (--executor slurm), each task one run or a few
+executor.run(jobs, corpus, on_step, on_record) trains every job and returns once each has a record, or raises
+Detached once the runs are handed over (--detach). A job (running.Job) is job(corpus, on_step) -> its record, with
+job.failure_record(corpus, error), job.row and job.seed. on_step(row, seed, step, loss) follows the runs (a few
+updates a second); on_record(record) takes each finished run in the driver, which alone writes the folder. The
+corpus goes to the workers once; no worker reads the data files.
 
-executor.run(jobs, corpus, on_step, on_record) trains every job and returns when each has a record (or, for an
-executor that can let its runs go on without the driver, raises Detached once they are handed over: --detach).
-A job comes from running.py: job(corpus, on_step) -> its record, job.failure_record(corpus, error) -> the record
-of a run that could not finish, job.row and job.seed name it. on_step(row, seed, step, loss) follows the
-runs in progress (a few updates a second per run at most); on_record(record) receives each finished run in
-this process, the driver, which alone writes the results folder. Data flows one way: the driver's corpus
-goes to the workers once (no worker reads the data files), records come back.
+A worker that dies (killed, out of memory, a lost node) has its run started again up to max_retries times, then
+recorded as failed with the reason. A run's own exception ends the ablation, as in-process. Ctrl-C and SIGTERM (a
+KeyboardInterrupt in the driver) stop every executor at once; every finished run is handed over already.
 
-A worker that dies (killed from outside, by the kernel's out-of-memory killer, a lost node) has its run
-started again, up to max_retries times; a run that still cannot finish is recorded as failed with the
-reason, and the ablation goes on. An exception raised by a run itself (a bug, a UserError) ends the
-ablation, as it would in-process. Ctrl-C and SIGTERM (a KeyboardInterrupt in the driver) stop every
-executor at once: the runs in progress are abandoned, every finished run has been handed over already.
-
-This module imports neither torch nor Ray at import time: a Ray worker unpickling a task imports it cheaply,
-and Ray is needed only when it is asked for.
+Neither torch nor Ray is imported here: a Ray worker unpickling a task imports this cheaply.
 """
 
 from __future__ import annotations
@@ -39,49 +30,31 @@ PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough 
 
 
 class Executor(Protocol):
-    """What an ablation holds from start or resume to its end (running.Ablation.executor), made as
-    cls(options, threads, device). The class also says, before one is made, the device its runs train on
-    (device_of: --device as the executor reads it), the torch threads per run when --threads is not set
-    (threads), whether their memory is checked on this machine (local_memory), and what starts before the
-    driver imports torch (prestart). core.config.EXECUTORS registers each by name."""
+    """Made as cls(options, threads, device) for an ablation's life. Before one is made, the class says the device
+    its runs train on (device_of), the torch threads per run without --threads (threads), whether their memory is
+    checked on this machine (local_memory), and what starts before the driver imports torch (prestart)."""
 
     local_memory: bool
 
     @staticmethod
     def device_of(name: str, options: AblationOptions) -> str: ...
-
     @staticmethod
     def threads(options: AblationOptions, device: str) -> int: ...
-
     @staticmethod
     def prestart(options: AblationOptions, runs: int) -> None: ...
+    def run(self, jobs, corpus, on_step, on_record) -> None: ...  # see the module's docstring
+    def at_once(self, pending: int) -> int: ...  # runs at once, of those pending (the time estimate)
+    def info(self) -> dict: ...  # meta.json's executor
+    def device_name(self) -> str | None: ...  # meta.json's device_name, when not this machine's device
+    def close(self) -> None: ...  # let go of what it holds (a Ray cluster)
 
-    def run(self, jobs, corpus, on_step, on_record) -> None:
-        """Train every job; see the module's docstring."""
-
-    def at_once(self, pending: int) -> int:
-        """How many of `pending` runs train at once (for the time estimate)."""
-
-    def info(self) -> dict:
-        """What meta.json's executor records."""
-
-    def device_name(self) -> str | None:
-        """What meta.json's device_name says, when it is not this machine's device."""
-
-    def close(self) -> None:
-        """Let go of what it holds (a Ray cluster); it runs no more jobs."""
-
-    # Two hooks an executor may have (Slurm has both; local and Ray have neither):
-    #   bind(ablation)                              called once the ablation is made (before its folder is, for a
-    #                                               new one): its plan, corpus and folder; may refuse it (UserError)
-    #   resume_options(meta, folder, options)       static: the options a resume of a folder it started runs with
+    # Optional hooks (Slurm's): bind(ablation), once the ablation is made, before a new one's folder (may refuse
+    # it); static resume_options(meta, folder, options), the options a resume of its folder runs with.
 
 
 class Cluster:
-    """What Ray and Slurm share: runs that reserve their CPUs and GPUs on nodes of a cluster. Their device is cuda
-    when each run reserves GPUs (--gpus-per-run), else cpu; their threads the CPUs each run reserves
-    (--cpus-per-run, one by default); their memory is checked on their own node (train_run), not this machine;
-    nothing starts before the driver imports torch."""
+    """What Ray and Slurm share: each run reserves its CPUs (--cpus-per-run, one) and GPUs (--gpus-per-run: then
+    cuda) on a node, where its memory is checked."""
 
     local_memory = False
     NAME = ""  # as a sentence names the cluster: "Ray", "Slurm"
@@ -102,26 +75,24 @@ class Cluster:
 
     @staticmethod
     def prestart(options: AblationOptions, runs: int) -> None:
-        """Nothing: the runs start on the cluster."""
+        pass
+
+    def close(self) -> None:
+        pass
 
 
-class Detached(Exception):  # not an error: the runs go on without this process
-    """The runs are handed over and go on without this process (--detach); a resume of the folder collects them."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
+class Detached(Exception):  # not an error: the runs go on without this process (--detach); a resume collects them
+    pass
 
 
 def executor_class(options: AblationOptions) -> type:
-    """The class of the executor these options name, from the registry (core.config.EXECUTORS)."""
     from ...core.config import EXECUTORS
 
     return EXECUTORS[options.executor].load()
 
 
 def resume_options(meta: dict, folder, options: AblationOptions) -> AblationOptions:
-    """The options a resume of this folder runs with: those given, unless the executor that the folder records
-    has its own say (resume_options: Slurm's tasks may still be training the folder's runs)."""
+    """The options a resume runs with: those given, unless the folder's recorded executor has its own say."""
     from ...core.config import EXECUTORS
 
     recorded = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
@@ -136,8 +107,7 @@ def prestart(options: AblationOptions, runs: int) -> None:
 
 
 def _throttled(send):
-    """on_step for a worker: at most one update per run per PROGRESS_INTERVAL, sent with send(row, seed, step,
-    loss); a run's first step is always sent."""
+    """on_step for a worker: a run's first step, then at most one update per PROGRESS_INTERVAL."""
     last: dict = {}
 
     def on_step(row: int, seed: int, step: int, loss: float) -> None:
@@ -147,3 +117,48 @@ def _throttled(send):
             send(row, seed, step, loss)
 
     return on_step
+
+
+class RemoteTraceback(Exception):
+    """A worker's traceback, chained to its exception for --debug."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def portable(e: BaseException) -> tuple[BaseException, str]:
+    """A run's exception as it crosses to the driver, which raises it: itself, or, if it cannot be pickled, a
+    RuntimeError that names it; and its traceback's text."""
+    import pickle
+    import traceback
+
+    text = "".join(traceback.format_exception(e))
+    try:
+        pickle.dumps(e)
+    except Exception:
+        e = RuntimeError(f"{type(e).__name__}: {e}")
+    return e, text
+
+
+def cuda_seen(where: str, gpus: float) -> None:
+    """A cluster run that reserved GPUs refuses to train on a node whose torch has no CUDA (--device auto would
+    train on the CPU, the GPUs reserved and idle)."""
+    if gpus:
+        import socket
+
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError(
+                f"{where} {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} there sees no "
+                "CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
+            )
+
+
+def plain(corpus):
+    """The corpus with plain arrays, not memory maps of this machine's cache: what a cluster's workers are sent."""
+    import dataclasses
+
+    import numpy as np
+
+    return dataclasses.replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))

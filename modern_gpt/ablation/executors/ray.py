@@ -1,5 +1,6 @@
-"""A Ray cluster: one Ray task per run, local or remote, and the checks that find out before ray.init whether a
-cluster answers and admits this machine. See the package's docstring for what every executor promises."""
+"""A Ray cluster: one Ray task per run, local or remote, through Ray's public API. ray.init retries for minutes, or
+for ever, where no cluster answers, another service does, or the cluster refuses this machine; so the address is
+checked first and ray.init runs under a deadline, each refusal one sentence."""
 
 from __future__ import annotations
 
@@ -9,25 +10,30 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ...core.errors import UserError
-from . import PROGRESS_INTERVAL, Cluster, _throttled
+from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, plain
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
 
 RAY_EXTRA = 'pip install -e ".[ray]"'
+GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
+INIT_DEADLINE_S = 120  # ray.init's own tries end in 20 s where a cluster refuses a token; a local start takes ~10 s
+TOKEN_HELP = (
+    "run `ray get-auth-token` on the head node and give its output to this machine in RAY_AUTH_TOKEN, or in a file "
+    "named by RAY_AUTH_TOKEN_PATH (default ~/.ray/auth_token); every node that joins the cluster needs it too"
+)
+# An HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS is one) answers with SETTINGS.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-# ---------------------------------------------------------------------------
-# A Ray cluster
-# ---------------------------------------------------------------------------
 class ProgressBuffer:
-    """A Ray actor (num_cpus=0) that tasks post step updates to; the driver drains it a few times a second.
-    It keeps only the latest update of each run, so it never grows."""
+    """A Ray actor (num_cpus=0) holding each run's latest step update; the driver drains it a few times a second."""
 
     def __init__(self):
         self.latest: dict = {}
@@ -41,66 +47,10 @@ class ProgressBuffer:
 
 
 def _ray_task(job, corpus, progress, gpus=0):
-    """One run as a Ray task, on the corpus from the object store; its record is the task's result. The device
-    is resolved here, on the worker: the driver may have no GPU, or no CUDA build of torch."""
-    if gpus:
-        import torch
-
-        if not torch.cuda.is_available():  # else --device auto would train on the CPU, a GPU reserved and idle
-            raise UserError(
-                f"a run on the Ray node {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} "
-                "there sees no CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
-            )
+    """One run as a Ray task; the device is resolved on the worker, whose torch may differ from the driver's."""
+    cuda_seen("a run on the Ray node", gpus)
     send = None if progress is None else lambda *step: progress.put.remote(*step)
     return job(corpus, None if send is None else _throttled(send))
-
-
-# Ray's private names that the checks before ray.init use, and where the Ray these tests run on keeps them
-# (tests/test_executors.py pins each to the installed Ray). An upgrade that moves one fails loudly, in
-# ray_private, rather than skipping its check without a word.
-RAY_PRIVATE = {
-    "GcsClient": "ray._raylet",  # check_admitted: one call of Ray's own GCS client
-    "Config": "ray._raylet",  # use_token: Ray's configuration, read again
-    "AuthenticationTokenLoader": "ray._raylet",
-    "canonicalize_bootstrap_address": "ray._private.services",  # _resolve_auto: what auto stands for
-}
-
-
-def ray_private(name: str):
-    """One of RAY_PRIVATE's names, from where Ray keeps it; a Ray that has moved it is one sentence."""
-    import importlib
-
-    module = RAY_PRIVATE[name]
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        version = getattr(sys.modules.get("ray"), "__version__", "this")
-        raise UserError(
-            f"--executor ray checks a cluster before connecting with Ray's own {module}.{name}, which Ray {version} "
-            'no longer has; install the Ray that modern-gpt\'s tests pass with (pip install -e ".[ray]" in a fresh '
-            "environment), or report the Ray version."
-        ) from None
-
-
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise UserError(f"--executor ray needs Ray, which is not installed; install it with: {RAY_EXTRA}") from None
-    return ray
-
-
-# ---------------------------------------------------------------------------
-# Connecting to a cluster. ray.init retries for minutes, or for ever, on an address where no cluster answers,
-# where another service does, or where the cluster refuses this machine; so each is found out first.
-# ---------------------------------------------------------------------------
-GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
-TOKEN_HELP = (
-    "run `ray get-auth-token` on the head node and give its output to this machine in RAY_AUTH_TOKEN, or in a file "
-    "named by RAY_AUTH_TOKEN_PATH (default ~/.ray/auth_token); every node that joins the cluster needs it too"
-)
-# An HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS is one) answers with SETTINGS.
-_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
 @dataclass(frozen=True)
@@ -109,22 +59,18 @@ class Address:
     source: str  # --ray-address or RAY_ADDRESS: where to correct it
     host: str | None = None  # None: auto, which Ray resolves itself
     port: int = GCS_PORT
-    client: bool = False  # ray://host:port, Ray Client's server: reached, but not a GCS to ask for a token
+    client: bool = False  # ray://host:port, Ray Client's server
 
     def __str__(self) -> str:
         return f"{self.text} ({self.source})"
 
     @property
     def on_this_machine(self) -> bool:
-        """127.0.0.1, localhost, ::1, or auto (the cluster that `ray start` started on this machine)."""
         import ipaddress
 
-        if self.host is None:
-            return self.text == "auto"
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return self.host.lower() == "localhost"
+        with contextlib.suppress(ValueError):
+            return self.text == "auto" if self.host is None else ipaddress.ip_address(self.host).is_loopback
+        return self.host.lower() == "localhost"
 
 
 def parse_address(text: str, source: str) -> Address:
@@ -132,8 +78,7 @@ def parse_address(text: str, source: str) -> Address:
     if text == "auto":
         return Address(text, source)
     if text.startswith("ray://"):
-        inner = parse_address(text.removeprefix("ray://"), source)
-        return replace(inner, text=text, client=True)
+        return replace(parse_address(text.removeprefix("ray://"), source), text=text, client=True)
     if "://" in text or "/" in text:
         raise UserError(
             f"{source} takes the cluster's host:port (what `ray start --head` prints, port {GCS_PORT} unless it was "
@@ -150,9 +95,8 @@ def parse_address(text: str, source: str) -> Address:
 
 
 def _token_source() -> str | None:
-    """Where Ray reads the cluster's token from, in Ray's order: RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names,
-    ~/.ray/auth_token; None when there is none. A file that cannot be read is refused here: Ray aborts the process
-    on it (exit 134, no sentence)."""
+    """Where Ray reads the token from, in Ray's order (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH's file, ~/.ray/auth_token);
+    None without one. A file that cannot be read is refused here: Ray aborts the process on it (exit 134)."""
     from pathlib import Path
 
     if os.environ.get("RAY_AUTH_TOKEN", "").strip():
@@ -175,11 +119,8 @@ def _token_source() -> str | None:
 
 
 def use_token() -> str | None:
-    """Token authentication for this driver, before Ray is imported (it reads RAY_AUTH_MODE then). Ray 2.59+ turns
-    it on for a cluster that `ray start` makes where a token exists (a local ray.init writes ~/.ray/auth_token), but
-    a driver given an address sends no token unless RAY_AUTH_MODE=token. So the token is sent whenever this machine
-    has one (a cluster without authentication ignores it); a RAY_AUTH_MODE set by the user is obeyed. Returns
-    where the token comes from, or None."""
+    """Send this machine's token, if it has one: a driver given an address sends none unless RAY_AUTH_MODE=token,
+    which Ray reads as it is imported. A RAY_AUTH_MODE set by the user is obeyed. Returns the token's source."""
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None and mode.strip().lower() != "token":
         return None  # disabled, or a mode of Ray's own (Kubernetes)
@@ -188,17 +129,12 @@ def use_token() -> str | None:
         raise UserError(f"RAY_AUTH_MODE is token, but this machine has no Ray token; {TOKEN_HELP}.")
     if source is not None and mode is None:
         os.environ["RAY_AUTH_MODE"] = "token"
-        if "ray" in sys.modules:  # imported earlier by this process: it reads its configuration again
-            config, loader = ray_private("Config"), ray_private("AuthenticationTokenLoader")
-            with contextlib.suppress(Exception):
-                config.initialize("")
-                loader.instance().reset_cache()
     return source
 
 
 def check_reachable(address: Address) -> None:
-    """A TCP connection to host:port, then a gRPC greeting: ray.init waits minutes where nothing listens, and
-    for ever where another service does (the dashboard's port, say)."""
+    """A TCP connection to host:port, then a gRPC greeting: ray.init waits minutes where nothing listens, and for
+    ever where another service does (the dashboard's port, say)."""
     if address.host is None:
         return
     try:
@@ -221,100 +157,84 @@ def check_reachable(address: Address) -> None:
         )
 
 
-@contextlib.contextmanager
-def _stderr_silenced():
-    """File descriptor 2 to /dev/null: Ray's C++ client logs each refused attempt there, before our one sentence."""
+def refused(address: Address, token: str | None, too_late: bool) -> str:
+    """The cluster refused this machine's token, or its lack of one (Ray's log said InvalidAuthToken)."""
+    mode = os.environ.get("RAY_AUTH_MODE", "token")
+    asks = f"the Ray cluster at {address} asks for a token (token authentication), and"
+    if mode.strip().lower() != "token":
+        why = f"RAY_AUTH_MODE={mode} here sends none; unset RAY_AUTH_MODE, or set it to token. To get the token,"
+    elif token is None:
+        why = "this machine has none;"
+    elif too_late:  # RAY_AUTH_MODE set by use_token after Ray was imported
+        why = "Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token before importing ray, or"
+    else:
+        return (
+            f"the Ray cluster at {address} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}."
+        )
+    return f"{asks} {why} {TOKEN_HELP}."
+
+
+def start_local(ray) -> None:
+    """A new local Ray for this ablation, never a cluster that another program left running (in the main thread:
+    Ray sets a SIGTERM handler for the processes it starts, and the command line's own is put back)."""
+    main = threading.current_thread() is threading.main_thread()
+    saved = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    except Exception as e:
+        raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
+    finally:
+        if saved is not None:
+            signal.signal(signal.SIGTERM, saved)
+
+
+def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
+    """ray.init to the address in a thread, under INIT_DEADLINE_S, with Ray's C++ log of each refused try captured
+    (read for InvalidAuthToken) rather than printed before our one sentence."""
+    outcome: list = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address.text, log_to_driver=False, logging_level=logging.ERROR)
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
     sys.stderr.flush()
     saved = os.dup(2)
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 2)
-        os.close(null)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def check_admitted(ray, address: Address, token: str | None) -> None:
-    """One call of Ray's own GCS client: a cluster that refuses this machine's token, or its lack of one, says so
-    in a second, where ray.init retries for 20 s and then blames the connection."""
-    if address.host is None or address.client:
-        return
-    refused = getattr(ray.exceptions, "AuthenticationError", None)
-    if refused is None:
-        return  # a Ray without token authentication
-    gcs_client = ray_private("GcsClient")
-    host = f"[{address.host}]" if ":" in address.host else address.host
-    try:
-        with _stderr_silenced():
-            gcs_client(address=f"{host}:{address.port}")
-    except refused:
-        mode = os.environ.get("RAY_AUTH_MODE", "token")
-        if mode.strip().lower() != "token":
-            raise UserError(
-                f"the Ray cluster at {address} asks for a token (token authentication), and RAY_AUTH_MODE={mode} here "
-                f"sends none; unset RAY_AUTH_MODE, or set it to token. To get the token, {TOKEN_HELP}."
-            ) from None
-        if token is None:
-            raise UserError(
-                f"the Ray cluster at {address} asks for a token (token authentication), and this machine has none; "
-                f"{TOKEN_HELP}."
-            ) from None
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            thread = threading.Thread(target=init, daemon=True)  # a thread: Ray leaves the signal handlers alone
+            thread.start()
+            thread.join(INIT_DEADLINE_S)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        said = log.read().decode(errors="replace")
+    if not outcome:
         raise UserError(
-            f"the Ray cluster at {address} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}."
-        ) from None
-    except Exception:
-        return  # anything else, ray.init says
-
-
-def _resolve_auto(ray, address: Address) -> Address:
-    """auto as the host:port it stands for, to be checked as any other; Ray's own lookup (its running cluster file,
-    then its GCS processes). Left to ray.init when that lookup is not there (another Ray version)."""
-    if address.text != "auto":
-        return address
-    lookup = ray_private("canonicalize_bootstrap_address")
-    try:
-        found = lookup("auto")
-    except Exception:
-        return address
-    if not found:
-        raise UserError(_no_local_cluster(address))
-    return replace(parse_address(found, address.source), text=f"auto, {found}")
-
-
-def _no_local_cluster(address: Address) -> str:
-    return (
-        f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
-        "and none is running; start one, or give the host:port of another."
-    )
-
-
-def connect_error(address: Address, e: BaseException) -> str:
-    """ray.init's error in one sentence, in modern-gpt's words (Ray's name its own --address flag)."""
-    line = _first_line(e)
+            f"Ray did not connect to the cluster at {address} within {INIT_DEADLINE_S} s; check that it runs and "
+            "that this machine can reach every port it uses."
+        )
+    if outcome[0] is None:
+        return
+    if "InvalidAuthToken" in said:
+        raise UserError(refused(address, token, too_late))
+    line = _first_line(outcome[0])
     if address.text == "auto" and "Could not find any running Ray instance" in line:
-        return _no_local_cluster(address)
+        raise UserError(
+            f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
+            "and none is running; start one, or give the host:port of another."
+        )
     line = line.replace("the `--address` flag", address.source).replace("`--address`", address.source)
-    return f"cannot connect to the Ray cluster at {address}: {line}."
-
-
-@contextlib.contextmanager
-def _signals_kept():
-    """ray.init installs its own SIGTERM handler (sys.exit); the command line's (stop like Ctrl-C) is put back."""
-    main = threading.current_thread() is threading.main_thread()
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    try:
-        yield
-    finally:
-        for s, handler in saved.items():
-            if handler is not None:
-                signal.signal(s, handler)
+    raise UserError(f"cannot connect to the Ray cluster at {address}: {line}.")
 
 
 class Ray(Cluster):
-    """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records;
-    no shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
+    """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records; no
+    shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
 
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
@@ -325,38 +245,26 @@ class Ray(Cluster):
         text = given.strip()
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
-        if "ray" not in sys.modules and (target is None or target.on_this_machine):
-            # A local Ray for this ablation listens on the loopback interface only (by default Ray takes the
-            # machine's network address), and a driver given 127.0.0.1 connects there (Ray would put the
-            # machine's network address in its place, where a loopback-only cluster does not answer). Ray reads
-            # this when it is imported, and its processes inherit it.
+        imported_before, mode_given = "ray" in sys.modules, "RAY_AUTH_MODE" in os.environ  # Ray reads it at import
+        if not imported_before and (target is None or target.on_this_machine):
+            # A local Ray listens on the loopback interface only, and a driver given 127.0.0.1 connects there (by
+            # default Ray takes the machine's network address). Ray reads this as it is imported.
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         token = None if target is None else use_token()
-        self.ray = ray = import_ray()
+        try:
+            import ray
+        except ImportError:
+            raise UserError(f"--executor ray needs Ray, which is not installed; install it with: {RAY_EXTRA}") from None
+        self.ray = ray
         self.options, self.threads = options, threads
         self.cpus = options.cpus_per_run if options.cpus_per_run is not None else threads
         self.gpus = options.gpus_per_run or 0
         self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
-        if self.connected:
-            with _signals_kept():
-                if self.address is None:  # a local Ray for this ablation, on the loopback interface only
-                    try:
-                        ray.init(
-                            address="local",  # a new one, never a cluster that another program left running
-                            include_dashboard=False,
-                            log_to_driver=False,
-                            logging_level=logging.ERROR,
-                        )
-                    except Exception as e:
-                        raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
-                else:
-                    resolved = _resolve_auto(ray, target)
-                    check_reachable(resolved)
-                    check_admitted(ray, resolved, token)
-                    try:
-                        ray.init(address=text, log_to_driver=False, logging_level=logging.ERROR)
-                    except Exception as e:
-                        raise UserError(connect_error(target, e)) from None
+        if self.connected and target is None:
+            start_local(ray)
+        elif self.connected:
+            check_reachable(target)
+            connect(ray, target, token, imported_before and not mode_given)
         self._corpus = self._corpus_ref = self._progress = None
         try:
             self._check_resources()
@@ -367,37 +275,27 @@ class Ray(Cluster):
     def _nodes(self) -> list[dict]:
         return [n for n in self.ray.nodes() if n.get("Alive")]
 
-    @property
-    def workers(self) -> int:
-        """Runs the cluster holds at once, by CPUs and GPUs (for the time estimate)."""
-
-        def holds(n: dict) -> int:
-            by_cpu = n["Resources"].get("CPU", 0) // max(self.cpus, 1e-9)
-            return int(min(by_cpu, n["Resources"].get("GPU", 0) // self.gpus) if self.gpus else by_cpu)
-
-        return max(1, sum(holds(n) for n in self._nodes()))
+    def _res(self) -> list[dict]:
+        return [n["Resources"] for n in self._nodes()]
 
     def at_once(self, pending: int) -> int:
-        return self.workers
+        """Runs the cluster holds at once, by CPUs and GPUs (for the time estimate)."""
+        fits = [(r.get("CPU", 0) // max(self.cpus, 1e-9), r.get("GPU", 0) // (self.gpus or 1e-9)) for r in self._res()]
+        return max(1, sum(int(min(cpus, gpus) if self.gpus else cpus) for cpus, gpus in fits))
 
     def device_name(self) -> str:
-        """What meta.json's device_name says on Ray: the workers' devices, not this machine's."""
-        kinds = sorted(
-            {k.split(":", 1)[1] for n in self._nodes() for k in n["Resources"] if k.startswith("accelerator_type:")}
+        """The workers' devices, not this machine's."""
+        kinds = sorted({k.split(":", 1)[1] for r in self._res() for k in r if k.startswith("accelerator_type:")})
+        return f"the Ray workers' {'GPUs' if self.gpus else 'CPUs'}" + (
+            f" ({', '.join(kinds)})" if self.gpus and kinds else ""
         )
-        what = "GPUs" if self.gpus else "CPUs"
-        return f"the Ray workers' {what}" + (f" ({', '.join(kinds)})" if self.gpus and kinds else "")
 
     def _check_resources(self) -> None:
         """A run that no node can hold would wait for ever: refuse it now."""
-        fits = [
-            n
-            for n in self._nodes()
-            if n["Resources"].get("CPU", 0) >= self.cpus and n["Resources"].get("GPU", 0) >= self.gpus
-        ]
-        if not fits:
-            cpus = max((n["Resources"].get("CPU", 0) for n in self._nodes()), default=0)
-            gpus = max((n["Resources"].get("GPU", 0) for n in self._nodes()), default=0)
+        nodes = self._res()
+        if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
+            cpus = max((r.get("CPU", 0) for r in nodes), default=0)
+            gpus = max((r.get("GPU", 0) for r in nodes), default=0)
             lower = "--cpus-per-run" if cpus < self.cpus else "--gpus-per-run (or leave it out to train on CPUs)"
             raise UserError(
                 f"no node of the Ray cluster has {self.cpus:g} CPU and {self.gpus:g} GPU for a run (its nodes have at "
@@ -409,54 +307,33 @@ class Ray(Cluster):
             {"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
             for n in self._nodes()
         ]
-        return {
-            "name": "ray",
-            "ray_version": self.ray.__version__,
-            "address": self.address or "local (started for this ablation)",
-            "cpus_per_run": self.cpus,
-            "gpus_per_run": self.gpus,
-            "max_retries": self.options.max_retries,
-            "nodes": nodes,
-            "resources": self.ray.cluster_resources(),
-        }
+        return dict(name="ray", ray_version=self.ray.__version__, address=self.address or "local (started for this ablation)",
+                    cpus_per_run=self.cpus, gpus_per_run=self.gpus, max_retries=self.options.max_retries, nodes=nodes,
+                    resources=self.ray.cluster_resources())  # fmt: skip
 
     def _corpus_in_store(self, corpus):
         if self._corpus is not corpus:
-            import numpy as np  # plain arrays (not memory maps): the workers read them from the object store
-
-            plain = replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))
-            self._corpus, self._corpus_ref = corpus, self.ray.put(plain)
+            self._corpus, self._corpus_ref = corpus, self.ray.put(plain(corpus))
         return self._corpus_ref
 
-    def _progress_actor(self):
-        if self._progress is None:
-            self._progress = self.ray.remote(num_cpus=0)(ProgressBuffer).remote()
-        return self._progress
-
-    def _drain(self, on_step) -> None:
-        if not self._progress:
-            return
+    def _drain(self, on_step) -> None:  # the runs' latest steps
         try:
-            steps = self.ray.get(self._progress.drain.remote(), timeout=5)
+            for step in self.ray.get(self._progress.drain.remote(), timeout=5) if self._progress else ():
+                on_step(*step)
         except self.ray.exceptions.RayError:  # its node died: the display goes on without step updates
             self._progress = False
-            return
-        for step in steps:
-            on_step(*step)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ray = self.ray
-        corpus_ref, progress = self._corpus_in_store(corpus), self._progress_actor() or None
-        task = ray.remote(_ray_task)
-        resources = {"num_cpus": self.cpus, "num_gpus": self.gpus, "max_retries": self.options.max_retries}
-        order = {}
-        for i, job in enumerate(jobs):
-            name = f"modern-gpt row {job.row} seed {job.seed}"
-            order[
-                task.options(**resources, retry_exceptions=False, name=name).remote(
-                    job, corpus_ref, progress, self.gpus
-                )
-            ] = i
+        corpus_ref = self._corpus_in_store(corpus)
+        if self._progress is None:
+            self._progress = ray.remote(num_cpus=0)(ProgressBuffer).remote()
+        task, each = ray.remote(_ray_task), {"num_cpus": self.cpus, "num_gpus": self.gpus, "retry_exceptions": False}
+        order = {
+            task.options(**each, max_retries=self.options.max_retries, name=f"modern-gpt row {job.row} seed {job.seed}")
+            .remote(job, corpus_ref, self._progress or None, self.gpus): i
+            for i, job in enumerate(jobs)
+        }  # fmt: skip
         pending = list(order)
         try:
             while pending:
@@ -468,9 +345,8 @@ class Ray(Cluster):
                 for ref in sorted(done, key=order.get):
                     on_record(self._record(ref, jobs[order[ref]], corpus))
         except BaseException:
-            # Ctrl-C, SIGTERM or a failed run: nothing more trains. Runs that have finished meanwhile are not
-            # cancelled: Ray's driver can abort when a cancel races a task's reply (a RAY_CHECK in its task
-            # manager, ray-project/ray#54798 for a sibling), and that window is the finishing task's.
+            # Nothing more trains. Runs finished meanwhile are not cancelled: a cancel that races a task's reply can
+            # abort Ray's driver (ray-project/ray#54798 for a sibling).
             with contextlib.suppress(Exception):
                 _, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
             for ref in pending:
@@ -496,8 +372,7 @@ class Ray(Cluster):
     def close(self) -> None:
         if self.connected and self.ray.is_initialized():
             self.connected = False
-            with _signals_kept():
-                self.ray.shutdown()
+            self.ray.shutdown()
 
 
 def _first_line(e: BaseException) -> str:
