@@ -166,6 +166,8 @@ def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> di
         peak_flops=nan,
         peak="",  # a string, as RUN_SCHEMA reads it: None made the failed run's file foreign to its own folder
         curve=[],
+        metrics={},  # runs.csv gives its further columns NaN
+        metric_notes={},
     )
     return record
 
