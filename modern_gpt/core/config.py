@@ -416,7 +416,7 @@ def check_eval_data(specs: tuple[str, ...]) -> None:
     seen = set()
     for spec in specs:
         name, sep, path = spec.partition("=") if isinstance(spec, str) else ("", "", "")
-        if not sep or not path:
+        if not sep or not path or not name:
             raise ConfigError(f"--eval-data {spec!r} must be NAME=PATH, for example code=src.jsonl.")
         if not (name[:1].isascii() and name[:1].isalpha() and name.replace("_", "").isalnum() and name.isascii()):
             raise ConfigError(f"--eval-data {spec}: the name {name!r} must be {EVAL_NAME} (it names columns).")
