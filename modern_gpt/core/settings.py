@@ -183,7 +183,7 @@ def check_value(setting: Setting, value, where: str):
     if value is None and setting.optional:
         return None
     if setting.is_list:  # a list of strings in TOML, e.g. track = ["mlflow"]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise UserError(f"{where}: {setting.key} must be a list of strings, got {value!r}.")
         return tuple(value)
     t = setting.type
