@@ -253,3 +253,31 @@ def test_a_failed_run_has_nan_metrics(two_sets):
 def test_replace_keeps_the_sets_on_the_config():
     cfg = DataConfig(eval_data=["code=a.txt"])
     assert cfg.eval_data == ("code=a.txt",) and replace(cfg, val_fraction=0.2).eval_sets == [("code", "a.txt")]
+
+
+# --- token files ------------------------------------------------------------------------------------------------
+def _ids(n: int, top: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, top, n).astype(np.uint16)
+
+
+def test_token_file_sets_go_with_a_token_file_corpus_and_are_checked(tmp_path):
+    _ids(6_000, 200, 0).tofile(tmp_path / "train.bin")
+    _ids(900, 200, 1).tofile(tmp_path / "other.bin")
+    _ids(900, 300, 2).tofile(tmp_path / "wide.bin")
+    shutil.copy(tmp_path / "train.bin", tmp_path / "copy.bin")
+    (tmp_path / "text.txt").write_text("some text\n" * 50)
+    base = DataConfig(path=str(tmp_path / "train.bin"), cache_dir=str(tmp_path / "cache"), vocab_size=256)
+    corpus = load_corpus(replace(base, eval_data=(f"other={tmp_path / 'other.bin'}",)))
+    other = corpus.evals[0]
+    assert np.array_equal(other.ids[:], _ids(900, 200, 1)) and other.chars == 900  # no tokenizer file: tokens
+    run, _ = train_run(MODEL, corpus, TRAIN, seed=0)
+    assert math.isfinite(run.metrics["other_loss"]) and math.isnan(run.metrics["other_bpb"])  # no bytes known
+    for given, message in [
+        (f"w={tmp_path / 'wide.bin'}", "at or past the corpus's vocabulary of 256 ids"),
+        (f"c={tmp_path / 'copy.bin'}", "same as the corpus's own data"),
+        (f"t={tmp_path / 'text.txt'}", "no tokenizer file to read it with"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            load_corpus(replace(base, eval_data=(given,)))
+    with pytest.raises(UserError, match="whose ids no file can hold"):  # token ids beside a char tokenizer
+        load_corpus(DataConfig(cache_dir=str(tmp_path / "cache"), eval_data=(f"o={tmp_path / 'other.bin'}",)))

@@ -41,6 +41,7 @@ class EvalSet:
     chars: int  # characters of its text; its tokens when they are ids with no tokenizer file
     lost: int = 0  # characters the tokenizer does not give back (tokenizing.lost_chars)
     sha256: str = ""  # its files' contents
+    file_sha256: tuple = ()  # each token file's (tokens.scan's), for the check against the corpus's own files
 
     @property
     def lossless(self) -> bool:
@@ -107,7 +108,7 @@ def _check_not_corpus(got: EvalSet, files: list[Path], corpus) -> None:
     known = set((corpus.hashes.get("files") or {}).values()) | {corpus.hashes.get("text_sha256")}
     for f in files:
         if file_format(f.name) == "tokens":  # token files are known by their scan's sha256
-            same = got.sha256 in known and len(files) == 1
+            same = bool(set(got.file_sha256) & known)
         else:
             same = bool(set(_file_sha(f)) & known)
         if same:
@@ -177,5 +178,6 @@ def _token_set(name: str, path: str, files: list[Path], corpus, folder: Path) ->
         )
     span = TokenSpan(found)
     chars = len(span) if corpus.tokenizer.kind == "ids" else _decoded_chars(corpus.tokenizer, span)
-    digest = scans[0]["sha256"] if len(scans) == 1 else hashlib.sha256("".join(s["sha256"] for s in scans).encode())
-    return EvalSet(name, path, span, chars, 0, digest if isinstance(digest, str) else digest.hexdigest())
+    each = tuple(s["sha256"] for s in scans)
+    digest = each[0] if len(each) == 1 else hashlib.sha256("".join(each).encode()).hexdigest()
+    return EvalSet(name, path, span, chars, 0, digest, each)
