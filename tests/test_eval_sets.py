@@ -19,7 +19,7 @@ import pytest
 
 from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
 from modern_gpt.core.errors import UserError
-from modern_gpt.core.settings import read_toml, resolve
+from modern_gpt.core.settings import ALL, check_value, read_toml, resolve
 from modern_gpt.data.corpus import load_corpus
 from modern_gpt.data.tokenizing import BPETokenizer, ByteTokenizer, CharTokenizer, token_bytes
 from modern_gpt.run import evaluation
@@ -140,6 +140,7 @@ def test_the_toml_forms_a_table_or_a_list_are_relative_to_the_file(tmp_path):
     assert settings.data.eval_sets[0] == ("code", str(tmp_path / "sets/code.txt"))
     assert settings.to_dict()["data"]["eval_data"] == list(settings.data.eval_data)
     assert "eval_data" not in resolve(None, True, {}).to_dict()["data"]  # unset: hashed as before the flag
+    assert check_value(ALL["data.eval_data"], {"code": "c.txt"}, "api") == ("code=c.txt",)  # a Python dict too
 
 
 # --- bad input on the command line: one sentence, exit 2, before training ---------------------------------------
@@ -171,7 +172,9 @@ def test_a_set_identical_to_the_training_data_is_refused_wherever_it_lies(run, t
 
 
 def test_a_missing_set_is_one_sentence(run, tmp_path):
-    assert_user_error(run(*ABLATE, "--eval-data", f"gone={tmp_path / 'gone.txt'}"), "does not exist")
+    assert_user_error(
+        run(*ABLATE, "--eval-data", f"gone={tmp_path / 'gone.txt'}"), "--eval-data gone: ", "does not exist"
+    )
 
 
 # --- the ablation: columns, determinism, the wall, the lossy footnote -------------------------------------------

@@ -182,6 +182,8 @@ def check_value(setting: Setting, value, where: str):
     one sentence naming where, the key and the value when it is not."""
     if value is None and setting.optional:
         return None
+    if setting.key == "data.eval_data" and isinstance(value, dict):  # [data.eval_data] code = "code.jsonl"
+        value = [f"{k}={v}" if isinstance(v, str) else v for k, v in value.items()]  # (or a Python dict)
     if setting.is_list:  # a list of strings in TOML, e.g. track = ["mlflow"]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise UserError(f"{where}: {setting.key} must be a list of strings, got {value!r}.")
@@ -221,8 +223,6 @@ def read_toml(path: Path) -> dict[str, object]:
             raise UserError(f"{path}: unknown section [{section}]; the sections are {', '.join(TABLES)}.")
         for name, value in table.items():
             key = f"{section}.{name}"
-            if key == "data.eval_data" and isinstance(value, dict):  # [data.eval_data] code = "code.jsonl"
-                value = [f"{k}={v}" if isinstance(v, str) else v for k, v in value.items()]
             if key not in keys:
                 known = [s.name for s in keys.values() if s.section == section]
                 hint = did_you_mean(name, known, f"; the keys of [{section}] are {', '.join(known)}.", repr)

@@ -79,7 +79,10 @@ def load_eval_sets(cfg: DataConfig, corpus, folder: Path) -> tuple[EvalSet, ...]
     against the corpus's own files."""
     out = []
     for name, path in cfg.eval_sets:
-        files = set_files(path)
+        try:
+            files = set_files(path)
+        except DataError as e:  # the data path's own sentence, naming the set
+            raise DataError(f"--eval-data {name}: {e}") from None
         kinds = {file_format(f.name) == "tokens" for f in files}
         if len(kinds) > 1:
             raise DataError(f"--eval-data {name}={path} mixes token files (.bin, .npy) with text; give one kind.")
