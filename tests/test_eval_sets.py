@@ -23,7 +23,7 @@ from modern_gpt.core.settings import ALL, check_value, read_toml, resolve
 from modern_gpt.data.corpus import load_corpus
 from modern_gpt.data.tokenizing import BPETokenizer, ByteTokenizer, CharTokenizer, token_bytes
 from modern_gpt.run import evaluation
-from modern_gpt.run.train import train_run
+from modern_gpt.run.train import EvalWindows, train_run
 
 from .clihelp import CLASSIC_ROPE, tiny, user_error
 from .errhelp import assert_user_error
@@ -284,3 +284,34 @@ def test_token_file_sets_go_with_a_token_file_corpus_and_are_checked(tmp_path):
             load_corpus(replace(base, eval_data=(given,)))
     with pytest.raises(UserError, match="whose ids no file can hold"):  # token ids beside a char tokenizer
         load_corpus(DataConfig(cache_dir=str(tmp_path / "cache"), eval_data=(f"o={tmp_path / 'other.bin'}",)))
+
+
+def test_every_variant_and_seed_is_measured_on_the_same_set_tokens(with_sets, monkeypatch):
+    from modern_gpt.model import gpt as model_module
+
+    seen, forward = [], model_module.GPT.forward
+
+    def recording(self, idx, targets=None, cache=None):
+        if not self.training:
+            seen.append(idx.clone())
+        return forward(self, idx, targets, cache)
+
+    monkeypatch.setattr(model_module.GPT, "forward", recording)
+    inputs = []
+    for components, seed in [((), 0), (("rope", "swiglu"), 1)]:
+        seen.clear()
+        train_run(MODEL.with_components(components), with_sets, TRAIN, seed=seed)
+        inputs.append([x for x in seen if x.shape[1] == MODEL.context])  # the 2x windows: RoPE's alone
+    a, b = inputs
+    assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    w = EvalWindows.of(with_sets, MODEL.context, TRAIN)  # one curve point, then the final pass with the sets'
+    expected = len(w.train) + len(w.val) + len(w.val_final) + len(w.train_final) + sum(len(o) for o in w.sets)
+    assert sum(len(x) for x in a) == expected and all(len(o) for o in w.sets)
+
+
+def test_ctx2x_on_a_validation_split_shorter_than_one_long_window_is_nan_with_a_note(tmp_path):
+    (tmp_path / "val.txt").write_text("To be, or not to be: that is\n")  # 29 characters: one window of 16, not of 32
+    corpus = load_corpus(DataConfig(cache_dir=str(tmp_path / "cache"), val_data=str(tmp_path / "val.txt")))
+    run, _ = train_run(MODEL.with_components(("rope",)), corpus, TRAIN, seed=0)
+    assert math.isnan(run.metrics["ctx2x_loss"]) and run.metric_notes["ctx2x_loss"].startswith("short:")
+    assert math.isfinite(run.val_loss)
