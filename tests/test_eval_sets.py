@@ -315,3 +315,11 @@ def test_ctx2x_on_a_validation_split_shorter_than_one_long_window_is_nan_with_a_
     run, _ = train_run(MODEL.with_components(("rope",)), corpus, TRAIN, seed=0)
     assert math.isnan(run.metrics["ctx2x_loss"]) and run.metric_notes["ctx2x_loss"].startswith("short:")
     assert math.isfinite(run.val_loss)
+
+
+def test_the_sets_change_no_bit_of_val_and_train_loss(with_sets, corpus):
+    model = MODEL.with_components(("rope",))
+    alone, _ = train_run(model, corpus, TRAIN, seed=4)
+    both, _ = train_run(model, with_sets, TRAIN, seed=4)
+    assert (alone.val_loss, alone.train_loss, alone.curve) == (both.val_loss, both.train_loss, both.curve)
+    assert {k: both.metrics[k] for k in evaluation.PROBES} == alone.metrics

@@ -96,7 +96,7 @@ class RunResult:
     # final_eval, other (the rest: progress updates), in seconds; started: the run's start as Unix time, so that
     # a reader can place runs against each other and the ablation's wall (bench/bench_limit.py)
     timing: dict = field(default_factory=dict)
-    # The further metrics of the final evaluation (evaluation.metrics), each lower-is-better: val_bpb, ctx2x_loss,
+    # The further metrics of the final evaluation (run/evaluation.py), each lower-is-better: val_bpb, ctx2x_loss,
     # icl_gain, and NAME_loss and NAME_bpb for each --eval-data set; NaN where a run cannot give one, and then
     # metric_notes says why under the metric's name (a learned position table's wall, a lossy set)
     metrics: dict = field(default_factory=dict)
