@@ -18,6 +18,7 @@ from modern_gpt.core.components import COMPONENTS
 from modern_gpt.core.config import ModelConfig, non_embedding_params, param_counts
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import resolve
+from modern_gpt.run.evaluation import PROBES
 from modern_gpt.verdict.design import SUMMARY_COLUMNS
 from modern_gpt.verdict.stats import boundary, mde
 
@@ -145,7 +146,9 @@ def test_the_smoke_ablation_writes_the_four_files(smoke):
     for name in ("runs.csv", "curves.csv", "summary.csv", "meta.json"):
         assert (folder / name).is_file(), name
     runs, curves, summary = (pd.read_csv(folder / f) for f in ("runs.csv", "curves.csv", "summary.csv"))
-    assert list(runs.columns) == RUN_COLUMNS and len(runs) == 3 * (len(COMPONENTS) + 2)
+    at = RUN_COLUMNS.index("val_ppl") + 1  # the further metrics (run/evaluation.py) come after val_ppl
+    assert list(runs.columns) == RUN_COLUMNS[:at] + list(PROBES) + RUN_COLUMNS[at:]
+    assert len(runs) == 3 * (len(COMPONENTS) + 2)
     assert list(curves.columns) == CURVE_COLUMNS and set(curves.step) == {30, 60}
     assert list(summary.columns) == SUMMARY_COLUMNS and list(summary.variant) == ["classic", "classic (placebo)"] + [
         f"+{c}" for c in COMPONENTS

@@ -55,6 +55,11 @@ def test_variants_with_the_same_seed_see_the_same_batches_and_windows(corpus, mo
         seen.clear()
         train_run(MODEL.with_components(components), corpus, TRAIN, seed=2)
         runs[components] = list(seen)
+    # ctx2x_loss's windows of twice the context: the RoPE rows alone run there, on the same tokens
+    long = {k: [x for _, x in v if x.shape[1] == 2 * MODEL.context] for k, v in runs.items()}
+    runs = {k: [(t, x) for t, x in v if x.shape[1] <= MODEL.context] for k, v in runs.items()}
+    assert not long[()] and long[COMPONENTS]
+    assert all(torch.equal(a, b) for a, b in zip(long[COMPONENTS], long[("rope", "swiglu")], strict=True))
     first, *others = runs.values()
     n_train = sum(1 for training, _ in first if training)
     assert n_train == TRAIN.steps

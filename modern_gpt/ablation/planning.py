@@ -608,7 +608,7 @@ def check_read(settings: Settings, models: list[tuple[str, ...]], plan: bool = F
         )
 
 
-OPTIONAL = ("data.val_data",)  # saved only when set (Settings.to_dict): a folder without it has none
+OPTIONAL = ("data.val_data", "data.eval_data")  # saved only when set (Settings.to_dict): a folder without it has none
 
 
 def _token_data(settings: Settings) -> bool:

@@ -109,9 +109,24 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     summary = summarize(design, runs)
     duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
     notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
-    notes += _retry_note(results, all_runs) + _missing_note(results)
+    notes += _retry_note(results, all_runs) + _missing_note(results) + lossy_sets(meta.get("corpus"))
     notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
     return Report(spec, design, summary, notes, duel_info, scan, runs)
+
+
+def lossy_sets(corpus) -> list[str]:
+    """A footnote per --eval-data set that the tokenizer does not give back whole (meta.json's corpus.eval_sets)."""
+    sets = corpus.get("eval_sets") if isinstance(corpus, dict) else None
+    out = []
+    for name, facts in (sets or {}).items() if isinstance(sets, dict) else ():
+        lost, chars = (facts.get(k) if isinstance(facts, dict) else None for k in ("lost_chars", "chars"))
+        if isinstance(lost, int) and lost > 0 and isinstance(chars, int) and chars > 0:
+            out.append(
+                f"Lossy evaluation set: the tokenizer does not give back {lost:,} of the {chars:,} characters of "
+                f"{name} ({100 * lost / chars:.2g}%), so {name}_loss and {name}_bpb count only what it keeps and "
+                "compare with no other tokenizer's."
+            )
+    return out
 
 
 def _missing_note(results: ResultsDir) -> list[str]:

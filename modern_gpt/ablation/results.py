@@ -139,7 +139,32 @@ RUN_SCHEMA = {  # written by running.execute: train.RunResult and the run's iden
     "peak_flops?": NUMBER,
     "peak?": str,
     "vocab_size?": int,  # the tokenizer's: what the trackers log as model.vocab_size
+    "metrics?": (dict, None),  # train.RunResult.metrics: runs.csv's further columns (metric_columns); older runs: none
+    "metric_notes?": (dict, None),
 }
+METRICS_AFTER = "val_ppl"  # runs.csv's further metric columns come after this one
+
+
+def metric_columns(records: list[dict]) -> list[str]:
+    """The further metrics the runs hold (train.RunResult.metrics: val_bpb, ctx2x_loss, icl_gain, NAME_loss and
+    NAME_bpb per --eval-data set), in the order the first run that has each gives them; none for older folders."""
+    out: dict[str, None] = {}
+    for r in records:
+        got = r.get("metrics")
+        if isinstance(got, dict):
+            out.update((k, None) for k in got if isinstance(k, str) and k not in RUN_COLUMNS)
+    return list(out)
+
+
+def _metrics(record: dict, names: list[str]) -> dict:
+    """A run's further metrics as numbers; NaN for one it lacks (a failed run's, an older run's) or that is no
+    number in a hand-edited file."""
+    got = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    number = (int, float)
+    return {
+        k: float(got[k]) if isinstance(got.get(k), number) and not isinstance(got.get(k), bool) else float("nan")
+        for k in names
+    }
 
 
 def settings_hash(settings: dict, data_key: str) -> str:
@@ -277,8 +302,11 @@ class Scan:
         """runs.csv as a frame: what is written (runs() is what the table reads)."""
         import pandas as pd
 
-        rows = [{**{c: r.get(c) for c in RUN_COLUMNS}, **self._marks(r)} for r in self._ordered()]
-        return pd.DataFrame(rows, columns=RUN_COLUMNS)
+        records = self._ordered()
+        extra = metric_columns(records)
+        rows = [{**{c: r.get(c) for c in RUN_COLUMNS}, **self._marks(r), **_metrics(r, extra)} for r in records]
+        at = RUN_COLUMNS.index(METRICS_AFTER) + 1
+        return pd.DataFrame(rows, columns=RUN_COLUMNS[:at] + extra + RUN_COLUMNS[at:])
 
     def curves_frame(self) -> pd.DataFrame:
         """curves.csv as a frame: what is written (curves() is what the plot reads)."""

@@ -166,6 +166,8 @@ def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> di
         peak_flops=nan,
         peak="",  # a string, as RUN_SCHEMA reads it: None made the failed run's file foreign to its own folder
         curve=[],
+        metrics={},  # runs.csv gives its further columns NaN
+        metric_notes={},
     )
     return record
 
@@ -252,6 +254,7 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
         raise UserError(
             f"{folder}: {what} changed since the ablation started; put back the original, or start a new one."
         )
+    _check_eval_sets(folder, meta.get("corpus"), corpus)
     _device(spec, options)
     meta["resumed"] = [*meta.get("resumed", []), now()]
     meta["loaded_plugins"] = loaded_plugins(meta.get("loaded_plugins"))
@@ -261,6 +264,19 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
     meta["threads"] = ablation.run_threads()
     meta["executor"] = ablation.executor.info()
     return ablation
+
+
+def _check_eval_sets(folder: Path, kept, corpus: Corpus) -> None:
+    """An --eval-data set whose contents changed since the ablation started is refused, as the corpus is: its
+    runs would be measured on two sets under one name."""
+    was = (kept or {}).get("eval_sets") if isinstance(kept, dict) else None
+    for s in corpus.evals:
+        before = was.get(s.name) if isinstance(was, dict) else None
+        if isinstance(before, dict) and before.get("sha256") != s.sha256:
+            raise UserError(
+                f"{folder}: the evaluation set {s.name} ({s.path}) changed since the ablation started; put back the "
+                "original, or start a new one."
+            )
 
 
 def loaded_plugins(recorded) -> list[dict]:

@@ -28,6 +28,7 @@ METAVARS = {
     f"{ABLATION}.mlflow_uri": "URI",
     "train.compile": "auto|on|off",
     "data.path": "PATH|NAME",
+    "data.eval_data": "NAME=PATH",
 }
 
 

@@ -108,6 +108,7 @@ def train_table(result, components, corpus_name: str, seed: int, windows: dict |
         ("val loss (nats/token)", f"{result.val_loss:.4f}"),
         ("val bits/char", f"{result.val_bpc:.4f}"),
         ("val perplexity", f"{result.val_ppl:.2f}"),
+        *metric_rows(result),
         (best_label(windows, "step"), f"{result.best_val_loss:.4f} ({result.best_step})"),
         ("epochs of the training split", f"{result.epochs:.2f}"),
         ("tokens/s", f"{result.tokens_per_s:,.0f}"),
@@ -117,6 +118,24 @@ def train_table(result, components, corpus_name: str, seed: int, windows: dict |
     for row in rows:
         table.add_row(*row)
     return table
+
+
+METRIC_LABELS = {
+    "val_bpb": "val bits/byte",
+    "ctx2x_loss": "val loss at 2x the context",
+    "icl_gain": "in-context gain (late - early loss)",
+}
+
+
+def metric_rows(result) -> list[tuple[str, str]]:
+    """The run's further metrics (run/evaluation.py), each with its note's first word where it has none (wall)."""
+    rows = []
+    for name, value in (result.metrics or {}).items():
+        what = METRIC_LABELS.get(name) or name.replace("_bpb", " bits/byte").replace("_loss", " loss (nats/token)")
+        note = (result.metric_notes or {}).get(name, "")
+        shown = f"{value:.4f}" if value == value else (note.split(":")[0] or "n/a")
+        rows.append((what, shown + (" (lossy)" if note and value == value else "")))
+    return rows
 
 
 def train_windows(result, settings) -> dict:

@@ -365,9 +365,20 @@ class DataConfig:
         "the fixed evaluation set, PATH or PATH:TOKENS (text or token ids; its first TOKENS), instead of --val-fraction",
     )
     cache_dir: str = setting("", "token cache folder (unset: ~/.cache/modern-gpt, or $MODERN_GPT_CACHE)")
+    eval_data: tuple[str, ...] | None = setting(  # made a tuple by validate: () when unset
+        None,
+        "an extra evaluation set NAME=PATH, read as --data reads (text, token ids, a folder: its validation "
+        "files if it has some), tokenized with the run's tokenizer; each gives NAME_loss and NAME_bpb (bits per "
+        "byte); repeat for more",
+    )
 
     def __post_init__(self) -> None:
         self.validate()
+
+    @property
+    def eval_sets(self) -> list[tuple[str, str]]:
+        """--eval-data's (NAME, PATH) pairs, in the order given."""
+        return [tuple(spec.split("=", 1)) for spec in self.eval_data]
 
     @property
     def tokenizer_file(self) -> Path | None:
@@ -391,6 +402,29 @@ class DataConfig:
             raise ConfigError(f"vocab_size must be 0 or more, got {self.vocab_size}.")
         if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= 1_000_000:
             raise ConfigError(f"a bpe vocab_size must be between 257 and 1000000, got {self.vocab_size}.")
+        self.eval_data = tuple(self.eval_data or ())
+        check_eval_data(self.eval_data)
+
+
+# Column names the runs already hold: an evaluation set's NAME_loss or NAME_bpb may not take one of them
+TAKEN_METRICS = ("train", "val", "best_val", "ctx2x")
+EVAL_NAME = "a letter, then letters, digits or _"
+
+
+def check_eval_data(specs: tuple[str, ...]) -> None:
+    """Each --eval-data is NAME=PATH, NAME a short identifier (it names columns), no NAME twice."""
+    seen = set()
+    for spec in specs:
+        name, sep, path = spec.partition("=") if isinstance(spec, str) else ("", "", "")
+        if not sep or not path or not name:
+            raise ConfigError(f"--eval-data {spec!r} must be NAME=PATH, for example code=src.jsonl.")
+        if not (name[:1].isascii() and name[:1].isalpha() and name.replace("_", "").isalnum() and name.isascii()):
+            raise ConfigError(f"--eval-data {spec}: the name {name!r} must be {EVAL_NAME} (it names columns).")
+        if name.lower() in TAKEN_METRICS:
+            raise ConfigError(f"--eval-data {spec}: the name {name!r} is taken by a column the runs hold; rename it.")
+        if name.lower() in seen:
+            raise ConfigError(f"--eval-data names two sets {name!r}; give each set its own name.")
+        seen.add(name.lower())
 
 
 # ---------------------------------------------------------------------------

@@ -182,8 +182,10 @@ def check_value(setting: Setting, value, where: str):
     one sentence naming where, the key and the value when it is not."""
     if value is None and setting.optional:
         return None
+    if setting.key == "data.eval_data" and isinstance(value, dict):  # [data.eval_data] code = "code.jsonl"
+        value = [f"{k}={v}" if isinstance(v, str) else v for k, v in value.items()]  # (or a Python dict)
     if setting.is_list:  # a list of strings in TOML, e.g. track = ["mlflow"]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise UserError(f"{where}: {setting.key} must be a list of strings, got {value!r}.")
         return tuple(value)
     t = setting.type
@@ -229,10 +231,20 @@ def read_toml(path: Path) -> dict[str, object]:
     given = out.get("data.path")
     if isinstance(given, str) and given and not (given == BUILT_IN_CORPUS and not (path.parent / given).exists()):
         out["data.path"] = str((path.parent / given).expanduser())  # relative to the file
+    sets = out.get("data.eval_data")
+    if sets:  # each PATH relative to the file, as data.path
+        out["data.eval_data"] = tuple(_eval_relative(path, spec) for spec in sets)
     tokenizer = out.get("data.tokenizer")
     if isinstance(tokenizer, str) and ("/" in tokenizer or tokenizer.endswith(".json")):
         out["data.tokenizer"] = str((path.parent / tokenizer).expanduser())  # a tokenizer.json: relative to the file
     return out
+
+
+def _eval_relative(path: Path, spec: str) -> str:
+    name, sep, given = spec.partition("=")
+    if not sep or not given or (given == BUILT_IN_CORPUS and not (path.parent / given).exists()):
+        return spec  # DataConfig names what is wrong; the built-in corpus stays a name
+    return f"{name}={(path.parent / given).expanduser()}"
 
 
 # ---------------------------------------------------------------------------
@@ -250,6 +262,10 @@ class Settings:
         data = vars(self.data).copy()
         if not data["val_data"]:  # no pinned evaluation set: saved (and hashed) as before --val-data existed
             del data["val_data"]
+        if data["eval_data"]:  # a list in JSON
+            data["eval_data"] = list(data["eval_data"])
+        else:  # no extra evaluation set: saved (and hashed) as before --eval-data existed
+            del data["eval_data"]
         return {"model": self.model.to_dict(), "train": vars(self.train).copy(), "data": data}
 
 
@@ -282,6 +298,9 @@ def resolve_values(file: dict[str, object], overrides: dict[str, object]) -> Set
     if data.path and not built_in(data.path):  # absolute, so that a checkpoint or a resumed ablation finds it
         # realpath, not Path.resolve: a symbolic link loop stays a path, and corpus_files names it in one sentence
         data = replace(data, path=os.path.realpath(os.path.expanduser(data.path)))
+    if data.eval_data:  # absolute too, each built-in name aside
+        sets = [(n, p if built_in(p) else os.path.realpath(os.path.expanduser(p))) for n, p in data.eval_sets]
+        data = replace(data, eval_data=tuple(f"{n}={p}" for n, p in sets))
     if data.tokenizer_file is not None and data.tokenizer_file.is_file():  # a pretrained tokenizer.json: absolute too
         data = replace(data, tokenizer=str(data.tokenizer_file.resolve()))
     return Settings(model, train, data, tuple(values), tuple(k for k, v in overrides.items() if v is not None))

@@ -28,6 +28,7 @@ from ..core.files import not_regular, write_json
 from . import cache, formats, tokens
 from .cache import CACHE_FORMAT, key_settings
 from .errors import DataError
+from .evalsets import EvalSet, load_eval_sets
 from .formats import Layout
 from .text import (  # noqa: F401  (the names callers import from here)
     FILE_KINDS,
@@ -54,6 +55,7 @@ from .tokenizing import (  # noqa: F401
     _decoded_chars,
     lost_chars,
     read_tokenizer_file,
+    token_bytes,
     tokenizer_from_json,
     train_tokenizer,
 )
@@ -90,9 +92,11 @@ class Corpus:
     # Where train and val lie on disk (TokenSpans): a pickled corpus (a --jobs worker's) carries these in place of
     # the memory maps, and the worker opens the same files by path; no token crosses the pipe.
     spans: tuple | None = field(default=None, repr=False, compare=False)
+    evals: tuple[EvalSet, ...] = ()  # --eval-data's sets: each a TokenSpan, sent by path as the spans are
 
     def __getstate__(self):
         state = self.__dict__.copy()
+        state.pop("_bytes", None)  # token_bytes: recomputed where it is used
         if self.spans is not None:
             for name, span in zip(("train", "val"), self.spans, strict=True):
                 if isinstance(state[name], (np.memmap, TokenSpan)):  # np.asarray(...) copies are sent as they are
@@ -114,9 +118,16 @@ class Corpus:
         """Whether the tokenizer gives back the validation text exactly: only then do bits/char compare."""
         return self.val_lost == 0
 
+    def token_bytes(self) -> np.ndarray | None:
+        """Each token id's length in bytes (tokenizing.token_bytes), computed once per process."""
+        if "_bytes" not in self.__dict__:
+            self.__dict__["_bytes"] = token_bytes(self.tokenizer)
+        return self.__dict__["_bytes"]
+
     def facts(self) -> dict:
         """What a results folder keeps of its corpus (meta.json's "corpus")."""
-        return {"val_chars": self.val_chars, "val_lost_chars": self.val_lost, **self.hashes}
+        sets = {"eval_sets": {s.name: s.facts() for s in self.evals}} if self.evals else {}
+        return {"val_chars": self.val_chars, "val_lost_chars": self.val_lost, **self.hashes, **sets}
 
 
 def bits_per_char(loss: float, tokens_per_char: float) -> float:
@@ -184,10 +195,20 @@ def _files_changed(was: dict | None, now: dict) -> str:
 
 def load_corpus(cfg: DataConfig) -> Corpus:
     """Read, split and tokenize the corpus, or memory-map it from the token cache when it was done before; token
-    files are memory-mapped where they lie."""
+    files are memory-mapped where they lie. --eval-data's sets come with it, tokenized by its tokenizer."""
     cfg.validate()
-    src = sources(cfg)
     folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
+    corpus = _load_corpus(cfg, folder)
+    if cfg.eval_data:
+        corpus.evals = load_eval_sets(cfg, corpus, folder)
+        for s in corpus.evals:
+            if not s.lossless:
+                _notes(s.lossy_note() + ".")
+    return corpus
+
+
+def _load_corpus(cfg: DataConfig, folder: Path) -> Corpus:
+    src = sources(cfg)
     if src.tokens:
         return _token_corpus(cfg, src, folder)
     name = src.name
@@ -434,6 +455,12 @@ def check_length(corpus: Corpus, context: int) -> None:
             raise DataError(
                 f"the corpus is too short for context {context}: its {split} split has {len(ids)} tokens "
                 f"and needs at least {need}; use a longer text, a smaller --context or a {fix} --val-fraction."
+            )
+    for s in corpus.evals:
+        if len(s.ids) < need:
+            raise DataError(
+                f"the evaluation set {s.name} ({s.path}) gives {len(s.ids)} tokens, fewer than one window of "
+                f"--context {context} needs ({need}); give a longer set or a smaller --context."
             )
     ids = corpus.train[:]  # an array (a memory map's view), not a span
     if corpus.val_lost and corpus.hashes.get("tokenizer_sha256") is not None and bool((ids == ids[0]).all()):

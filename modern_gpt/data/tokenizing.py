@@ -268,3 +268,37 @@ def _truncates_or_pads(raw: bytes) -> bool:
 def _decoded_chars(tokenizer, ids, block: int = 1 << 20) -> int:
     """The characters that token ids decode to, a block at a time (bits per character need them)."""
     return sum(len(tokenizer.decode(ids[a : a + block])) for a in range(0, len(ids), block))
+
+
+def _byte_level_chars() -> set[str]:
+    """The 256 characters GPT-2's byte-level BPE spells bytes with (its bytes_to_unicode): one byte each."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    return {chr(b) for b in kept} | {chr(256 + i) for i in range(len(moved))}
+
+
+def token_bytes(tokenizer) -> np.ndarray | None:
+    """Each id's length in UTF-8 bytes, for bits per byte (bits over the bytes the predicted tokens stand for, which
+    compare across tokenizers); 0 for a special token, whose loss bits per byte then leave out. None for ids
+    with no tokenizer: no bytes are known. A char tokenizer's unknown id counts as U+FFFD (3 bytes); a byte-level
+    BPE's tokens count their bytes exactly; another pretrained tokenizer's count the bytes each decodes to alone."""
+    if tokenizer.kind == "ids":
+        return None
+    if tokenizer.kind == "byte":
+        return np.ones(256, dtype=np.int64)
+    if tokenizer.kind == "char":
+        return np.array([3] + [len(c.encode("utf-8")) for c in tokenizer.chars], dtype=np.int64)
+    tok = tokenizer.tok
+    out = np.zeros(tokenizer.vocab_size, dtype=np.int64)
+    decoder = json.loads(tok.to_str()).get("decoder") or {}
+    byte_level = "ByteLevel" in json.dumps(decoder)
+    special = {t.content for t in tok.get_added_tokens_decoder().values() if t.special}
+    one = _byte_level_chars() if byte_level else set()
+    for token, i in tok.get_vocab(with_added_tokens=True).items():
+        if token in special:
+            continue
+        if byte_level:
+            out[i] = sum(1 if ch in one else len(ch.encode("utf-8")) for ch in token)
+        else:
+            out[i] = len(tok.decode([i], skip_special_tokens=False).encode("utf-8"))
+    return out

@@ -22,9 +22,10 @@ import torch.nn.functional as F
 from ..core.config import DEVICES, SPIKE, ModelConfig, TrainConfig, param_counts
 from ..core.errors import UserError
 from ..data.corpus import BatchStream, Corpus, bits_per_char, check_length, eval_offsets, subset, windows
-from ..model.gpt import GPT
-from . import compiling
+from ..model.gpt import GPT, ContextWall
+from . import compiling, evaluation
 from .compiling import step_flops
+from .evaluation import LONG
 from .peak import peak
 
 # "placebo" is a second weight-init stream: the placebo row is its first row again with only this changed.
@@ -95,6 +96,11 @@ class RunResult:
     # final_eval, other (the rest: progress updates), in seconds; started: the run's start as Unix time, so that
     # a reader can place runs against each other and the ablation's wall (bench/bench_limit.py)
     timing: dict = field(default_factory=dict)
+    # The further metrics of the final evaluation (run/evaluation.py), each lower-is-better: val_bpb, ctx2x_loss,
+    # icl_gain, and NAME_loss and NAME_bpb for each --eval-data set; NaN where a run cannot give one, and then
+    # metric_notes says why under the metric's name (a learned position table's wall, a lossy set)
+    metrics: dict = field(default_factory=dict)
+    metric_notes: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -358,26 +364,35 @@ def eval_chunk(context: int, vocab: int, device: str) -> int:
 
 
 @torch.no_grad()
-def window_losses(model: GPT, parts: list[tuple[np.ndarray, np.ndarray]], context: int, device: str) -> list:
+def window_losses(
+    model: GPT, parts: list[tuple[np.ndarray, np.ndarray]], context: int, device: str, per_token: bool = False
+):
     """Each window's summed loss (nats over its context targets, float64) for each (ids, offsets) part, in one
-    pass: the windows of every part share the forward passes, of eval_chunk windows each. No host sync per chunk."""
+    pass: the windows of every part share the forward passes, of eval_chunk windows each. No host sync per chunk.
+    per_token: also each part's per-token losses (windows x context, float32), for the metrics of evaluation.py."""
     sizes = [len(offsets) for _, offsets in parts]
     pairs = [windows(ids, offsets, context) for ids, offsets in parts if len(offsets)]
     if not pairs:
-        return [np.zeros(0) for _ in parts]
+        empty = [np.zeros(0) for _ in parts]
+        return (empty, [np.zeros((0, context), dtype=np.float32) for _ in parts]) if per_token else empty
     x, y = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
     n = eval_chunk(context, model.config.vocab_size, device)
     model.eval()
-    sums = []
-    for start in range(0, len(x), n):
-        with _autocast(device):
-            logits, _ = model(to_device(x[start : start + n], device))
-        targets = to_device(y[start : start + n], device).reshape(-1)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets, reduction="none")  # as GPT.forward, per token
-        sums.append(loss.view(-1, context).double().sum(1))
-    model.train()
-    flat = torch.cat(sums).cpu().numpy()
-    return np.split(flat, np.cumsum(sizes)[:-1])
+    sums, rows = [], []
+    try:
+        for start in range(0, len(x), n):
+            with _autocast(device):
+                logits, _ = model(to_device(x[start : start + n], device))
+            targets = to_device(y[start : start + n], device).reshape(-1)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), targets, reduction="none")  # as GPT.forward
+            sums.append(loss.view(-1, context).double().sum(1))
+            if per_token:
+                rows.append(loss.view(-1, context))
+    finally:
+        model.train()
+    cuts = np.cumsum(sizes)[:-1]
+    split = np.split(torch.cat(sums).cpu().numpy(), cuts)
+    return (split, np.split(torch.cat(rows).cpu().numpy(), cuts)) if per_token else split
 
 
 def mean_loss(sums: np.ndarray, context: int) -> float:
@@ -482,13 +497,17 @@ class EvalWindows:
     val_final: np.ndarray
     train: np.ndarray
     val: np.ndarray
+    sets: tuple = ()  # each --eval-data set's windows, of context tokens (corpus.evals)
+    long: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ctx2x: val windows of 2 x context
 
     @classmethod
     def of(cls, corpus: Corpus, context: int, cfg: TrainConfig) -> EvalWindows:
         val_final = eval_offsets(len(corpus.val), context, cfg.eval_tokens)
         train_final = eval_offsets(len(corpus.train), context, cfg.eval_tokens)
         count = cfg.eval_batches * cfg.batch_size
-        return cls(train_final, val_final, subset(train_final, count), subset(val_final, count))
+        sets = tuple(eval_offsets(len(s.ids), context, cfg.eval_tokens) for s in corpus.evals)
+        long = eval_offsets(len(corpus.val), LONG * context, cfg.eval_tokens)
+        return cls(train_final, val_final, subset(train_final, count), subset(val_final, count), sets, long)
 
 
 @dataclass(frozen=True)
@@ -499,6 +518,8 @@ class FinalLosses:
     val_loss: float = math.nan
     val_loss_tune: float = math.nan  # the two halves of val_loss's windows (RunResult)
     val_loss_test: float = math.nan
+    metrics: dict = field(default_factory=dict)  # RunResult.metrics
+    notes: dict = field(default_factory=dict)  # RunResult.metric_notes
 
     @property
     def finite(self) -> bool:
@@ -542,12 +563,43 @@ def final_losses(
     evenly spread over the split."""
     full_train = len(windows.train_final) > len(windows.train)
     parts = [(corpus.val, windows.val_final)] + ([(corpus.train, windows.train_final)] if full_train else [])
-    sums = window_losses(model, parts, context, device)
-    val = sums[0]
+    sets = [(s.ids, offsets) for s, offsets in zip(corpus.evals, windows.sets, strict=True)]
+    sums, tokens = window_losses(model, parts + sets, context, device, per_token=True)  # the sets after, so that
+    val = sums[0]  # val's and train's forward passes stay those of a run without them
     train_loss = mean_loss(sums[1], context) if full_train else last["train_loss"]
     tune, test = mean_loss(val[0::2], context), mean_loss(val[1::2], context)
     final = FinalLosses(train_loss, mean_loss(val, context), tune, test)
-    return final if final.finite else FinalLosses()
+    if not final.finite:
+        return FinalLosses()
+    lengths = corpus.token_bytes()
+    bpb = evaluation.bits_per_byte(tokens[0], evaluation.targets(corpus.val, windows.val_final, context), lengths)
+    ctx2x, notes = long_loss(model, corpus, windows, context, device)
+    metrics = {"val_bpb": bpb, "ctx2x_loss": ctx2x, "icl_gain": evaluation.icl_gain(tokens[0])}
+    for s, offsets, total, losses in zip(
+        corpus.evals, windows.sets, sums[len(parts) :], tokens[len(parts) :], strict=True
+    ):
+        metrics[f"{s.name}_loss"] = mean_loss(total, context)
+        metrics[f"{s.name}_bpb"] = evaluation.bits_per_byte(
+            losses, evaluation.targets(s.ids, offsets, context), lengths
+        )
+        if not s.lossless:
+            notes[f"{s.name}_bpb"] = s.lossy_note()
+    return replace(final, metrics=metrics, notes=notes)
+
+
+def long_loss(model: GPT, corpus: Corpus, windows: EvalWindows, context: int, device: str) -> tuple[float, dict]:
+    """ctx2x_loss: the loss on the validation split's windows of LONG x context, and a note where there is none
+    (the learned position table's wall, a split too short): NaN then, and no error."""
+    long = LONG * context
+    if model.pos_emb is not None:
+        return math.nan, {"ctx2x_loss": f"wall: the learned position table has {context} rows, {long} needed"}
+    if not len(windows.long):
+        need = f"{long + 1} needed"
+        return math.nan, {"ctx2x_loss": f"short: the validation split has {len(corpus.val)} tokens, {need}"}
+    try:
+        return mean_loss(window_losses(model, [(corpus.val, windows.long)], long, device)[0], long), {}
+    except ContextWall as e:  # a plugin's position component with a wall of its own
+        return math.nan, {"ctx2x_loss": f"wall: {e}"}
 
 
 def oom_error(e: BaseException, step: int, device: str) -> str:
@@ -648,7 +700,11 @@ def run_result(
     flops = float(step_flops(model_cfg, cfg.batch_size) * out.steps_done)
     peak_rate, peak_name = peak(device, threads)
     rate = flops / out.train_secs if out.train_secs > 0 else math.nan
+    names = evaluation.metric_names(s.name for s in corpus.evals)
+    metrics = {name: out.final.metrics.get(name, math.nan) for name in names}  # NaN for a run that ended early
     return RunResult(
+        metrics=metrics,
+        metric_notes=out.final.notes,
         params=param_counts(model_cfg)["total"],
         train_loss=out.final.train_loss,
         val_loss=val,

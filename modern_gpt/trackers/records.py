@@ -116,6 +116,9 @@ def run_model(tracked: Tracked, record: dict) -> dict:
 def run_metrics(record: dict) -> dict[str, float]:
     """A run's final numbers (NaN for a run that failed), diverged as 0 or 1."""
     out = {k: _number(record.get(k)) for k in FINAL_METRICS}
+    further = record.get("metrics")  # val_bpb, ctx2x_loss, icl_gain, NAME_loss and NAME_bpb (run/evaluation.py)
+    if isinstance(further, dict):
+        out.update((k, _number(v)) for k, v in further.items() if isinstance(k, str) and k not in out)
     out["diverged"] = float(bool(record.get("diverged")))
     out["failed"] = float(bool(record.get("error")))
     return out
