@@ -34,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from .design import Design
+from .design import ALPHA, Design
 from .stats import (
     BETTER,
     BONFERRONI,
@@ -90,7 +90,7 @@ def shares(p, share: float = VAL_SHARE) -> tuple[np.ndarray, np.ndarray]:
     return np.where(has_o, share, 1.0), np.where(has_v, 1.0 - share, 1.0)
 
 
-def adjust_metrics(p, p_same=None, alpha: float = 0.05, share: float = VAL_SHARE):
+def adjust_metrics(p, p_same=None, alpha: float = ALPHA, share: float = VAL_SHARE):
     """The fixed-seed rule over a table's metrics (axis -2, val first) and component rows (axis -1). Returns the
     adjusted p-values on alpha's scale (below alpha exactly when the test is rejected), for the t-tests and the
     equivalence tests, and each family's share of alpha as spent ((...) arrays for val and for the others)."""
