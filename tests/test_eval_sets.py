@@ -323,3 +323,42 @@ def test_the_sets_change_no_bit_of_val_and_train_loss(with_sets, corpus):
     both, _ = train_run(model, with_sets, TRAIN, seed=4)
     assert (alone.val_loss, alone.train_loss, alone.curve) == (both.val_loss, both.train_loss, both.curve)
     assert {k: both.metrics[k] for k in evaluation.PROBES} == alone.metrics
+
+
+METRICS = ["val_loss", "code_loss", "prose_loss", "ctx2x_loss", "icl_gain"]
+
+
+def test_report_judges_every_metric_as_one_family_and_judge_agrees(two_sets, run_ok):
+    """Issue 46: with --eval-data sets the folder's table judges val, each set's loss and both probes as one
+    family (verdict/metrics.py); the verdict table's val verdicts are the family's, metrics.csv holds the long
+    form, and judge on the folder's runs.csv with the same --metric columns gives the same verdicts."""
+    folder = two_sets / "a"
+    doc = json.loads(run_ok("report", str(folder), "--format", "json"))
+    assert doc["metrics"]["names"] == METRICS
+    family = pd.DataFrame(doc["metrics"]["rows"])
+    val = family[family.metric == "val_loss"].set_index("variant")
+    for row in doc["rows"][1:]:  # the first row is the reference
+        assert row["verdict"] == val.loc[row["variant"], "verdict"]
+        assert row["p_adj"] == pytest.approx(val.loc[row["variant"], "p_adj"], rel=1e-12)
+    written = pd.read_csv(folder / "metrics.csv")
+    assert list(written.metric) == list(family.metric) and list(written.verdict.fillna("")) == list(family.verdict)
+    # rope against classic past the context: classic has no value there (its wall), so the cell is not tested
+    rope = family[(family.variant == "rope") & (family.metric == "ctx2x_loss")].iloc[0]
+    assert rope["verdict"] == "not tested" and math.isnan(rope["p_adj"])
+    flags = [a for m in METRICS for a in ("--metric", m)]
+    judged = json.loads(run_ok("judge", str(folder / "runs.csv"), *flags, "--format", "json"))
+    again = pd.DataFrame(judged["rows"])
+    assert list(again.verdict) == list(family.verdict) and list(again.metric) == list(family.metric)
+    assert np.allclose(again.p_adj.astype(float), family.p_adj.astype(float), equal_nan=True, rtol=1e-12)
+    table = " ".join(run_ok("report", str(folder)).split())
+    assert all(f"{m}: metric {k + 2} of 5" in table for k, m in enumerate(METRICS[1:]))
+    assert "Several metrics, one family" in table and "Hommel-adjusted across" not in table  # one rule stated
+
+
+def test_a_folder_without_sets_judges_val_alone_as_before(tmp_path, run_ok):
+    """The probes are in runs.csv for every run, but without --eval-data the table is today's: val alone."""
+    folder = tmp_path / "plain"
+    run_ok(*ABLATE, "--out", str(folder))
+    doc = json.loads(run_ok("report", str(folder), "--format", "json"))
+    assert "metrics" not in doc and not (folder / "metrics.csv").exists()
+    assert {"ctx2x_loss", "icl_gain"} <= set(pd.read_csv(folder / "runs.csv").columns)

@@ -18,6 +18,7 @@ from ..core.components import COMPONENTS
 from ..core.config import lossy_note
 from ..core.errors import UserError
 from ..verdict.design import Design, SummaryRow
+from ..verdict.metrics import MetricsVerdict, judge_metrics, judged_metrics, snr_note, with_family
 from ..verdict.stats import mde, mean, sd_interval
 from ..verdict.table import failed, footnotes, looks_problem, lr_view, summarize
 from .planning import POWER_MIN_SEEDS, Spec
@@ -64,6 +65,7 @@ class Report(NamedTuple):
     duel: dict | None
     scan: Scan
     runs: object = None  # pandas.DataFrame: the runs the table was computed from (over a grid: the chosen lrs')
+    metrics: object = None  # verdict.metrics.MetricsVerdict: every metric's verdicts, with --eval-data sets
 
 
 def title(rep: Report) -> str:
@@ -106,12 +108,42 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
     raw = design_of(meta, spec, results.path)
     check_sequential(raw, all_runs, results.path, spec)
     design, runs = lr_view(raw, all_runs, at_lr)
-    summary = summarize(design, runs)
+    summary, metrics = judged(spec, design, runs)
     duel_info = duel(spec, design, runs) if spec.plan == "duel" else None
-    notes = results.health_notes(scan.rejected) + footnotes(design, runs, summary, verdicts)
+    notes = results.health_notes(scan.rejected) + one_rule(footnotes(design, runs, summary, verdicts), metrics)
+    notes += metric_notes(spec, design, metrics) if verdicts else []
     notes += _retry_note(results, all_runs) + _missing_note(results) + lossy_sets(meta.get("corpus"))
     notes += tracker_notes(meta, scan.records, results.path)  # runs a tracker lacks (--track)
-    return Report(spec, design, summary, notes, duel_info, scan, runs)
+    return Report(spec, design, summary, notes, duel_info, scan, runs, metrics)
+
+
+def judged(spec: Spec, design: Design, runs: pd.DataFrame) -> tuple[list[SummaryRow], MetricsVerdict | None]:
+    """The summary rows, and with --eval-data sets every metric judged as one family (verdict/metrics.py), val's
+    verdicts in the summary then the family's. Over a learning-rate grid only val is judged: the grid's choice of
+    each row's rate is made on val's tuning half, which the other metrics do not have."""
+    summary = summarize(design, runs)
+    names = judged_metrics(runs.columns, [name for name, _ in spec.settings.data.eval_sets])
+    if len(names) < 2 or spec.lrs:
+        return summary, None
+    result = judge_metrics(design, runs, names)
+    return with_family(design, summary, result), result
+
+
+def metric_notes(spec: Spec, design: Design, result: MetricsVerdict | None) -> list[str]:
+    if result is None:
+        if spec.lrs and spec.settings.data.eval_sets:
+            return ["Over a learning-rate grid only val_loss is judged; the --eval-data sets' metrics are in runs.csv."]
+        return []
+    notes = [result.rule_note(design.alpha, design.margin, design.sequential)]
+    return notes + [n for n in [snr_note(result.snr)] if n]
+
+
+RULE_NOTE = "verdict: "  # how verdict.table.verdict_rule's footnote begins
+
+
+def one_rule(notes: list[str], result: MetricsVerdict | None) -> list[str]:
+    """With several metrics the family's footnote states the rule: the one-metric rule's footnote goes."""
+    return notes if result is None else [n for n in notes if not n.startswith(RULE_NOTE)]
 
 
 def lossy_sets(corpus) -> list[str]:
@@ -160,8 +192,8 @@ def write(folder, draw: bool = True, scan: Scan | None = None) -> list[SummaryRo
     results = ResultsDir(folder)
     scan = scan or results.scan()
     design = design_of(results.read_meta(), results.spec, results.path)
-    summary = summarize(*lr_view(design, scan.runs()))
-    results.write_summary(summary)
+    summary, metrics = judged(results.spec, *lr_view(design, scan.runs()))
+    results.write_summary(summary, metrics)
     if draw:
         plot(results, scan)
     return summary
@@ -169,7 +201,7 @@ def write(folder, draw: bool = True, scan: Scan | None = None) -> list[SummaryRo
 
 def write_report(results: ResultsDir, table: Report) -> None:
     """summary.csv and the figures of a table load() made: the folder summarised once, at the end of a run."""
-    results.write_summary(table.summary)
+    results.write_summary(table.summary, table.metrics)
     plot(results, table.scan)
 
 

@@ -535,5 +535,9 @@ class ResultsDir:
         _write_csv(self.path / "runs.csv", runs)
         _write_csv(self.path / "curves.csv", curves)
 
-    def write_summary(self, rows: list[SummaryRow]) -> None:
+    def write_summary(self, rows: list[SummaryRow], metrics=None) -> None:
+        """summary.csv; with several metrics judged (verdict.metrics.MetricsVerdict), metrics.csv: their long form,
+        one row per (table row, metric)."""
         _write_csv(self.path / "summary.csv", summary_frame(rows))
+        if metrics is not None:
+            _write_csv(self.path / "metrics.csv", metrics.table)

@@ -77,6 +77,13 @@ class Result:
 
         return title(self.table)
 
+    @property
+    def metrics(self) -> pd.DataFrame | None:
+        """With --eval-data sets, every metric's verdicts as one family: metrics.csv's long form, one row per
+        (table row, metric); None for a table of val alone."""
+        judged = getattr(self.table, "metrics", None)
+        return None if judged is None else judged.table
+
     def __repr__(self) -> str:
         return f"Result({str(self.folder)!r}: {len(self.summary)} rows, {len(self.runs)} runs)"
 

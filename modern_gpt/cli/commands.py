@@ -281,6 +281,8 @@ def _print_table(rep, fmt: str) -> None:
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
+        for table in render.report_metric_tables(rep.metrics) if rep.metrics is not None else []:
+            render.print_table(console, table)
         render.print_notes(console, rep.notes)
     elif fmt == "markdown":
         print(render.markdown(rep), end="")

@@ -519,6 +519,8 @@ def markdown(rep: Report) -> str:
     lines += ["| " + " | ".join(cell(row, f.name, f.metadata["fmt"]) for f in columns) + " |" for row in rep.summary]
     if rep.duel:
         lines += ["", duel_sentence(rep.duel)]
+    if rep.metrics is not None:
+        lines += ["", _metric_markdown(rep.metrics, report_metric_titles(rep.metrics), skip=1).rstrip("\n")]
     return "\n".join(lines + [""] + [f"- {n}" for n in rep.notes]) + "\n"
 
 
@@ -539,6 +541,13 @@ def json_text(rep: Report) -> str:
     doc = {"title": title(rep), "rows": rows, "footnotes": rep.notes}
     if rep.duel:
         doc["duel"] = rep.duel
+    if rep.metrics is not None:  # every metric judged as one family (--eval-data): the long form
+        doc["metrics"] = {
+            "names": list(rep.metrics.metrics),
+            "alpha_shares": {"primary": rep.metrics.val_alpha, "others": rep.metrics.other_alpha},
+            "rows": metrics_rows(rep.metrics),
+            "signal_to_noise": [asdict(r) for r in rep.metrics.snr],
+        }
     return to_json(doc)
 
 
@@ -765,11 +774,30 @@ def _metric_headers(metric: str) -> list[str]:
 
 def metrics_tables(design: Design, s: JudgeSettings, result) -> list[Table]:
     """A compact table per metric (the long form's p, p_same and sd are in --format csv and json)."""
+    titles = [_metric_title(design, s, result, k, m) for k, m in enumerate(result.metrics)]
+    return _metric_tables(result, titles)
+
+
+def report_metric_titles(result) -> list[str]:
+    """A results folder's metric blocks after its verdict table (which is val_loss's): each metric's title."""
+    n = len(result.metrics)
+    return [
+        f"{m}: metric {k + 1} of {n}, paired by seed against each row's reference, alpha share {result.other_alpha:.3g}"
+        for k, m in enumerate(result.metrics)
+    ][1:]
+
+
+def report_metric_tables(result) -> list[Table]:
+    """The further metrics of a folder judged with --eval-data sets: a compact table each, after val's."""
+    return _metric_tables(result, report_metric_titles(result), skip=1)
+
+
+def _metric_tables(result, titles: list[str], skip: int = 0) -> list[Table]:
     from rich.markup import escape
 
     tables = []
-    for k, (metric, rows) in enumerate(_metric_blocks(result)):
-        title = escape(_metric_title(design, s, result, k, metric))
+    for title, (metric, rows) in zip(titles, _metric_blocks(result)[skip:], strict=True):
+        title = escape(title)
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         headers, formats = _metric_headers(metric), _judge_formats(rows)
         plain = [_metric_cells(row, formats) for row in rows]
@@ -785,14 +813,19 @@ def metrics_tables(design: Design, s: JudgeSettings, result) -> list[Table]:
 
 
 def metrics_markdown(design: Design, s: JudgeSettings, result, notes: list[str]) -> str:
+    titles = [_metric_title(design, s, result, k, m) for k, m in enumerate(result.metrics)]
+    return _metric_markdown(result, titles) + "\n".join(f"- {n}" for n in notes) + "\n"
+
+
+def _metric_markdown(result, titles: list[str], skip: int = 0) -> str:
     lines = []
-    for k, (metric, rows) in enumerate(_metric_blocks(result)):
+    for title, (metric, rows) in zip(titles, _metric_blocks(result)[skip:], strict=True):
         headers, formats = _metric_headers(metric), _judge_formats(rows)
-        lines += [f"**{_metric_title(design, s, result, k, metric)}**", ""]
+        lines += [f"**{title}**", ""]
         lines += ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _metric_cells(r, formats)) + " |" for r in rows]
         lines.append("")
-    return "\n".join(lines + [f"- {n}" for n in notes]) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def metrics_json(design: Design, s: JudgeSettings, result, notes: list[str]) -> str:

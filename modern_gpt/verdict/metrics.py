@@ -51,7 +51,7 @@ from .stats import (
     shaffer,
     tost_p,
 )
-from .table import failed
+from .table import failed, need
 
 VAL = "val_loss"  # the primary metric
 VAL_SHARE = 0.8  # of alpha, spent on val's rows; the rest on every other (row, metric)
@@ -446,3 +446,36 @@ def wrong_verdicts(verdict: np.ndarray, truth: np.ndarray) -> np.ndarray:
     opposite sign (the simulations' count)."""
     truth = np.broadcast_to(truth, verdict.shape)
     return ((verdict == BETTER) & (truth >= 0)) | ((verdict == WORSE) & (truth <= 0))
+
+
+def judged_metrics(columns, sets: list[str]) -> list[str]:
+    """The metrics a results folder's table judges: val_loss alone, or, when its runs were evaluated on further
+    sets (--eval-data), val_loss then each set's loss, ctx2x_loss and icl_gain, those the runs hold. Bits per byte
+    are shown, not tested: within one table they are a fixed multiple of the loss."""
+    if not sets:
+        return [VAL]
+    wanted = [f"{name}_loss" for name in sets] + ["ctx2x_loss", "icl_gain"]
+    return [VAL, *(m for m in wanted if m in set(columns))]
+
+
+def with_family(design: Design, summary: list, result: MetricsVerdict) -> list:
+    """The summary rows with val's verdicts, p_adj and mde from the family over every metric (placebo rows are
+    tested alone, as in a one-metric table, so theirs stay). need is planned at val's share's first step."""
+    val = result.table[result.table["metric"] == VAL].set_index("row")
+    tested = [i for i, r in enumerate(design.rows) if r.reference is not None and not r.placebo]
+    level = result.val_alpha / max(1, len(tested))
+    out = []
+    for i, row in enumerate(summary):
+        if i not in tested or i not in val.index:
+            out.append(row)
+            continue
+        got = val.loc[i]
+        row = row.with_(
+            p_adj=float(got["p_adj"]),
+            p_same_adj=float(got["p_same_adj"]),
+            verdict=str(got["verdict"]),
+            mde=float(got["mde"]),
+        )
+        needed = need(row, design.margin, level) if row.verdict == INCONCLUSIVE else math.nan
+        out.append(row.with_(seeds_needed=needed if not design.sequential else row.seeds_needed))
+    return out
