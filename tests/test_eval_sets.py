@@ -351,7 +351,7 @@ def test_report_judges_every_metric_as_one_family_and_judge_agrees(two_sets, run
     assert list(again.verdict) == list(family.verdict) and list(again.metric) == list(family.metric)
     assert np.allclose(again.p_adj.astype(float), family.p_adj.astype(float), equal_nan=True, rtol=1e-12)
     table = " ".join(run_ok("report", str(folder)).split())
-    assert all(f"{m}: metric {k + 2} of 5" in table for k, m in enumerate(METRICS[1:]))
+    assert all(f"{m}, metric {k + 2} of 5" in table for k, m in enumerate(METRICS[1:]))
     assert "Several metrics, one family" in table and "Hommel-adjusted across" not in table  # one rule stated
 
 

@@ -281,7 +281,7 @@ def _print_table(rep, fmt: str) -> None:
         if rep.duel:
             console.print(render.duel_table(rep.duel))
             console.print(render.duel_sentence(rep.duel), highlight=False, markup=False)
-        for table in render.report_metric_tables(rep.metrics) if rep.metrics is not None else []:
+        for table in render.report_metric_tables(rep.metrics, rep.design) if rep.metrics is not None else []:
             render.print_table(console, table)
         render.print_notes(console, rep.notes)
     elif fmt == "markdown":

@@ -520,7 +520,7 @@ def markdown(rep: Report) -> str:
     if rep.duel:
         lines += ["", duel_sentence(rep.duel)]
     if rep.metrics is not None:
-        lines += ["", _metric_markdown(rep.metrics, report_metric_titles(rep.metrics), skip=1).rstrip("\n")]
+        lines += ["", _metric_markdown(rep.metrics, report_metric_titles(rep.metrics, rep.design), skip=1).rstrip("\n")]
     return "\n".join(lines + [""] + [f"- {n}" for n in rep.notes]) + "\n"
 
 
@@ -778,18 +778,23 @@ def metrics_tables(design: Design, s: JudgeSettings, result) -> list[Table]:
     return _metric_tables(result, titles)
 
 
-def report_metric_titles(result) -> list[str]:
-    """A results folder's metric blocks after its verdict table (which is val_loss's): each metric's title."""
+def report_metric_titles(result, design: Design) -> list[str]:
+    """A results folder's metric blocks after its verdict table (which is val_loss's): each metric's title, with
+    the alpha its share had: all of it where val's share passed on (every val row decided, fixed seeds)."""
+    t = result.table
+    val = t[(t["metric"] == result.metrics[0]) & ~t["placebo"].astype(bool) & (t["reference"] != "")]
+    passed = not design.margin and not design.sequential and len(val) and val["verdict"].isin(["better", "worse"]).all()
+    share = f"{design.alpha:g} (val's passed on)" if passed else f"{result.other_alpha:.3g}"
     n = len(result.metrics)
     return [
-        f"{m}: metric {k + 1} of {n}, paired by seed against each row's reference, alpha share {result.other_alpha:.3g}"
+        f"{m}, metric {k + 1} of {n}: paired Δ against each row's reference; alpha share {share}"
         for k, m in enumerate(result.metrics)
     ][1:]
 
 
-def report_metric_tables(result) -> list[Table]:
+def report_metric_tables(result, design: Design) -> list[Table]:
     """The further metrics of a folder judged with --eval-data sets: a compact table each, after val's."""
-    return _metric_tables(result, report_metric_titles(result), skip=1)
+    return _metric_tables(result, report_metric_titles(result, design), skip=1)
 
 
 def _metric_tables(result, titles: list[str], skip: int = 0) -> list[Table]:
