@@ -569,7 +569,9 @@ def verdict(
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
     try:
-        metrics = tuple(metric) if isinstance(metric, list | tuple) and metric else (metric,)
+        if not isinstance(metric, str) and not (isinstance(metric, list | tuple) and metric):
+            raise UserError(f"metric= is a column name or a list of them, got {_shown(metric)}.")
+        metrics = tuple(metric) if isinstance(metric, list | tuple) else (metric,)
         s = api_settings(variant_col, seed_col, metrics[0], higher_is_better, order, reference, placebo, alpha, margin)
         if len(metrics) > 1:
             return _several(df, s, metrics, compute_col, size_col, rung_col, threshold, at_step, log_pattern)
@@ -584,7 +586,7 @@ def verdict(
 # a flag as a sentence names it: not inside a name ('--margin' as a variant, a column my--metric)
 JUDGE_FLAGS = re.compile(
     r"(?<![\w'\"-])--(variant-col|seed-col|metric|higher-is-better|order|reference|placebo|alpha|margin|"
-    r"compute-col|size-col|rung-col|trend-margin|target-compute)(?![\w'\"-])"
+    r"compute-col|size-col|rung-col|trend-margin|target-compute|threshold)(?![\w'\"-])"
 )
 
 
