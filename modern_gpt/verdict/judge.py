@@ -470,7 +470,26 @@ def judge_several(design: Design, s: JudgeSettings, runs: pd.DataFrame, metrics,
     rule = result.rule_note(design.alpha, design.margin, design.sequential)
     notes = [n for n in notes if not n.startswith("verdict:")] + [rule]
     snr = snr_note(ratios)
-    return result, notes + ([snr] if snr else [])
+    return result, notes + _empty_cells(runs, inner[1:], metrics[1:]) + ([snr] if snr else [])
+
+
+def _empty_cells(runs: pd.DataFrame, columns, metrics) -> list[str]:
+    """Runs that trained with no value in a further metric: left out of its pairs. Judged alone, that metric's
+    empty cell is refused by its line; here it may be a wall (a metric a row cannot give), so it is said."""
+    from .table import failed
+
+    trained = runs[~failed(runs)]
+    notes = []
+    for column, metric in zip(columns, metrics, strict=True):
+        empty = trained[~np.isfinite(pd.to_numeric(trained[column], errors="coerce").astype(float))]
+        if len(empty):
+            which = [f"{v} seed {s}" for v, s in zip(empty["variant"], empty["seed"], strict=True)]
+            more = f" and {len(which) - 4} more" if len(which) > 4 else ""
+            notes.append(
+                f"No {metric} in {len(empty)} of the {len(trained)} runs that trained ({', '.join(which[:4])}{more}): "
+                "left out of its pairs; a row with none is not tested."
+            )
+    return notes
 
 
 def _folder_spec(path: Path) -> dict | None:
