@@ -376,3 +376,13 @@ def test_the_api_refuses_a_metric_that_is_no_column_name(metric):
     frame = pd.DataFrame({"variant": ["a", "a", "b", "b"], "seed": [0, 1] * 2, "val_loss": [1, 1.1, 2, 2.1]})
     with pytest.raises(modern_gpt.UserError, match=r"^metric= is a column name or a list of them"):
         modern_gpt.judge(frame, metric=metric)
+
+
+def test_a_metric_other_than_the_validation_loss_is_refused_on_a_folder(record, run):
+    """judge DIR --metric prose_loss judged the validation loss and said so only in its title."""
+    import modern_gpt
+
+    code, _, err = run("judge", str(record), "--metric", "prose_loss")
+    assert code == 2 and "--metric prose_loss" in err and "validation loss" in err, err
+    with pytest.raises(modern_gpt.UserError, match="metric= prose_loss"):
+        modern_gpt.judge(str(record), metric="prose_loss")

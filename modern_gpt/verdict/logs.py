@@ -291,6 +291,11 @@ def judge_logs(
     """`modern-gpt judge DIR` on a folder of logs: the title, the rows (unpaired.table's) and the footnotes."""
     from .unpaired import table
 
+    if s.metric != "val_loss":  # the logs give one number, which no column name chooses
+        raise UserError(
+            f"--metric {s.metric}: a folder of logs is judged on each run's validation loss; leave --metric out, and give "
+            "--log-pattern with a group (?P<loss>...) to read another number."
+        )
     custom = pattern(log_pattern) if log_pattern is not None else None
     frame, notes = runs_frame(read_folder(Path(folder), custom), at_step)
     counts = frame.groupby("variant", sort=False).size()
