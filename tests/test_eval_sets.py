@@ -177,6 +177,15 @@ def test_a_missing_set_is_one_sentence(run, tmp_path):
     )
 
 
+def test_an_empty_or_unreadable_set_is_named(run, tmp_path):
+    """An empty file said "X is empty; give a corpus", and a CSV without a text column named --text-field, with no
+    word of which --eval-data set was meant."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    assert_user_error(run(*ABLATE, "--eval-data", f"e={tmp_path / 'empty.txt'}"), "--eval-data e: ", "is empty")
+    assert_user_error(run(*ABLATE, "--eval-data", f"t={tmp_path / 'table.csv'}"), "--eval-data t: ", "no column")
+
+
 # --- the ablation: columns, determinism, the wall, the lossy footnote -------------------------------------------
 @pytest.fixture(scope="module")
 def two_sets(tmp_path_factory):

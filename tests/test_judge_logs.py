@@ -341,3 +341,48 @@ def test_the_real_record_equals_an_independent_parse(run_ok):
         assert by[v]["runs"] == len(xs) and by[v]["mean"] == pytest.approx(np.mean(xs), abs=1e-12)
     ref = scipy_stats.ttest_ind(finals["this_pr"], finals["baseline"], equal_var=False)
     assert by["this_pr"]["p"] == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_a_log_whose_loss_is_not_finite_is_named_and_left_out(record):
+    """A diverged run's val_loss:nan or inf is named and left out, as runs.csv's diverged runs are: kept, it made
+    the variant's mean NaN and its row blank with no word."""
+    for name, value in (("nan.txt", "nan"), ("inf.txt", "inf")):
+        (record / "this_pr" / name).write_text(SCRIPT + f"step:1390/1390 val_loss:{value} train_time:1ms\n")
+    title, rows, notes = logs.judge_logs(record, JudgeSettings(alpha=0.01), threshold_at=3.28)
+    this_pr = next(r for r in rows if r["variant"] == "this_pr")
+    assert this_pr["runs"] == len(NEW) and this_pr["mean"] == pytest.approx(np.mean(NEW), abs=1e-12)
+    said = [n for n in notes if n.startswith("Diverged")]
+    assert said and "this_pr/nan.txt" in said[0] and "this_pr/inf.txt" in said[0]
+
+
+@pytest.mark.parametrize("target", [math.nan, math.inf, -math.inf, "3.28", True])
+def test_a_threshold_that_is_not_a_finite_number_is_one_sentence(record, target):
+    """--threshold nan read 'mean loss < nan' and a table with no claim; inf said every claim holds; a string
+    raised TypeError through the API."""
+    import modern_gpt
+
+    with pytest.raises(UserError, match="threshold must be a finite number"):
+        logs.judge_logs(record, JudgeSettings(), threshold_at=target)
+    with pytest.raises(modern_gpt.UserError, match=r"^threshold= must be a finite number"):
+        modern_gpt.judge(str(record), threshold=target)
+
+
+@pytest.mark.parametrize("metric", [[], (), {"val_loss", "prose_loss"}])
+def test_the_api_refuses_a_metric_that_is_no_column_name(metric):
+    import pandas as pd
+
+    import modern_gpt
+
+    frame = pd.DataFrame({"variant": ["a", "a", "b", "b"], "seed": [0, 1] * 2, "val_loss": [1, 1.1, 2, 2.1]})
+    with pytest.raises(modern_gpt.UserError, match=r"^metric= is a column name or a list of them"):
+        modern_gpt.judge(frame, metric=metric)
+
+
+def test_a_metric_other_than_the_validation_loss_is_refused_on_a_folder(record, run):
+    """judge DIR --metric prose_loss judged the validation loss and said so only in its title."""
+    import modern_gpt
+
+    code, _, err = run("judge", str(record), "--metric", "prose_loss")
+    assert code == 2 and "--metric prose_loss" in err and "validation loss" in err, err
+    with pytest.raises(modern_gpt.UserError, match="metric= prose_loss"):
+        modern_gpt.judge(str(record), metric="prose_loss")

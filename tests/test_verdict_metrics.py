@@ -504,3 +504,17 @@ def test_the_signal_to_noise_interval_covers_the_noise_not_the_spread():
         ratios = [signal_to_noise("x", [t + rng.standard_normal(5) for t in truth]) for _ in range(1000)]
         covered = np.mean([r.low <= spread <= r.high for r in ratios])
         assert low < covered < high, (spread, covered)
+
+
+def test_a_further_metric_empty_in_a_run_that_trained_is_said(tmp_path, run_ok, run):
+    """judge FILE --metric code_loss refuses an empty cell by its line; with several metrics the same cell left the
+    run out of code_loss's pairs with no word. A footnote names the runs."""
+    _, runs, path = _file(tmp_path)
+    runs.loc[0, "code_loss"] = math.nan
+    runs.to_csv(path, index=False)
+    code, _, err = run("judge", path, "--metric", "code_loss")
+    assert code == 2 and "is empty" in err, err
+    flags = ["--placebo", "classic (placebo)", "--metric", "val_loss", "--metric", "code_loss", "--format", "json"]
+    notes = " ".join(json.loads(run_ok("judge", path, *flags))["footnotes"])
+    said = f"No code_loss in 1 of the {len(runs)} runs that trained ({runs.variant[0]} seed {runs.seed[0]}): left out"
+    assert said in notes, notes

@@ -86,10 +86,15 @@ def load_eval_sets(cfg: DataConfig, corpus, folder: Path) -> tuple[EvalSet, ...]
         kinds = {file_format(f.name) == "tokens" for f in files}
         if len(kinds) > 1:
             raise DataError(f"--eval-data {name}={path} mixes token files (.bin, .npy) with text; give one kind.")
-        if kinds == {True}:
-            got = _token_set(name, path, files, corpus, folder)
-        else:
-            got = _text_set(name, path, files, cfg, corpus, folder)
+        try:
+            if kinds == {True}:
+                got = _token_set(name, path, files, corpus, folder)
+            else:
+                got = _text_set(name, path, files, cfg, corpus, folder)
+        except DataError as e:  # a reader's sentence ("X is empty") names the set, unless it already does
+            if str(e).startswith(("--eval-data", "the evaluation set")):
+                raise
+            raise DataError(f"--eval-data {name}: {e}") from None
         _check_not_corpus(got, files, corpus)
         out.append(got)
     return tuple(out)

@@ -470,7 +470,26 @@ def judge_several(design: Design, s: JudgeSettings, runs: pd.DataFrame, metrics,
     rule = result.rule_note(design.alpha, design.margin, design.sequential)
     notes = [n for n in notes if not n.startswith("verdict:")] + [rule]
     snr = snr_note(ratios)
-    return result, notes + ([snr] if snr else [])
+    return result, notes + _empty_cells(runs, inner[1:], metrics[1:]) + ([snr] if snr else [])
+
+
+def _empty_cells(runs: pd.DataFrame, columns, metrics) -> list[str]:
+    """Runs that trained with no value in a further metric: left out of its pairs. Judged alone, that metric's
+    empty cell is refused by its line; here it may be a wall (a metric a row cannot give), so it is said."""
+    from .table import failed
+
+    trained = runs[~failed(runs)]
+    notes = []
+    for column, metric in zip(columns, metrics, strict=True):
+        empty = trained[~np.isfinite(pd.to_numeric(trained[column], errors="coerce").astype(float))]
+        if len(empty):
+            which = [f"{v} seed {s}" for v, s in zip(empty["variant"], empty["seed"], strict=True)]
+            more = f" and {len(which) - 4} more" if len(which) > 4 else ""
+            notes.append(
+                f"No {metric} in {len(empty)} of the {len(trained)} runs that trained ({', '.join(which[:4])}{more}): "
+                "left out of its pairs; a row with none is not tested."
+            )
+    return notes
 
 
 def _folder_spec(path: Path) -> dict | None:
@@ -569,7 +588,9 @@ def verdict(
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
     try:
-        metrics = tuple(metric) if isinstance(metric, list | tuple) and metric else (metric,)
+        if not isinstance(metric, str) and not (isinstance(metric, list | tuple) and metric):
+            raise UserError(f"metric= is a column name or a list of them, got {_shown(metric)}.")
+        metrics = tuple(metric) if isinstance(metric, list | tuple) else (metric,)
         s = api_settings(variant_col, seed_col, metrics[0], higher_is_better, order, reference, placebo, alpha, margin)
         if len(metrics) > 1:
             return _several(df, s, metrics, compute_col, size_col, rung_col, threshold, at_step, log_pattern)
@@ -584,7 +605,7 @@ def verdict(
 # a flag as a sentence names it: not inside a name ('--margin' as a variant, a column my--metric)
 JUDGE_FLAGS = re.compile(
     r"(?<![\w'\"-])--(variant-col|seed-col|metric|higher-is-better|order|reference|placebo|alpha|margin|"
-    r"compute-col|size-col|rung-col|trend-margin|target-compute)(?![\w'\"-])"
+    r"compute-col|size-col|rung-col|trend-margin|target-compute|threshold)(?![\w'\"-])"
 )
 
 

@@ -230,8 +230,12 @@ def runs_frame(runs: list[Run], at_step: int | None = None) -> tuple[pd.DataFram
     missing = [r for r in runs if r.losses and at_step is not None and final(r, at_step) is None]
     if missing:
         notes.append(f"No evaluation at step {at_step} in {_files(missing)}: left out.")
+    kept = [r for r in runs if not (r in short and at_step is None) and final(r, at_step) is not None]
+    diverged = [r for r in kept if not math.isfinite(final(r, at_step))]
+    if diverged:  # a loss of nan or inf, left out as runs.csv's diverged runs are: kept, it blanked the row's mean
+        notes.append(f"Diverged (the loss is not finite): {_files(diverged)}; left out.")
     for r in runs:
-        if r in short and at_step is None or final(r, at_step) is None:
+        if r not in kept or r in diverged:
             continue
         m = STEPS_SUFFIX.match(r.variant)
         steps = int(m.group("steps")) if m else (r.total or r.steps[-1])
@@ -287,6 +291,11 @@ def judge_logs(
     """`modern-gpt judge DIR` on a folder of logs: the title, the rows (unpaired.table's) and the footnotes."""
     from .unpaired import table
 
+    if s.metric != "val_loss":  # the logs give one number, which no column name chooses
+        raise UserError(
+            f"--metric {s.metric}: a folder of logs is judged on each run's validation loss; leave --metric out, and give "
+            "--log-pattern with a group (?P<loss>...) to read another number."
+        )
     custom = pattern(log_pattern) if log_pattern is not None else None
     frame, notes = runs_frame(read_folder(Path(folder), custom), at_step)
     counts = frame.groupby("variant", sort=False).size()

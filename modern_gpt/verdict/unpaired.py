@@ -223,6 +223,8 @@ def table(
 ) -> tuple[list[dict], list[str]]:
     """The rows (one per variant) and footnotes for runs that do not pair: frame has columns variant and metric
     (and optionally steps)."""
+    if threshold_at is not None and not (_is_number(threshold_at) and math.isfinite(threshold_at)):
+        raise UserError(f"--threshold must be a finite number, got {threshold_at!r}.")
     variants = list(order) if order else list(dict.fromkeys(frame["variant"]))
     values = {v: frame.loc[frame["variant"] == v, metric].to_numpy(float) for v in variants}
     steps = {v: float(frame.loc[frame["variant"] == v, "steps"].max()) for v in variants} if "steps" in frame else {}
@@ -257,6 +259,10 @@ def table(
     if threshold_at is not None:
         notes += _threshold(rows, values, threshold_at, alpha, higher_is_better, metric)
     return rows, notes
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
 
 
 def _welch_notes(rows: list[dict], alpha: float) -> list[str]:
