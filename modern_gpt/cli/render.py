@@ -984,16 +984,17 @@ def ladder_rows(rep) -> list[dict]:
 
 def ladder_json(rep) -> str:
     d = rep.design
-    return to_json(
-        {
-            "title": ladder_title(rep),
-            "rungs": list(d.rungs),
-            "seeds": list(d.seeds),
-            "alpha": d.alpha,
-            "rows": ladder_rows(rep),
-            "footnotes": rep.notes,
-        }
-    )
+    doc = {
+        "title": ladder_title(rep),
+        "rungs": list(d.rungs),
+        "seeds": list(d.seeds),
+        "alpha": d.alpha,
+        "rows": ladder_rows(rep),
+        "footnotes": rep.notes,
+    }
+    if getattr(rep, "metrics", ()):  # with --eval-data: k per further metric, descriptive (no verdict)
+        doc["metrics"] = list(rep.metrics)
+    return to_json(doc)
 
 
 def ladder_csv(rep) -> str:
