@@ -371,3 +371,32 @@ def test_a_folder_without_sets_judges_val_alone_as_before(tmp_path, run_ok):
     doc = json.loads(run_ok("report", str(folder), "--format", "json"))
     assert "metrics" not in doc and not (folder / "metrics.csv").exists()
     assert {"ctx2x_loss", "icl_gain"} <= set(pd.read_csv(folder / "runs.csv").columns)
+
+
+def test_a_duel_with_sets_reports_bits_per_byte_on_every_set(tmp_path, run_ok):
+    """Issue 46: the duel gives each side's mean bits per byte on val and each set, and the relative change per
+    set (from the means over the seeds both sides finished), in the table, the sentence and the json."""
+    folder = tmp_path / "duel"
+    sets = ["--eval-data", f"code={CODE}", "--eval-data", f"prose={PROSE}"]
+    out = " ".join(run_ok("duel", *tiny(steps=4), "--jobs", "1", "--seeds", "2", *sets, "--out", folder).split())
+    runs = pd.read_csv(folder / "runs.csv")
+    runs = runs[runs["variant"].isin(["classic", "modern"])]
+    doc = json.loads(run_ok("report", str(folder), "--format", "json"))["duel"]["bpb"]
+    assert list(doc["change"]) == ["val", "code", "prose"]
+    for name in ("val", "code", "prose"):
+        means = runs.groupby("variant")[f"{name}_bpb"].mean()
+        assert doc["sides"]["classic"][name] == pytest.approx(means["classic"], rel=1e-12)
+        assert doc["sides"]["modern"][name] == pytest.approx(means["modern"], rel=1e-12)
+        change = means["modern"] / means["classic"] - 1
+        assert doc["change"][name] == pytest.approx(change, rel=1e-12)
+        assert f"{name} bits/byte {means['classic']:.4f} {means['modern']:.4f}" in out
+        assert f"{name} {100 * change:+.1f}%" in out.split("bits per byte")[1]
+    markdown = run_ok("report", str(folder), "--format", "markdown")
+    assert "; bits per byte val " in markdown
+
+
+def test_a_duel_without_sets_has_no_bits_per_byte(tmp_path, run_ok):
+    folder = tmp_path / "plain"
+    out = run_ok("duel", *tiny(steps=2), "--jobs", "1", "--seeds", "2", "--out", folder)
+    assert "bits/byte" not in out and "bits per byte" not in out
+    assert "bpb" not in json.loads(run_ok("report", str(folder), "--format", "json"))["duel"]

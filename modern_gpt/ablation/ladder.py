@@ -453,6 +453,7 @@ class LadderReport:
     rungs: list  # ablation.report.Report per rung
     runs: object  # pandas.DataFrame
     holdout: list = ()  # verdict.ladder.HeldOut per row: the top rung predicted from the rungs below it
+    metrics: list = ()  # with --eval-data: k per further metric, descriptive (verdict/ladder_metrics.py)
 
 
 RUN_FRAME = [
@@ -478,10 +479,10 @@ RUN_FRAME = [
 
 def load(folder) -> LadderReport:
     """The scale table of a ladder folder from its files alone (each rung's meta.json and runs/)."""
-    import pandas as pd
 
     from ..verdict.design import Row
     from ..verdict.ladder import LadderDesign, LadderError, holdout_check, ladder_table
+    from ..verdict.ladder_metrics import further_metrics, metric_ks
     from ..verdict.table import failed
     from . import report
     from .results import ResultsDir
@@ -499,16 +500,9 @@ def load(folder) -> LadderReport:
         results = ResultsDir(where, read_only=True)  # nothing trains: a missing plugin file is a footnote
         reps.append(report.load(results))
         missing.update(results.missing_plugins)
-    frames = []
-    for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
-        runs = rep.runs.copy()
-        runs["rung"], runs["rung_name"] = i, r.name
-        plan = [rep.design.rows[k] for k in runs["row"]]
-        runs["variant"] = [v.name for v in plan]
-        runs["reference"] = ["" if v.reference is None else rep.design.rows[v.reference].name for v in plan]
-        runs["placebo"] = [v.placebo for v in plan]
-        frames.append(runs.reindex(columns=RUN_FRAME))
-    runs = pd.concat(frames, ignore_index=True)
+    sets = [name for name, _ in ladder.specs[0].settings.data.eval_sets]
+    further = further_metrics(set().union(*(rep.runs.columns for rep in reps)), sets)
+    runs = _run_frame(ladder, reps, RUN_FRAME + further)  # without sets: runs.csv as before
     runs["failed"] = failed(runs).to_numpy()
     first = reps[-1].design
     rows = tuple(Row(r.name, r.reference, r.placebo) for r in first.rows)
@@ -533,8 +527,25 @@ def load(folder) -> LadderReport:
         )
         raise UserError(f"{folder}: {str(e).rstrip('.')}{unfinished}.") from None
     held, held_notes = holdout_check(design, runs, _edge_rows(reps))
-    notes = _rung_notes(ladder, reps) + notes + held_notes + _missing_note(sorted(missing))
-    return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]), held)
+    ks, k_notes = metric_ks(design, runs, further)
+    notes = _rung_notes(ladder, reps) + notes + k_notes + held_notes + _missing_note(sorted(missing))
+    return LadderReport(ladder, design, table, notes, reps, runs.drop(columns=["failed"]), held, ks)
+
+
+def _run_frame(ladder: Ladder, reps: list, columns: list[str]):
+    """Every rung's runs in one frame: each run's rung, its row's name, reference and placebo mark."""
+    import pandas as pd
+
+    frames = []
+    for i, (r, rep) in enumerate(zip(ladder.rungs, reps, strict=True)):
+        runs = rep.runs.copy()
+        runs["rung"], runs["rung_name"] = i, r.name
+        plan = [rep.design.rows[k] for k in runs["row"]]
+        runs["variant"] = [v.name for v in plan]
+        runs["reference"] = ["" if v.reference is None else rep.design.rows[v.reference].name for v in plan]
+        runs["placebo"] = [v.placebo for v in plan]
+        frames.append(runs.reindex(columns=columns))
+    return pd.concat(frames, ignore_index=True)
 
 
 def _edge_rows(reps: list) -> tuple[int, ...]:

@@ -244,13 +244,34 @@ def duel(spec: Spec, design: Design, runs: pd.DataFrame) -> dict:
     classic = good[good["row"] == rows["classic"]].set_index("seed")["val_loss"]
     modern = good[good["row"] == rows["modern"]].set_index("seed")["val_loss"]
     deltas = list((modern - classic).dropna())
-    return {
+    info = {
         "sides": sides,
         "perplexity_change": math.exp(mean(deltas)) - 1 if deltas else math.nan,
         "best_step_sooner": sides["classic"]["best_step"] - sides["modern"]["best_step"],
         "test_half": bool(spec.lrs),  # with --lrs, val loss is the test half's; best val loss is not
         "windows": _duel_windows(spec, good),  # best val loss is on the curve's windows, val loss on all of them
     }
+    sets = [name for name, _ in spec.settings.data.eval_sets]
+    if sets and "val_bpb" in good:  # with --eval-data: bits per byte on val and every set (without: as before)
+        info["bpb"] = _duel_bpb(good, rows, ["val", *sets])
+    return info
+
+
+def _duel_bpb(good: pd.DataFrame, rows: dict, names: list[str]) -> dict:
+    """Bits per byte on each set: each side's mean over its seeds, and the relative change modern/classic - 1
+    of the means over the seeds both sides finished with a number (a seed one side lacks would tilt it)."""
+    out = {"sides": {side: {} for side in rows}, "change": {}}
+    by_seed = {side: good[good["row"] == row].set_index("seed") for side, row in rows.items()}
+    for name in names:
+        column = f"{name}_bpb"
+        for side, frame in by_seed.items():
+            out["sides"][side][name] = mean(list(frame[column].dropna())) if column in frame else math.nan
+        if column not in good:
+            out["change"][name] = math.nan
+            continue
+        both = pd.concat([by_seed["classic"][column], by_seed["modern"][column]], axis=1, keys=["c", "m"]).dropna()
+        out["change"][name] = both["m"].mean() / both["c"].mean() - 1 if len(both) else math.nan
+    return out
 
 
 def _duel_windows(spec: Spec, good: pd.DataFrame) -> dict:

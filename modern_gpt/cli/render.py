@@ -276,6 +276,8 @@ def duel_table(d: dict) -> Table:
     ]
     for what, cell in rows:
         table.add_row(what, *(cell(x) for x in d["sides"].values()))
+    for name in (d.get("bpb") or {}).get("change", {}):  # with --eval-data: bits per byte on val and each set
+        table.add_row(f"{name} bits/byte", *(_num(d["bpb"]["sides"][side][name], ".4f") for side in d["sides"]))
     return table
 
 
@@ -293,7 +295,15 @@ def best_label(windows: dict | None, step: str, all_said: bool = False) -> str:
 def duel_sentence(d: dict) -> str:
     sooner = d["best_step_sooner"]
     when = f"{abs(sooner):.0f} steps {'sooner' if sooner >= 0 else 'later'}" if not math.isnan(sooner) else "—"
-    return f"modern vs classic: perplexity {100 * d['perplexity_change']:+.1f}%, best point reached {when}."
+    said = f"modern vs classic: perplexity {100 * d['perplexity_change']:+.1f}%, best point reached {when}"
+    if d.get("bpb"):  # each set's relative change in bits per byte, from the means over the seeds both finished
+        changes = ", ".join(f"{name} {_pct(x)}" for name, x in d["bpb"]["change"].items())
+        said += f"; bits per byte {changes}"
+    return said + "."
+
+
+def _pct(x: float) -> str:
+    return "—" if math.isnan(x) else f"{100 * x:+.1f}%"
 
 
 def power_table(info: dict) -> Table:
@@ -979,16 +989,17 @@ def ladder_rows(rep) -> list[dict]:
 
 def ladder_json(rep) -> str:
     d = rep.design
-    return to_json(
-        {
-            "title": ladder_title(rep),
-            "rungs": list(d.rungs),
-            "seeds": list(d.seeds),
-            "alpha": d.alpha,
-            "rows": ladder_rows(rep),
-            "footnotes": rep.notes,
-        }
-    )
+    doc = {
+        "title": ladder_title(rep),
+        "rungs": list(d.rungs),
+        "seeds": list(d.seeds),
+        "alpha": d.alpha,
+        "rows": ladder_rows(rep),
+        "footnotes": rep.notes,
+    }
+    if getattr(rep, "metrics", ()):  # with --eval-data: k per further metric, descriptive (no verdict)
+        doc["metrics"] = list(rep.metrics)
+    return to_json(doc)
 
 
 def ladder_csv(rep) -> str:
