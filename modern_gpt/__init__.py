@@ -5,7 +5,7 @@ as DataFrames, the folder, the footnotes); modern_gpt.judge(df) gives the verdic
 takes the same options as its command's flags and raises UserError with the sentence the command prints.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 from .core.components import Component  # noqa: E402 (torch-free): what a plugin file's COMPONENTS list holds
 from .core.errors import UserError  # noqa: E402
