@@ -400,3 +400,14 @@ def test_a_duel_without_sets_has_no_bits_per_byte(tmp_path, run_ok):
     out = run_ok("duel", *tiny(steps=2), "--jobs", "1", "--seeds", "2", "--out", folder)
     assert "bits/byte" not in out and "bits per byte" not in out
     assert "bpb" not in json.loads(run_ok("report", str(folder), "--format", "json"))["duel"]
+
+
+def test_the_share_page_shows_a_table_per_further_metric(two_sets, run_ok, tmp_path):
+    """Issue 46: a folder judged over several metrics shares them all: after the verdict table, each further
+    metric's table with the terminal's columns and cells."""
+    page = tmp_path / "RESULT.md"
+    run_ok("report", str(two_sets / "a"), "--markdown", str(page))
+    text = page.read_text()
+    for m in METRICS[1:]:
+        assert f"| variant | vs | {m} | Δ {m} ± 95% CI | p_adj | verdict | mde | pairs |" in text, m
+    assert "not tested" in text  # rope's ctx2x_loss against classic's wall
