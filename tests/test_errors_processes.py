@@ -324,3 +324,25 @@ def test_a_pipe_closed_early_ends_quietly(tmp_path, fmt):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode in (1, 128 + signal.SIGPIPE) and err == "", (args, proc.returncode, err)
     os.close(write)
+
+
+def test_a_signal_inside_importlibs_lock_callback_is_sent_again_not_lost():
+    """Python ignores an exception raised in a weakref callback (importlib's module-lock `cb`), so a SIGTERM landing
+    there must not raise: it is delivered again once the callback has returned. Elsewhere it raises at once."""
+    from types import SimpleNamespace
+
+    from modern_gpt.cli.commands import _terminate
+
+    cb = SimpleNamespace(f_code=SimpleNamespace(co_name="cb", co_filename="<frozen importlib._bootstrap>"))
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))
+    try:
+        _terminate(signal.SIGUSR1, cb)  # returns: nothing raised inside the callback
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert got == [signal.SIGUSR1]
+    with pytest.raises(KeyboardInterrupt):
+        _terminate(signal.SIGTERM, sys._getframe())

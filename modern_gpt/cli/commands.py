@@ -10,6 +10,7 @@ import select
 import shlex
 import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Annotated
@@ -70,7 +71,13 @@ def _root(
 
 
 def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt  # SIGTERM and SIGHUP stop a run the way Ctrl-C does: finished work is kept
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: finished work is kept."""
+    if frame is not None and frame.f_code.co_name == "cb" and frame.f_code.co_filename.startswith("<frozen"):
+        # importlib's module-lock weakref callback: Python ignores (and prints) an exception raised there, and the
+        # signal would be lost. Send it again once the callback has returned.
+        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+        return
+    raise KeyboardInterrupt
 
 
 # The exceptions click raises for a mistyped command line, reached through typer's public BadParameter (a
