@@ -75,7 +75,7 @@ def _terminate(signum, frame) -> None:
     if frame is not None and frame.f_code.co_name == "cb" and frame.f_code.co_filename.startswith("<frozen"):
         # importlib's module-lock weakref callback: Python ignores (and prints) an exception raised there, and the
         # signal would be lost. Send it again once the callback has returned.
-        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+        threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
         return
     raise KeyboardInterrupt
 
