@@ -807,15 +807,23 @@ def report_metric_tables(result, design: Design) -> list[Table]:
     return _metric_tables(result, report_metric_titles(result, design), skip=1)
 
 
+def metric_plain(result, skip: int = 0) -> list[tuple[list[dict], list[str], list[list[str]]]]:
+    """Each metric's block after the first `skip`: its rows, headers and plain cells (the terminal's and the
+    share page's tables are both drawn from these)."""
+    out = []
+    for metric, rows in _metric_blocks(result)[skip:]:
+        formats = _judge_formats(rows)
+        out.append((rows, _metric_headers(metric), [_metric_cells(row, formats) for row in rows]))
+    return out
+
+
 def _metric_tables(result, titles: list[str], skip: int = 0) -> list[Table]:
     from rich.markup import escape
 
     tables = []
-    for title, (metric, rows) in zip(titles, _metric_blocks(result)[skip:], strict=True):
+    for title, (rows, headers, plain) in zip(titles, metric_plain(result, skip), strict=True):
         title = escape(title)
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        headers, formats = _metric_headers(metric), _judge_formats(rows)
-        plain = [_metric_cells(row, formats) for row in rows]
         for h in headers:
             table.add_column(escape(h), justify="left" if h in ("variant", "vs", "verdict") else "right")
         for row, cells in zip(rows, plain, strict=True):

@@ -90,10 +90,8 @@ def report_tables(rep) -> tuple[list[Table], list[str]]:
     tables = [Table(report.title(rep), [f.metadata["header"] for f in columns], rows)]
     if rep.metrics is not None:  # --eval-data sets: one table per further metric, the terminal's cells
         titles = render.report_metric_titles(rep.metrics, rep.design)
-        for title, (metric, mrows) in zip(titles, render._metric_blocks(rep.metrics)[1:], strict=True):
-            formats = render._judge_formats(mrows)
-            cells = [render._metric_cells(r, formats) for r in mrows]
-            tables.append(Table(title, render._metric_headers(metric), cells))
+        for title, (_, headers, cells) in zip(titles, render.metric_plain(rep.metrics, skip=1), strict=True):
+            tables.append(Table(title, headers, cells))
     if rep.duel:
         return [*tables, from_rich(render.duel_table(rep.duel))], [render.duel_sentence(rep.duel)]
     return tables, []
