@@ -20,7 +20,7 @@
    were under way that no run used: a worker's start, a record's trip, the last runs' imbalance) and the tail
    after the last run (the table, the plot).
 
-Speed is measured here, never asserted in a test (tests/test_bench_limit.py checks the FLOP count and the
+Speed is measured here, never asserted in a test (tests/house/test_bench_limit.py checks the FLOP count and the
 breakdown's arithmetic only).
 """
 

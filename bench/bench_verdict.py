@@ -8,7 +8,7 @@ interval), its power at injected shifts, and --seeds auto's error rate, power an
 
 bench/null-pool.csv is the pool docs/statistics.md's figures come from (60 seeds x 7 inits, 40 steps; the first
 command regenerates it bit for bit on a CPU, in about 6 minutes on the 2-core machine), so that its claims can be
-checked without training: tests/test_verdict_rules.py reads it.
+checked without training: tests/verdict/test_verdict_rules.py reads it.
 
 For each seed it trains the same architecture once per init stream (init 0 is the run's own stream, the others
 are further independent streams) with the project's own train_run, so every difference between two inits of

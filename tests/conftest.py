@@ -85,13 +85,13 @@ def made(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def executor_reference(tmp_path_factory):
-    """tests/test_executors.py's tiny ablation (TINY) with --jobs 1, trained once for the session: what every
+    """tests/executors/test_executors.py's tiny ablation (TINY) with --jobs 1, trained once for the session: what every
     executor must give, bitwise (test_executors' and test_ray_start's clusters). Where wandb is installed it is
     logged to W&B offline (the group r) under a folder of its own: (its values, that folder or None)."""
     import importlib.util
 
     from .clihelp import invoke
-    from .test_executors import TINY, values
+    from .executors.test_executors import TINY, values
     from .wandbread import offline_env
 
     folder, root = tmp_path_factory.mktemp("jobs1") / "r", None

@@ -1,4 +1,4 @@
-"""A third executor, for tests/test_executors.py's registry test: every run in this process, one after another,
+"""A third executor, for tests/executors/test_executors.py's registry test: every run in this process, one after another,
 newest seed first. It is this one file plus one line in core.config.EXECUTORS (the test adds the line)."""
 
 

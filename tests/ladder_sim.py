@@ -1,4 +1,4 @@
-"""Simulated ladders with a known compute multiplier and trend, for tests/test_ladder.py and docs/statistics.md.
+"""Simulated ladders with a known compute multiplier and trend, for tests/verdict/test_ladder.py and docs/statistics.md.
 
 A ladder of K rungs, each 16x the compute of the one below (4x the parameters, 4x the tokens), whose reference
 follows L = E + A C^-alpha, E = 1.0, alpha = 0.1 and L = 2.06 at the top rung, as the 5-seed tinyshakespeare

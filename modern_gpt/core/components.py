@@ -13,7 +13,7 @@ from .errors import UserError
 
 # The modern components, in the order the cumulative ablation stacks them. This is the
 # one place the list lives: the CLI switches, the settings, the plans, explain, export
-# and the tests all derive from it (tests/test_components.py checks that each does).
+# and the tests all derive from it (tests/core/test_components.py checks that each does).
 # A new component needs a line here, one in COMPONENT_SUMMARY, a ModelConfig field
 # (config.py) and its piece in the story of model/gpt.py.
 COMPONENTS = ("rmsnorm", "rope", "swiglu", "no_bias", "gqa", "qk_norm")

@@ -202,7 +202,7 @@ def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
     """Parameters per piece (see PIECES) and their total, from the settings alone.
 
     Arithmetic rather than a built model, so that it costs nothing for any size
-    (a config.json of a 70B model included); tests/test_model.py checks it against
+    (a config.json of a 70B model included); tests/model/test_model.py checks it against
     counting the parameters of a real GPT for every variant.
     """
     if isinstance(cfg, ModelConfig) and cfg.extra_components:  # no formula for your own piece: count it built

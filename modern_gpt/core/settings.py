@@ -130,7 +130,7 @@ def markdown_table(sections: tuple[str, ...] = tuple(SECTIONS)) -> str:
     """docs/settings.md's table of every setting of these sections (or of the ablation's options: (ABLATION,)): its
     TOML key, its flags, its default and its help.
 
-    tests/test_settings.py and tests/test_options.py check that docs/settings.md holds exactly these, so the two cannot
+    tests/core/test_settings.py and tests/core/test_options.py check that docs/settings.md holds exactly these, so the two cannot
     drift apart."""
 
     def cell(text: str) -> str:

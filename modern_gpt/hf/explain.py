@@ -7,7 +7,7 @@ it reads, its QK-norm, its class defaults for the fields a file leaves out). A m
 type without a row is not guessed at: explain says which components it cannot tell
 and counts nothing. The parameter count and the KV-cache bytes per token come from
 config.param_counts and config.kv_cache_bytes_per_token, the formulas modern-gpt counts
-its own models with, fed the shapes read from the file; tests/test_explain.py checks
+its own models with, fed the shapes read from the file; tests/hf/test_explain.py checks
 them against the transformers model built from each config on the meta device.
 """
 

@@ -42,7 +42,7 @@ def forward_flops(cfg: ModelConfig, batch: int, T: int) -> int:
     """Matmul FLOPs (2 per multiply-add) of one forward pass over batch sequences of T tokens: every linear layer,
     the LM head (tied or not) and attention's QK^T and AV, the full T x T square (as the kernel computes it). The one
     count of a model's arithmetic: bench/bench_limit.py counts with it too (checked against torch's FlopCounterMode
-    in tests/test_bench_limit.py)."""
+    in tests/house/test_bench_limit.py)."""
     d, hd, H, Hkv = cfg.dim, cfg.head_dim, cfg.heads, cfg.n_kv_heads
     mlp = (3 if cfg.swiglu else 2) * d * cfg.mlp_width
     per_token = (d * (H + 2 * Hkv) * hd + d * d + mlp) * cfg.layers + d * cfg.vocab_size

@@ -202,7 +202,7 @@ class AdamW:
     machine (torch 2.13.0 CPU build, measured while another job loaded it), constructing a
     torch.optim.AdamW and taking its first step took 0.8-1.4 s (median 1.3 s over 5
     processes; constructing alone, 1.8-1.9 s in 3 earlier ones), against 1-2 ms for this
-    class, while a smoke run trains in about a second. tests/test_train.py checks it against
+    class, while a smoke run trains in about a second. tests/run/test_train.py checks it against
     torch.optim.AdamW (plain, foreach and fused). On CUDA make_optimizer uses torch's fused
     AdamW instead.
 
@@ -211,7 +211,7 @@ class AdamW:
     On a CPU torch's _foreach ops loop over the tensors one at a time, and each wraps its Python
     scalar in a tensor: at the smoke size (29 parameters) clipping and this step took 1.1 ms of
     a 6 ms training step, 0.6 ms flat (docs/measurements.md). Every operation is elementwise, so
-    the values are bitwise those of the per-tensor path (tests/test_train.py); a step where a
+    the values are bitwise those of the per-tensor path (tests/run/test_train.py); a step where a
     parameter has no gradient takes the per-tensor path on views of the same buffers. release()
     gives each parameter its own storage back: safetensors refuses to save tensors that share one.
     """

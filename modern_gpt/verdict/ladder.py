@@ -18,7 +18,7 @@ The model, and what it assumes (docs/statistics.md, "The scale verdict", says it
 - Seed noise: a seed pairs the batches of every row at a rung, so the seeds are resampled jointly, by the
   delete-one-seed jackknife of the whole computation, the fit included; each interval is a t interval on the
   jackknife's standard error with (seeds - 1) degrees of freedom. For a mean of paired differences this is
-  exactly the paired t interval; tests/test_ladder.py measures its coverage and error rates on simulated ladders.
+  exactly the paired t interval; tests/verdict/test_ladder.py measures its coverage and error rates on simulated ladders.
 - "k != 1" and "k changes" are two families, each Holm-corrected over the component rows at alpha; the placebo
   row is tested alone, as in every table.
 Nothing here knows how a run was trained: the ablation's ladder (ablation/ladder.py) and judge --compute-col

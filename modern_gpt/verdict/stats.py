@@ -202,7 +202,7 @@ def hommel(p_values) -> np.ndarray | list[float]:
     """Hommel's adjusted p-values along the last axis, in the input order; NaN entries (rows without a test) are
     left out and stay NaN. Hommel's procedure is the closed test of Simes' intersection tests: it rejects every
     hypothesis Holm rejects, and more when several p-values are moderately small. Simes' test needs the rows'
-    tests to be positively dependent or nearly independent; tests/test_verdict_rules.py measures its error rate in
+    tests to be positively dependent or nearly independent; tests/verdict/test_verdict_rules.py measures its error rate in
     the plans' own correlations (the chained plan's neighbours correlate -0.5). A list in, a list out."""
     p = np.asarray(p_values, dtype=float)
     if p.size == 0 or p.ndim == 0:  # no rows, or one p: its own
@@ -466,9 +466,9 @@ def need_pairs(t: float, n: int, level: float) -> float:
     """The pairs that detect an inconclusive row's effect with 80% power at `level`, planned on the 80% lower
     confidence bound of its standardised effect (effect_bound, given that it missed the critical t at level); NaN
     when the 90% lower bound is zero, i.e. the row's |t| is no larger than one in ten null rows show. Simulated in
-    tests/test_verdict_rules.py: run again with the same first seeds, the printed number decides the row about 80%
+    tests/verdict/test_verdict_rules.py: run again with the same first seeds, the printed number decides the row about 80%
     of the time when its effect is one paired sd or more (on fresh seeds, as the table advises, 61-93% at 1 sd
-    from 3 to 10 seeds: tests/test_need_rerun.py), and it is shown for about one null row in ten."""
+    from 3 to 10 seeds: tests/verdict/test_need_rerun.py), and it is shown for about one null row in ten."""
     if n < 2 or math.isnan(t):
         return math.nan
     df = n - 1

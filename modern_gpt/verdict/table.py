@@ -462,7 +462,7 @@ def _rerun_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
     """What to do with a component row's need (the placebo is a diagnostic, not decided): train on that many
     fresh seeds and read that table alone. The same seeds again and more (--seeds N) are a second look at runs
     chosen because they looked promising: a table with no real effect then ends wrong in 6% of simulations at the
-    default alpha (tests/test_need_rerun.py), fresh seeds in at most alpha."""
+    default alpha (tests/verdict/test_need_rerun.py), fresh seeds in at most alpha."""
     needs = [r.seeds_needed for r in summary if not r.placebo and r.seeds_needed > 0]  # NaN > 0 is False
     if not needs:
         return []

@@ -3,7 +3,7 @@
 The paired rule (stats.paired) needs each seed in both variants. Published runs rarely pair: 13 baseline runs
 against 14 new ones, with independent seeds. Welch's test assumes neither equal counts nor equal sds
 (Satterthwaite's degrees of freedom). A threshold claim ("the mean is below 3.28 at p < 0.01", the NanoGPT
-speedrun's rule) is a one-sided one-sample t-test. Both are simulated in tests/test_judge_logs.py.
+speedrun's rule) is a one-sided one-sample t-test. Both are simulated in tests/verdict/test_judge_logs.py.
 """
 
 from __future__ import annotations

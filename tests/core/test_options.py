@@ -1,0 +1,186 @@
+"""The ablation's options (config.AblationOptions) have one source: its fields. The flags of ablate, duel and
+power, their help, the [ablation] section of a config file and docs/settings.md's options table derive from them,
+the options check their values when they are made, and the commands hand them to planning and running."""
+
+import dataclasses
+import inspect
+import json
+import re
+import typing
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from modern_gpt.ablation import planning
+from modern_gpt.cli import commands as cli
+from modern_gpt.core import settings
+from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.errors import ConfigError, UserError
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
+START, END = "<!-- ablation options table start", "<!-- ablation options table end -->"
+FIELDS = [f for f in dataclasses.fields(AblationOptions) if f.name != "given"]
+
+
+def _options(command) -> dict[str, typing.Any]:
+    """The typer.Option of every flag of a command, by its parameter's name."""
+    return {
+        p.name: typing.get_args(p.annotation)[1]
+        for p in inspect.signature(command).parameters.values()
+        if typing.get_origin(p.annotation) is typing.Annotated
+    }
+
+
+def _declared(option) -> set[str]:
+    return {flag for decl in (option.default, *option.param_decls) for flag in decl.split("/")}
+
+
+def test_every_field_is_an_option_with_its_help_and_default():
+    assert [s.name for s in settings.OPTIONS.values()] == [f.name for f in FIELDS]
+    for f in FIELDS:
+        s = settings.OPTIONS[f"ablation.{f.name}"]
+        assert s.help == f.metadata["help"] and s.help and s.default == f.default, f.name
+
+
+def test_the_settings_page_s_options_table_is_the_generated_one():
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.count(START) == 1 and text.count(END) == 1, "docs/settings.md needs the options table's two markers"
+    table = text.split(START, 1)[1].split("-->", 1)[1].split(END, 1)[0].lstrip("\n")
+    assert table == settings.markdown_table(("ablation",)), (
+        "docs/settings.md's options table differs from the code: paste the output of python -c 'from modern_gpt.core.settings "
+        'import markdown_table; print(markdown_table(("ablation",)), end="")\''
+    )
+    assert "[ablation]" not in settings.markdown_table()  # the run's settings table is the other one
+
+
+def test_each_row_is_its_field_and_the_flags_ablate_duel_and_power_declare():
+    rows = settings.markdown_table(("ablation",)).splitlines()[2:]
+    assert len(rows) == len(FIELDS)
+    ablate, duel, power = (_options(c) for c in (cli.ablate, cli.duel, cli.power))
+    for row, f in zip(rows, FIELDS, strict=True):
+        key, flags, default, what = (c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)[1:-1])
+        assert key == f"`[ablation]` `{f.name}`" and what == f.metadata["help"], row
+        assert (default == "unset") == (f.default is None), row
+        if f.default is not None:
+            assert json.loads(default.strip("`")) == f.default, row
+        declared = set(re.findall(r"`([^`]+)`", flags))
+        assert _declared(ablate[f"ablation_{f.name}"]) == declared == _declared(duel[f"ablation_{f.name}"]), row
+        assert (f"ablation_{f.name}" in power) == (f.name in cli.POWER_OPTIONS), row
+        help = ablate[f"ablation_{f.name}"].help.replace("\\[", "[")  # rich's escape of a literal [
+        assert help.startswith(f.metadata["help"]) and help.count("default:") == (f.default is not None), row
+    assert power["ablation_seeds"].help == cli.POWER_SEEDS_HELP  # power's own: N seeds of one variant, 8 by default
+
+
+def test_jobs_help_says_its_default_once():
+    result = CliRunner().invoke(cli.app, ["ablate", "--help"], env={"COLUMNS": "250"})
+    jobs = [line for line in result.stdout.splitlines() if line.startswith("│ --jobs ")]
+    assert result.exit_code == 0 and len(jobs) == 1 and jobs[0].count("[default: auto]") == 1, jobs
+
+
+def test_the_defaults_are_written_once():
+    """planning's defaults are the options' own, and no other 0.05 is written in the package."""
+    assert planning.ALPHA is AblationOptions.alpha and planning.DEFAULT_SEEDS is AblationOptions.seeds
+    assert (planning.AUTO_MIN_SEEDS, planning.AUTO_MAX_SEEDS) == (AblationOptions.min_seeds, AblationOptions.max_seeds)
+    package = Path(cli.__file__).parent.parent
+    written = [p.name for p in package.rglob("*.py") if re.search(r"(?<![\d.])0\.05(?!\d)", p.read_text("utf-8"))]
+    assert written == ["config.py"], written
+
+
+def _toml(tmp_path, text: str) -> Path:
+    path = tmp_path / "ablation.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_toml_file_s_ablation_section_accepts_exactly_the_fields(tmp_path):
+    lines = ["[ablation]"]
+    for f in FIELDS:
+        if f.default is not None:
+            lines.append(f"{f.name} = {json.dumps(f.default)}")
+    read = settings.read_toml(_toml(tmp_path, "\n".join(lines) + "\n"))
+    assert read == {f"ablation.{f.name}": f.default for f in FIELDS if f.default is not None}
+    with pytest.raises(UserError, match="unknown key 'seed' in \\[ablation\\]; did you mean 'seeds'"):
+        settings.read_toml(_toml(tmp_path, "[ablation]\nseed = 3\n"))
+    with pytest.raises(UserError, match="ablation.jobs must be an integer or a string, got True"):
+        settings.read_toml(_toml(tmp_path, "[ablation]\njobs = true\n"))  # a bool is no number of jobs
+    with pytest.raises(UserError, match="ablation.alpha must be a number, got 'low'"):
+        settings.read_toml(_toml(tmp_path, '[ablation]\nalpha = "low"\n'))
+
+
+def test_defaults_then_the_file_then_the_flags_and_what_was_given(tmp_path):
+    file = settings.read_toml(_toml(tmp_path, '[ablation]\nseeds = "auto"\nalpha = 0.1\njobs = "3"\n'))
+    flags = {"ablation.alpha": 0.2, "ablation.margin": None}
+    options = settings.resolve_options(file, flags, "ablate", cli.ABLATE_OPTIONS)
+    assert (options.seeds, options.alpha, options.jobs, options.margin, options.max_retries) == (
+        "auto",
+        0.2,
+        3,
+        None,
+        2,
+    )
+    assert set(options.given) == {"seeds", "alpha", "jobs"}  # None: a flag not given
+    assert options.choice("alpha") == 0.2 and options.choice("max_retries") is None  # a default is no choice
+    # a key of the file that the command does not read is refused; the run's settings ignore the section
+    with pytest.raises(UserError, match="power does not read the config file's \\[ablation\\] margin"):
+        settings.resolve_options({"ablation.margin": 0.1}, {}, "power", cli.POWER_OPTIONS)
+    assert settings.resolve_values(file, {}).given == ()
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"jobs": "many"}, "--jobs must be a whole number or auto, got 'many'"),
+        ({"jobs": 0}, "--jobs must be at least 1, got 0"),
+        ({"executor": "ray", "jobs": 2}, "--jobs 2 goes with --executor local"),
+        ({"executor": "kubernetes"}, "unknown executor 'kubernetes'; choose local or ray or slurm"),
+        ({"cpus_per_run": 2.0}, "--cpus-per-run goes with --executor ray"),
+        ({"executor": "ray", "ray_address": " "}, "--ray-address is empty"),
+        ({"executor": "ray", "gpus_per_run": float("nan")}, "--gpus-per-run must be a fraction up to 1"),
+        ({"max_retries": -1}, "--max-retries must not be negative, got -1"),
+    ],
+)
+def test_the_options_check_their_values_when_they_are_made(values, message):
+    with pytest.raises(ConfigError, match=message):
+        AblationOptions(**values)
+    with pytest.raises(ConfigError, match=message):
+        dataclasses.replace(AblationOptions(), **values)
+
+
+def test_jobs_are_parsed_when_the_options_are_made():
+    assert AblationOptions(jobs=" AUTO ").jobs == "auto" and AblationOptions(jobs="4").jobs == 4
+
+
+class Started(Exception):
+    """Raised in place of running.start: what the command handed it is on the exception."""
+
+
+@pytest.fixture
+def started(monkeypatch):
+    from modern_gpt.ablation import running
+
+    def start(spec, out, command, options):
+        raise Started(spec, options)
+
+    monkeypatch.setattr(running, "start", start)
+    return lambda *args: CliRunner().invoke(cli.app, [str(a) for a in args]).exception
+
+
+def test_the_commands_hand_the_options_from_the_file_and_the_flags_to_planning_and_running(started, tmp_path):
+    toml = _toml(tmp_path, "[ablation]\nseeds = 3\nalpha = 0.1\nplacebo = false\njobs = 1\nmax_retries = 4\n")
+    caught = started(
+        "ablate", "--smoke", "-c", toml, "--plan", "custom", "--variants", "classic;rope", "--alpha", "0.2"
+    )
+    assert isinstance(caught, UserError) and "both choose a config file" in str(caught)  # --smoke is a file too
+    caught = started("ablate", "-c", toml, "--plan", "custom", "--variants", "classic;rope", "--alpha", "0.2")
+    assert isinstance(caught, Started), caught
+    spec, options = caught.args
+    assert spec.seeds == [0, 1, 2] and spec.alpha == 0.2 and [v.name for v in spec.variants] == ["classic", "rope"]
+    assert (options.jobs, options.max_retries, options.alpha) == (1, 4, 0.2)
+    spec, options = started("duel", "--seeds", "auto", "--max-seeds", "4", "--jobs", "2").args
+    assert (spec.min_seeds, len(spec.seeds), options.jobs) == (3, 4, 2)
+    spec, options = started("power", "--seeds", "4").args
+    assert spec.plan == "power" and spec.seeds == [0, 1, 2, 3] and spec.alpha == AblationOptions.alpha
+    assert len(started("power").args[0].seeds) == cli.POWER_SEEDS  # power's own default, not --seeds's 5
+    refused = started("power", "--seeds", "auto")
+    assert isinstance(refused, UserError) and "give --seeds N, not auto" in str(refused)
