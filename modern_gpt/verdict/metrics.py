@@ -249,6 +249,7 @@ class MetricsVerdict:
     other_alpha: float
     stop: int | None = None
     other_method: str = ""  # --seeds auto: the others' boundary (stats.OBRIEN_FLEMING, or BONFERRONI when too small)
+    passed_on: bool = False  # val's share went on to the others (every val test rejected; the fixed rule alone)
 
     def decisive(self) -> list[str]:
         """The metrics from the most to the least decisive (highest signal-to-noise first)."""
@@ -343,12 +344,13 @@ def judge_metrics(design: Design, runs: pd.DataFrame, metrics, share: float = VA
     verdict = np.full(now["p"].shape, INCONCLUSIVE, dtype=object)
     p_adj, q_adj = np.full(now["p"].shape, np.nan), np.full(now["p"].shape, np.nan)
     levels = np.full(now["p"].shape, np.nan)  # the first-step level of each test's family, for mde
-    stop, method = None, ""
+    stop, method, passed_on = None, "", False
     wv, wo = shares(now["p"][:, comp], share) if comp else (1.0, 1.0)
     wv, wo = float(wv), float(wo)
     if not design.sequential:
         if comp:
-            pa, qa, _, _ = adjust_metrics(now["p"][:, comp], now["p_same"][:, comp], alpha, share)
+            pa, qa, _, spent = adjust_metrics(now["p"][:, comp], now["p_same"][:, comp], alpha, share)
+            passed_on = float(spent) > wo
             p_adj[:, comp], q_adj[:, comp] = pa, qa
             verdict[:, comp] = decide(now["delta"][:, comp], pa, alpha, qa)
             levels[:, comp] = _first_steps(now["p"][:, comp], wv * alpha, wo * alpha)
@@ -361,7 +363,7 @@ def judge_metrics(design: Design, runs: pd.DataFrame, metrics, share: float = VA
     verdict = np.where(now["wall"], NOT_TESTED, verdict)
     table = _long(design, values, metrics, tested, now, verdict, p_adj, q_adj, levels)
     ratios = [_snr(design, values[m], m) for m in metrics]
-    return MetricsVerdict(table, ratios, metrics, wv * alpha, wo * alpha, stop, method)
+    return MetricsVerdict(table, ratios, metrics, wv * alpha, wo * alpha, stop, method, passed_on)
 
 
 def _first_steps(p: np.ndarray, val_alpha: float, other_alpha: float) -> np.ndarray:

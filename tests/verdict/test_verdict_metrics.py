@@ -379,6 +379,38 @@ def test_judge_metrics_marks_walls_not_tested_and_judges_the_rest_as_one_family(
     assert np.allclose(placebo.p_adj, placebo.p), "the placebo: a diagnostic, tested alone"
 
 
+def _two_rows(val_shift_b: float, wall_b: bool = False) -> tuple:
+    """classic, its placebo and rows a, b (both against classic), 5 seeds: a is better by 0.1 nats on val (sd 0.01),
+    b by val_shift_b, or b has no val at all (its runs failed: no test); on code_loss a is better by 0.03 nats (sd 0.01), b is not."""
+    rng = np.random.default_rng(7)
+    rows = [Row("classic"), Row("classic (placebo)", 0, True), Row("a", 0), Row("b", 0)]
+    shift = {0: 0.0, 1: 0.0, 2: -0.1, 3: val_shift_b}
+    records = [
+        dict(row=i, variant=r.name, seed=s, diverged=False, error="",
+             val_loss=math.nan if wall_b and i == 3 else 2.0 + shift[i] + 0.01 * rng.standard_normal(),
+             code_loss=3.0 - 0.03 * (i == 2) + 0.01 * rng.standard_normal())
+        for i, r in enumerate(rows) for s in range(5)
+    ]  # fmt: skip
+    return Design(rows, tuple(range(5))), pd.DataFrame(records)
+
+
+@pytest.mark.parametrize(("shift_b", "wall_b", "passed"), [(-0.1, False, True), (0.0, False, False), (0, True, True)])
+def test_the_result_says_whether_vals_share_passed_on(shift_b, wall_b, passed):
+    """passed_on is the fact adjust_metrics acted on: every val test rejected (a row with no val has no test), so
+    the others were judged at the whole alpha; the views read it instead of re-deriving it from the verdicts."""
+    design, runs = _two_rows(shift_b, wall_b)
+    result = judge_metrics(design, runs, ["val_loss", "code_loss"])
+    assert result.passed_on is passed
+    t = result.table
+    code = t[(t.metric == "code_loss") & ~t.placebo & (t.reference != "")]
+    raw = np.array(holm(code["p"].to_numpy()))
+    scale = ALPHA if passed else result.other_alpha
+    assert np.allclose(code["p_adj"], np.minimum(1.0, raw * ALPHA / scale), equal_nan=True), (
+        "the others' p_adj on the share used"
+    )
+    assert 0 < code["p_adj"].min() < 1, "a p_adj that shows the share"
+
+
 def test_judge_metrics_under_seeds_auto_stops_where_val_stops():
     design, runs = synthetic(seeds=10, sequential_=True)
     looks = {"looks": [{"seeds": n} for n in range(3, 11)], "min_seeds": 3, "max_seeds": 10}
