@@ -81,7 +81,7 @@ def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | 
         )
 
 
-def check(names, mlflow_uri_given: str | None = None, folder: Path | None = None) -> None:
+def check(names, mlflow_uri_given: str | None = None) -> None:
     """Before anything trains: every --track name known and installed, MLflow's store reachable and writable,
     W&B able to log."""
     from .wandb import check_wandb  # here: the backends' modules load only for a tracker asked for
@@ -107,9 +107,7 @@ def _check_mlflow(uri: str, where: str) -> None:
     if store is not None:
         _check_writable(store, where, is_file=uri.startswith("sqlite:"))
     _check_scheme(uri, where)
-    made = (
-        [] if store is None or os.path.lexists(store) else [Path(f"{store}{end}") for end in ("", "-journal", "-wal")]
-    )
+    made = store is not None and not os.path.lexists(store)  # removed again if the store fails
     try:
         if store is not None and uri.startswith("sqlite:"):
             _check_sqlite(store, where)
@@ -120,8 +118,8 @@ def _check_mlflow(uri: str, where: str) -> None:
         with quiet_store():  # a sqlite file is created or migrated, a server answers its API
             MlflowClient(uri).search_experiments(max_results=1)
     except Exception as e:
-        for path in made:
-            path.unlink(missing_ok=True)
+        for end in ("", "-journal", "-wal") if made else ():
+            Path(f"{store}{end}").unlink(missing_ok=True)
         if isinstance(e, UserError):
             raise
         raise UserError(f"{where}: MLflow cannot use this store ({first_line(e)}); give another URI.") from None
@@ -148,13 +146,9 @@ def _check_scheme(uri: str, where: str) -> None:
     if scheme in ("", "file") and _file_store_refused():
         refused = f"{version} refuses file stores unless MLFLOW_ALLOW_FILE_STORE=true"
         raise UserError(f"{where}: MLflow cannot use this store ({refused}); {give}")
-    try:
-        from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
 
-        known = set(_tracking_store_registry._registry)
-    except (ImportError, AttributeError):  # this MLflow keeps it elsewhere: its own error will do
-        known = {scheme}
-    if scheme not in known:
+    if scheme not in _tracking_store_registry._registry:
         raise UserError(f"{where}: MLflow cannot use this store ({version} knows no {scheme}: stores); {give}")
 
 
@@ -206,12 +200,11 @@ def _check_sqlite(path: Path, where: str) -> None:
 @contextlib.contextmanager
 def quiet_store():
     """MLflow's INFO lines while it makes a sqlite store's tables kept off stderr (its warnings still show)."""
-    loggers = [logging.getLogger(name) for name in ("mlflow.store.db", "alembic")]
-    levels = [logger.level for logger in loggers]
+    loggers = {logger: logger.level for logger in map(logging.getLogger, ("mlflow.store.db", "alembic"))}
     for logger in loggers:
         logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels, strict=True):
+        for logger, level in loggers.items():
             logger.setLevel(level)

@@ -15,9 +15,8 @@ from . import records as rec
 from .checks import _local_store, mlflow_uri, quiet_store
 
 LAYOUT = (
-    "Each table row is a run named by its verdict, with its Δ (delta_val), CI (ci_low, ci_high), p, p_adj and mde "
-    "(and each further metric's, as code_loss.delta, ...) as metrics and its seeds' runs nested under it; the run "
-    "named summary holds summary.csv, the figures and this table (verdicts.json)."
+    "Each table row is a run named by its verdict, with its numbers as metrics (code_loss.delta, ... for each further "
+    "metric) and its seeds' runs nested under it; the run named summary holds the files and this table (verdicts.json)."
 )
 
 
@@ -101,9 +100,10 @@ class MlflowBackend:
             tag = rec.row_tag(self.tracked, row)
             tags = {"kind": ROW_KIND, "folder": Path(folder).name, "plan": self.tracked.plan, "row": str(tag)}
             tags |= {"verdict": row.get("verdict") or "", "reference": row.get("reference") or ""}
-            tags |= {**rec.metric_verdicts(metrics, row["variant"]), "mlflow.note.content": _about(row)}
+            numbers, verdicts = rec.metric_stats(metrics, row["variant"])
+            tags |= {**verdicts, "mlflow.note.content": _about(row)}
             run_id = parents[row["variant"]] = self._new_run(f"{key}-row{tag:02d}", rec.row_title(row), tags, now - i)
-            numbers = {**rec.row_stats(row), **rec.metric_stats(metrics, row["variant"])}
+            numbers |= rec.row_stats(row)
             self._batch(run_id, metrics=[(k, v, 0) for k, v in numbers.items()])
             self.client.set_terminated(run_id, "FINISHED", now - i)
         for record in rec.tracked_records(folder, self.name):  # seeds nested; the counted ones get the verdict
@@ -116,7 +116,7 @@ class MlflowBackend:
                 self._batch(rec.tracked_ids(record)[self.name], tags=tags)
         self.client.set_experiment_tag(self.experiment_id, "mlflow.note.content", text[:20000])  # MLflow's limit
 
-    def _log_table(self, run_id: str, columns: dict[str, list]) -> None:
+    def _log_table(self, run_id: str, table: tuple[list[str], list[list]]) -> None:
         """mlflow.log_table's verdicts.json (the UI's artifact view shows it), written again at full precision:
         log_table keeps 10 decimals, where a p of 1e-12 would read 0."""
         import pandas as pd
@@ -124,12 +124,10 @@ class MlflowBackend:
         with warnings.catch_warnings():  # MLflow's own select_dtypes call, deprecated by pandas
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
-            self.client.log_table(run_id, pd.DataFrame(columns), "verdicts.json")
-        table = {"columns": list(columns), "data": rec.table_rows(columns)}
-        self.client.log_text(run_id, json.dumps(table, allow_nan=False), "verdicts.json")
-
-    def close(self) -> None:
-        pass
+            self.client.log_table(run_id, pd.DataFrame(table[1], columns=table[0]), "verdicts.json")
+        self.client.log_text(
+            run_id, json.dumps({"columns": table[0], "data": table[1]}, allow_nan=False), "verdicts.json"
+        )
 
 
 def _about(row: dict[str, str]) -> str:

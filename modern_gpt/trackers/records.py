@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -37,36 +38,22 @@ class Tracked:
 
     @classmethod
     def of(cls, meta: dict) -> Tracked:
-        """From a results folder's meta.json; a hand-edited field of the wrong type counts as none."""
-        spec = meta.get("spec") if isinstance(meta.get("spec"), dict) else {}
-        variants = spec.get("variants") if isinstance(spec.get("variants"), list) else []
-        return cls(
-            spec.get("settings") if isinstance(spec.get("settings"), dict) else {},
-            str(spec.get("plan", "")),
-            str(meta.get("started")),
-            tuple(spec.get("lrs") or ()),
-            tuple(v for v in variants if isinstance(v, dict)),
-        )
-
-    @classmethod
-    def train(cls, settings: dict, started: str) -> Tracked:
-        return cls(settings, TRAIN, started)
+        """From a results folder's meta.json (ResultsDir.read_meta checks it against its schema)."""
+        spec = meta.get("spec") or {}
+        lrs, variants = tuple(spec.get("lrs") or ()), tuple(spec.get("variants") or ())
+        return cls(spec.get("settings") or {}, str(spec.get("plan", "")), str(meta.get("started")), lrs, variants)
 
 
 def tracked_ids(record: dict) -> dict[str, str]:
     """A run file's tracker ids; a hand-edited field or id of another type counts as not logged."""
     ids = record.get("tracked")
-    if not isinstance(ids, dict):
-        return {}
-    return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v}
+    return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v} if isinstance(ids, dict) else {}
 
 
 def tracking_state(meta: dict) -> dict[str, dict]:
     """meta.json's tracking (per tracker: its error, its summary, MLflow's store); other types count as none."""
     state = meta.get("tracking")
-    if not isinstance(state, dict):
-        return {}
-    return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)}
+    return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)} if isinstance(state, dict) else {}
 
 
 def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
@@ -87,34 +74,24 @@ def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
 def run_model(tracked: Tracked, record: dict) -> dict:
     """The model a run trained: the folder's settings with the run's components switched on (a `+rmsnorm` run
     says rmsnorm=True), its row's MLP width and its tokenizer's vocabulary (when its run file records it)."""
-    model = dict(tracked.settings.get("model") or {})
+    model = tracked.settings.get("model") or {}
     if tracked.plan == TRAIN:  # `train` logs its settings as trained
         return model
-    names = str(record.get("components") or "").split("+")
-    model.update({c: c in names for c in COMPONENTS})
-    extra = [c for c in names if c and c not in COMPONENTS]
-    model.pop("extra_components", None)
-    if extra:  # a plugin's components
-        model["extra_components"] = extra
-    row = record.get("row")
-    model["mlp_hidden"] = (tracked.variants[row] if _within(row, tracked.variants) else {}).get("mlp_hidden")
-    model.pop("vocab_size", None)
+    names, row = str(record.get("components") or "").split("+"), record["row"]
+    model = {k: v for k, v in model.items() if k not in ("extra_components", "vocab_size")}
+    extra = [c for c in names if c and c not in COMPONENTS]  # a plugin's components
+    model |= {c: c in names for c in COMPONENTS} | ({"extra_components": extra} if extra else {})
+    model["mlp_hidden"] = tracked.variants[row].get("mlp_hidden") if row < len(tracked.variants) else None
     if isinstance(record.get("vocab_size"), int):
         model["vocab_size"] = record["vocab_size"]
     return model
-
-
-def _within(i, variants) -> bool:
-    return isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(variants)
 
 
 def run_metrics(record: dict) -> dict[str, float]:
     """A run's final numbers (NaN for a run that failed), its further metrics (val_bpb, NAME_loss, NAME_bpb,
     ctx2x_loss, icl_gain), and diverged and failed as 0 or 1."""
     out = {k: _number(record.get(k)) for k in FINAL_METRICS}
-    further = record.get("metrics")
-    if isinstance(further, dict):
-        out.update((k, _number(v)) for k, v in further.items() if isinstance(k, str) and k not in out)
+    out |= {k: _number(v) for k, v in (record.get("metrics") or {}).items() if k not in out}
     out["diverged"] = float(bool(record.get("diverged")))
     out["failed"] = float(bool(record.get("error")))
     return out
@@ -127,17 +104,16 @@ def run_tags(tracked: Tracked, record: dict, folder: Path) -> dict[str, str]:
     tags |= {"variant": record["variant"], "seed": str(record["seed"])}
     if record.get("lr") is not None:
         tags["lr"] = str(record["lr"])
-    variants, row = tracked.variants, record.get("row")
-    ref = variants[row].get("reference") if _within(row, variants) else ""
-    name = "" if ref is None else variants[ref].get("name") if _within(ref, variants) else None
-    if isinstance(name, str):  # not `train`'s run, nor a row a hand-edited meta.json lacks
-        tags |= {"reference": name, "placebo": str(variants[row].get("placebo") is True).lower()}
+    variants, row = tracked.variants, record["row"]
+    if row < len(variants):  # not `train`'s run
+        ref = variants[row].get("reference")
+        tags |= {"reference": "" if ref is None else variants[ref]["name"]}
+        tags |= {"placebo": str(variants[row].get("placebo") is True).lower()}
     return tags | {"error": (record.get("error") or "")[:500], "modern_gpt.key": run_key(folder, tracked, record)}
 
 
 def several_lrs(tracked: Tracked) -> bool:
-    """Trained with --lrs: a variant has a run row per learning rate, which its names must tell apart."""
-    return len(tracked.lrs) > 1
+    return len(tracked.lrs) > 1  # --lrs: a variant has a run row per learning rate, which names tell apart
 
 
 def run_name(tracked: Tracked, record: dict) -> str:
@@ -182,12 +158,8 @@ def curve(record: dict) -> list[tuple[int, str, float]]:
     ]
 
 
-# ---------------------------------------------------------------------------
-# The table: summary.csv's cells (val's verdicts) and metrics.csv's (every further metric's)
-# ---------------------------------------------------------------------------
 def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
-    """The summary rows the ablation hands over as summary.csv writes them (the reference by name, "" for the
-    first row): what a tracker shows is the file's text."""
+    """The summary rows the ablation hands over, as summary.csv writes them: a tracker shows the file's text."""
     return list(csv.DictReader(io.StringIO(summary_frame(rows).to_csv(index=False))))
 
 
@@ -197,8 +169,8 @@ def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def metric_cells(folder: Path) -> list[dict[str, str]]:
-    """metrics.csv's (row, metric) verdicts (written with --eval-data sets, just before the trackers are told),
-    but val_loss's, which are the summary's; their Δ as delta_val, as the summary names it."""
+    """metrics.csv's (row, metric) verdicts with --eval-data sets (written just before the trackers are told),
+    but val_loss's, which are the summary's; each Δ also as delta_val, the summary's name."""
     path = Path(folder) / "metrics.csv"
     if not path.is_file():
         return []
@@ -206,15 +178,12 @@ def metric_cells(folder: Path) -> list[dict[str, str]]:
         return [{**r, "delta_val": r["delta"]} for r in csv.DictReader(f) if r["metric"] != "val_loss"]
 
 
-def metric_stats(cells: list[dict[str, str]], variant: str) -> dict[str, float]:
-    """A table row's numbers on each further metric: code_loss.delta, code_loss.p_adj, ..."""
+def metric_stats(cells: list[dict[str, str]], variant: str) -> tuple[dict[str, float], dict[str, str]]:
+    """A table row's numbers on each further metric (code_loss.delta, code_loss.p_adj, ...), and its verdicts on
+    those it is tested on (code_loss.verdict, ...)."""
     mine = [c for c in cells if c["variant"] == variant]
-    return {f"{c['metric']}.{k}": v for c in mine for k in METRIC_STATS if math.isfinite(v := _number(c[k]))}
-
-
-def metric_verdicts(cells: list[dict[str, str]], variant: str) -> dict[str, str]:
-    """A table row's verdict on each further metric it is tested on: code_loss.verdict, ..."""
-    return {f"{c['metric']}.verdict": c["verdict"] for c in cells if c["variant"] == variant and c["verdict"]}
+    numbers = {f"{c['metric']}.{k}": v for c in mine for k in METRIC_STATS if math.isfinite(v := _number(c[k]))}
+    return numbers, {f"{c['metric']}.verdict": c["verdict"] for c in mine if c["verdict"]}
 
 
 def row_stats(row: dict[str, str]) -> dict[str, float]:
@@ -271,25 +240,15 @@ def tracked_records(folder: Path, name: str) -> list[dict]:
     """The folder's run files that this tracker logged."""
     out = []
     for f in sorted((Path(folder) / "runs").glob("*.json")):
-        try:
-            record = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and tracked_ids(record).get(name):
-            out.append(record)
-    return out
+        with contextlib.suppress(OSError, ValueError):  # a damaged file: the report names it
+            out.append(json.loads(f.read_text(encoding="utf-8")))
+    return [r for r in out if isinstance(r, dict) and tracked_ids(r).get(name)]
 
 
 def row_of(rows: list[dict[str, str]], record: dict) -> tuple[dict[str, str] | None, bool]:
     """The table row a run belongs to, and whether the table counts it (with --lrs: at the row's chosen rate)."""
     row = next((r for r in rows if r["variant"] == record.get("variant")), None)
-    if row is None:
-        return None, False
-    return row, not row.get("lr") or _number(row["lr"]) == _number(record.get("lr"))
-
-
-def signed(value: float) -> str:
-    return f"{value:+.4f}"
+    return row, row is not None and (not row.get("lr") or _number(row["lr"]) == _number(record.get("lr")))
 
 
 def ci_text(row: dict[str, str]) -> str:
@@ -297,8 +256,8 @@ def ci_text(row: dict[str, str]) -> str:
     stats = row_stats(row)
     if "delta_val" not in stats:
         return ""
-    ci = f" [{signed(stats['ci_low'])}, {signed(stats['ci_high'])}]" if "ci_low" in stats else ""
-    return f"Δ {signed(stats['delta_val'])}{ci}"
+    ci = f" [{stats['ci_low']:+.4f}, {stats['ci_high']:+.4f}]" if "ci_low" in stats else ""
+    return f"Δ {stats['delta_val']:+.4f}{ci}"
 
 
 def row_title(row: dict[str, str]) -> str:
@@ -339,32 +298,22 @@ def verdict_table(rows: list[dict[str, str]], metrics: list[dict[str, str]] = ()
         lines = ["| " + " | ".join(head) + " |", "|---" * len(what) + "|---|---|---:|---|---:|---:|---:|---|"]
         for r in cells:
             s = row_stats(r)
-            ci = f"[{signed(s['ci_low'])}, {signed(s['ci_high'])}]" if "ci_low" in s else ""
-            numbers = [signed(s["delta_val"]) if "delta_val" in s else "", ci]
+            ci = f"[{s['ci_low']:+.4f}, {s['ci_high']:+.4f}]" if "ci_low" in s else ""
+            numbers = [f"{s['delta_val']:+.4f}" if "delta_val" in s else "", ci]
             numbers += [f"{s[k]:.4g}" if k in s else "" for k in ("p", "p_adj", "mde")]
-            row = [_cell(r["variant"]), *(r[k] for k in what), r.get("verdict") or "", *numbers]
-            lines.append("| " + " | ".join([*row, _cell(r.get("reference") or "")]) + " |")
+            row = [_cell(r["variant"]), *(_cell(r[k]) for k in what), r.get("verdict") or "", *numbers]
+            lines.append("| " + " | ".join([*row, _cell(r.get("reference") or "")]) + " |")  # | escaped, no markup
         out += ("\n\n" if out else "") + "\n".join(lines)
     return out
 
 
 def _cell(text: str) -> str:
-    """A name in a Markdown table cell: its | escaped, nothing else of it read as markup."""
     return re.sub(r"([\\|*_`\[\]<>])", r"\\\1", text)
 
 
-def verdict_columns(rows: list[dict[str, str]], metric: bool = False) -> dict[str, list]:
-    """The verdict table as typed columns (None where a row has no number), for MLflow's log_table and W&B's
-    wandb.Table; metric: metric_cells' rows, with their metric's name."""
-    out: dict[str, list] = {"variant": [r["variant"] for r in rows]}
-    if metric:
-        out["metric"] = [r["metric"] for r in rows]
-    out["verdict"] = [r.get("verdict") or "" for r in rows]
-    out.update((key, [row_stats(r).get(key) for r in rows]) for key in ROW_STATS)
-    out["reference"] = [r.get("reference") or "" for r in rows]
-    return out
-
-
-def table_rows(columns: dict[str, list]) -> list[list]:
-    """verdict_columns' table as its rows."""
-    return [list(cells) for cells in zip(*columns.values(), strict=True)]
+def verdict_columns(rows: list[dict[str, str]], metric: bool = False) -> tuple[list[str], list[list]]:
+    """The verdict table's column names and rows, its numbers typed (None where a row has none), for MLflow's
+    log_table and W&B's wandb.Table; metric: metric_cells' rows, with their metric's name."""
+    names = ["variant", *(["metric"] if metric else []), "verdict", *ROW_STATS, "reference"]
+    cells = [{**r, **dict.fromkeys(ROW_STATS), **row_stats(r), "reference": r.get("reference") or ""} for r in rows]
+    return names, [[c[k] for k in names] for c in cells]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import textwrap
 from pathlib import Path
 
 from ..core.components import COMPONENTS
@@ -112,16 +113,17 @@ class TensorBoardBackend:
     def _scalars(self, writer, rows: list[dict], metrics: list[dict], margins: rec.Margins) -> dict:
         """Each row's numbers as scalars, and the custom scalars layout: every row's Δ and CI (step: the run row),
         then a chart per row named by its verdict (across the looks or learning rates, where it has several)."""
-        everyone, charts = [f"table/{k}" for k in SERIES], {}  # lower case: TIME SERIES lists the runs' curves first
+        everyone, charts, steps = [f"table/{k}" for k in SERIES], {}, []  # lower case: after the runs' curves
         for row in rows:
             stats, tag = rec.row_stats(row), rec.row_tag(self.tracked, row)
             name = f"{tag:02d}-{rec.slug(row['variant'])}"
-            for key, value in {**stats, **rec.metric_stats(metrics, row["variant"])}.items():
+            for key, value in {**stats, **rec.metric_stats(metrics, row["variant"])[0]}.items():
                 writer.add_scalar(f"row/{name}/{key}", value, 0)
             if "ci_low" not in stats:
                 continue
             for key, value in zip(everyone, (stats[k] for k in SERIES), strict=True):
                 writer.add_scalar(key, value, tag)
+            steps.append(f"{tag} = {row['variant']}")
             series, points = [f"row/{name}/{k}" for k in SERIES], margins.of(row["variant"])
             if len(points) > 1:
                 series = [f"margin/{name}/{k}" for k in SERIES]
@@ -131,15 +133,10 @@ class TensorBoardBackend:
             charts[rec.row_title(row) + (f" ({margins.axis_text()})" if len(points) > 1 else "")] = ["Margin", series]
         if not charts:
             return {}
-        steps = ", ".join(
-            f"{rec.row_tag(self.tracked, r)} = {r['variant']}" for r in rows if "ci_low" in rec.row_stats(r)
-        )
-        by_row = {f"every row: Δ val and its 95% CI against the row's reference (step {steps})": ["Margin", everyone]}
+        title = f"every row: Δ val and its 95% CI against the row's reference (step {', '.join(steps)})"
+        by_row = {title: ["Margin", everyone]}
         in_order = dict(reversed(charts.items()))  # CUSTOM SCALARS draws a section's charts last first
         return {f"{VERDICTS}: {rec.answer(rows)}": by_row, f"{VERDICTS} by row": in_order}
-
-    def close(self) -> None:
-        pass
 
 
 def _in_the_way(path: Path) -> None:
@@ -152,8 +149,6 @@ def _in_the_way(path: Path) -> None:
 def _answer_image(rows: list[dict[str, str]]):
     """Each row's Δ val and 95% CI, named on the left, its verdict on the right, under the answer in one line:
     an RGB array for add_image."""
-    import textwrap
-
     import matplotlib
 
     matplotlib.use("Agg")

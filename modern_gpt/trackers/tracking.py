@@ -4,38 +4,24 @@ summary at the end, and the report's footnotes for what a tracker lacks."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import shlex
 import sys
 from pathlib import Path
-from typing import Protocol
 
 from ..core.config import check_names
 from .checks import mlflow_uri, store_id
-from .records import Margins, Tracked, first_line, tracked_ids, tracking_state
+from .records import TRAIN, Margins, Tracked, first_line, tracked_ids, tracking_state
+
+BACKENDS = {"tensorboard": "TensorBoardBackend", "mlflow": "MlflowBackend", "wandb": "WandbBackend"}
 
 
-class Backend(Protocol):
-    name: str
-
-    def start(self, folder: Path, tracked: Tracked) -> None: ...
-    def log_run(self, record: dict) -> str: ...  # the tracker's run id
-    def log_summary(self, folder: Path, summary: list, margins: Margins | None = None) -> None: ...  # SummaryRow's
-    def close(self) -> None: ...
-
-
-def backend(name: str, mlflow_uri_given: str | None = None) -> Backend:
-    """The backend of a tracker's name, from its own module (trackers/NAME.py), imported only when asked for."""
-    if name == "tensorboard":
-        from .tensorboard import TensorBoardBackend
-
-        return TensorBoardBackend()
-    if name == "mlflow":
-        from .mlflow import MlflowBackend
-
-        return MlflowBackend(mlflow_uri_given)
-    from .wandb import WandbBackend
-
-    return WandbBackend()
+def backend(name: str, mlflow_uri_given: str | None = None):
+    """The backend of a tracker's name, from its own module (trackers/NAME.py), imported only when asked for:
+    start(folder, tracked), log_run(record) -> its run id, log_summary(folder, summary rows, margins) and, for
+    W&B, close()."""
+    made = getattr(importlib.import_module(f"{__package__}.{name}"), BACKENDS[name])
+    return made(mlflow_uri_given) if name == "mlflow" else made()
 
 
 def warn(text: str) -> None:
@@ -47,7 +33,7 @@ class Tracking:
     tracking, then a footnote): a tracker's failure never stops or loses a run."""
 
     def __init__(self, on_warning=warn, mlflow_uri_given: str | None = None, folder: Path | str = "DIR"):
-        self.backends: list[Backend] = []
+        self.backends: list = []
         self.errors: dict[str, str] = {}
         self.on_warning, self.mlflow_uri_given, self.folder = on_warning, mlflow_uri_given, folder
 
@@ -66,7 +52,7 @@ class Tracking:
     def names(self) -> list[str]:
         return [b.name for b in self.backends]
 
-    def _safely(self, b: Backend, call, *args):
+    def _safely(self, b, call, *args):
         try:
             return call(*args)
         except Exception as e:
@@ -91,7 +77,7 @@ class Tracking:
             self._safely(b, b.log_summary, folder, summary, margins)
 
     def close(self) -> None:
-        for b in list(self.backends):
+        for b in [b for b in self.backends if hasattr(b, "close")]:
             self._safely(b, b.close)
         self.backends = []
 
@@ -106,7 +92,7 @@ def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed:
     tensorboard/; returns its ids by tracker."""
     components = "+".join(settings.model.components)
     record = {**metrics, "row": 0, "seed": seed, "variant": components or "classic", "components": components}
-    tracked = Tracked.train(settings.to_dict(), dt.datetime.now().isoformat())
+    tracked = Tracked(settings.to_dict(), TRAIN, dt.datetime.now().isoformat())
     tracking = Tracking.open(names, mlflow_uri_given, Path(folder), tracked)
     try:
         return tracking.log({**record, "lr": settings.train.lr})

@@ -22,22 +22,15 @@ def wandb_mode() -> str:
 
 def check_wandb() -> None:
     """Before anything trains: a mode that logs, a key to log with online, and WANDB_DIR a writable folder."""
-    mode, where = wandb_mode(), os.environ.get("WANDB_DIR")
+    mode, where, why = wandb_mode(), os.environ.get("WANDB_DIR"), ""
     if mode == "disabled":  # run ids for nothing, which the run files would record as logged
-        raise UserError(
-            "--track wandb with WANDB_MODE=disabled logs nothing, though it gives run ids; unset WANDB_MODE to log "
-            "offline (wandb sync uploads later), or leave out --track wandb."
-        )
-    if mode not in WANDB_MODES:
-        raise UserError(
-            f"--track wandb with WANDB_MODE={mode}, which is not a W&B mode ({', '.join(WANDB_MODES)}); "
-            "unset it to log offline."
-        )
-    if mode not in WANDB_OFFLINE and not os.environ.get("WANDB_API_KEY") and not _netrc_key():
-        raise UserError(
-            f"--track wandb with WANDB_MODE={mode} needs a W&B login (wandb login, or WANDB_API_KEY); "
-            "leave WANDB_MODE unset to log offline and upload later with wandb sync."
-        )
+        why = "logs nothing, though it gives run ids; unset WANDB_MODE to log offline (wandb sync uploads later)"
+    elif mode not in WANDB_MODES:
+        why = f"which is not a W&B mode ({', '.join(WANDB_MODES)}); unset it to log offline"
+    elif mode not in WANDB_OFFLINE and not os.environ.get("WANDB_API_KEY") and not _netrc_key():
+        why = "needs a W&B login (wandb login, or WANDB_API_KEY); leave WANDB_MODE unset to log offline"
+    if why:
+        raise UserError(f"--track wandb with WANDB_MODE={mode}{',' if mode not in WANDB_MODES else ''} {why}.")
     if where and not (Path(where).is_dir() and os.access(where, os.W_OK)):
         raise UserError(f"--track wandb: WANDB_DIR={where} is not a writable folder; create it or unset it.")
 
@@ -68,21 +61,12 @@ class WandbBackend:
         """A new W&B run with the id key, after removing an earlier attempt's offline folder of that id."""
         for old in (self.root / "wandb").glob(f"offline-run-*-{key}"):
             shutil.rmtree(old, ignore_errors=True)
-        online = wandb_mode() not in WANDB_OFFLINE
+        resume = "allow" if wandb_mode() not in WANDB_OFFLINE else None  # online, an attempt continues the run
         settings = self.wandb.Settings(console="off", silent=True, x_disable_stats=True, x_save_requirements=False)
+        project, where = os.environ.get("WANDB_PROJECT") or "modern-gpt", str(self.root)
+        run = dict(project=project, group=self.group, name=name, id=key, job_type=job_type, tags=tags, config=config)
         return self.wandb.init(
-            project=os.environ.get("WANDB_PROJECT") or "modern-gpt",
-            group=self.group,
-            name=name,
-            id=key,
-            job_type=job_type,
-            tags=tags,
-            config=config,
-            dir=str(self.root),
-            mode=wandb_mode(),
-            resume="allow" if online else None,  # online, a second attempt continues the same run
-            reinit="create_new",
-            settings=settings,
+            **run, dir=where, mode=wandb_mode(), resume=resume, reinit="create_new", settings=settings
         )
 
     def log_run(self, record: dict, verdict: str | None = None) -> str:
@@ -92,18 +76,11 @@ class WandbBackend:
         key = tags.pop("modern_gpt.key")
         if verdict is not None:
             key = rec.tracked_ids(record).get(self.name) or key  # the run its file records
-        keys = (
-            "folder",
-            "plan",
-            "row",
-            "variant",
-            *(("lr",) if rec.several_lrs(self.tracked) and "lr" in tags else ()),
-        )
+        keys = ["folder", "plan", "row", "variant"] + (["lr"] if rec.several_lrs(self.tracked) and "lr" in tags else [])
         labels = [_label(k, tags[k]) for k in keys] + ([_label("verdict", verdict)] if verdict is not None else [])
         config = {**{k: v for k, v in tags.items() if v}, **rec.run_params(self.tracked, record), "row": record["row"]}
-        run = self._init(
-            key, rec.run_name(self.tracked, record), "run", labels, config | {"verdict": verdict} if verdict else config
-        )
+        config |= {"verdict": verdict} if verdict is not None else {}
+        run = self._init(key, rec.run_name(self.tracked, record), "run", labels, config)
         try:
             if verdict is None or wandb_mode() in WANDB_OFFLINE:
                 steps: dict[int, dict[str, float]] = {}
@@ -117,22 +94,18 @@ class WandbBackend:
         return run.id
 
     def log_summary(self, folder: Path, summary: list, margins=None) -> None:
-        """The summary run: the verdict table as the wandb.Table "verdicts" (typed columns), each further
-        metric's as "metrics", summary.csv's cells as "summary", the figures, and each row's verdicts and numbers
-        in its summary (row02.verdict, row02.delta_val, row02.code_loss.delta, ...); then every seed's run gets
-        its row's verdict (log_run)."""
+        """The summary run: the wandb.Tables "verdicts", "metrics" (each further metric's) and "summary", the
+        figures, each row's verdicts and numbers (row02.verdict, row02.code_loss.delta, ...); then each seed's run
+        gets its row's verdict."""
         rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
-        plan, name = self.tracked.plan, Path(folder).name
-        labels = [_label("folder", name), _label("plan", plan), "summary"]
-        run = self._init(
-            rec.run_key(folder, self.tracked, None), "summary", "summary", labels, {"folder": name, "plan": plan}
-        )
+        config, key = {"folder": Path(folder).name, "plan": self.tracked.plan}, rec.run_key(folder, self.tracked, None)
+        run = self._init(key, "summary", "summary", [*(_label(k, v) for k, v in config.items()), "summary"], config)
         try:
             logged = {}
             for table, cells, metric in (("verdicts", rows, False), ("metrics", metrics, True)):
                 if cells:
-                    columns = rec.verdict_columns(cells, metric)
-                    logged[table] = self.wandb.Table(columns=list(columns), data=rec.table_rows(columns))
+                    names, data = rec.verdict_columns(cells, metric)
+                    logged[table] = self.wandb.Table(columns=names, data=data)
             if rows:
                 logged["summary"] = self.wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
             logged |= {p.stem: self.wandb.Image(str(p)) for p in rec.artifacts(folder) if p.suffix == ".png"}
@@ -141,7 +114,7 @@ class WandbBackend:
             for row in rows:
                 at = f"row{rec.row_tag(self.tracked, row):02d}"
                 numbers = {"variant": row["variant"], "verdict": row.get("verdict") or "", **rec.row_stats(row)}
-                numbers |= {**rec.metric_verdicts(metrics, row["variant"]), **rec.metric_stats(metrics, row["variant"])}
+                numbers |= {k: v for part in rec.metric_stats(metrics, row["variant"]) for k, v in part.items()}
                 run.summary.update({f"{at}.{k}": v for k, v in numbers.items()})
         finally:
             run.finish()
