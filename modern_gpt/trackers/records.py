@@ -1,10 +1,12 @@
-"""What is logged: pure functions of a run's record, what is tracked of its folder (Tracked) and the summary rows."""
+"""What is logged: pure functions of a run's record, what is tracked of its folder (Tracked) and the table."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -17,19 +19,16 @@ from ..verdict.design import SUMMARY_COLUMNS, TRACKED, SummaryRow, summary_frame
 
 FINAL_METRICS = ("train_loss", "val_loss", "val_bpc", "val_ppl", "best_val_loss", "tokens_per_s", "secs", "steps_done")
 TRAIN = "train"  # the plan of a run that `modern-gpt train` logs
-TRAIN_EXPERIMENT = "modern-gpt train"  # MLflow's experiment of every `train` run
+TRAIN_EXPERIMENT = "modern-gpt train"  # MLflow's experiment (W&B's group) of every `train` run
 TB_DIR = "tensorboard"  # inside the results folder (or the checkpoint folder of `train`)
 ROW_STATS = tuple(c for c in SUMMARY_COLUMNS if c in {*TRACKED, "p"})  # delta_val, ci_low, ci_high, p, p_adj, mde
+METRIC_STATS = ("delta", "ci_low", "ci_high", "p", "p_adj", "mde")  # metrics.csv's names of a (row, metric)'s
 
 
-# ---------------------------------------------------------------------------
-# What is logged: pure functions of a run's record and what is tracked of its folder
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Tracked:
-    """What a tracker is told of the folder its runs come from: the settings (as meta.json's spec holds them), the
-    plan ("train" for `modern-gpt train`'s one run), when the folder was started (a run's identity: run_key), and
-    with --lrs the learning-rate grid and the run rows' names and rates (row_tag)."""
+    """What a tracker is told of the folder its runs come from: its settings (meta.json's spec), plan ("train"
+    for `modern-gpt train`), when it was started (part of each run's key), and with --lrs the grid and rows."""
 
     settings: dict
     plan: str
@@ -39,128 +38,82 @@ class Tracked:
 
     @classmethod
     def of(cls, meta: dict) -> Tracked:
-        """From a results folder's meta.json (its fields as a hand-edited file may hold them: of the wrong type,
-        none)."""
-        spec = meta.get("spec") if isinstance(meta.get("spec"), dict) else {}
-        variants = spec.get("variants") if isinstance(spec.get("variants"), list) else []
-        return cls(
-            spec.get("settings") if isinstance(spec.get("settings"), dict) else {},
-            str(spec.get("plan", "")),
-            str(meta.get("started")),
-            tuple(spec.get("lrs") or ()),
-            tuple(v for v in variants if isinstance(v, dict)),
-        )
-
-    @classmethod
-    def train(cls, settings: dict, started: str) -> Tracked:
-        """`modern-gpt train`'s one run."""
-        return cls(settings, TRAIN, started)
+        """From a results folder's meta.json (ResultsDir.read_meta checks it against its schema)."""
+        spec = meta.get("spec") or {}
+        lrs, variants = tuple(spec.get("lrs") or ()), tuple(spec.get("variants") or ())
+        return cls(spec.get("settings") or {}, str(spec.get("plan", "")), str(meta.get("started")), lrs, variants)
 
 
 def tracked_ids(record: dict) -> dict[str, str]:
-    """A run file's tracker ids ("tracked"), those that are ids: a hand-edited field of another type, or an id
-    that is not a string, counts as not logged (logging it again replaces any copy, see run_key)."""
+    """A run file's tracker ids; a hand-edited field or id of another type counts as not logged."""
     ids = record.get("tracked")
-    if not isinstance(ids, dict):
-        return {}
-    return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v}
+    return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v} if isinstance(ids, dict) else {}
 
 
 def tracking_state(meta: dict) -> dict[str, dict]:
-    """meta.json's tracking (per tracker asked for: its error, its summary, MLflow's store), those entries that
-    are objects: a hand-edited field of another type counts as none."""
+    """meta.json's tracking (per tracker: its error, its summary, MLflow's store); other types count as none."""
     state = meta.get("tracking")
-    if not isinstance(state, dict):
-        return {}
-    return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)}
+    return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)} if isinstance(state, dict) else {}
 
 
 def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
-    """A run's settings, flattened (model.dim, train.lr, ...), its model as it trained (run_model), and its
-    identity: variant, components, seed, lr."""
+    """A run's settings flattened (model.dim, train.lr, ...) with the model it trained, and its identity."""
     settings = {**tracked.settings, "model": run_model(tracked, record)}
     out: dict[str, object] = {
         f"{section}.{key}": value
         for section in ("model", "train", "data")
         for key, value in sorted((settings.get(section) or {}).items())
     }
-    for key in ("variant", "components", "seed", "lr", "mlp_width", "params"):
-        if record.get(key) is not None:
-            out[key] = record[key]
+    keys = ("variant", "components", "seed", "lr", "mlp_width", "params")
+    out.update((k, record[k]) for k in keys if record.get(k) is not None)
     if "lr" in record:
         out["train.lr"] = record["lr"]  # a --lrs row trains at its own
     return out
 
 
 def run_model(tracked: Tracked, record: dict) -> dict:
-    """The model a run trained: the folder's settings with the run's components switched on, its row's MLP width
-    and its tokenizer's vocabulary (left out for a run file from before it was recorded, not the setting's 256)."""
-    model = dict(tracked.settings.get("model") or {})
+    """The model a run trained: the folder's settings with the run's components switched on (a `+rmsnorm` run
+    says rmsnorm=True), its row's MLP width and its tokenizer's vocabulary (when its run file records it)."""
+    model = tracked.settings.get("model") or {}
     if tracked.plan == TRAIN:  # `train` logs its settings as trained
         return model
-    names = str(record.get("components") or "").split("+")
-    model.update({c: c in names for c in COMPONENTS})
-    extra = [c for c in names if c and c not in COMPONENTS]
-    model.pop("extra_components", None)
-    if extra:  # a plugin's components (a model without plugins has no such setting)
-        model["extra_components"] = extra
-    row = record.get("row")
-    variant = tracked.variants[row] if isinstance(row, int) and 0 <= row < len(tracked.variants) else {}
-    model["mlp_hidden"] = variant.get("mlp_hidden")
-    model.pop("vocab_size", None)
+    names, row = str(record.get("components") or "").split("+"), record["row"]
+    model = {k: v for k, v in model.items() if k not in ("extra_components", "vocab_size")}
+    extra = [c for c in names if c and c not in COMPONENTS]  # a plugin's components
+    model |= {c: c in names for c in COMPONENTS} | ({"extra_components": extra} if extra else {})
+    model["mlp_hidden"] = tracked.variants[row].get("mlp_hidden") if row < len(tracked.variants) else None
     if isinstance(record.get("vocab_size"), int):
         model["vocab_size"] = record["vocab_size"]
     return model
 
 
 def run_metrics(record: dict) -> dict[str, float]:
-    """A run's final numbers (NaN for a run that failed), diverged as 0 or 1."""
+    """A run's final numbers (NaN for a run that failed), its further metrics (val_bpb, NAME_loss, NAME_bpb,
+    ctx2x_loss, icl_gain), and diverged and failed as 0 or 1."""
     out = {k: _number(record.get(k)) for k in FINAL_METRICS}
-    further = record.get("metrics")  # val_bpb, ctx2x_loss, icl_gain, NAME_loss and NAME_bpb (run/evaluation.py)
-    if isinstance(further, dict):
-        out.update((k, _number(v)) for k, v in further.items() if isinstance(k, str) and k not in out)
+    out |= {k: _number(v) for k, v in (record.get("metrics") or {}).items() if k not in out}
     out["diverged"] = float(bool(record.get("diverged")))
     out["failed"] = float(bool(record.get("error")))
     return out
 
 
 def run_tags(tracked: Tracked, record: dict, folder: Path) -> dict[str, str]:
-    """The tags a run is found by: the folder, the plan, its row (its run file's, one per variant and learning
-    rate), variant, seed and lr, what `modern-gpt judge` needs to give the report's table from the tracker's
-    export (the row's reference, by name, and whether it is the placebo; see row_marks), and its key (see
-    run_key)."""
-    return {
-        "folder": Path(folder).name,
-        "plan": tracked.plan,
-        "row": str(record["row"]),
-        "variant": record["variant"],
-        "seed": str(record["seed"]),
-        **({"lr": str(record["lr"])} if record.get("lr") is not None else {}),
-        **row_marks(tracked, record),
-        "error": (record.get("error") or "")[:500],
-        "modern_gpt.key": run_key(folder, tracked, record),
-    }
-
-
-def row_marks(tracked: Tracked, record: dict) -> dict[str, str]:
-    """A run's reference (the name of the row it is compared with, "" for the first row) and placebo ("true" or
-    "false"), as the plan in meta.json says (runs.csv's columns of the same names); none for `train`'s one run or
-    a row the plan does not hold (a hand-edited meta.json)."""
-    variants, row = tracked.variants, record.get("row")
-    if not isinstance(row, int) or not 0 <= row < len(variants):
-        return {}
-    v, ref = variants[row], variants[row].get("reference")
-    if isinstance(ref, bool) or not (ref is None or (isinstance(ref, int) and 0 <= ref < len(variants))):
-        return {}
-    name = "" if ref is None else variants[ref].get("name")
-    if not isinstance(name, str):
-        return {}
-    return {"reference": name, "placebo": "true" if v.get("placebo") is True else "false"}
+    """The tags a run is found by, what `modern-gpt judge` needs from a tracker's export (its row's reference
+    by name and placebo mark, as runs.csv has them) and its key."""
+    tags = {"folder": Path(folder).name, "plan": tracked.plan, "row": str(record["row"])}
+    tags |= {"variant": record["variant"], "seed": str(record["seed"])}
+    if record.get("lr") is not None:
+        tags["lr"] = str(record["lr"])
+    variants, row = tracked.variants, record["row"]
+    if row < len(variants):  # not `train`'s run
+        ref = variants[row].get("reference")
+        tags |= {"reference": "" if ref is None else variants[ref]["name"]}
+        tags |= {"placebo": str(variants[row].get("placebo") is True).lower()}
+    return tags | {"error": (record.get("error") or "")[:500], "modern_gpt.key": run_key(folder, tracked, record)}
 
 
 def several_lrs(tracked: Tracked) -> bool:
-    """Trained with --lrs: a variant has a run row per learning rate, which its names must tell apart."""
-    return len(tracked.lrs) > 1
+    return len(tracked.lrs) > 1  # --lrs: a variant has a run row per learning rate, which names tell apart
 
 
 def run_name(tracked: Tracked, record: dict) -> str:
@@ -170,8 +123,7 @@ def run_name(tracked: Tracked, record: dict) -> str:
 
 
 def row_tag(tracked: Tracked, row: dict[str, str]) -> int:
-    """The run row (the runs' row tag) of a summary.csv row: with --lrs, its variant's at the learning rate the
-    table shows it at (summary.csv's row counts table rows); else the same number."""
+    """The run row of a summary.csv row: with --lrs, its variant's at the rate the table shows it at."""
     if several_lrs(tracked):
         for i, v in enumerate(tracked.variants):
             if v.get("name") == row.get("variant") and _number(v.get("lr")) == _number(row.get("lr")):
@@ -180,16 +132,15 @@ def row_tag(tracked: Tracked, row: dict[str, str]) -> int:
 
 
 def run_key(folder: Path, tracked: Tracked, record: dict | None) -> str:
-    """A run's (or with None, the summary's) identity in a tracker: its folder, when the folder was started, and
-    its (row, seed); the same after a resume, another for a folder deleted and made again."""
+    """A run's (None: the summary's) key in a tracker: its folder, when the folder was started, its (row, seed);
+    the same after a resume, another for a folder deleted and made again."""
     where = f"{Path(folder).resolve()}|{tracked.started}"
     what = "summary" if record is None else f"row{record['row']:02d}-seed{record['seed']}"
     return hashlib.sha256(f"{where}|{what}".encode()).hexdigest()[:20]
 
 
 def run_times(record: dict) -> tuple[int | None, int | None]:
-    """When the run started and ended, in Unix milliseconds (its timing.started and secs), so that a tracker shows
-    its training time rather than the moment it was logged; None for what the record lacks (an older file)."""
+    """When the run started and ended, in Unix milliseconds: its training time, not when it was logged."""
     started, secs = _number((record.get("timing") or {}).get("started")), _number(record.get("secs"))
     if not (math.isfinite(started) and started > 0):
         return None, None
@@ -198,8 +149,7 @@ def run_times(record: dict) -> tuple[int | None, int | None]:
 
 
 def curve(record: dict) -> list[tuple[int, str, float]]:
-    """(step, curve/train_loss or curve/val_loss, value) of each finite point of the run's curve (named apart
-    from the final train_loss and val_loss, which are measured on more windows)."""
+    """(step, curve/train_loss or curve/val_loss, value) of each finite point of the run's curve."""
     return [
         (int(p["step"]), f"curve/{name}", float(p[name]))
         for p in record.get("curve") or []
@@ -209,19 +159,36 @@ def curve(record: dict) -> list[tuple[int, str, float]]:
 
 
 def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
-    """The summary rows (the ablation hands them over) as summary.csv writes their cells: what a tracker shows is
-    the file's text, and no tracker reads the file."""
+    """The summary rows the ablation hands over, as summary.csv writes them: a tracker shows the file's text."""
     return list(csv.DictReader(io.StringIO(summary_frame(rows).to_csv(index=False))))
+
+
+def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """summary cells with each row's reference by name, "" for the first row."""
+    return [{**r, "reference": r.get("reference") or ""} for r in rows]
+
+
+def metric_cells(folder: Path) -> list[dict[str, str]]:
+    """metrics.csv's (row, metric) verdicts with --eval-data sets (written just before the trackers are told),
+    but val_loss's, which are the summary's; each Δ also as delta_val, the summary's name."""
+    path = Path(folder) / "metrics.csv"
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as f:
+        return [{**r, "delta_val": r["delta"]} for r in csv.DictReader(f) if r["metric"] != "val_loss"]
+
+
+def metric_stats(cells: list[dict[str, str]], variant: str) -> tuple[dict[str, float], dict[str, str]]:
+    """A table row's numbers on each further metric (code_loss.delta, code_loss.p_adj, ...), and its verdicts on
+    those it is tested on (code_loss.verdict, ...)."""
+    mine = [c for c in cells if c["variant"] == variant]
+    numbers = {f"{c['metric']}.{k}": v for c in mine for k in METRIC_STATS if math.isfinite(v := _number(c[k]))}
+    return numbers, {f"{c['metric']}.verdict": c["verdict"] for c in mine if c["verdict"]}
 
 
 def row_stats(row: dict[str, str]) -> dict[str, float]:
     """A table row's Δ, CI, p, p_adj and mde that it has (the first row, the reference, has none)."""
-    out = {}
-    for key in ROW_STATS:
-        value = _number(row.get(key))
-        if math.isfinite(value):
-            out[key] = value
-    return out
+    return {k: v for k in ROW_STATS if math.isfinite(v := _number(row.get(k)))}
 
 
 def _number(value) -> float:
@@ -237,8 +204,9 @@ def slug(text: str) -> str:
 
 
 def artifacts(folder: Path) -> list[Path]:
-    """The summary's files: summary.csv, curves.png and lr.png, those that exist."""
-    return [p for p in (Path(folder) / n for n in ("summary.csv", "curves.png", "lr.png")) if p.is_file()]
+    """The summary's files that exist: summary.csv, metrics.csv, curves.png and lr.png."""
+    names = ("summary.csv", "metrics.csv", "curves.png", "lr.png")
+    return [p for p in (Path(folder) / n for n in names) if p.is_file()]
 
 
 def first_line(e: BaseException) -> str:
@@ -247,16 +215,12 @@ def first_line(e: BaseException) -> str:
     return text if isinstance(e, UserError) else f"{type(e).__name__}: {text}".rstrip(": ")
 
 
-# ---------------------------------------------------------------------------
-# The table as the trackers show it: each row's verdict on first open
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Margins:
-    """Each table row's Δ and 95% CI at more than one point, for the trackers' margin charts: at each look of
-    --seeds auto (steps: the pairs each look saw) or at each learning rate of --lrs (steps: the rate's index in
-    lrs, every row at that rate against its reference at it). Empty (axis "") for a table of one point per row."""
+    """Each table row's Δ and 95% CI at more than one point, for the margin charts: at each look of --seeds
+    auto (steps: the pairs each look saw) or each learning rate of --lrs (steps: the rate's index in lrs)."""
 
-    axis: str = ""  # "pairs" or "lr"
+    axis: str = ""  # "pairs" or "lr"; "" for a table of one point per row
     steps: tuple[int, ...] = ()
     lrs: tuple[float, ...] = ()
     rows: dict = field(default_factory=dict)  # variant -> ((delta, ci_low, ci_high), ...), one per step
@@ -267,7 +231,6 @@ class Margins:
         return [(step, *p) for step, p in points if all(math.isfinite(x) for x in p)]
 
     def axis_text(self) -> str:
-        """What the steps are: "step = pairs at each look" or "step 0, 1, 2 = lr 0.001, 0.003, 0.01"."""
         if self.axis == "lr":
             return f"step {', '.join(map(str, self.steps))} = lr {', '.join(f'{lr:g}' for lr in self.lrs)}"
         return "step = the pairs at each look of --seeds auto" if self.axis else ""
@@ -275,37 +238,17 @@ class Margins:
 
 def tracked_records(folder: Path, name: str) -> list[dict]:
     """The folder's run files that this tracker logged."""
-    import json
-
     out = []
     for f in sorted((Path(folder) / "runs").glob("*.json")):
-        try:
-            record = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and tracked_ids(record).get(name):
-            out.append(record)
-    return out
-
-
-def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """summary.csv's cells with each row's reference by name, "" for the first row: what a tracker shows beside
-    a verdict (verdict.design.summary_frame writes it by name)."""
-    return [{**r, "reference": r.get("reference") or ""} for r in rows]
+        with contextlib.suppress(OSError, ValueError):  # a damaged file: the report names it
+            out.append(json.loads(f.read_text(encoding="utf-8")))
+    return [r for r in out if isinstance(r, dict) and tracked_ids(r).get(name)]
 
 
 def row_of(rows: list[dict[str, str]], record: dict) -> tuple[dict[str, str] | None, bool]:
-    """The table row (summary.csv's cells) a run belongs to, and whether it is one of the row's seeds as the
-    table counts them: with --lrs, a run at the learning rate the table shows its row at (the others are the
-    row's too, at rates the table did not choose)."""
+    """The table row a run belongs to, and whether the table counts it (with --lrs: at the row's chosen rate)."""
     row = next((r for r in rows if r["variant"] == record.get("variant")), None)
-    if row is None:
-        return None, False
-    return row, not row.get("lr") or _number(row["lr"]) == _number(record.get("lr"))
-
-
-def signed(value: float) -> str:
-    return f"{value:+.4f}"
+    return row, row is not None and (not row.get("lr") or _number(row["lr"]) == _number(record.get("lr")))
 
 
 def ci_text(row: dict[str, str]) -> str:
@@ -313,21 +256,19 @@ def ci_text(row: dict[str, str]) -> str:
     stats = row_stats(row)
     if "delta_val" not in stats:
         return ""
-    ci = f" [{signed(stats['ci_low'])}, {signed(stats['ci_high'])}]" if "ci_low" in stats else ""
-    return f"Δ {signed(stats['delta_val'])}{ci}"
+    ci = f" [{stats['ci_low']:+.4f}, {stats['ci_high']:+.4f}]" if "ci_low" in stats else ""
+    return f"Δ {stats['delta_val']:+.4f}{ci}"
 
 
 def row_title(row: dict[str, str]) -> str:
-    """A table row's name where a tracker shows names first (MLflow's runs, TensorBoard's charts): its verdict
-    first, so that a narrow column still shows it: "better: rope, Δ -0.0730 [-0.0776, -0.0684]"."""
+    """A table row's name, its verdict first: "better: rope, Δ -0.0730 [-0.0776, -0.0684]"."""
     verdict = row.get("verdict") or ("reference" if not row.get("reference") else "no verdict")
     numbers = ci_text(row)
     return f"{verdict}: {row['variant']}" + (f", {numbers}" if numbers else "")
 
 
 def answer(rows: list[dict[str, str]]) -> str:
-    """The table in one short line, which a tracker shows before anything is opened: the rows found better,
-    worse or the same, each with its Δ and CI, then how many are inconclusive."""
+    """The table in one line: the rows found better, worse or the same with Δ and CI, then the inconclusive."""
     tested = [r for r in rows if r.get("reference")]
     parts = []
     for verdict in ("better", "worse", "same"):
@@ -341,47 +282,38 @@ def answer(rows: list[dict[str, str]]) -> str:
 
 
 ABOUT = (
-    "Δ val: the mean paired difference in val loss against the row's reference (negative is better), with its "
-    "95% CI; p_adj: p adjusted across the table's rows; mde: the smallest |Δ| these pairs detect with 80% power."
+    "Δ: the mean paired difference against the row's reference (negative is better), with its 95% CI; p_adj: "
+    "p adjusted across the table (with further metrics, across every row and metric); mde: the smallest |Δ| "
+    "these pairs detect with 80% power."
 )
 
 
-def verdict_table(rows: list[dict[str, str]]) -> str:
-    """The verdict table in Markdown, as MLflow's description and TensorBoard's text tab render it."""
-    lines = [
-        "| variant | verdict | Δ val | 95% CI | p | p_adj | mde | reference |",
-        "|---|---|---:|---|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        s = row_stats(r)
-        ci = f"[{signed(s['ci_low'])}, {signed(s['ci_high'])}]" if "ci_low" in s else ""
-        cells = [
-            _cell(r["variant"]),
-            r.get("verdict") or "",
-            signed(s["delta_val"]) if "delta_val" in s else "",
-            ci,
-            *(f"{s[k]:.4g}" if k in s else "" for k in ("p", "p_adj", "mde")),
-            _cell(r.get("reference") or ""),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    """A name in a Markdown table cell: its | escaped, nothing else of it read as markup."""
-    return re.sub(r"([\\|*_`\[\]<>])", r"\\\1", text)
-
-
-def verdict_columns(rows: list[dict[str, str]]) -> dict[str, list]:
-    """The verdict table as typed columns (numbers as floats, None where a row has none), for a tracker's own
-    table (MLflow's log_table, W&B's wandb.Table): variant, verdict, the row's numbers and its reference."""
-    out: dict[str, list] = {"variant": [r["variant"] for r in rows], "verdict": [r.get("verdict") or "" for r in rows]}
-    for key in ROW_STATS:
-        out[key] = [row_stats(r).get(key) for r in rows]
-    out["reference"] = [r.get("reference") or "" for r in rows]
+def verdict_table(rows: list[dict[str, str]], metrics: list[dict[str, str]] = ()) -> str:
+    """The verdict table in Markdown (MLflow's description, TensorBoard's text), then each further metric's."""
+    out = ""
+    for title, cells, what in (("Δ val", rows, ()), ("Δ", metrics, ("metric",))):
+        if not cells:
+            continue
+        head = ["variant", *what, "verdict", title, "95% CI", "p", "p_adj", "mde", "reference"]
+        lines = ["| " + " | ".join(head) + " |", "|---" * len(what) + "|---|---|---:|---|---:|---:|---:|---|"]
+        for r in cells:
+            s = row_stats(r)
+            ci = f"[{s['ci_low']:+.4f}, {s['ci_high']:+.4f}]" if "ci_low" in s else ""
+            numbers = [f"{s['delta_val']:+.4f}" if "delta_val" in s else "", ci]
+            numbers += [f"{s[k]:.4g}" if k in s else "" for k in ("p", "p_adj", "mde")]
+            row = [_cell(r["variant"]), *(_cell(r[k]) for k in what), r.get("verdict") or "", *numbers]
+            lines.append("| " + " | ".join([*row, _cell(r.get("reference") or "")]) + " |")  # | escaped, no markup
+        out += ("\n\n" if out else "") + "\n".join(lines)
     return out
 
 
-def table_rows(columns: dict[str, list]) -> list[list]:
-    """verdict_columns' table as its rows."""
-    return [list(cells) for cells in zip(*columns.values(), strict=True)]
+def _cell(text: str) -> str:
+    return re.sub(r"([\\|*_`\[\]<>])", r"\\\1", text)
+
+
+def verdict_columns(rows: list[dict[str, str]], metric: bool = False) -> tuple[list[str], list[list]]:
+    """The verdict table's column names and rows, its numbers typed (None where a row has none), for MLflow's
+    log_table and W&B's wandb.Table; metric: metric_cells' rows, with their metric's name."""
+    names = ["variant", *(["metric"] if metric else []), "verdict", *ROW_STATS, "reference"]
+    cells = [{**r, **dict.fromkeys(ROW_STATS), **row_stats(r), "reference": r.get("reference") or ""} for r in rows]
+    return names, [[c[k] for k in names] for c in cells]

@@ -50,7 +50,7 @@ def test_a_sqlite_store_whose_file_is_a_dangling_link_is_one_sentence_without_re
         os.symlink(tmp_path / "gone" / "m.db", target)
     os.symlink(target, link)
     result = run(*ABLATE, "--out", tmp_path / "o", "--track", "mlflow", "--mlflow-uri", f"sqlite:///{link}")
-    assert_user_error(result, f"--mlflow-uri sqlite:///{link}: {link} is a link")
+    assert_user_error(result, f"--mlflow-uri sqlite:///{link}: {link} cannot be written as a sqlite database")
     assert "SQLAlchemy" not in result[2] and not (tmp_path / "o").exists()
     assert not (tmp_path / "gone").exists()  # nothing was made where the link points
 
