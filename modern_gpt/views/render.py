@@ -518,20 +518,26 @@ def _styled(verdict: str) -> str:
 def markdown(rep: Report) -> str:
     from ..ablation.report import title
 
-    columns = _columns(rep)
-    headers = [f.metadata["header"] for f in columns]
+    headers, cells = folder_cells(rep)
     lines = [
         f"**{title(rep)}**",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
-    lines += ["| " + " | ".join(cell(row, f.name, f.metadata["fmt"]) for f in columns) + " |" for row in rep.summary]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     if rep.duel:
         lines += ["", duel_sentence(rep.duel)]
     if rep.metrics is not None:
         lines += ["", _metric_markdown(rep.metrics, report_metric_titles(rep.metrics, rep.design), skip=1).rstrip("\n")]
     return "\n".join(lines + [""] + [f"- {n}" for n in rep.notes]) + "\n"
+
+
+def folder_cells(rep: Report) -> tuple[list[str], list[list[str]]]:
+    """The full table's headers and plain cells, which the Markdown table and the share page show."""
+    columns = _columns(rep)
+    cells = [[cell(row, f.name, f.metadata["fmt"]) for f in columns] for row in rep.summary]
+    return [f.metadata["header"] for f in columns], cells
 
 
 def csv_text(summary: list[SummaryRow]) -> str:

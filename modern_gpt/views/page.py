@@ -1,0 +1,912 @@
+"""A result as one page to share (`report DIR --html FILE` / `--markdown FILE`, `judge FILE --html PAGE`,
+`modern_gpt.share`): the table in render.py's cells with its footnotes, where the numbers come from, the figures,
+the runs seed by seed and as CSV, and the claim test: SciPy's paired t-test that a reader runs on that CSV, and
+the command that prints p_adj and the verdicts. Nothing here computes a statistic.
+
+The HTML is one file: inline styles, data: figures and a Content-Security-Policy that allows nothing else. The
+Markdown holds the runs' CSV. Every text from a file is escaped: a variant named <script> is those characters.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import hashlib
+import html
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field, fields
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+from .. import __version__
+from ..core.errors import UserError
+from ..core.files import advice, atomic_path, check_name, git_state, not_regular, temporary_beside
+
+CSV_NAME = "runs.csv"  # the name the page gives the runs, which the claim test reads
+VIEW_NAME = "table-runs.csv"  # over a learning-rate grid: the runs the table read, which the claim test writes
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)  # under the table
+
+
+@dataclass
+class Claim:
+    code: str  # Python that prints each row's p from the CSV ("" for a ladder: a jackknife, not SciPy)
+    command: str  # what prints p_adj and the verdicts
+    says: str  # why that command
+
+
+@dataclass
+class Page:
+    title: str
+    kind: str  # what the table is of: "a results folder", ...
+    tables: list[Table]  # the verdict table first
+    notes: list[str]  # the footnotes
+    header: list[tuple[str, str]]  # where the numbers come from
+    csv: str  # the runs
+    claim: Claim
+    answer: str = ""  # the table in one line, as the trackers say it
+    lines: list[str] = field(default_factory=list)  # the sentences under the tables (power's, a duel's)
+    seeds: list[Table] = field(default_factory=list)
+    figures: list[tuple[str, bytes]] = field(default_factory=list)  # (its name in the folder, the PNG file)
+    missing: list[str] = field(default_factory=list)  # figure files left out, each with why
+
+    def html(self) -> str:
+        return to_html(self)
+
+    def markdown(self) -> str:
+        return to_markdown(self)
+
+
+# ---------------------------------------------------------------------------
+# The tables, in render.py's cells, and the answer in one line
+# ---------------------------------------------------------------------------
+def from_rich(table) -> Table:
+    """One of render.py's rich tables (power's, the duel's), its markup taken off."""
+    from rich.text import Text
+
+    def plain(x) -> str:
+        return x.plain if isinstance(x, Text) else Text.from_markup(str(x)).plain
+
+    rows = [list(r) for r in zip(*([plain(x) for x in c.cells] for c in table.columns), strict=True)]
+    return Table(plain(table.title or ""), [plain(c.header) for c in table.columns], rows)
+
+
+def folder_tables(rep) -> tuple[list[Table], list[str]]:
+    """A folder's tables (ablation.report.Report) and the lines under them, as `modern-gpt report` prints them."""
+    from ..ablation import report
+    from . import render
+
+    if rep.spec.plan == "power":
+        info = report.power_info(rep.spec, rep.summary)
+        return ([from_rich(render.power_table(info))] if info["mde"] else []), render.power_sentences(info)
+    tables = [Table(report.title(rep), *render.folder_cells(rep))]
+    if rep.metrics is not None:  # --eval-data sets: a table per further metric
+        titles = render.report_metric_titles(rep.metrics, rep.design)
+        tables += [Table(t, h, c) for t, (_, h, c) in zip(titles, render.metric_plain(rep.metrics, 1), strict=True)]
+    if rep.duel:
+        return [*tables, from_rich(render.duel_table(rep.duel))], [render.duel_sentence(rep.duel)]
+    return tables, []
+
+
+def ladder_table(rep) -> Table:
+    from . import render
+
+    return Table(render.ladder_title(rep), render.ladder_headers(rep), render.ladder_cells(rep), list(rep.notes))
+
+
+def summary_answer(summary) -> str:
+    """A folder's table (its SummaryRows) in one line, as the trackers say it."""
+    from ..trackers.records import answer, named, summary_cells
+
+    return answer(named(summary_cells(summary)))
+
+
+def ladder_answer(rows) -> str:
+    """The scale table in one line: the rows whose k is better or worse, with k, its CI and its trend."""
+    parts = [
+        f"{v}: " + ", ".join(f"{r.variant} (k {r.k:.3g} [{r.k_low:.3g}, {r.k_high:.3g}], {r.trend})" for r in found)
+        for v in ("better", "worse")
+        if (found := [r for r in rows if r.verdict == v])
+    ]
+    rest = sum(r.verdict not in ("better", "worse") for r in rows if r.reference)
+    if not parts:
+        return f"all {rest} rows inconclusive" if rest > 1 else "1 row, inconclusive" if rest else "no row is tested"
+    return "; ".join(parts) + (f"; {rest} inconclusive" if rest else "")
+
+
+# ---------------------------------------------------------------------------
+# The pages: a results folder's, a ladder's, and runs judged from a file or a DataFrame
+# ---------------------------------------------------------------------------
+def folder_page(result) -> Page:
+    """The page of a results folder (session.Result) or of a ladder (session.LadderResult)."""
+    from ..ablation.results import ResultsDir
+
+    if hasattr(result, "rungs"):
+        return _ladder_page(result)
+    rep, folder = result.table, Path(result.folder)
+    (tables, lines), rows, meta = folder_tables(rep), rep.design.rows, ResultsDir(folder).read_meta()
+    header = folder_header([meta], result.runs, components(rows, meta))
+    metric = "val loss" + (" (the test half)" if rep.design.sweep is not None else "")
+    seeds = seed_grids([r.name for r in rows], [r.reference for r in rows], rep.runs, ".4f", metric)
+    title, answer = tables[0].title if tables else "", summary_answer(rep.summary)
+    if rep.spec.plan == "power":
+        title, answer = f"power: {result.title}", lines[0] if lines else ""
+    page = Page(title, "a results folder", tables, result.footnotes, header, result.runs.to_csv(index=False), None)
+    page.claim, page.answer, page.lines, page.seeds = folder_claim(rep, folder), answer, lines, seeds
+    page.figures, page.missing = figures(folder, ["curves.png", "lr.png"])
+    return page
+
+
+def _ladder_page(result) -> Page:
+    """The scale table with the ladder's footnotes, each rung's tables, scale.png and the rungs' curves.png."""
+    import pandas as pd
+
+    from ..ablation.results import ResultsDir
+
+    rep, folder = result.table, Path(result.folder)
+    tables = [ladder_table(rep)]
+    tables[0].notes = list(result.footnotes)
+    for name, rung in zip(rep.design.rungs, result.rungs, strict=True):
+        mine = folder_tables(rung.table)[0]
+        for t in mine:
+            t.title = f"Rung {name} ({Path(rung.folder).name}): {t.title}"
+        if mine:
+            mine[-1].notes = list(rung.footnotes)
+        tables += mine
+    metas = [ResultsDir(rung.folder).read_meta() for rung in result.rungs]
+    every = pd.concat([r.runs for r in result.rungs], ignore_index=True)
+    said = components(rep.rungs[-1].design.rows, metas[-1])
+    header = folder_header(metas, every, said, _text(getattr(rep.ladder, "command", None)))
+    page = Page(tables[0].title, "a ladder folder", tables, [], header, rep.runs.to_csv(index=False), None)
+    rows, rungs, runs = rep.design.rows, rep.design.rungs, rep.runs.copy()
+    runs["row"] = runs["rung"] * len(rows) + runs["row"]  # a grid row per (rung, row)
+    labels = [f"{r.name} at {rung}" for rung in rungs for r in rows]
+    refs = [None if r.reference is None else i * len(rows) + r.reference for i in range(len(rungs)) for r in rows]
+    page.claim, page.answer = ladder_claim(rep.design), ladder_answer(rep.rows)
+    page.seeds = seed_grids(labels, refs, runs, ".4f", "val loss")
+    page.figures, page.missing = figures(folder, ["scale.png", *(f"rung-{i}/curves.png" for i in range(len(rungs)))])
+    return page
+
+
+def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> Page:
+    """The page of runs judged from a file or a DataFrame (source) with JudgeSettings s: judge's table, the runs as
+    one CSV that judge reads back into it; no figures, no training header."""
+    from ..trackers.records import answer
+    from ..verdict.judge import judge_columns, title
+    from . import render
+
+    formats = render._judge_formats(rows)
+    cells = [render._judge_cells(r, formats) for r in rows]
+    frame, metric = judged_runs(design, s, runs)
+    names, refs = [r.name for r in design.rows], [r.reference for r in design.rows]
+    tests = [(lit(names[b]), lit(names[r]), _says(**rows[b])) for b, r in enumerate(refs) if r is not None]
+    flags = f" --metric {shlex.quote(metric)}" + (" --higher-is-better" if s.higher_is_better else "")
+    command = f"modern-gpt judge {CSV_NAME}{flags}{_flags(design.alpha, design.margin)}"
+    says = f"{_adjusts(design.margin)}; the command prints it and the verdicts from the CSV alone."
+    claim = Claim(claim_code("variant", metric, tests, design.margin), command, says)
+    grids = seed_grids(names, refs, frame.assign(val_loss=frame[metric]), formats["mean"], s.metric)
+    shown = {shown: name for name, shown in judge_columns()}  # judge's column names, as a folder's
+    said = answer([{shown.get(k, k): v for k, v in r.items()} | {"variant": r["variant"]} for r in rows])
+    table = Table(title(design, s), render._judge_headers(s.metric), cells)
+    kind = f"runs judged from {'a file' if isinstance(source, str | os.PathLike) else 'a DataFrame'}"
+    header, csv = judged_header(source, len(frame), len(names)), frame.to_csv(index=False)
+    return Page(table.title, kind, [table], notes, header, csv, claim, said, seeds=grids)
+
+
+def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
+    """The page of a ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV and
+    judge's command with the flags given (s: JudgeSettings, ls: LadderSettings)."""
+    import pandas as pd
+
+    table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ls.size_col))
+    if isinstance(source, pd.DataFrame):
+        csv = source.to_csv(index=False)
+    elif Path(source).suffix.lower() == ".csv":
+        csv = Path(source).read_bytes().decode("utf-8", errors="replace")  # the file as judge read it
+    else:
+        read = pd.read_parquet if Path(source).suffix.lower() == ".parquet" else partial(pd.read_json, lines=True)
+        csv = read(source).to_csv(index=False)
+    header = judged_header(source, max(0, csv.count("\n") - 1), len(design.rows))
+    claim, kind = ladder_claim(design, judge_flags(s, ls)), "a ladder of runs judged from a file"
+    return Page(table.title, kind, [table], [], header, csv, claim, ladder_answer(rows))
+
+
+# ---------------------------------------------------------------------------
+# Where the numbers come from
+# ---------------------------------------------------------------------------
+def _text(x) -> str | None:
+    """A recorded value as text; None when missing or not a plain value (a hand-edited meta.json)."""
+    return None if isinstance(x, bool) or not isinstance(x, str | int | float) else str(x)
+
+
+def _commit(commit, dirty) -> str:
+    if _text(commit) is None:
+        return "not a git checkout (no commit recorded)"
+    state = {True: "with uncommitted changes", False: "clean"}.get(dirty, "uncommitted changes not recorded")
+    return f"commit {commit} ({state})"
+
+
+def _count(n, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def duration(secs: float) -> str:
+    return f"{secs:.0f} s" if secs < 120 else f"{secs / 60:.1f} min" if secs < 7200 else f"{secs / 3600:.1f} h"
+
+
+def _machine(meta: dict) -> str:
+    device, name, threads = (_text(meta.get(k)) for k in ("device", "device_name", "threads"))
+    executor = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
+    jobs = f", {_count(executor['jobs'], 'job')}" if _text(executor.get("jobs")) else ""
+    parts = [
+        _text(meta.get("platform")),
+        device and f"device {device}" + (f" ({name})" if name and name != device else ""),
+        threads and f"{_count(meta['threads'], 'torch thread')} per run",
+        _text(executor.get("name")) and f"executor {executor['name']}{jobs}",
+    ]
+    return "; ".join(p for p in parts if p) or "not recorded"
+
+
+def _wall(metas: list[dict]) -> str:
+    """From the first start to the last end the meta.json files record (a ladder has one per rung)."""
+    times = {"started": [], "finished": []}
+    for key, found in times.items():
+        for text in (m.get(key) for m in metas):
+            with contextlib.suppress(ValueError, TypeError):
+                found.append(dt.datetime.fromisoformat(text))
+    states = sorted({s for s in (_text(m.get("status")) for m in metas) if s and s != "finished"})
+    unfinished = f"; status {', '.join(states)}" if states else ""
+    starts, ends = times["started"], times["finished"]
+    if not starts or not ends:
+        return (f"started {min(starts).isoformat()}, no end recorded" if starts else "not recorded") + unfinished
+    span = f"{min(starts).isoformat()} to {max(ends).isoformat()}{unfinished}"
+    try:
+        return f"{duration((max(ends) - min(starts)).total_seconds())}, {span}"
+    except TypeError:  # one time with a zone and one without (edited by hand)
+        return span
+
+
+def _compute(runs) -> str:
+    """The runs' training FLOPs and run time, summed (a folder from before FLOPs were counted has none)."""
+    import pandas as pd
+
+    def total(col: str) -> float:
+        x = pd.to_numeric(runs[col], errors="coerce") if col in runs else pd.Series([], dtype=float)
+        return float(x[x.apply(math.isfinite)].sum()) if x.notna().any() else 0.0
+
+    flops, secs = total("flops"), total("secs")
+    said = _count(len(runs), "run")
+    said += f", {flops:.3g} training FLOPs" if flops else ", training FLOPs not recorded (runs from before they were)"
+    return said + (f", {duration(secs)} of run time" if secs else "")
+
+
+def components(rows, meta: dict) -> str:
+    """Each component the table's rows use, with its summary (a plugin's as its file says it, and the file)."""
+    from ..core.components import COMPONENT_SUMMARY, PLUGINS
+
+    files = {}
+    for p in meta.get("plugins") or []:
+        if isinstance(p, dict) and isinstance(p.get("components"), list):
+            sha = _text(p.get("sha256")) or ""
+            files.update({c: f"plugin {_text(p.get('file'))}, sha256 {sha[:12]}" for c in p["components"]})
+    said = []
+    for name in dict.fromkeys(c for r in rows for c in r.components):
+        summary = COMPONENT_SUMMARY.get(name) or getattr(PLUGINS.get(name), "summary", None) or "no summary"
+        said.append(f"{name}: {summary}" + (f" ({files[name]})" if name in files else ""))
+    return "; ".join(said) or "none (every row is classic)"
+
+
+def folder_header(metas: list[dict], runs, components: str, command: str | None = None) -> list[tuple[str, str]]:
+    """A folder's header from its meta.json (a ladder's: one per rung, the top rung's versions)."""
+    meta = metas[-1] if metas else {}
+    found = meta.get("packages") if isinstance(meta.get("packages"), dict) else {}
+    packages = [f"python {_text(meta.get('python'))}"] if _text(meta.get("python")) else []
+    packages += [f"{k} {_text(v)}" for k, v in found.items() if isinstance(k, str) and _text(v)]
+    version = _text(meta.get("modern_gpt")) or "(version not recorded)"
+    return [
+        ("command", command or _text(meta.get("command")) or "not recorded"),
+        ("components", components),
+        ("trained by", f"modern-gpt {version}, {_commit(meta.get('git_commit'), meta.get('git_dirty'))}"),
+        ("this page by", f"modern-gpt {__version__}, {_commit(*git_state())}"),
+        ("packages", ", ".join(packages) or "not recorded"),
+        ("machine", _machine(meta)),
+        ("wall time", _wall(metas)),
+        ("compute", _compute(runs)),
+    ]
+
+
+def judged_header(source, runs: int, variants: int) -> list[tuple[str, str]]:
+    """What judge had (the file, with its sha256, or a DataFrame), and that the training is not recorded."""
+    import platform
+    from importlib import metadata
+
+    where = "a DataFrame"
+    if isinstance(source, str | os.PathLike):
+        where = f"{source} (sha256 {hashlib.sha256(Path(source).read_bytes()).hexdigest()})"
+    versions = [f"python {platform.python_version()}"]
+    for pkg in ("numpy", "pandas", "scipy"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions.append(f"{pkg} {metadata.version(pkg)}")
+    training = "not recorded: judge reads only the runs, so this page has no commit, machine, wall time or compute"
+    return [
+        ("runs", f"{runs} runs of {variants} variants from {where}"),
+        ("judged by", f"modern-gpt {__version__}, {_commit(*git_state())}"),
+        ("packages", ", ".join(versions) + " (judging; the training's are not recorded)"),
+        ("training", f"{training} of their training, and no figures"),
+    ]
+
+
+CAPTIONS = {
+    "curves.png": "validation loss against step: the mean over seeds and a min-max band, one colour per run row",
+    "lr.png": "final validation loss against learning rate, one line per table row",
+    "scale.png": "loss against compute, and k against compute",
+}
+
+
+def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """The PNG files among those named that the folder holds, and a note for each one there that is none (a pipe
+    is never opened: it would block)."""
+    found, missing = [], []
+    for name in names:
+        path = Path(folder) / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        what, data = not_regular(path), b""
+        try:
+            data = path.read_bytes() if what is None else b""
+        except OSError as err:
+            what = f"unreadable ({err.strerror or err})"
+        what = what or (None if data.startswith(b"\x89PNG\r\n\x1a\n") else "not a PNG file")
+        missing += [f"{name} is {what}: left out"] if what else []
+        found += [] if what else [(name, data)]
+    return found, missing
+
+
+def seed_grids(names: list[str], references: list, runs, fmt: str, metric: str) -> list[Table]:
+    """The runs the table read (row = table row, val_loss = the metric compared) per row and seed; and each row's
+    difference from its reference per seed: the pairs its t-test reads."""
+    from ..verdict.table import failed
+
+    seeds = sorted({int(s) for s in runs["seed"]})
+    records = zip(runs.to_dict("records"), failed(runs).to_numpy(), strict=True)
+    at = {(int(r["row"]), int(r["seed"])): r | {"failed": bool(bad)} for r, bad in records}
+
+    def value(run: dict) -> str:
+        x = run["val_loss"]
+        if bool(run.get("diverged")) or run.get("error"):
+            return "diverged" if bool(run.get("diverged")) else "failed"
+        return format(x, fmt) if isinstance(x, int | float) and math.isfinite(x) else "no value"
+
+    def diff(b: int, ref: int, s: int) -> str:
+        mine, theirs = at.get((b, s)), at.get((ref, s))
+        ok = mine and theirs and not mine["failed"] and not theirs["failed"]
+        return format(mine["val_loss"] - theirs["val_loss"], f"+{fmt}") if ok else ""
+
+    values = [[n, *(value(at[b, s]) if (b, s) in at else "" for s in seeds)] for b, n in enumerate(names)]
+    diffs = [[names[b], names[r], *(diff(b, r, s) for s in seeds)] for b, r in enumerate(references) if r is not None]
+    heads = [f"seed {s}" for s in seeds]
+    return [
+        Table(f"{metric} of each run the table read", ["variant", *heads], values),
+        Table(
+            f"Δ {metric} against the reference, seed by seed (the pairs each t-test reads)",
+            ["variant", "vs", *heads],
+            diffs,
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# The claim test: a few lines of SciPy on the runs' CSV, and the command that adjusts them
+# ---------------------------------------------------------------------------
+CODE = """import pandas as pd
+from scipy.stats import ttest_rel{also}
+
+runs = pd.read_csv("runs.csv")
+failed = runs["diverged"].astype(bool) | runs["error"].notna() | runs[{value}].isna()
+table = runs[~failed].pivot(index="seed", columns={columns}, values={value})  # a column per row
+
+
+def pairs(row, ref):  # the seeds both rows finished (none where every run of one failed)
+    both = table.reindex(columns=[row, ref]).dropna()
+    return both[row], both[ref]
+
+
+def p(row, ref):  # the paired t-test over those seeds; NaN under two pairs, as in the table
+    a, b = pairs(row, ref)
+    return ttest_rel(a, b).pvalue if len(a) >= 2 else float("nan")
+"""
+P_SAME = """
+
+def p_same(row, ref, margin={margin!r}):  # two one-sided tests of |Δ| < margin
+    a, b = pairs(row, ref)
+    if len(a) < 2:
+        return float("nan")
+    above = ttest_1samp(a - b, -margin, alternative="greater").pvalue
+    return max(above, ttest_1samp(a - b, margin, alternative="less").pvalue)
+"""
+
+
+def lit(text: str) -> str:
+    """A Python string literal of text on one line (repr escapes what is not printable), in double quotes where
+    it can be."""
+    r = repr(str(text))
+    return f'"{r[1:-1]}"' if r.startswith("'") and '"' not in text and "'" not in text else r
+
+
+def _safe(text: str) -> str:
+    """Text for a Python comment: a newline in a name would end the comment and make the rest code."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
+def _says(p: float, p_adj: float, verdict: str, **_) -> str:
+    if not math.isfinite(p):
+        return f"the table has no p (fewer than two pairs finished): {verdict or 'no verdict'}"
+    return f"the table's p {p!r}{'' if not math.isfinite(p_adj) else f', p_adj {p_adj:.4g}'}: {verdict or 'no verdict'}"
+
+
+def claim_code(columns: str, value: str, tests: list[tuple[str, str, str]], margin=None, extra=()) -> str:
+    """Python that reads the CSV, leaves out the failed runs (and so their pairs) and prints the paired t-test of
+    each (row, reference, what the table says); with a margin, also the two one-sided tests of |Δ| < margin."""
+    code = CODE.format(also=", ttest_1samp" if margin else "", value=lit(value), columns=lit(columns))
+    code += P_SAME.format(margin=float(margin)) if margin else ""
+    said = [
+        f"print(p({row}, {ref}))  # {_safe(says)}" + f"\nprint(p_same({row}, {ref}))" * bool(margin)
+        for row, ref, says in tests
+    ]
+    return code + "\n\n" + "\n".join([*said, *extra]) + "\n"
+
+
+def _flags(alpha: float, margin) -> str:
+    from ..verdict.design import ALPHA
+
+    return (f" --alpha {alpha:g}" if alpha != ALPHA else "") + (f" --margin {margin:g}" if margin else "")
+
+
+def _adjusts(margin) -> str:
+    rule = "Holm-Shaffer's step-down with the margin" if margin else "Hommel's procedure"
+    return f"p_adj adjusts the rows' p together by {rule} (a placebo is tested alone), which is not in SciPy"
+
+
+def folder_claim(rep, folder) -> Claim:
+    """The claim test of a folder's table (ablation.report.Report) on its runs.csv."""
+    d, extra = rep.design, []
+    names = [r.name for r in d.rows]
+    if d.sweep is None:
+        named = len(set(names)) == len(names)
+        keys = [lit(n) if named else str(b) for b, n in enumerate(names)]
+        columns, value = ("variant" if named else "row"), "val_loss"
+    else:  # each row at its chosen learning rate: runs.csv's run row of it, on the test half
+        lrs = d.sweep.lrs
+        keys = [str(d.sweep.design.run_row(b, lrs.index(r.lr))) if r.lr in lrs else None for b, r in enumerate(d.rows)]
+        columns, value, chosen = "row", "val_loss_test", ", ".join(k for k in keys if k is not None)
+        extra = [
+            "",
+            f'view = runs[runs["row"].isin([{chosen}])]  # each row at the learning rate the table shows',
+            f'view.assign(val_loss=view["val_loss_test"]).to_csv({lit(VIEW_NAME)}, index=False)',
+        ]
+    tested = [(b, r.reference) for b, r in enumerate(d.rows) if r.reference is not None]
+    tests = [(keys[b], keys[r], _says(**vars(rep.summary[b]))) for b, r in tested if None not in (keys[b], keys[r])]
+    unchosen = [  # over a learning-rate grid, a row whose every run failed has no rate to test it at
+        f"# {_safe(names[b])}: no learning rate chosen (its runs all failed), so the table has no p"
+        for b, r in tested
+        if None in (keys[b], keys[r])
+    ]
+    code = claim_code(columns, value, tests, d.margin, _plan_lines(rep, keys) + unchosen + extra)
+    return Claim(code, *_folder_command(rep, folder))
+
+
+def _plan_lines(rep, keys: list) -> list[str]:
+    """power's paired sd of two inits, the duel's perplexity change: their own figures, from the same table."""
+    names = [r.name for r in rep.design.rows]
+    if rep.spec.plan == "power" and len(keys) > 1 and rep.summary[1].pairs >= 2:
+        sd = rep.summary[1].sd
+        return [
+            f"second, first = pairs({keys[1]}, {keys[0]})",
+            f"print((second - first).std())  # the paired sd of two inits: {sd!r}",
+        ]
+    if rep.duel and "modern" in names and "classic" in names:
+        a, b, change = keys[names.index("modern")], keys[names.index("classic")], rep.duel["perplexity_change"]
+        ppl = f"print(math.exp((modern - classic).mean()) - 1)  # the perplexity change: {change!r}"
+        return ["", "import math", "", f"modern, classic = pairs({a}, {b})", ppl]
+    return []
+
+
+def _folder_command(rep, folder) -> tuple[str, str]:
+    """judge on the CSV where it gives the table's p_adj and verdicts, else report on the folder; and why."""
+    d = rep.design
+    report, then = f"modern-gpt report {shlex.quote(str(folder))}", "report on the folder prints p_adj and the verdicts"
+    if d.sequential:
+        return report, (
+            "A --seeds auto table's p_adj is each row's p on alpha's scale at the boundary the folder's looks give, "
+            "which report on the folder prints with the verdicts; judge on the CSV alone tests at the fixed level."
+        )
+    runs, rows = (d.sweep.all, d.sweep.design.rows) if d.sweep is not None else (rep.runs, d.rows)
+    if len(runs) < len(d.seeds) * len(rows):
+        why = "judge needs a run of every row at every seed and this folder lacks some (the footnotes say which)"
+        return report, f"{_adjusts(d.margin)}; {why}, so {then}."
+    if d.sweep is not None and any(r.lr not in d.sweep.lrs for r in d.rows):
+        why = "a row whose runs all failed has no learning rate chosen, so no one file holds the runs the table read"
+        return report, f"{_adjusts(d.margin)}; {why}, and {then}."
+    if d.sweep is None:
+        then = "the command prints it and the verdicts from the CSV alone"
+    else:
+        then = f"the code's last lines write the runs the table read ({VIEW_NAME}), and the command prints it and the verdicts from that file"
+    return (
+        f"modern-gpt judge {CSV_NAME if d.sweep is None else VIEW_NAME}{_flags(d.alpha, d.margin)}",
+        f"{_adjusts(d.margin)}; {then}.",
+    )
+
+
+def ladder_claim(design, flags: str | None = None) -> Claim:
+    """The command that gives the scale table from the CSV. flags: judge's as given (a judged file's); None: a
+    ladder folder's runs.csv, whose reference and placebo columns say the table's, with the table's settings."""
+    from ..verdict.design import ALPHA
+
+    if flags is None:
+        flags = " --compute-col flops" + (f" --alpha {design.alpha:g}" if design.alpha != ALPHA else "")
+        flags += f" --trend-margin {design.trend_margin:g}" if design.trend_margin else ""
+        flags += f" --target-compute {design.target:g}" if design.target else ""
+    says = (
+        "k and its trend come from a shared loss-compute fit with a delete-one-seed jackknife (docs/statistics.md, "
+        "the scale verdict), not a few lines of SciPy; the command gives this scale table from the CSV."
+    )
+    return Claim("", f"modern-gpt judge {CSV_NAME}{flags}", says)
+
+
+RESERVED = ("row", "variant", "reference", "placebo", "seed", "diverged", "error")
+
+
+def judged_runs(design, s, runs):
+    """The runs judge read as one CSV that judge reads back into the same table with no flag but --metric (the
+    rows' order, references and placebo as columns, the metric as measured, the failed runs marked), and the
+    metric's column: its own name, or `metric` where that is one of the others."""
+    import pandas as pd
+
+    metric = s.metric if s.metric not in RESERVED else "metric"
+    names, at = [r.name for r in design.rows], [int(i) for i in runs["row"]]
+    refs = ["" if r.reference is None else names[r.reference] for r in design.rows]
+    frame = pd.DataFrame({"row": at, "variant": [names[i] for i in at], "reference": [refs[i] for i in at]})
+    frame["placebo"], frame["seed"] = [design.rows[i].placebo for i in at], list(runs["seed"])
+    frame[metric] = list((-1.0 if s.higher_is_better else 1.0) * runs["val_loss"].astype(float))  # un-negated
+    frame["diverged"] = [bool(x) for x in runs["diverged"]]
+    frame["error"] = ["" if x is None or x != x else str(x) for x in runs["error"]]
+    return frame, metric
+
+
+def judge_flags(s, ls) -> str:
+    """judge's flags that give these settings (JudgeSettings, LadderSettings) again, as a shell reads them."""
+    flags = ""
+    for settings in (s, ls):
+        for f in fields(settings):
+            v, name = (
+                getattr(settings, f.name),
+                "--" + {"target": "target-compute"}.get(f.name, f.name).replace("_", "-"),
+            )
+            if v is True or v in (None, f.default):
+                flags += f" {name}" if v is True else ""
+                continue
+            flags += f" {name} {shlex.quote(','.join(v) if isinstance(v, tuple) else format(v, 'g') if isinstance(v, float) else str(v))}"
+    return flags
+
+
+# ---------------------------------------------------------------------------
+# HTML and Markdown
+# ---------------------------------------------------------------------------
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+LEFT = {"variant", "vs", "verdict", "trend", ""}  # left-aligned columns, by header
+MARKED = {"better", "worse", "same", "inconclusive", "grows", "shrinks", "steady"}
+CSS = """
+:root { color-scheme: light dark; --line: #d0d7de; --soft: #f6f8fa; --dim: #59636e; }
+@media (prefers-color-scheme: dark) { :root { --line: #3d444d; --soft: #151b23; --dim: #9198a1; } }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; margin: 0; }
+main { margin: 0 auto; padding: 24px; width: max-content; max-width: calc(100vw - 48px); }
+p, ul, figure, details { max-width: 1100px; } .answer { font-size: 1.1em; font-weight: 600; margin: 8px 0 16px; }
+h1 { font-size: 1.45em; margin: 0 0 4px; } h2 { font-size: 1.15em; margin: 32px 0 8px; } figure { margin: 16px 0; }
+.kind, .dim, figcaption { color: var(--dim); } .scroll { overflow-x: auto; } th { background: var(--soft); }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 14px; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
+caption { text-align: left; font-weight: 600; padding: 6px 0; caption-side: top; white-space: normal; }
+.l, .facts th, .facts td { text-align: left; } .facts th { vertical-align: top; } .facts td { white-space: normal; }
+.better, .grows { color: #1a7f37; font-weight: 600; } .worse, .shrinks { color: #cf222e; font-weight: 600; }
+.same, .steady { color: #0969da; font-weight: 600; } .inconclusive { color: var(--dim); }
+pre { background: var(--soft); border: 1px solid var(--line); padding: 10px; overflow-x: auto; font-size: 13px; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+img { max-width: 100%; height: auto; border: 1px solid var(--line); }
+"""
+SAVE = "Save the runs below as {} and run this (Python, pandas and SciPy): it prints each row's paired t-test "
+SAVE += "against its reference, the table's {}"
+
+
+def e(text) -> str:
+    """Text as HTML: every <, >, &, " and ' escaped."""
+    return html.escape(str(text), quote=True)
+
+
+def _html_table(t: Table, attrs: str = "") -> str:
+    left = [h in LEFT for h in t.headers]
+    head = "".join(
+        (f'<th class="l">{e(h)}</th>' if lf else f"<th>{e(h)}</th>") for h, lf in zip(t.headers, left, strict=True)
+    )
+    classes = [
+        [" ".join(filter(None, ("l" * lf, c * (c in MARKED)))) for c, lf in zip(r, left, strict=False)] for r in t.rows
+    ]
+    cells = (zip(r, k, strict=True) for r, k in zip(t.rows, classes, strict=True))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{k}">{e(c)}</td>' if k else f"<td>{e(c)}</td>" for c, k in r) + "</tr>"
+        for r in cells
+    )
+    out = f'<div class="scroll"><table{attrs}><caption>{e(t.title)}</caption><thead><tr>{head}</tr></thead>'
+    return out + f"<tbody>{body}</tbody></table></div>" + _html_list(t.notes)
+
+
+def _html_list(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{e(n)}</li>" for n in items) + "</ul>" if items else ""
+
+
+def _data_uri(kind: str, data: bytes) -> str:
+    return f"data:{kind};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _caption(name: str) -> str:
+    return f"{name}: {CAPTIONS.get(Path(name).name, '')}".rstrip(": ")
+
+
+def to_html(page: Page) -> str:
+    c, csv, n = page.claim, page.csv.encode("utf-8"), max(0, page.csv.count("\n") - 1)
+    link = f'<a download="{CSV_NAME}" href="{_data_uri("text/csv;charset=utf-8", csv)}">Download {CSV_NAME}</a>'
+    parts = [
+        f"<h1>{e(page.title)}</h1>",
+        f'<p class="answer" id="answer">{e(page.answer)}</p>' * bool(page.answer),
+        *(_html_table(t, ' id="verdicts"' * (i == 0)) for i, t in enumerate(page.tables)),
+        *(f"<p>{e(line)}</p>" for line in page.lines),
+        _html_list(page.notes),
+        f'<h2>Where the numbers come from</h2><p class="kind">The table of {e(page.kind)}, shared by modern-gpt '
+        f"{e(__version__)}.</p>",
+        '<table class="facts">'
+        + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in page.header)
+        + "</table>",
+        "<h2>Figures</h2>" * bool(page.figures or page.missing),
+        *(
+            f'<figure><img src="{_data_uri("image/png", data)}" alt="{e(name)}"><figcaption>{e(_caption(name))}</figcaption></figure>'
+            for name, data in page.figures
+        ),
+        *(f'<p class="dim">{e(m)}</p>' for m in page.missing),
+        "<h2>Seed by seed</h2>" * bool(page.seeds),
+        *(_html_table(g) for g in page.seeds),
+        "<h2>Re-check the claim</h2>",
+        f"<p>{SAVE.format(f'<code>{CSV_NAME}</code>', '<code>p</code>')}.</p>" * bool(c.code),
+        f'<pre id="claim"><code>{e(c.code)}</code></pre>' * bool(c.code),
+        f"<p>{e(c.says)}"
+        + (f" With modern-gpt installed:</p><pre><code>{e(c.command)}</code></pre>" if c.command else "</p>"),
+        f'<h2>The runs</h2><p>{link} <span class="dim">({n} runs, {len(csv):,} bytes, inside this page)</span></p>',
+        f'<details><summary>{CSV_NAME} as text</summary><pre id="runs-csv">{e(page.csv)}</pre></details>',
+        '<footer class="dim"><p>One file: its styles are inline and its figures and runs inside it; it runs no '
+        "script and loads nothing from the network.</p></footer>",
+    ]
+    head = f'<meta charset="utf-8">\n<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+    head += f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{e(page.title)}</title>'
+    body = "\n".join(filter(None, parts))
+    return f'<!DOCTYPE html>\n<html lang="en">\n<head>\n{head}\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n'
+
+
+def md(text) -> str:
+    """Text as Markdown that shows those characters: <, > and & as entities, Markdown's marks and a table's |
+    escaped, a line break a space (it would end a table row or a list item)."""
+    return re.sub(r"([\\`*\[\]|])", r"\\\1", html.escape(" ".join(str(text).splitlines()), quote=False))
+
+
+def _md_table(t: Table) -> list[str]:
+    lines = [
+        f"**{md(t.title)}**",
+        "",
+        "| " + " | ".join(md(h) for h in t.headers) + " |",
+        "|" + " --- |" * len(t.headers),
+    ]
+    lines += ["| " + " | ".join(md(c) for c in r) + " |" for r in t.rows]
+    return [*lines, "", *(f"- {md(n)}" for n in t.notes), *[""] * bool(t.notes)]
+
+
+def _fence(text: str, lang: str = "") -> list[str]:
+    """A fenced block longer than any run of backticks inside it, so that nothing in it ends it."""
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return [f"{fence}{lang}", text.rstrip("\n"), fence, ""]
+
+
+def to_markdown(page: Page) -> str:
+    """The page as one Markdown file: the runs' CSV inside it, the figures named (the HTML page holds them)."""
+    c, kind = page.claim, f"The table of {md(page.kind)}, shared by modern-gpt {md(__version__)}."
+    lines = [f"# {md(page.title)}", "", *[f"**{md(page.answer)}**", ""] * bool(page.answer)]
+    lines += [line for t in page.tables for line in _md_table(t)]
+    lines += [*(md(line) + "\n" for line in page.lines), *(f"- {md(n)}" for n in page.notes), ""]
+    lines += ["## Where the numbers come from", "", kind, "", "| | |", "| --- | --- |"]
+    lines += [*(f"| {md(k)} | {md(v)} |" for k, v in page.header), ""]
+    if page.figures:  # the folder's fixed names
+        names = ", ".join(f"`{name}`" for name, _ in page.figures)
+        lines += [f"Figures: {names} in the results folder (the HTML page, --html, holds them inline).", ""]
+    lines += [md(m) + "\n" for m in page.missing] + ["## Seed by seed", ""] * bool(page.seeds)
+    lines += [line for g in page.seeds for line in _md_table(g)] + ["## Re-check the claim", ""]
+    lines += [SAVE.format(f"`{CSV_NAME}`", "`p`") + ":", "", *_fence(c.code, "python")] if c.code else []
+    lines += [md(c.says), "", *(_fence(c.command, "sh") if c.command else [])]
+    return "\n".join([*lines, f"<details><summary>{CSV_NAME}</summary>", "", *_fence(page.csv, "csv"), "</details>\n"])
+
+
+# ---------------------------------------------------------------------------
+# Writing: each file checked before anything is read, then written atomically
+# ---------------------------------------------------------------------------
+EXAMPLE = {"--html": "result.html", "--markdown": "RESULT.md"}
+
+
+def cannot(flag: str, path: Path, err: OSError) -> str:
+    """A page that cannot be written, in one sentence whose advice fits the error (core.files.advice)."""
+    said = advice(err, str(path.parent), f"choose another {flag}")
+    return f"{flag} {path}: cannot write in {path.parent} ({err.strerror or err}); {said}."
+
+
+def _probe(path: Path, flag: str) -> None:
+    """A file can be made in the nearest folder above path that exists (not under a file, in /proc, a read-only
+    or locked folder), which write() makes the rest of."""
+    at = path.absolute()
+    while not at.parent.exists() and at.parent != at:
+        at = at.parent
+    if not at.parent.is_dir():
+        raise UserError(f"{flag} {path}: {at.parent} is not a folder; choose another {flag}.")
+    tmp = temporary_beside(at.parent / path.name)
+    try:
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        os.unlink(tmp)
+    except OSError as err:
+        raise UserError(cannot(flag, path, err)) from None
+
+
+def _same(a: Path, b: Path) -> bool:
+    with contextlib.suppress(OSError):
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    return False
+
+
+def _reads(path: Path, inputs) -> bool:
+    """path is a file the command reads: one of inputs, or a file already inside an input folder (a results
+    folder's meta.json, runs, CSVs, figures: a page never replaces them, even with --force)."""
+    where = Path(os.path.realpath(path.absolute().parent)) / path.name
+    for given in map(Path, inputs):
+        if _same(path, given) or (given.is_dir() and os.path.lexists(path) and where.is_relative_to(given.resolve())):
+            return True
+    return False
+
+
+def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
+    """A file to write a page to: no folder, pipe or device, no file the command reads, and no file already there
+    unless force (--force), as output folders are. Each problem is one sentence."""
+    if str(path) in ("", "-"):
+        what = "an empty path" if str(path) == "" else "-, but a page is written to a file (the table goes to stdout)"
+        raise UserError(f"{flag} is {what}; give the file to write, e.g. {flag} {EXAMPLE[flag]}.")
+    path = Path(path)
+    check_name(path, flag)
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / EXAMPLE[flag]}.")
+    _probe(path, flag)
+    what = not_regular(path)
+    if what is not None:
+        raise UserError(f"{flag} {path} is {what}, not a file to write; choose another {flag}.")
+    if _reads(path, inputs):
+        raise UserError(f"{flag} {path} is a file this command reads; choose another {flag}.")
+    if os.path.lexists(path) and not force:
+        raise UserError(f"{flag} {path} already exists; choose another {flag}, or add --force to replace it.")
+    return path
+
+
+def check_pages(html_path=None, markdown_path=None, inputs=(), force: bool = False):
+    """--html and --markdown checked (check_output), and never one file for both: (html, markdown)."""
+    html_path = None if html_path is None else check_output(html_path, "--html", inputs, force)
+    markdown_path = None if markdown_path is None else check_output(markdown_path, "--markdown", inputs, force)
+    if (
+        html_path
+        and markdown_path
+        and (html_path.absolute() == markdown_path.absolute() or _same(html_path, markdown_path))
+    ):
+        raise UserError(f"--html {html_path} and --markdown {markdown_path} are one file; give each its own.")
+    return html_path, markdown_path
+
+
+def write(page: Page, html_path=None, markdown_path=None, inputs=(), force: bool = False) -> list[Path]:
+    """The page as HTML and/or Markdown, each one file written under a temporary name beside it and renamed (a
+    reader never sees half a page), the folders above it made as --out's are. Returns the files written."""
+    paths = zip(check_pages(html_path, markdown_path, inputs, force), ("--html", "--markdown"), strict=True)
+    written = []
+    for path, flag in ((p, f) for p, f in paths if p is not None):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(cannot(flag, path, err)) from None
+        with atomic_path(path, failed=lambda err, p=path, f=flag: cannot(f, p, err)) as tmp:
+            tmp.write_bytes((page.html() if flag == "--html" else page.markdown()).encode("utf-8"))
+        written.append(path)
+    return written
+
+
+# ---------------------------------------------------------------------------
+# modern_gpt.share: what the CLI's --html and --markdown do, from Python
+# ---------------------------------------------------------------------------
+JUDGE_KEYS = ("variant_col", "seed_col", "metric", "higher_is_better", "order", "reference", "placebo", "alpha")
+LADDER_KEYS = ("compute_col", "size_col", "rung_col", "trend_margin", "target_compute")
+
+
+def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, plugins=(), **judge) -> Page:
+    """A result as one page to share (docs/sharing.md): source is a results folder (a ladder's too), a Result or
+    LadderResult, or runs to judge (a .csv, .jsonl or .parquet file, or a DataFrame) with modern_gpt.judge's
+    keywords. html, markdown: the files to write (force: replace one that exists). Returns the Page, whose html()
+    and markdown() are its text."""
+    import pandas as pd
+
+    from ..ablation.session import LadderResult, Result
+
+    unknown = sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS})
+    if unknown:
+        raise UserError(f"share has no option {unknown[0]!r}; its options are judge's: {', '.join(JUDGE_KEYS)}, ...")
+    what = "share takes a results folder, a Result or LadderResult, or runs to judge (a .csv, .jsonl or .parquet file"
+    path = isinstance(source, str | os.PathLike)
+    if not path and not isinstance(source, Result | LadderResult | pd.DataFrame):
+        raise UserError(f"{what}, or a DataFrame), not a {type(source).__name__}.")
+    if path and not Path(source).exists():
+        raise UserError(f"{source} does not exist; {what}, or a DataFrame).")
+    check_pages(html, markdown, force=force)
+    if isinstance(source, Result | LadderResult) or (path and Path(source).is_dir()):
+        if judge:
+            raise UserError(
+                f"{next(iter(judge))}= goes with runs to judge (a file or a DataFrame), not a results folder."
+            )
+        result = source if not path else _read(Path(source), at_lr, plugins)
+        page, inputs = folder_page(result), [result.folder]
+    elif at_lr is not None:
+        raise UserError("at_lr goes with a results folder trained at several learning rates, not runs to judge.")
+    else:
+        page, inputs = _judged(source, judge), [source] if path else []
+    write(page, html, markdown, inputs, force)
+    return page
+
+
+def _read(folder: Path, at_lr, plugins):
+    """A folder's Result, or a ladder's LadderResult, as modern_gpt.report reads it."""
+    from ..ablation.ladder import is_ladder
+    from ..ablation.session import folder_result, ladder_result
+    from ..model.plugins import load
+
+    if plugins:
+        load(list(plugins))
+    if not is_ladder(folder):
+        return folder_result(folder, at_lr)
+    if at_lr is not None:
+        raise UserError(f"{folder} is a ladder: each rung's table shows each row at its own best learning rate.")
+    return ladder_result(folder, draw=False)
+
+
+def _judged(source, keywords: dict) -> Page:
+    """The page of runs judged from a file or a DataFrame, with modern_gpt.judge's keywords."""
+    import pandas as pd
+
+    from ..verdict.judge import api_settings, judge, judge_file_runs, read_runs
+    from ..verdict.ladder_judge import LadderSettings, judge_ladder
+    from ..verdict.reading import from_frame
+
+    s = api_settings(**{k: keywords[k] for k in (*JUDGE_KEYS, "margin") if k in keywords})
+    if any(keywords.get(k) is not None for k in LADDER_KEYS):
+        if s.margin is not None:
+            raise UserError("margin is in the metric's units for one size; for a ladder give trend_margin.")
+        ls = LadderSettings(*(keywords.get(k) for k in LADDER_KEYS))
+        return judged_ladder_page(*judge_ladder(source, s, ls), source, s, ls)
+    if not isinstance(source, pd.DataFrame):
+        design, runs, rows, notes = judge_file_runs(source, s)
+        return judged_page(design, s, runs, rows, notes, source)
+    design, runs, first = read_runs(from_frame(source), s, api=True)
+    return judged_page(design, s, runs, *judge(design, s, runs, first=first), source)
