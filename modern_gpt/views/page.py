@@ -1,11 +1,8 @@
 """A result as one page to share (`report DIR --html FILE` / `--markdown FILE`, `judge FILE --html PAGE`,
 `modern_gpt.share`): the table in render.py's cells with its footnotes, where the numbers come from, the figures,
-the runs seed by seed and as CSV, and the claim test: SciPy's paired t-test that a reader runs on that CSV, and
-the command that prints p_adj and the verdicts. Nothing here computes a statistic.
-
-The HTML is one file: inline styles, data: figures and a Content-Security-Policy that allows nothing else. The
-Markdown holds the runs' CSV. Every text from a file is escaped: a variant named <script> is those characters.
-"""
+the runs seed by seed and as CSV, and the claim test a reader runs on that CSV. Nothing here computes a statistic.
+The HTML is one file, its Content-Security-Policy allowing nothing but inline styles and data: figures; every text
+from a file is escaped (a variant named <script> is those characters)."""
 
 from __future__ import annotations
 
@@ -19,13 +16,12 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field, fields
-from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 from .. import __version__
 from ..core.errors import UserError
-from ..core.files import advice, atomic_path, check_name, git_state, not_regular, temporary_beside
+from ..core.files import advice, atomic_path, check_name, git_state, not_regular
 
 CSV_NAME = "runs.csv"  # the name the page gives the runs, which the claim test reads
 VIEW_NAME = "table-runs.csv"  # over a learning-rate grid: the runs the table read, which the claim test writes
@@ -49,39 +45,19 @@ class Claim:
 @dataclass
 class Page:
     title: str
-    kind: str  # what the table is of: "a results folder", ...
     tables: list[Table]  # the verdict table first
     notes: list[str]  # the footnotes
     header: list[tuple[str, str]]  # where the numbers come from
     csv: str  # the runs
     claim: Claim
-    answer: str = ""  # the table in one line, as the trackers say it
+    answer: str  # the table in one line, as the trackers say it
     lines: list[str] = field(default_factory=list)  # the sentences under the tables (power's, a duel's)
     seeds: list[Table] = field(default_factory=list)
     figures: list[tuple[str, bytes]] = field(default_factory=list)  # (its name in the folder, the PNG file)
     missing: list[str] = field(default_factory=list)  # figure files left out, each with why
 
-    def html(self) -> str:
-        return to_html(self)
 
-    def markdown(self) -> str:
-        return to_markdown(self)
-
-
-# ---------------------------------------------------------------------------
-# The tables, in render.py's cells, and the answer in one line
-# ---------------------------------------------------------------------------
-def from_rich(table) -> Table:
-    """One of render.py's rich tables (power's, the duel's), its markup taken off."""
-    from rich.text import Text
-
-    def plain(x) -> str:
-        return x.plain if isinstance(x, Text) else Text.from_markup(str(x)).plain
-
-    rows = [list(r) for r in zip(*([plain(x) for x in c.cells] for c in table.columns), strict=True)]
-    return Table(plain(table.title or ""), [plain(c.header) for c in table.columns], rows)
-
-
+# The tables in render.py's cells, and the answer in one line
 def folder_tables(rep) -> tuple[list[Table], list[str]]:
     """A folder's tables (ablation.report.Report) and the lines under them, as `modern-gpt report` prints them."""
     from ..ablation import report
@@ -89,13 +65,13 @@ def folder_tables(rep) -> tuple[list[Table], list[str]]:
 
     if rep.spec.plan == "power":
         info = report.power_info(rep.spec, rep.summary)
-        return ([from_rich(render.power_table(info))] if info["mde"] else []), render.power_sentences(info)
+        return ([Table(*render.power_cells(info))] if info["mde"] else []), render.power_sentences(info)
     tables = [Table(report.title(rep), *render.folder_cells(rep))]
     if rep.metrics is not None:  # --eval-data sets: a table per further metric
         titles = render.report_metric_titles(rep.metrics, rep.design)
         tables += [Table(t, h, c) for t, (_, h, c) in zip(titles, render.metric_plain(rep.metrics, 1), strict=True)]
     if rep.duel:
-        return [*tables, from_rich(render.duel_table(rep.duel))], [render.duel_sentence(rep.duel)]
+        return [*tables, Table(*render.duel_cells(rep.duel))], [render.duel_sentence(rep.duel)]
     return tables, []
 
 
@@ -125,9 +101,7 @@ def ladder_answer(rows) -> str:
     return "; ".join(parts) + (f"; {rest} inconclusive" if rest else "")
 
 
-# ---------------------------------------------------------------------------
 # The pages: a results folder's, a ladder's, and runs judged from a file or a DataFrame
-# ---------------------------------------------------------------------------
 def folder_page(result) -> Page:
     """The page of a results folder (session.Result) or of a ladder (session.LadderResult)."""
     from ..ablation.results import ResultsDir
@@ -137,14 +111,15 @@ def folder_page(result) -> Page:
     rep, folder = result.table, Path(result.folder)
     (tables, lines), rows, meta = folder_tables(rep), rep.design.rows, ResultsDir(folder).read_meta()
     header = folder_header([meta], result.runs, components(rows, meta))
-    metric = "val loss" + (" (the test half)" if rep.design.sweep is not None else "")
-    seeds = seed_grids([r.name for r in rows], [r.reference for r in rows], rep.runs, ".4f", metric)
-    title, answer = tables[0].title if tables else "", summary_answer(rep.summary)
+    title, answer = (tables[0].title if tables else "", summary_answer(rep.summary))
     if rep.spec.plan == "power":
         title, answer = f"power: {result.title}", lines[0] if lines else ""
-    page = Page(title, "a results folder", tables, result.footnotes, header, result.runs.to_csv(index=False), None)
-    page.claim, page.answer, page.lines, page.seeds = folder_claim(rep, folder), answer, lines, seeds
-    page.figures, page.missing = figures(folder, ["curves.png", "lr.png"])
+    page = Page(
+        title, tables, result.footnotes, header, result.runs.to_csv(index=False), folder_claim(rep, folder), answer
+    )
+    metric = "val loss" + (" (the test half)" if rep.design.sweep is not None else "")
+    page.seeds = seed_grids([r.name for r in rows], [r.reference for r in rows], rep.runs, ".4f", metric)
+    page.lines, (page.figures, page.missing) = lines, figures(folder, ["curves.png", "lr.png"])
     return page
 
 
@@ -154,28 +129,32 @@ def _ladder_page(result) -> Page:
 
     from ..ablation.results import ResultsDir
 
-    rep, folder = result.table, Path(result.folder)
-    tables = [ladder_table(rep)]
-    tables[0].notes = list(result.footnotes)
+    rep, tables = result.table, [Table(**{**vars(ladder_table(result.table)), "notes": list(result.footnotes)})]
     for name, rung in zip(rep.design.rungs, result.rungs, strict=True):
-        mine = folder_tables(rung.table)[0]
-        for t in mine:
-            t.title = f"Rung {name} ({Path(rung.folder).name}): {t.title}"
-        if mine:
-            mine[-1].notes = list(rung.footnotes)
-        tables += mine
+        mine = [
+            Table(f"Rung {name} ({Path(rung.folder).name}): {t.title}", t.headers, t.rows)
+            for t in folder_tables(rung.table)[0]
+        ]
+        tables += mine[:-1] + [Table(**{**vars(t), "notes": list(rung.footnotes)}) for t in mine[-1:]]
     metas = [ResultsDir(rung.folder).read_meta() for rung in result.rungs]
-    every = pd.concat([r.runs for r in result.rungs], ignore_index=True)
-    said = components(rep.rungs[-1].design.rows, metas[-1])
+    every, said = pd.concat([r.runs for r in result.rungs]), components(rep.rungs[-1].design.rows, metas[-1])
     header = folder_header(metas, every, said, _text(getattr(rep.ladder, "command", None)))
-    page = Page(tables[0].title, "a ladder folder", tables, [], header, rep.runs.to_csv(index=False), None)
+    page = Page(
+        tables[0].title,
+        tables,
+        [],
+        header,
+        rep.runs.to_csv(index=False),
+        ladder_claim(rep.design),
+        ladder_answer(rep.rows),
+    )
     rows, rungs, runs = rep.design.rows, rep.design.rungs, rep.runs.copy()
     runs["row"] = runs["rung"] * len(rows) + runs["row"]  # a grid row per (rung, row)
     labels = [f"{r.name} at {rung}" for rung in rungs for r in rows]
     refs = [None if r.reference is None else i * len(rows) + r.reference for i in range(len(rungs)) for r in rows]
-    page.claim, page.answer = ladder_claim(rep.design), ladder_answer(rep.rows)
     page.seeds = seed_grids(labels, refs, runs, ".4f", "val loss")
-    page.figures, page.missing = figures(folder, ["scale.png", *(f"rung-{i}/curves.png" for i in range(len(rungs)))])
+    names = ["scale.png", *(f"rung-{i}/curves.png" for i in range(len(rungs)))]
+    page.figures, page.missing = figures(Path(result.folder), names)
     return page
 
 
@@ -187,7 +166,7 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> 
     from . import render
 
     formats = render._judge_formats(rows)
-    cells = [render._judge_cells(r, formats) for r in rows]
+    table = Table(title(design, s), render._judge_headers(s.metric), [render._judge_cells(r, formats) for r in rows])
     frame, metric = judged_runs(design, s, runs)
     names, refs = [r.name for r in design.rows], [r.reference for r in design.rows]
     tests = [(lit(names[b]), lit(names[r]), _says(**rows[b])) for b, r in enumerate(refs) if r is not None]
@@ -195,13 +174,19 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> 
     command = f"modern-gpt judge {CSV_NAME}{flags}{_flags(design.alpha, design.margin)}"
     says = f"{_adjusts(design.margin)}; the command prints it and the verdicts from the CSV alone."
     claim = Claim(claim_code("variant", metric, tests, design.margin), command, says)
-    grids = seed_grids(names, refs, frame.assign(val_loss=frame[metric]), formats["mean"], s.metric)
     shown = {shown: name for name, shown in judge_columns()}  # judge's column names, as a folder's
     said = answer([{shown.get(k, k): v for k, v in r.items()} | {"variant": r["variant"]} for r in rows])
-    table = Table(title(design, s), render._judge_headers(s.metric), cells)
-    kind = f"runs judged from {'a file' if isinstance(source, str | os.PathLike) else 'a DataFrame'}"
-    header, csv = judged_header(source, len(frame), len(names)), frame.to_csv(index=False)
-    return Page(table.title, kind, [table], notes, header, csv, claim, said, seeds=grids)
+    page = Page(
+        table.title,
+        [table],
+        notes,
+        judged_header(source, len(frame), len(names)),
+        frame.to_csv(index=False),
+        claim,
+        said,
+    )
+    page.seeds = seed_grids(names, refs, frame.assign(val_loss=frame[metric]), formats["mean"], s.metric)
+    return page
 
 
 def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
@@ -210,39 +195,32 @@ def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
     import pandas as pd
 
     table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ls.size_col))
-    if isinstance(source, pd.DataFrame):
-        csv = source.to_csv(index=False)
-    elif Path(source).suffix.lower() == ".csv":
-        csv = Path(source).read_bytes().decode("utf-8", errors="replace")  # the file as judge read it
-    else:
-        read = pd.read_parquet if Path(source).suffix.lower() == ".parquet" else partial(pd.read_json, lines=True)
-        csv = read(source).to_csv(index=False)
-    header = judged_header(source, max(0, csv.count("\n") - 1), len(design.rows))
-    claim, kind = ladder_claim(design, judge_flags(s, ls)), "a ladder of runs judged from a file"
-    return Page(table.title, kind, [table], [], header, csv, claim, ladder_answer(rows))
+    read = {".csv": pd.read_csv, ".parquet": pd.read_parquet}.get(Path(str(source)).suffix.lower(), pd.read_json)
+    frame = (
+        source
+        if isinstance(source, pd.DataFrame)
+        else read(source, **({"lines": True} if read is pd.read_json else {}))
+    )
+    header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, judge_flags(s, ls))
+    return Page(table.title, [table], [], header, frame.to_csv(index=False), claim, ladder_answer(rows))
 
 
-# ---------------------------------------------------------------------------
 # Where the numbers come from
-# ---------------------------------------------------------------------------
 def _text(x) -> str | None:
     """A recorded value as text; None when missing or not a plain value (a hand-edited meta.json)."""
     return None if isinstance(x, bool) or not isinstance(x, str | int | float) else str(x)
 
 
-def _commit(commit, dirty) -> str:
+def _by(version, commit, dirty) -> str:
+    """What trained or wrote: the modern-gpt version, its checkout's commit and whether that was clean."""
     if _text(commit) is None:
-        return "not a git checkout (no commit recorded)"
+        return f"modern-gpt {version}, not a git checkout (no commit recorded)"
     state = {True: "with uncommitted changes", False: "clean"}.get(dirty, "uncommitted changes not recorded")
-    return f"commit {commit} ({state})"
+    return f"modern-gpt {version}, commit {commit} ({state})"
 
 
 def _count(n, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def duration(secs: float) -> str:
-    return f"{secs:.0f} s" if secs < 120 else f"{secs / 60:.1f} min" if secs < 7200 else f"{secs / 3600:.1f} h"
 
 
 def _machine(meta: dict) -> str:
@@ -260,46 +238,51 @@ def _machine(meta: dict) -> str:
 
 def _wall(metas: list[dict]) -> str:
     """From the first start to the last end the meta.json files record (a ladder has one per rung)."""
-    times = {"started": [], "finished": []}
-    for key, found in times.items():
-        for text in (m.get(key) for m in metas):
-            with contextlib.suppress(ValueError, TypeError):
-                found.append(dt.datetime.fromisoformat(text))
+    from .progress import duration
+
+    def when(key: str) -> list[dt.datetime]:
+        return [dt.datetime.fromisoformat(m[key]) for m in metas if isinstance(m.get(key), str) and _iso(m[key])]
+
     states = sorted({s for s in (_text(m.get("status")) for m in metas) if s and s != "finished"})
-    unfinished = f"; status {', '.join(states)}" if states else ""
-    starts, ends = times["started"], times["finished"]
+    (starts, ends), unfinished = (when("started"), when("finished")), f"; status {', '.join(states)}" if states else ""
     if not starts or not ends:
         return (f"started {min(starts).isoformat()}, no end recorded" if starts else "not recorded") + unfinished
     span = f"{min(starts).isoformat()} to {max(ends).isoformat()}{unfinished}"
-    try:
+    with contextlib.suppress(TypeError):  # one time with a zone and one without (edited by hand)
         return f"{duration((max(ends) - min(starts)).total_seconds())}, {span}"
-    except TypeError:  # one time with a zone and one without (edited by hand)
-        return span
+    return span
+
+
+def _iso(text: str) -> bool:
+    with contextlib.suppress(ValueError):
+        return dt.datetime.fromisoformat(text) is not None
+    return False
 
 
 def _compute(runs) -> str:
     """The runs' training FLOPs and run time, summed (a folder from before FLOPs were counted has none)."""
     import pandas as pd
 
-    def total(col: str) -> float:
-        x = pd.to_numeric(runs[col], errors="coerce") if col in runs else pd.Series([], dtype=float)
-        return float(x[x.apply(math.isfinite)].sum()) if x.notna().any() else 0.0
+    from .progress import duration
 
-    flops, secs = total("flops"), total("secs")
-    said = _count(len(runs), "run")
-    said += f", {flops:.3g} training FLOPs" if flops else ", training FLOPs not recorded (runs from before they were)"
-    return said + (f", {duration(secs)} of run time" if secs else "")
+    flops, secs = (
+        pd.to_numeric(runs[c], errors="coerce") if c in runs else pd.Series([0.0]) for c in ("flops", "secs")
+    )
+    flops, secs = (float(x[x.apply(math.isfinite)].sum()) for x in (flops, secs))
+    said = f", {flops:.3g} training FLOPs" if flops else ", training FLOPs not recorded (runs from before they were)"
+    return _count(len(runs), "run") + said + (f", {duration(secs)} of run time" if secs else "")
 
 
 def components(rows, meta: dict) -> str:
     """Each component the table's rows use, with its summary (a plugin's as its file says it, and the file)."""
     from ..core.components import COMPONENT_SUMMARY, PLUGINS
 
-    files = {}
-    for p in meta.get("plugins") or []:
-        if isinstance(p, dict) and isinstance(p.get("components"), list):
-            sha = _text(p.get("sha256")) or ""
-            files.update({c: f"plugin {_text(p.get('file'))}, sha256 {sha[:12]}" for c in p["components"]})
+    plugins = [p for p in meta.get("plugins") or [] if isinstance(p, dict) and isinstance(p.get("components"), list)]
+    files = {
+        c: f"plugin {_text(p.get('file'))}, sha256 {(_text(p.get('sha256')) or '')[:12]}"
+        for p in plugins
+        for c in p["components"]
+    }
     said = []
     for name in dict.fromkeys(c for r in rows for c in r.components):
         summary = COMPONENT_SUMMARY.get(name) or getattr(PLUGINS.get(name), "summary", None) or "no summary"
@@ -310,16 +293,15 @@ def components(rows, meta: dict) -> str:
 def folder_header(metas: list[dict], runs, components: str, command: str | None = None) -> list[tuple[str, str]]:
     """A folder's header from its meta.json (a ladder's: one per rung, the top rung's versions)."""
     meta = metas[-1] if metas else {}
-    found = meta.get("packages") if isinstance(meta.get("packages"), dict) else {}
-    packages = [f"python {_text(meta.get('python'))}"] if _text(meta.get("python")) else []
-    packages += [f"{k} {_text(v)}" for k, v in found.items() if isinstance(k, str) and _text(v)]
+    found = {"python": meta.get("python"), **(meta.get("packages") if isinstance(meta.get("packages"), dict) else {})}
+    packages = ", ".join(f"{k} {_text(v)}" for k, v in found.items() if isinstance(k, str) and _text(v))
     version = _text(meta.get("modern_gpt")) or "(version not recorded)"
     return [
         ("command", command or _text(meta.get("command")) or "not recorded"),
         ("components", components),
-        ("trained by", f"modern-gpt {version}, {_commit(meta.get('git_commit'), meta.get('git_dirty'))}"),
-        ("this page by", f"modern-gpt {__version__}, {_commit(*git_state())}"),
-        ("packages", ", ".join(packages) or "not recorded"),
+        ("trained by", _by(version, meta.get("git_commit"), meta.get("git_dirty"))),
+        ("this page by", _by(__version__, *git_state())),
+        ("packages", packages or "not recorded"),
         ("machine", _machine(meta)),
         ("wall time", _wall(metas)),
         ("compute", _compute(runs)),
@@ -338,12 +320,14 @@ def judged_header(source, runs: int, variants: int) -> list[tuple[str, str]]:
     for pkg in ("numpy", "pandas", "scipy"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions.append(f"{pkg} {metadata.version(pkg)}")
-    training = "not recorded: judge reads only the runs, so this page has no commit, machine, wall time or compute"
     return [
         ("runs", f"{runs} runs of {variants} variants from {where}"),
-        ("judged by", f"modern-gpt {__version__}, {_commit(*git_state())}"),
+        ("judged by", _by(__version__, *git_state())),
         ("packages", ", ".join(versions) + " (judging; the training's are not recorded)"),
-        ("training", f"{training} of their training, and no figures"),
+        (
+            "training",
+            "not recorded: judge reads only the runs, so no commit, machine, wall time or compute, no figures",
+        ),
     ]
 
 
@@ -355,60 +339,52 @@ CAPTIONS = {
 
 
 def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """The PNG files among those named that the folder holds, and a note for each one there that is none (a pipe
-    is never opened: it would block)."""
+    """The PNG files named that the folder holds, and a note for each one there that is none (a pipe is never
+    opened: it would block)."""
     found, missing = [], []
-    for name in names:
-        path = Path(folder) / name
-        if not path.exists() and not path.is_symlink():
-            continue
+    for name, path in (
+        (n, Path(folder) / n) for n in names if (Path(folder) / n).exists() or (Path(folder) / n).is_symlink()
+    ):
         what, data = not_regular(path), b""
         try:
             data = path.read_bytes() if what is None else b""
         except OSError as err:
             what = f"unreadable ({err.strerror or err})"
         what = what or (None if data.startswith(b"\x89PNG\r\n\x1a\n") else "not a PNG file")
-        missing += [f"{name} is {what}: left out"] if what else []
-        found += [] if what else [(name, data)]
+        missing, found = missing + [f"{name} is {what}: left out"] * bool(what), found + [(name, data)] * (not what)
     return found, missing
 
 
 def seed_grids(names: list[str], references: list, runs, fmt: str, metric: str) -> list[Table]:
-    """The runs the table read (row = table row, val_loss = the metric compared) per row and seed; and each row's
+    """The runs the table read (row = table row, val_loss = the metric compared) per row and seed, and each row's
     difference from its reference per seed: the pairs its t-test reads."""
     from ..verdict.table import failed
 
-    seeds = sorted({int(s) for s in runs["seed"]})
-    records = zip(runs.to_dict("records"), failed(runs).to_numpy(), strict=True)
-    at = {(int(r["row"]), int(r["seed"])): r | {"failed": bool(bad)} for r, bad in records}
+    def shown(d, err, x) -> str:
+        finite = isinstance(x, int | float) and math.isfinite(x)
+        return "diverged" if bool(d) else "failed" if err else format(x, fmt) if finite else "no value"
 
-    def value(run: dict) -> str:
-        x = run["val_loss"]
-        if bool(run.get("diverged")) or run.get("error"):
-            return "diverged" if bool(run.get("diverged")) else "failed"
-        return format(x, fmt) if isinstance(x, int | float) and math.isfinite(x) else "no value"
+    cells = zip(runs["row"], runs["seed"], runs["diverged"], runs["error"], runs["val_loss"], failed(runs), strict=True)
+    at = {(int(r), int(s)): (shown(d, err, x), x, bad) for r, s, d, err, x, bad in cells}
+    seeds = sorted({s for _, s in at})
 
     def diff(b: int, ref: int, s: int) -> str:
-        mine, theirs = at.get((b, s)), at.get((ref, s))
-        ok = mine and theirs and not mine["failed"] and not theirs["failed"]
-        return format(mine["val_loss"] - theirs["val_loss"], f"+{fmt}") if ok else ""
+        (_, mine, bad), (_, theirs, lost) = at.get((b, s), ("", 0, True)), at.get((ref, s), ("", 0, True))
+        return "" if bad or lost else format(mine - theirs, f"+{fmt}")
 
-    values = [[n, *(value(at[b, s]) if (b, s) in at else "" for s in seeds)] for b, n in enumerate(names)]
+    values = [[n, *(at.get((b, s), [""])[0] for s in seeds)] for b, n in enumerate(names)]
     diffs = [[names[b], names[r], *(diff(b, r, s) for s in seeds)] for b, r in enumerate(references) if r is not None]
-    heads = [f"seed {s}" for s in seeds]
+    heads, said = (
+        [f"seed {s}" for s in seeds],
+        f"Δ {metric} against the reference, seed by seed (the pairs each t-test reads)",
+    )
     return [
         Table(f"{metric} of each run the table read", ["variant", *heads], values),
-        Table(
-            f"Δ {metric} against the reference, seed by seed (the pairs each t-test reads)",
-            ["variant", "vs", *heads],
-            diffs,
-        ),
+        Table(said, ["variant", "vs", *heads], diffs),
     ]
 
 
-# ---------------------------------------------------------------------------
 # The claim test: a few lines of SciPy on the runs' CSV, and the command that adjusts them
-# ---------------------------------------------------------------------------
 CODE = """import pandas as pd
 from scipy.stats import ttest_rel{also}
 
@@ -438,8 +414,7 @@ def p_same(row, ref, margin={margin!r}):  # two one-sided tests of |Δ| < margin
 
 
 def lit(text: str) -> str:
-    """A Python string literal of text on one line (repr escapes what is not printable), in double quotes where
-    it can be."""
+    """A Python string literal of text on one line (repr escapes what is not printable), double-quoted if it can."""
     r = repr(str(text))
     return f'"{r[1:-1]}"' if r.startswith("'") and '"' not in text and "'" not in text else r
 
@@ -452,17 +427,16 @@ def _safe(text: str) -> str:
 def _says(p: float, p_adj: float, verdict: str, **_) -> str:
     if not math.isfinite(p):
         return f"the table has no p (fewer than two pairs finished): {verdict or 'no verdict'}"
-    return f"the table's p {p!r}{'' if not math.isfinite(p_adj) else f', p_adj {p_adj:.4g}'}: {verdict or 'no verdict'}"
+    return f"the table's p {p!r}{f', p_adj {p_adj:.4g}' if math.isfinite(p_adj) else ''}: {verdict or 'no verdict'}"
 
 
 def claim_code(columns: str, value: str, tests: list[tuple[str, str, str]], margin=None, extra=()) -> str:
-    """Python that reads the CSV, leaves out the failed runs (and so their pairs) and prints the paired t-test of
-    each (row, reference, what the table says); with a margin, also the two one-sided tests of |Δ| < margin."""
+    """Python that reads the CSV, leaves out the failed runs (and their pairs) and prints the paired t-test of each
+    (row, reference, what the table says); with a margin, also the two one-sided tests of |Δ| < margin."""
     code = CODE.format(also=", ttest_1samp" if margin else "", value=lit(value), columns=lit(columns))
     code += P_SAME.format(margin=float(margin)) if margin else ""
     said = [
-        f"print(p({row}, {ref}))  # {_safe(says)}" + f"\nprint(p_same({row}, {ref}))" * bool(margin)
-        for row, ref, says in tests
+        f"print(p({a}, {b}))  # {_safe(says)}" + f"\nprint(p_same({a}, {b}))" * bool(margin) for a, b, says in tests
     ]
     return code + "\n\n" + "\n".join([*said, *extra]) + "\n"
 
@@ -480,8 +454,7 @@ def _adjusts(margin) -> str:
 
 def folder_claim(rep, folder) -> Claim:
     """The claim test of a folder's table (ablation.report.Report) on its runs.csv."""
-    d, extra = rep.design, []
-    names = [r.name for r in d.rows]
+    d, extra, names = rep.design, [], [r.name for r in rep.design.rows]
     if d.sweep is None:
         named = len(set(names)) == len(names)
         keys = [lit(n) if named else str(b) for b, n in enumerate(names)]
@@ -510,11 +483,8 @@ def _plan_lines(rep, keys: list) -> list[str]:
     """power's paired sd of two inits, the duel's perplexity change: their own figures, from the same table."""
     names = [r.name for r in rep.design.rows]
     if rep.spec.plan == "power" and len(keys) > 1 and rep.summary[1].pairs >= 2:
-        sd = rep.summary[1].sd
-        return [
-            f"second, first = pairs({keys[1]}, {keys[0]})",
-            f"print((second - first).std())  # the paired sd of two inits: {sd!r}",
-        ]
+        sd = f"print((second - first).std())  # the paired sd of two inits: {rep.summary[1].sd!r}"
+        return [f"second, first = pairs({keys[1]}, {keys[0]})", sd]
     if rep.duel and "modern" in names and "classic" in names:
         a, b, change = keys[names.index("modern")], keys[names.index("classic")], rep.duel["perplexity_change"]
         ppl = f"print(math.exp((modern - classic).mean()) - 1)  # the perplexity change: {change!r}"
@@ -524,27 +494,22 @@ def _plan_lines(rep, keys: list) -> list[str]:
 
 def _folder_command(rep, folder) -> tuple[str, str]:
     """judge on the CSV where it gives the table's p_adj and verdicts, else report on the folder; and why."""
-    d = rep.design
-    report, then = f"modern-gpt report {shlex.quote(str(folder))}", "report on the folder prints p_adj and the verdicts"
+    d, report = rep.design, f"modern-gpt report {shlex.quote(str(folder))}"
     if d.sequential:
         return report, (
-            "A --seeds auto table's p_adj is each row's p on alpha's scale at the boundary the folder's looks give, "
-            "which report on the folder prints with the verdicts; judge on the CSV alone tests at the fixed level."
+            "A --seeds auto table's p_adj is each row's p at the boundary the folder's looks give: report on the "
+            "folder prints it and the verdicts, which judge on the CSV alone cannot (it tests at the fixed level)."
         )
     runs, rows = (d.sweep.all, d.sweep.design.rows) if d.sweep is not None else (rep.runs, d.rows)
-    if len(runs) < len(d.seeds) * len(rows):
-        why = "judge needs a run of every row at every seed and this folder lacks some (the footnotes say which)"
-        return report, f"{_adjusts(d.margin)}; {why}, so {then}."
-    if d.sweep is not None and any(r.lr not in d.sweep.lrs for r in d.rows):
-        why = "a row whose runs all failed has no learning rate chosen, so no one file holds the runs the table read"
-        return report, f"{_adjusts(d.margin)}; {why}, and {then}."
-    if d.sweep is None:
-        then = "the command prints it and the verdicts from the CSV alone"
-    else:
-        then = f"the code's last lines write the runs the table read ({VIEW_NAME}), and the command prints it and the verdicts from that file"
+    missing = len(runs) < len(d.seeds) * len(rows)
+    if missing or (d.sweep is not None and any(r.lr not in d.sweep.lrs for r in d.rows)):
+        why = "runs are missing (the footnotes say which)" if missing else "a row's runs all failed (no rate chosen)"
+        return report, f"{_adjusts(d.margin)}; {why}, so report on the folder prints p_adj and the verdicts."
+    view = f"the code's last lines write the runs the table read as {VIEW_NAME} (val_loss from the test half), and "
+    then = f"{'' if d.sweep is None else view}the command prints it and the verdicts from {'the CSV alone' if d.sweep is None else 'them'}."
     return (
         f"modern-gpt judge {CSV_NAME if d.sweep is None else VIEW_NAME}{_flags(d.alpha, d.margin)}",
-        f"{_adjusts(d.margin)}; {then}.",
+        f"{_adjusts(d.margin)}; {then}",
     )
 
 
@@ -555,13 +520,12 @@ def ladder_claim(design, flags: str | None = None) -> Claim:
 
     if flags is None:
         flags = " --compute-col flops" + (f" --alpha {design.alpha:g}" if design.alpha != ALPHA else "")
-        flags += f" --trend-margin {design.trend_margin:g}" if design.trend_margin else ""
-        flags += f" --target-compute {design.target:g}" if design.target else ""
-    says = (
-        "k and its trend come from a shared loss-compute fit with a delete-one-seed jackknife (docs/statistics.md, "
-        "the scale verdict), not a few lines of SciPy; the command gives this scale table from the CSV."
+        flags += f" --trend-margin {design.trend_margin:g}" * bool(design.trend_margin)
+        flags += f" --target-compute {design.target:g}" * bool(design.target)
+    says = "k and its trend come from a shared loss-compute fit with a delete-one-seed jackknife (docs/statistics.md)"
+    return Claim(
+        "", f"modern-gpt judge {CSV_NAME}{flags}", says + ", not SciPy; the command gives the table from the CSV."
     )
-    return Claim("", f"modern-gpt judge {CSV_NAME}{flags}", says)
 
 
 RESERVED = ("row", "variant", "reference", "placebo", "seed", "diverged", "error")
@@ -587,22 +551,14 @@ def judged_runs(design, s, runs):
 def judge_flags(s, ls) -> str:
     """judge's flags that give these settings (JudgeSettings, LadderSettings) again, as a shell reads them."""
     flags = ""
-    for settings in (s, ls):
-        for f in fields(settings):
-            v, name = (
-                getattr(settings, f.name),
-                "--" + {"target": "target-compute"}.get(f.name, f.name).replace("_", "-"),
-            )
-            if v is True or v in (None, f.default):
-                flags += f" {name}" if v is True else ""
-                continue
-            flags += f" {name} {shlex.quote(','.join(v) if isinstance(v, tuple) else format(v, 'g') if isinstance(v, float) else str(v))}"
+    for f, v in ((f, getattr(x, f.name)) for x in (s, ls) for f in fields(x)):
+        name = "--" + {"target": "target-compute"}.get(f.name, f.name).replace("_", "-")
+        text = ",".join(v) if isinstance(v, tuple) else format(v, "g") if isinstance(v, float) else str(v)
+        flags += "" if v in (None, f.default) else f" {name}" if v is True else f" {name} {shlex.quote(text)}"
     return flags
 
 
-# ---------------------------------------------------------------------------
 # HTML and Markdown
-# ---------------------------------------------------------------------------
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 LEFT = {"variant", "vs", "verdict", "trend", ""}  # left-aligned columns, by header
 MARKED = {"better", "worse", "same", "inconclusive", "grows", "shrinks", "steady"}
@@ -613,7 +569,7 @@ body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-
 main { margin: 0 auto; padding: 24px; width: max-content; max-width: calc(100vw - 48px); }
 p, ul, figure, details { max-width: 1100px; } .answer { font-size: 1.1em; font-weight: 600; margin: 8px 0 16px; }
 h1 { font-size: 1.45em; margin: 0 0 4px; } h2 { font-size: 1.15em; margin: 32px 0 8px; } figure { margin: 16px 0; }
-.kind, .dim, figcaption { color: var(--dim); } .scroll { overflow-x: auto; } th { background: var(--soft); }
+.dim, figcaption { color: var(--dim); } .scroll { overflow-x: auto; } th { background: var(--soft); }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 14px; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
 caption { text-align: left; font-weight: 600; padding: 6px 0; caption-side: top; white-space: normal; }
@@ -634,52 +590,42 @@ def e(text) -> str:
 
 
 def _html_table(t: Table, attrs: str = "") -> str:
+    def cell(tag: str, text: str, left: bool) -> str:
+        css = " ".join(filter(None, ("l" * left, text * (tag == "td" and text in MARKED))))
+        return f'<{tag} class="{css}">{e(text)}</{tag}>' if css else f"<{tag}>{e(text)}</{tag}>"
+
     left = [h in LEFT for h in t.headers]
-    head = "".join(
-        (f'<th class="l">{e(h)}</th>' if lf else f"<th>{e(h)}</th>") for h, lf in zip(t.headers, left, strict=True)
+    rows = "".join(
+        "<tr>" + "".join(cell("td", c, lf) for c, lf in zip(r, left, strict=False)) + "</tr>" for r in t.rows
     )
-    classes = [
-        [" ".join(filter(None, ("l" * lf, c * (c in MARKED)))) for c, lf in zip(r, left, strict=False)] for r in t.rows
-    ]
-    cells = (zip(r, k, strict=True) for r, k in zip(t.rows, classes, strict=True))
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{k}">{e(c)}</td>' if k else f"<td>{e(c)}</td>" for c, k in r) + "</tr>"
-        for r in cells
-    )
+    head = "".join(cell("th", h, lf) for h, lf in zip(t.headers, left, strict=True))
     out = f'<div class="scroll"><table{attrs}><caption>{e(t.title)}</caption><thead><tr>{head}</tr></thead>'
-    return out + f"<tbody>{body}</tbody></table></div>" + _html_list(t.notes)
+    return out + f"<tbody>{rows}</tbody></table></div>" + _html_list(t.notes)
 
 
 def _html_list(items: list[str]) -> str:
     return "<ul>" + "".join(f"<li>{e(n)}</li>" for n in items) + "</ul>" if items else ""
 
 
-def _data_uri(kind: str, data: bytes) -> str:
-    return f"data:{kind};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def _caption(name: str) -> str:
-    return f"{name}: {CAPTIONS.get(Path(name).name, '')}".rstrip(": ")
-
-
 def to_html(page: Page) -> str:
     c, csv, n = page.claim, page.csv.encode("utf-8"), max(0, page.csv.count("\n") - 1)
-    link = f'<a download="{CSV_NAME}" href="{_data_uri("text/csv;charset=utf-8", csv)}">Download {CSV_NAME}</a>'
+    uri = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv).decode("ascii")
+    figs = [
+        (f, base64.b64encode(d).decode("ascii"), f"{f}: {CAPTIONS.get(Path(f).name, '')}".rstrip(": "))
+        for f, d in page.figures
+    ]
     parts = [
         f"<h1>{e(page.title)}</h1>",
         f'<p class="answer" id="answer">{e(page.answer)}</p>' * bool(page.answer),
         *(_html_table(t, ' id="verdicts"' * (i == 0)) for i, t in enumerate(page.tables)),
         *(f"<p>{e(line)}</p>" for line in page.lines),
         _html_list(page.notes),
-        f'<h2>Where the numbers come from</h2><p class="kind">The table of {e(page.kind)}, shared by modern-gpt '
-        f"{e(__version__)}.</p>",
-        '<table class="facts">'
-        + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in page.header)
-        + "</table>",
+        "<h2>Where the numbers come from</h2>",
+        f'<table class="facts">{"".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in page.header)}</table>',
         "<h2>Figures</h2>" * bool(page.figures or page.missing),
         *(
-            f'<figure><img src="{_data_uri("image/png", data)}" alt="{e(name)}"><figcaption>{e(_caption(name))}</figcaption></figure>'
-            for name, data in page.figures
+            f'<figure><img src="data:image/png;base64,{b}" alt="{e(f)}"><figcaption>{e(t)}</figcaption></figure>'
+            for f, b, t in figs
         ),
         *(f'<p class="dim">{e(m)}</p>' for m in page.missing),
         "<h2>Seed by seed</h2>" * bool(page.seeds),
@@ -689,10 +635,9 @@ def to_html(page: Page) -> str:
         f'<pre id="claim"><code>{e(c.code)}</code></pre>' * bool(c.code),
         f"<p>{e(c.says)}"
         + (f" With modern-gpt installed:</p><pre><code>{e(c.command)}</code></pre>" if c.command else "</p>"),
-        f'<h2>The runs</h2><p>{link} <span class="dim">({n} runs, {len(csv):,} bytes, inside this page)</span></p>',
+        f'<h2>The runs</h2><p><a download="{CSV_NAME}" href="{uri}">Download {CSV_NAME}</a> <span class="dim">({n} '
+        f"runs, {len(csv):,} bytes, inside this page: it loads nothing and runs no script)</span></p>",
         f'<details><summary>{CSV_NAME} as text</summary><pre id="runs-csv">{e(page.csv)}</pre></details>',
-        '<footer class="dim"><p>One file: its styles are inline and its figures and runs inside it; it runs no '
-        "script and loads nothing from the network.</p></footer>",
     ]
     head = f'<meta charset="utf-8">\n<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
     head += f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{e(page.title)}</title>'
@@ -707,14 +652,9 @@ def md(text) -> str:
 
 
 def _md_table(t: Table) -> list[str]:
-    lines = [
-        f"**{md(t.title)}**",
-        "",
-        "| " + " | ".join(md(h) for h in t.headers) + " |",
-        "|" + " --- |" * len(t.headers),
-    ]
-    lines += ["| " + " | ".join(md(c) for c in r) + " |" for r in t.rows]
-    return [*lines, "", *(f"- {md(n)}" for n in t.notes), *[""] * bool(t.notes)]
+    lines = [f"**{md(t.title)}**", "", *("| " + " | ".join(map(md, r)) + " |" for r in [t.headers, *t.rows]), ""]
+    lines.insert(3, "|" + " --- |" * len(t.headers))
+    return [*lines, *(f"- {md(n)}" for n in t.notes), *[""] * bool(t.notes)]
 
 
 def _fence(text: str, lang: str = "") -> list[str]:
@@ -725,11 +665,10 @@ def _fence(text: str, lang: str = "") -> list[str]:
 
 def to_markdown(page: Page) -> str:
     """The page as one Markdown file: the runs' CSV inside it, the figures named (the HTML page holds them)."""
-    c, kind = page.claim, f"The table of {md(page.kind)}, shared by modern-gpt {md(__version__)}."
-    lines = [f"# {md(page.title)}", "", *[f"**{md(page.answer)}**", ""] * bool(page.answer)]
+    c, lines = page.claim, [f"# {md(page.title)}", "", *[f"**{md(page.answer)}**", ""] * bool(page.answer)]
     lines += [line for t in page.tables for line in _md_table(t)]
     lines += [*(md(line) + "\n" for line in page.lines), *(f"- {md(n)}" for n in page.notes), ""]
-    lines += ["## Where the numbers come from", "", kind, "", "| | |", "| --- | --- |"]
+    lines += ["## Where the numbers come from", "", "| | |", "| --- | --- |"]
     lines += [*(f"| {md(k)} | {md(v)} |" for k, v in page.header), ""]
     if page.figures:  # the folder's fixed names
         names = ", ".join(f"`{name}`" for name, _ in page.figures)
@@ -741,32 +680,14 @@ def to_markdown(page: Page) -> str:
     return "\n".join([*lines, f"<details><summary>{CSV_NAME}</summary>", "", *_fence(page.csv, "csv"), "</details>\n"])
 
 
-# ---------------------------------------------------------------------------
+Page.html, Page.markdown = to_html, to_markdown  # page.html() and page.markdown(): the page's text
+
+
 # Writing: each file checked before anything is read, then written atomically
-# ---------------------------------------------------------------------------
-EXAMPLE = {"--html": "result.html", "--markdown": "RESULT.md"}
-
-
 def cannot(flag: str, path: Path, err: OSError) -> str:
     """A page that cannot be written, in one sentence whose advice fits the error (core.files.advice)."""
     said = advice(err, str(path.parent), f"choose another {flag}")
     return f"{flag} {path}: cannot write in {path.parent} ({err.strerror or err}); {said}."
-
-
-def _probe(path: Path, flag: str) -> None:
-    """A file can be made in the nearest folder above path that exists (not under a file, in /proc, a read-only
-    or locked folder), which write() makes the rest of."""
-    at = path.absolute()
-    while not at.parent.exists() and at.parent != at:
-        at = at.parent
-    if not at.parent.is_dir():
-        raise UserError(f"{flag} {path}: {at.parent} is not a folder; choose another {flag}.")
-    tmp = temporary_beside(at.parent / path.name)
-    try:
-        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-        os.unlink(tmp)
-    except OSError as err:
-        raise UserError(cannot(flag, path, err)) from None
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -775,31 +696,23 @@ def _same(a: Path, b: Path) -> bool:
     return False
 
 
-def _reads(path: Path, inputs) -> bool:
-    """path is a file the command reads: one of inputs, or a file already inside an input folder (a results
-    folder's meta.json, runs, CSVs, figures: a page never replaces them, even with --force)."""
-    where = Path(os.path.realpath(path.absolute().parent)) / path.name
-    for given in map(Path, inputs):
-        if _same(path, given) or (given.is_dir() and os.path.lexists(path) and where.is_relative_to(given.resolve())):
-            return True
-    return False
-
-
 def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
-    """A file to write a page to: no folder, pipe or device, no file the command reads, and no file already there
-    unless force (--force), as output folders are. Each problem is one sentence."""
+    """A file to write a page to: not a folder, a pipe or a device, nor a file the command reads (one of inputs,
+    or a file already in an input folder: a results folder's own files, even with --force), nor a file already
+    there without force (--force), as output folders are. Each problem is one sentence."""
+    example = "result.html" if flag == "--html" else "RESULT.md"
     if str(path) in ("", "-"):
         what = "an empty path" if str(path) == "" else "-, but a page is written to a file (the table goes to stdout)"
-        raise UserError(f"{flag} is {what}; give the file to write, e.g. {flag} {EXAMPLE[flag]}.")
-    path = Path(path)
-    check_name(path, flag)
+        raise UserError(f"{flag} is {what}; give the file to write, e.g. {flag} {example}.")
+    check_name(path := Path(path), flag)
     if path.is_dir():
-        raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / EXAMPLE[flag]}.")
-    _probe(path, flag)
-    what = not_regular(path)
-    if what is not None:
+        raise UserError(f"{flag} {path} is a folder; give the file to write, e.g. {flag} {path / example}.")
+    if not (above := next(p for p in path.absolute().parents if p.exists())).is_dir():
+        raise UserError(f"{flag} {path}: {above} is not a folder; choose another {flag}.")
+    if (what := not_regular(path)) is not None:
         raise UserError(f"{flag} {path} is {what}, not a file to write; choose another {flag}.")
-    if _reads(path, inputs):
+    where, inside = Path(os.path.realpath(path.absolute().parent)) / path.name, [Path(d).resolve() for d in inputs]
+    if any(_same(path, Path(i)) for i in inputs) or (path.exists() and any(where.is_relative_to(d) for d in inside)):
         raise UserError(f"{flag} {path} is a file this command reads; choose another {flag}.")
     if os.path.lexists(path) and not force:
         raise UserError(f"{flag} {path} already exists; choose another {flag}, or add --force to replace it.")
@@ -822,22 +735,22 @@ def check_pages(html_path=None, markdown_path=None, inputs=(), force: bool = Fal
 def write(page: Page, html_path=None, markdown_path=None, inputs=(), force: bool = False) -> list[Path]:
     """The page as HTML and/or Markdown, each one file written under a temporary name beside it and renamed (a
     reader never sees half a page), the folders above it made as --out's are. Returns the files written."""
-    paths = zip(check_pages(html_path, markdown_path, inputs, force), ("--html", "--markdown"), strict=True)
-    written = []
-    for path, flag in ((p, f) for p, f in paths if p is not None):
+    paths = [
+        pf
+        for pf in zip(check_pages(html_path, markdown_path, inputs, force), ("--html", "--markdown"), strict=True)
+        if pf[0]
+    ]
+    for path, flag in paths:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise UserError(cannot(flag, path, err)) from None
         with atomic_path(path, failed=lambda err, p=path, f=flag: cannot(f, p, err)) as tmp:
             tmp.write_bytes((page.html() if flag == "--html" else page.markdown()).encode("utf-8"))
-        written.append(path)
-    return written
+    return [path for path, _ in paths]
 
 
-# ---------------------------------------------------------------------------
-# modern_gpt.share: what the CLI's --html and --markdown do, from Python
-# ---------------------------------------------------------------------------
+# modern_gpt.share: what --html and --markdown write, from Python
 JUDGE_KEYS = ("variant_col", "seed_col", "metric", "higher_is_better", "order", "reference", "placebo", "alpha")
 LADDER_KEYS = ("compute_col", "size_col", "rung_col", "trend_margin", "target_compute")
 
@@ -845,28 +758,25 @@ LADDER_KEYS = ("compute_col", "size_col", "rung_col", "trend_margin", "target_co
 def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, plugins=(), **judge) -> Page:
     """A result as one page to share (docs/sharing.md): source is a results folder (a ladder's too), a Result or
     LadderResult, or runs to judge (a .csv, .jsonl or .parquet file, or a DataFrame) with modern_gpt.judge's
-    keywords. html, markdown: the files to write (force: replace one that exists). Returns the Page, whose html()
-    and markdown() are its text."""
+    keywords; html, markdown: the files to write (force: replace one that exists). page.html() is its text."""
     import pandas as pd
 
     from ..ablation.session import LadderResult, Result
 
-    unknown = sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS})
-    if unknown:
+    if unknown := sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS}):
         raise UserError(f"share has no option {unknown[0]!r}; its options are judge's: {', '.join(JUDGE_KEYS)}, ...")
     what = "share takes a results folder, a Result or LadderResult, or runs to judge (a .csv, .jsonl or .parquet file"
-    path = isinstance(source, str | os.PathLike)
-    if not path and not isinstance(source, Result | LadderResult | pd.DataFrame):
+    if not (path := isinstance(source, str | os.PathLike)) and not isinstance(
+        source, Result | LadderResult | pd.DataFrame
+    ):
         raise UserError(f"{what}, or a DataFrame), not a {type(source).__name__}.")
     if path and not Path(source).exists():
         raise UserError(f"{source} does not exist; {what}, or a DataFrame).")
     check_pages(html, markdown, force=force)
+    if judge and (not path or Path(source).is_dir()) and not isinstance(source, pd.DataFrame):
+        raise UserError(f"{next(iter(judge))}= goes with runs to judge (a file or a DataFrame), not a results folder.")
     if isinstance(source, Result | LadderResult) or (path and Path(source).is_dir()):
-        if judge:
-            raise UserError(
-                f"{next(iter(judge))}= goes with runs to judge (a file or a DataFrame), not a results folder."
-            )
-        result = source if not path else _read(Path(source), at_lr, plugins)
+        result = _read(Path(source), at_lr, plugins) if path else source
         page, inputs = folder_page(result), [result.folder]
     elif at_lr is not None:
         raise UserError("at_lr goes with a results folder trained at several learning rates, not runs to judge.")
@@ -884,11 +794,9 @@ def _read(folder: Path, at_lr, plugins):
 
     if plugins:
         load(list(plugins))
-    if not is_ladder(folder):
-        return folder_result(folder, at_lr)
-    if at_lr is not None:
+    if is_ladder(folder) and at_lr is not None:
         raise UserError(f"{folder} is a ladder: each rung's table shows each row at its own best learning rate.")
-    return ladder_result(folder, draw=False)
+    return ladder_result(folder, draw=False) if is_ladder(folder) else folder_result(folder, at_lr)
 
 
 def _judged(source, keywords: dict) -> Page:

@@ -21,7 +21,7 @@ from rich.progress import (
 from ..core.schema import count
 
 
-def _duration(secs: float) -> str:
+def duration(secs: float) -> str:
     if secs < 90:
         return f"{secs:.0f} s"
     if secs < 5400:
@@ -141,7 +141,7 @@ class AblationDisplay:
         secs = record["secs"] * math.ceil(left / max(1, self.at_once))
         pace = f"{self.at_once} at a time" if self.at_once > 1 else "one at a time"
         (self.console if self.bar else self.log).print(
-            f"first run: {record['secs']:.1f} s; the {left} runs left take about {_duration(secs)} ({pace})",
+            f"first run: {record['secs']:.1f} s; the {left} runs left take about {duration(secs)} ({pace})",
             markup=False,
             highlight=False,
         )

@@ -258,12 +258,17 @@ def results_line(folder: Path, lrs) -> str:
 def duel_table(d: dict) -> Table:
     """The duel's two architectures side by side (report.duel). Every component on is a Qwen3: Llama's pieces
     and QK-norm."""
-    table = Table(
-        title="classic (GPT-2) against modern (Qwen3-style)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
-    )
-    table.add_column("")
-    for name in d["sides"]:
-        table.add_column(name, justify="right")
+    title, headers, rows = duel_cells(d)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in headers:
+        table.add_column(h, justify="right" if h else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def duel_cells(d: dict) -> tuple[str, list[str], list[list[str]]]:
+    """The duel's table as plain cells (its title, headers and rows), which the terminal and the share page show."""
     rows = [
         ("params", lambda x: f"{x['params']:,}"),
         ("val loss (test half)" if d.get("test_half") else "val loss", lambda x: _num(x["val_loss"], ".4f")),
@@ -274,11 +279,10 @@ def duel_table(d: dict) -> Table:
         ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
         ("perplexity", lambda x: _num(x["perplexity"], ".3f")),
     ]
-    for what, cell in rows:
-        table.add_row(what, *(cell(x) for x in d["sides"].values()))
+    cells = [[what, *(cell(x) for x in d["sides"].values())] for what, cell in rows]
     for name in (d.get("bpb") or {}).get("change", {}):  # with --eval-data: bits per byte on val and each set
-        table.add_row(f"{name} bits/byte", *(_num(d["bpb"]["sides"][side][name], ".4f") for side in d["sides"]))
-    return table
+        cells.append([f"{name} bits/byte", *(_num(d["bpb"]["sides"][side][name], ".4f") for side in d["sides"])])
+    return "classic (GPT-2) against modern (Qwen3-style)", ["", *d["sides"]], cells
 
 
 def best_label(windows: dict | None, step: str, all_said: bool = False) -> str:
@@ -307,24 +311,28 @@ def _pct(x: float) -> str:
 
 
 def power_table(info: dict) -> Table:
-    table = Table(
-        title="mde: the smallest |Δ val| detected with 80% power (nats/token)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("seeds", justify="right")
-    table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
-    table.add_column("over the sd's 95% CI", justify="right")
-    table.add_column(f"a row of a {info['table_rows']}-row table (α/{info['table_rows']})", justify="right")
-    table.add_column("over the sd's 95% CI", justify="right")
+    title, headers, rows = power_cells(info)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in headers:
+        table.add_column(h, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def power_cells(info: dict) -> tuple[str, list[str], list[list[str]]]:
+    """power's mde table as plain cells (its title, headers and rows), which the terminal and the share page show."""
+    n = info["table_rows"]
+    headers = ["seeds", f"one comparison (α {info['alpha']:g})", "over the sd's 95% CI"]
+    headers += [f"a row of a {n}-row table (α/{n})", "over the sd's 95% CI"]
+    rows = []
     for r in info["mde"]:
         cells = [str(r["seeds"])]
         for key in ("one_comparison", "table_row"):
             x = r[key]
             cells += [_num(x["mde"], ".4f"), f"{_num(x['low'], '.4f')}–{_num(x['high'], '.4f')}"]
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return "mde: the smallest |Δ val| detected with 80% power (nats/token)", headers, rows
 
 
 def power_sentences(info: dict) -> list[str]:
