@@ -22,6 +22,8 @@ from types import SimpleNamespace
 from .. import __version__
 from ..core.errors import UserError
 from ..core.files import advice, atomic_path, check_name, git_state, not_regular
+from . import render
+from .progress import duration
 
 CSV_NAME = "runs.csv"  # the name the page gives the runs, which the claim test reads
 VIEW_NAME = "table-runs.csv"  # over a learning-rate grid: the runs the table read, which the claim test writes
@@ -61,7 +63,6 @@ class Page:
 def folder_tables(rep) -> tuple[list[Table], list[str]]:
     """A folder's tables (ablation.report.Report) and the lines under them, as `modern-gpt report` prints them."""
     from ..ablation import report
-    from . import render
 
     if rep.spec.plan == "power":
         info = report.power_info(rep.spec, rep.summary)
@@ -76,25 +77,17 @@ def folder_tables(rep) -> tuple[list[Table], list[str]]:
 
 
 def ladder_table(rep) -> Table:
-    from . import render
-
     return Table(render.ladder_title(rep), render.ladder_headers(rep), render.ladder_cells(rep), list(rep.notes))
-
-
-def summary_answer(summary) -> str:
-    """A folder's table (its SummaryRows) in one line, as the trackers say it."""
-    from ..trackers.records import answer, named, summary_cells
-
-    return answer(named(summary_cells(summary)))
 
 
 def ladder_answer(rows) -> str:
     """The scale table in one line: the rows whose k is better or worse, with k, its CI and its trend."""
-    parts = [
-        f"{v}: " + ", ".join(f"{r.variant} (k {r.k:.3g} [{r.k_low:.3g}, {r.k_high:.3g}], {r.trend})" for r in found)
-        for v in ("better", "worse")
-        if (found := [r for r in rows if r.verdict == v])
-    ]
+    parts = []
+    for v in ("better", "worse"):
+        found = [
+            f"{r.variant} (k {r.k:.3g} [{r.k_low:.3g}, {r.k_high:.3g}], {r.trend})" for r in rows if r.verdict == v
+        ]
+        parts += [f"{v}: {', '.join(found)}"] if found else []
     rest = sum(r.verdict not in ("better", "worse") for r in rows if r.reference)
     if not parts:
         return f"all {rest} rows inconclusive" if rest > 1 else "1 row, inconclusive" if rest else "no row is tested"
@@ -105,18 +98,17 @@ def ladder_answer(rows) -> str:
 def folder_page(result) -> Page:
     """The page of a results folder (session.Result) or of a ladder (session.LadderResult)."""
     from ..ablation.results import ResultsDir
+    from ..trackers.records import answer, named, summary_cells
 
     if hasattr(result, "rungs"):
         return _ladder_page(result)
     rep, folder = result.table, Path(result.folder)
     (tables, lines), rows, meta = folder_tables(rep), rep.design.rows, ResultsDir(folder).read_meta()
-    header = folder_header([meta], result.runs, components(rows, meta))
-    title, answer = (tables[0].title if tables else "", summary_answer(rep.summary))
-    if rep.spec.plan == "power":
-        title, answer = f"power: {result.title}", lines[0] if lines else ""
-    page = Page(
-        title, tables, result.footnotes, header, result.runs.to_csv(index=False), folder_claim(rep, folder), answer
-    )
+    header, csv = folder_header([meta], result.runs, components(rows, meta)), result.runs.to_csv(index=False)
+    power = rep.spec.plan == "power"
+    said = (lines[0] if lines else "") if power else answer(named(summary_cells(rep.summary)))  # as the trackers
+    title = f"power: {result.title}" if power else tables[0].title
+    page = Page(title, tables, result.footnotes, header, csv, folder_claim(rep, folder), said)
     metric = "val loss" + (" (the test half)" if rep.design.sweep is not None else "")
     page.seeds = seed_grids([r.name for r in rows], [r.reference for r in rows], rep.runs, ".4f", metric)
     page.lines, (page.figures, page.missing) = lines, figures(folder, ["curves.png", "lr.png"])
@@ -129,25 +121,17 @@ def _ladder_page(result) -> Page:
 
     from ..ablation.results import ResultsDir
 
-    rep, tables = result.table, [Table(**{**vars(ladder_table(result.table)), "notes": list(result.footnotes)})]
+    rep, tables = result.table, [ladder_table(result.table)]
+    tables[0].notes = list(result.footnotes)  # the ladder's, under the scale table
     for name, rung in zip(rep.design.rungs, result.rungs, strict=True):
-        mine = [
-            Table(f"Rung {name} ({Path(rung.folder).name}): {t.title}", t.headers, t.rows)
-            for t in folder_tables(rung.table)[0]
-        ]
-        tables += mine[:-1] + [Table(**{**vars(t), "notes": list(rung.footnotes)}) for t in mine[-1:]]
-    metas = [ResultsDir(rung.folder).read_meta() for rung in result.rungs]
-    every, said = pd.concat([r.runs for r in result.rungs]), components(rep.rungs[-1].design.rows, metas[-1])
-    header = folder_header(metas, every, said, _text(getattr(rep.ladder, "command", None)))
-    page = Page(
-        tables[0].title,
-        tables,
-        [],
-        header,
-        rep.runs.to_csv(index=False),
-        ladder_claim(rep.design),
-        ladder_answer(rep.rows),
-    )
+        mine = folder_tables(rung.table)[0]
+        for i, t in enumerate(mine):  # the rung's footnotes under its last table
+            notes = list(rung.footnotes) if i == len(mine) - 1 else []
+            tables.append(Table(f"Rung {name} ({Path(rung.folder).name}): {t.title}", t.headers, t.rows, notes))
+    metas, every = [ResultsDir(r.folder).read_meta() for r in result.rungs], pd.concat([r.runs for r in result.rungs])
+    said, command = components(rep.rungs[-1].design.rows, metas[-1]), _text(getattr(rep.ladder, "command", None))
+    header, csv = folder_header(metas, every, said, command), rep.runs.to_csv(index=False)
+    page = Page(tables[0].title, tables, [], header, csv, ladder_claim(rep.design), ladder_answer(rep.rows))
     rows, rungs, runs = rep.design.rows, rep.design.rungs, rep.runs.copy()
     runs["row"] = runs["rung"] * len(rows) + runs["row"]  # a grid row per (rung, row)
     labels = [f"{r.name} at {rung}" for rung in rungs for r in rows]
@@ -159,11 +143,9 @@ def _ladder_page(result) -> Page:
 
 
 def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> Page:
-    """The page of runs judged from a file or a DataFrame (source) with JudgeSettings s: judge's table, the runs as
-    one CSV that judge reads back into it; no figures, no training header."""
+    """Runs judged from a file or a DataFrame (source) with JudgeSettings s: judge's table, the runs as a CSV."""
     from ..trackers.records import answer
     from ..verdict.judge import judge_columns, title
-    from . import render
 
     formats = render._judge_formats(rows)
     table = Table(title(design, s), render._judge_headers(s.metric), [render._judge_cells(r, formats) for r in rows])
@@ -172,35 +154,23 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> 
     tests = [(lit(names[b]), lit(names[r]), _says(**rows[b])) for b, r in enumerate(refs) if r is not None]
     flags = f" --metric {shlex.quote(metric)}" + (" --higher-is-better" if s.higher_is_better else "")
     command = f"modern-gpt judge {CSV_NAME}{flags}{_flags(design.alpha, design.margin)}"
-    says = f"{_adjusts(design.margin)}; the command prints it and the verdicts from the CSV alone."
-    claim = Claim(claim_code("variant", metric, tests, design.margin), command, says)
+    code, says = claim_code("variant", metric, tests, design.margin), f"{_adjusts(design.margin)}; {FROM_CSV}"
+    claim = Claim(code, command, says)
     shown = {shown: name for name, shown in judge_columns()}  # judge's column names, as a folder's
     said = answer([{shown.get(k, k): v for k, v in r.items()} | {"variant": r["variant"]} for r in rows])
-    page = Page(
-        table.title,
-        [table],
-        notes,
-        judged_header(source, len(frame), len(names)),
-        frame.to_csv(index=False),
-        claim,
-        said,
-    )
+    header, csv = judged_header(source, len(frame), len(names)), frame.to_csv(index=False)
+    page = Page(table.title, [table], notes, header, csv, claim, said)
     page.seeds = seed_grids(names, refs, frame.assign(val_loss=frame[metric]), formats["mean"], s.metric)
     return page
 
 
 def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
-    """The page of a ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV and
-    judge's command with the flags given (s: JudgeSettings, ls: LadderSettings)."""
+    """A ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV, its command."""
     import pandas as pd
 
     table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ls.size_col))
-    read = {".csv": pd.read_csv, ".parquet": pd.read_parquet}.get(Path(str(source)).suffix.lower(), pd.read_json)
-    frame = (
-        source
-        if isinstance(source, pd.DataFrame)
-        else read(source, **({"lines": True} if read is pd.read_json else {}))
-    )
+    read = {".csv": pd.read_csv, ".parquet": pd.read_parquet}.get(Path(str(source)).suffix.lower())
+    frame = source if isinstance(source, pd.DataFrame) else read(source) if read else pd.read_json(source, lines=True)
     header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, judge_flags(s, ls))
     return Page(table.title, [table], [], header, frame.to_csv(index=False), claim, ladder_answer(rows))
 
@@ -213,64 +183,9 @@ def _text(x) -> str | None:
 
 def _by(version, commit, dirty) -> str:
     """What trained or wrote: the modern-gpt version, its checkout's commit and whether that was clean."""
-    if _text(commit) is None:
-        return f"modern-gpt {version}, not a git checkout (no commit recorded)"
     state = {True: "with uncommitted changes", False: "clean"}.get(dirty, "uncommitted changes not recorded")
-    return f"modern-gpt {version}, commit {commit} ({state})"
-
-
-def _count(n, what: str) -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _machine(meta: dict) -> str:
-    device, name, threads = (_text(meta.get(k)) for k in ("device", "device_name", "threads"))
-    executor = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
-    jobs = f", {_count(executor['jobs'], 'job')}" if _text(executor.get("jobs")) else ""
-    parts = [
-        _text(meta.get("platform")),
-        device and f"device {device}" + (f" ({name})" if name and name != device else ""),
-        threads and f"{_count(meta['threads'], 'torch thread')} per run",
-        _text(executor.get("name")) and f"executor {executor['name']}{jobs}",
-    ]
-    return "; ".join(p for p in parts if p) or "not recorded"
-
-
-def _wall(metas: list[dict]) -> str:
-    """From the first start to the last end the meta.json files record (a ladder has one per rung)."""
-    from .progress import duration
-
-    def when(key: str) -> list[dt.datetime]:
-        return [dt.datetime.fromisoformat(m[key]) for m in metas if isinstance(m.get(key), str) and _iso(m[key])]
-
-    states = sorted({s for s in (_text(m.get("status")) for m in metas) if s and s != "finished"})
-    (starts, ends), unfinished = (when("started"), when("finished")), f"; status {', '.join(states)}" if states else ""
-    if not starts or not ends:
-        return (f"started {min(starts).isoformat()}, no end recorded" if starts else "not recorded") + unfinished
-    span = f"{min(starts).isoformat()} to {max(ends).isoformat()}{unfinished}"
-    with contextlib.suppress(TypeError):  # one time with a zone and one without (edited by hand)
-        return f"{duration((max(ends) - min(starts)).total_seconds())}, {span}"
-    return span
-
-
-def _iso(text: str) -> bool:
-    with contextlib.suppress(ValueError):
-        return dt.datetime.fromisoformat(text) is not None
-    return False
-
-
-def _compute(runs) -> str:
-    """The runs' training FLOPs and run time, summed (a folder from before FLOPs were counted has none)."""
-    import pandas as pd
-
-    from .progress import duration
-
-    flops, secs = (
-        pd.to_numeric(runs[c], errors="coerce") if c in runs else pd.Series([0.0]) for c in ("flops", "secs")
-    )
-    flops, secs = (float(x[x.apply(math.isfinite)].sum()) for x in (flops, secs))
-    said = f", {flops:.3g} training FLOPs" if flops else ", training FLOPs not recorded (runs from before they were)"
-    return _count(len(runs), "run") + said + (f", {duration(secs)} of run time" if secs else "")
+    checkout = f"commit {commit} ({state})" if _text(commit) else "not a git checkout (no commit recorded)"
+    return f"modern-gpt {version}, {checkout}"
 
 
 def components(rows, meta: dict) -> str:
@@ -278,11 +193,9 @@ def components(rows, meta: dict) -> str:
     from ..core.components import COMPONENT_SUMMARY, PLUGINS
 
     plugins = [p for p in meta.get("plugins") or [] if isinstance(p, dict) and isinstance(p.get("components"), list)]
-    files = {
-        c: f"plugin {_text(p.get('file'))}, sha256 {(_text(p.get('sha256')) or '')[:12]}"
-        for p in plugins
-        for c in p["components"]
-    }
+    files = {}
+    for p in plugins:
+        files |= dict.fromkeys(p["components"], f"plugin {_text(p.get('file'))}, sha256 {str(p.get('sha256'))[:12]}")
     said = []
     for name in dict.fromkeys(c for r in rows for c in r.components):
         summary = COMPONENT_SUMMARY.get(name) or getattr(PLUGINS.get(name), "summary", None) or "no summary"
@@ -291,20 +204,43 @@ def components(rows, meta: dict) -> str:
 
 
 def folder_header(metas: list[dict], runs, components: str, command: str | None = None) -> list[tuple[str, str]]:
-    """A folder's header from its meta.json (a ladder's: one per rung, the top rung's versions)."""
+    """A folder's header from its meta.json (a ladder's: one per rung, the top rung's versions) and its runs."""
+    import pandas as pd
+
     meta = metas[-1] if metas else {}
     found = {"python": meta.get("python"), **(meta.get("packages") if isinstance(meta.get("packages"), dict) else {})}
-    packages = ", ".join(f"{k} {_text(v)}" for k, v in found.items() if isinstance(k, str) and _text(v))
-    version = _text(meta.get("modern_gpt")) or "(version not recorded)"
+    device, name, threads, version = (_text(meta.get(k)) for k in ("device", "device_name", "threads", "modern_gpt"))
+    executor = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
+    jobs = f", {executor['jobs']} job{'s' * (executor['jobs'] != 1)}" if _text(executor.get("jobs")) else ""
+    machine = [
+        _text(meta.get("platform")),
+        device and f"device {device}" + (f" ({name})" if name and name != device else ""),
+        threads and f"{threads} torch thread{'s' * (meta['threads'] != 1)} per run",
+        _text(executor.get("name")) and f"executor {executor['name']}{jobs}",
+    ]
+    cols = (pd.to_numeric(runs[c], errors="coerce") if c in runs else pd.Series([0.0]) for c in ("flops", "secs"))
+    flops, secs = (float(x[x.apply(math.isfinite)].sum()) for x in cols)  # a folder from before FLOPs has none
+    compute = f", {flops:.3g} training FLOPs" if flops else ", training FLOPs not recorded (runs from before they were)"
+    try:  # from the first start to the last end (a ladder has a meta.json per rung); a hand-edited time: not recorded
+        start = min(dt.datetime.fromisoformat(m["started"]) for m in metas if isinstance(m.get("started"), str))
+        ends = [dt.datetime.fromisoformat(m["finished"]) for m in metas if isinstance(m.get("finished"), str)]
+        wall = f"started {start.isoformat()}, no end recorded"
+        if ends:
+            wall = f"{duration((max(ends) - start).total_seconds())}, {start.isoformat()} to {max(ends).isoformat()}"
+    except (ValueError, TypeError):  # none, not a time, or one with a zone and one without
+        wall = "not recorded"
     return [
         ("command", command or _text(meta.get("command")) or "not recorded"),
         ("components", components),
-        ("trained by", _by(version, meta.get("git_commit"), meta.get("git_dirty"))),
+        ("trained by", _by(version or "(version not recorded)", meta.get("git_commit"), meta.get("git_dirty"))),
         ("this page by", _by(__version__, *git_state())),
-        ("packages", packages or "not recorded"),
-        ("machine", _machine(meta)),
-        ("wall time", _wall(metas)),
-        ("compute", _compute(runs)),
+        ("packages", ", ".join(f"{k} {_text(v)}" for k, v in found.items() if _text(v)) or "not recorded"),
+        ("machine", "; ".join(p for p in machine if p) or "not recorded"),
+        ("wall time", wall),
+        (
+            "compute",
+            f"{len(runs)} run{'s' * (len(runs) != 1)}{compute}" + (f", {duration(secs)} of run time" if secs else ""),
+        ),
     ]
 
 
@@ -312,25 +248,22 @@ def judged_header(source, runs: int, variants: int) -> list[tuple[str, str]]:
     """What judge had (the file, with its sha256, or a DataFrame), and that the training is not recorded."""
     import platform
     from importlib import metadata
+    from importlib.util import find_spec
 
     where = "a DataFrame"
     if isinstance(source, str | os.PathLike):
         where = f"{source} (sha256 {hashlib.sha256(Path(source).read_bytes()).hexdigest()})"
     versions = [f"python {platform.python_version()}"]
-    for pkg in ("numpy", "pandas", "scipy"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions.append(f"{pkg} {metadata.version(pkg)}")
+    versions += [f"{pkg} {metadata.version(pkg)}" for pkg in ("numpy", "pandas", "scipy") if find_spec(pkg)]
     return [
         ("runs", f"{runs} runs of {variants} variants from {where}"),
         ("judged by", _by(__version__, *git_state())),
         ("packages", ", ".join(versions) + " (judging; the training's are not recorded)"),
-        (
-            "training",
-            "not recorded: judge reads only the runs, so no commit, machine, wall time or compute, no figures",
-        ),
+        ("training", TRAINING),
     ]
 
 
+TRAINING = "not recorded: judge reads only the runs, so no commit, machine, wall time or compute of it, nor figures"
 CAPTIONS = {
     "curves.png": "validation loss against step: the mean over seeds and a min-max band, one colour per run row",
     "lr.png": "final validation loss against learning rate, one line per table row",
@@ -339,13 +272,12 @@ CAPTIONS = {
 
 
 def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """The PNG files named that the folder holds, and a note for each one there that is none (a pipe is never
-    opened: it would block)."""
+    """The PNG files named that the folder holds, and why each other one there is left out (a pipe: never opened)."""
     found, missing = [], []
-    for name, path in (
-        (n, Path(folder) / n) for n in names if (Path(folder) / n).exists() or (Path(folder) / n).is_symlink()
-    ):
+    for name, path in ((n, Path(folder) / n) for n in names):
         what, data = not_regular(path), b""
+        if what is None and not path.exists():
+            continue
         try:
             data = path.read_bytes() if what is None else b""
         except OSError as err:
@@ -356,8 +288,7 @@ def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], li
 
 
 def seed_grids(names: list[str], references: list, runs, fmt: str, metric: str) -> list[Table]:
-    """The runs the table read (row = table row, val_loss = the metric compared) per row and seed, and each row's
-    difference from its reference per seed: the pairs its t-test reads."""
+    """The runs the table read (row: its row, val_loss: the metric) per row and seed, and each row's paired Δs."""
     from ..verdict.table import failed
 
     def shown(d, err, x) -> str:
@@ -374,14 +305,10 @@ def seed_grids(names: list[str], references: list, runs, fmt: str, metric: str) 
 
     values = [[n, *(at.get((b, s), [""])[0] for s in seeds)] for b, n in enumerate(names)]
     diffs = [[names[b], names[r], *(diff(b, r, s) for s in seeds)] for b, r in enumerate(references) if r is not None]
-    heads, said = (
-        [f"seed {s}" for s in seeds],
-        f"Δ {metric} against the reference, seed by seed (the pairs each t-test reads)",
-    )
-    return [
-        Table(f"{metric} of each run the table read", ["variant", *heads], values),
-        Table(said, ["variant", "vs", *heads], diffs),
-    ]
+    heads = [f"seed {s}" for s in seeds]
+    said = f"Δ {metric} against the reference, seed by seed (the pairs each t-test reads)"
+    values = Table(f"{metric} of each run the table read", ["variant", *heads], values)
+    return [values, Table(said, ["variant", "vs", *heads], diffs)]
 
 
 # The claim test: a few lines of SciPy on the runs' CSV, and the command that adjusts them
@@ -392,18 +319,15 @@ runs = pd.read_csv("runs.csv")
 failed = runs["diverged"].astype(bool) | runs["error"].notna() | runs[{value}].isna()
 table = runs[~failed].pivot(index="seed", columns={columns}, values={value})  # a column per row
 
-
 def pairs(row, ref):  # the seeds both rows finished (none where every run of one failed)
     both = table.reindex(columns=[row, ref]).dropna()
     return both[row], both[ref]
-
 
 def p(row, ref):  # the paired t-test over those seeds; NaN under two pairs, as in the table
     a, b = pairs(row, ref)
     return ttest_rel(a, b).pvalue if len(a) >= 2 else float("nan")
 """
 P_SAME = """
-
 def p_same(row, ref, margin={margin!r}):  # two one-sided tests of |Δ| < margin
     a, b = pairs(row, ref)
     if len(a) < 2:
@@ -431,20 +355,21 @@ def _says(p: float, p_adj: float, verdict: str, **_) -> str:
 
 
 def claim_code(columns: str, value: str, tests: list[tuple[str, str, str]], margin=None, extra=()) -> str:
-    """Python that reads the CSV, leaves out the failed runs (and their pairs) and prints the paired t-test of each
-    (row, reference, what the table says); with a margin, also the two one-sided tests of |Δ| < margin."""
+    """Python printing each (row, reference, what the table says) test's paired t-test (and TOST with a margin)."""
     code = CODE.format(also=", ttest_1samp" if margin else "", value=lit(value), columns=lit(columns))
     code += P_SAME.format(margin=float(margin)) if margin else ""
-    said = [
-        f"print(p({a}, {b}))  # {_safe(says)}" + f"\nprint(p_same({a}, {b}))" * bool(margin) for a, b, says in tests
-    ]
-    return code + "\n\n" + "\n".join([*said, *extra]) + "\n"
+    same = "\nprint(p_same({}, {}))" if margin else ""
+    said = [f"print(p({a}, {b}))  # {_safe(says)}" + same.format(a, b) for a, b, says in tests]
+    return code + "\n" + "\n".join([*said, *extra]) + "\n"
 
 
 def _flags(alpha: float, margin) -> str:
     from ..verdict.design import ALPHA
 
     return (f" --alpha {alpha:g}" if alpha != ALPHA else "") + (f" --margin {margin:g}" if margin else "")
+
+
+FROM_CSV = "the command prints it and the verdicts from the CSV alone."
 
 
 def _adjusts(margin) -> str:
@@ -463,33 +388,21 @@ def folder_claim(rep, folder) -> Claim:
         lrs = d.sweep.lrs
         keys = [str(d.sweep.design.run_row(b, lrs.index(r.lr))) if r.lr in lrs else None for b, r in enumerate(d.rows)]
         columns, value, chosen = "row", "val_loss_test", ", ".join(k for k in keys if k is not None)
-        extra = [
-            "",
-            f'view = runs[runs["row"].isin([{chosen}])]  # each row at the learning rate the table shows',
-            f'view.assign(val_loss=view["val_loss_test"]).to_csv({lit(VIEW_NAME)}, index=False)',
-        ]
+        extra = ["", f'view = runs[runs["row"].isin([{chosen}])]  # each row at the learning rate the table shows']
+        extra.append(f'view.assign(val_loss=view["val_loss_test"]).to_csv({lit(VIEW_NAME)}, index=False)')
     tested = [(b, r.reference) for b, r in enumerate(d.rows) if r.reference is not None]
     tests = [(keys[b], keys[r], _says(**vars(rep.summary[b]))) for b, r in tested if None not in (keys[b], keys[r])]
-    unchosen = [  # over a learning-rate grid, a row whose every run failed has no rate to test it at
-        f"# {_safe(names[b])}: no learning rate chosen (its runs all failed), so the table has no p"
-        for b, r in tested
-        if None in (keys[b], keys[r])
-    ]
-    code = claim_code(columns, value, tests, d.margin, _plan_lines(rep, keys) + unchosen + extra)
-    return Claim(code, *_folder_command(rep, folder))
-
-
-def _plan_lines(rep, keys: list) -> list[str]:
-    """power's paired sd of two inits, the duel's perplexity change: their own figures, from the same table."""
-    names = [r.name for r in rep.design.rows]
-    if rep.spec.plan == "power" and len(keys) > 1 and rep.summary[1].pairs >= 2:
+    why = "no learning rate chosen (its runs all failed), so the table has no p"  # over a learning-rate grid
+    unchosen = [f"# {_safe(names[b])}: {why}" for b, r in tested if None in (keys[b], keys[r])]
+    if rep.spec.plan == "power" and len(keys) > 1 and rep.summary[1].pairs >= 2:  # power's and the duel's figures
         sd = f"print((second - first).std())  # the paired sd of two inits: {rep.summary[1].sd!r}"
-        return [f"second, first = pairs({keys[1]}, {keys[0]})", sd]
-    if rep.duel and "modern" in names and "classic" in names:
+        unchosen = [f"second, first = pairs({keys[1]}, {keys[0]})", sd, *unchosen]
+    elif rep.duel and "modern" in names and "classic" in names:
         a, b, change = keys[names.index("modern")], keys[names.index("classic")], rep.duel["perplexity_change"]
         ppl = f"print(math.exp((modern - classic).mean()) - 1)  # the perplexity change: {change!r}"
-        return ["", "import math", "", f"modern, classic = pairs({a}, {b})", ppl]
-    return []
+        unchosen = ["", "import math", "", f"modern, classic = pairs({a}, {b})", ppl, *unchosen]
+    code = claim_code(columns, value, tests, d.margin, unchosen + extra)
+    return Claim(code, *_folder_command(rep, folder))
 
 
 def _folder_command(rep, folder) -> tuple[str, str]:
@@ -505,39 +418,31 @@ def _folder_command(rep, folder) -> tuple[str, str]:
     if missing or (d.sweep is not None and any(r.lr not in d.sweep.lrs for r in d.rows)):
         why = "runs are missing (the footnotes say which)" if missing else "a row's runs all failed (no rate chosen)"
         return report, f"{_adjusts(d.margin)}; {why}, so report on the folder prints p_adj and the verdicts."
-    view = f"the code's last lines write the runs the table read as {VIEW_NAME} (val_loss from the test half), and "
-    then = f"{'' if d.sweep is None else view}the command prints it and the verdicts from {'the CSV alone' if d.sweep is None else 'them'}."
-    return (
-        f"modern-gpt judge {CSV_NAME if d.sweep is None else VIEW_NAME}{_flags(d.alpha, d.margin)}",
-        f"{_adjusts(d.margin)}; {then}",
-    )
+    if d.sweep is None:
+        return f"modern-gpt judge {CSV_NAME}{_flags(d.alpha, d.margin)}", f"{_adjusts(d.margin)}; {FROM_CSV}"
+    view = f"the code's last lines write the runs the table read as {VIEW_NAME} (val_loss from the test half)"
+    return f"modern-gpt judge {VIEW_NAME}{_flags(d.alpha, d.margin)}", f"{_adjusts(d.margin)}; {view}, and {FROM_CSV}"
 
 
 def ladder_claim(design, flags: str | None = None) -> Claim:
-    """The command that gives the scale table from the CSV. flags: judge's as given (a judged file's); None: a
-    ladder folder's runs.csv, whose reference and placebo columns say the table's, with the table's settings."""
+    """judge's command for the scale table: flags as given (a judged file's), or a ladder folder's runs.csv's."""
     from ..verdict.design import ALPHA
 
     if flags is None:
         flags = " --compute-col flops" + (f" --alpha {design.alpha:g}" if design.alpha != ALPHA else "")
         flags += f" --trend-margin {design.trend_margin:g}" * bool(design.trend_margin)
         flags += f" --target-compute {design.target:g}" * bool(design.target)
-    says = "k and its trend come from a shared loss-compute fit with a delete-one-seed jackknife (docs/statistics.md)"
-    return Claim(
-        "", f"modern-gpt judge {CSV_NAME}{flags}", says + ", not SciPy; the command gives the table from the CSV."
-    )
-
-
-RESERVED = ("row", "variant", "reference", "placebo", "seed", "diverged", "error")
+    says = "k and its trend come from a shared loss-compute fit and a delete-one-seed jackknife, not SciPy; the "
+    return Claim("", f"modern-gpt judge {CSV_NAME}{flags}", says + "command gives this scale table from the CSV.")
 
 
 def judged_runs(design, s, runs):
-    """The runs judge read as one CSV that judge reads back into the same table with no flag but --metric (the
-    rows' order, references and placebo as columns, the metric as measured, the failed runs marked), and the
-    metric's column: its own name, or `metric` where that is one of the others."""
+    """The runs judge read as a CSV judge reads back into the same table with --metric alone (the rows' order,
+    references and placebo as columns, the failed runs marked), and the metric's column."""
     import pandas as pd
 
-    metric = s.metric if s.metric not in RESERVED else "metric"
+    reserved = ("row", "variant", "reference", "placebo", "seed", "diverged", "error")  # the CSV's other columns
+    metric = "metric" if s.metric in reserved else s.metric
     names, at = [r.name for r in design.rows], [int(i) for i in runs["row"]]
     refs = ["" if r.reference is None else names[r.reference] for r in design.rows]
     frame = pd.DataFrame({"row": at, "variant": [names[i] for i in at], "reference": [refs[i] for i in at]})
@@ -565,27 +470,23 @@ MARKED = {"better", "worse", "same", "inconclusive", "grows", "shrinks", "steady
 CSS = """
 :root { color-scheme: light dark; --line: #d0d7de; --soft: #f6f8fa; --dim: #59636e; }
 @media (prefers-color-scheme: dark) { :root { --line: #3d444d; --soft: #151b23; --dim: #9198a1; } }
-body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; margin: 0; }
-main { margin: 0 auto; padding: 24px; width: max-content; max-width: calc(100vw - 48px); }
+body { font: 15px/1.5 system-ui, sans-serif; margin: 0; } h1 { font-size: 1.45em; margin: 0 0 4px; }
+main { margin: 0 auto; padding: 24px; width: max-content; max-width: calc(100vw - 48px); } th { background: var(--soft); }
 p, ul, figure, details { max-width: 1100px; } .answer { font-size: 1.1em; font-weight: 600; margin: 8px 0 16px; }
-h1 { font-size: 1.45em; margin: 0 0 4px; } h2 { font-size: 1.15em; margin: 32px 0 8px; } figure { margin: 16px 0; }
-.dim, figcaption { color: var(--dim); } .scroll { overflow-x: auto; } th { background: var(--soft); }
+h2 { font-size: 1.15em; margin: 32px 0 8px; } .dim, figcaption { color: var(--dim); } .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 14px; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
-caption { text-align: left; font-weight: 600; padding: 6px 0; caption-side: top; white-space: normal; }
-.l, .facts th, .facts td { text-align: left; } .facts th { vertical-align: top; } .facts td { white-space: normal; }
+caption { text-align: left; font-weight: 600; padding: 6px 0; white-space: normal; } .facts th { vertical-align: top; }
+.l, .facts th, .facts td { text-align: left; } .facts td { white-space: normal; } .inconclusive { color: var(--dim); }
 .better, .grows { color: #1a7f37; font-weight: 600; } .worse, .shrinks { color: #cf222e; font-weight: 600; }
-.same, .steady { color: #0969da; font-weight: 600; } .inconclusive { color: var(--dim); }
+.same, .steady { color: #0969da; font-weight: 600; } img { max-width: 100%; border: 1px solid var(--line); }
 pre { background: var(--soft); border: 1px solid var(--line); padding: 10px; overflow-x: auto; font-size: 13px; }
-code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-img { max-width: 100%; height: auto; border: 1px solid var(--line); }
 """
 SAVE = "Save the runs below as {} and run this (Python, pandas and SciPy): it prints each row's paired t-test "
 SAVE += "against its reference, the table's {}"
 
 
-def e(text) -> str:
-    """Text as HTML: every <, >, &, " and ' escaped."""
+def e(text) -> str:  # text as HTML: every <, >, &, " and ' escaped
     return html.escape(str(text), quote=True)
 
 
@@ -595,9 +496,7 @@ def _html_table(t: Table, attrs: str = "") -> str:
         return f'<{tag} class="{css}">{e(text)}</{tag}>' if css else f"<{tag}>{e(text)}</{tag}>"
 
     left = [h in LEFT for h in t.headers]
-    rows = "".join(
-        "<tr>" + "".join(cell("td", c, lf) for c, lf in zip(r, left, strict=False)) + "</tr>" for r in t.rows
-    )
+    rows = "".join(f"<tr>{''.join(cell('td', c, lf) for c, lf in zip(r, left, strict=False))}</tr>" for r in t.rows)
     head = "".join(cell("th", h, lf) for h, lf in zip(t.headers, left, strict=True))
     out = f'<div class="scroll"><table{attrs}><caption>{e(t.title)}</caption><thead><tr>{head}</tr></thead>'
     return out + f"<tbody>{rows}</tbody></table></div>" + _html_list(t.notes)
@@ -610,10 +509,7 @@ def _html_list(items: list[str]) -> str:
 def to_html(page: Page) -> str:
     c, csv, n = page.claim, page.csv.encode("utf-8"), max(0, page.csv.count("\n") - 1)
     uri = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv).decode("ascii")
-    figs = [
-        (f, base64.b64encode(d).decode("ascii"), f"{f}: {CAPTIONS.get(Path(f).name, '')}".rstrip(": "))
-        for f, d in page.figures
-    ]
+    figs = [(f, base64.b64encode(d).decode("ascii"), f"{f}: {CAPTIONS.get(Path(f).name, '')}") for f, d in page.figures]
     parts = [
         f"<h1>{e(page.title)}</h1>",
         f'<p class="answer" id="answer">{e(page.answer)}</p>' * bool(page.answer),
@@ -697,9 +593,8 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
-    """A file to write a page to: not a folder, a pipe or a device, nor a file the command reads (one of inputs,
-    or a file already in an input folder: a results folder's own files, even with --force), nor a file already
-    there without force (--force), as output folders are. Each problem is one sentence."""
+    """A file to write a page to, or one sentence: no folder, pipe or device, no file the command reads (one of
+    inputs, or a file already in an input folder, even with --force), and no file already there without force."""
     example = "result.html" if flag == "--html" else "RESULT.md"
     if str(path) in ("", "-"):
         what = "an empty path" if str(path) == "" else "-, but a page is written to a file (the table goes to stdout)"
@@ -723,23 +618,16 @@ def check_pages(html_path=None, markdown_path=None, inputs=(), force: bool = Fal
     """--html and --markdown checked (check_output), and never one file for both: (html, markdown)."""
     html_path = None if html_path is None else check_output(html_path, "--html", inputs, force)
     markdown_path = None if markdown_path is None else check_output(markdown_path, "--markdown", inputs, force)
-    if (
-        html_path
-        and markdown_path
-        and (html_path.absolute() == markdown_path.absolute() or _same(html_path, markdown_path))
-    ):
+    both = html_path and markdown_path
+    if both and (html_path.absolute() == markdown_path.absolute() or _same(html_path, markdown_path)):
         raise UserError(f"--html {html_path} and --markdown {markdown_path} are one file; give each its own.")
     return html_path, markdown_path
 
 
 def write(page: Page, html_path=None, markdown_path=None, inputs=(), force: bool = False) -> list[Path]:
-    """The page as HTML and/or Markdown, each one file written under a temporary name beside it and renamed (a
-    reader never sees half a page), the folders above it made as --out's are. Returns the files written."""
-    paths = [
-        pf
-        for pf in zip(check_pages(html_path, markdown_path, inputs, force), ("--html", "--markdown"), strict=True)
-        if pf[0]
-    ]
+    """The page as HTML and/or Markdown, each one file renamed onto its path when whole (the folders above made)."""
+    checked = check_pages(html_path, markdown_path, inputs, force)
+    paths = [(path, flag) for path, flag in zip(checked, ("--html", "--markdown"), strict=True) if path]
     for path, flag in paths:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -756,19 +644,19 @@ LADDER_KEYS = ("compute_col", "size_col", "rung_col", "trend_margin", "target_co
 
 
 def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, plugins=(), **judge) -> Page:
-    """A result as one page to share (docs/sharing.md): source is a results folder (a ladder's too), a Result or
-    LadderResult, or runs to judge (a .csv, .jsonl or .parquet file, or a DataFrame) with modern_gpt.judge's
-    keywords; html, markdown: the files to write (force: replace one that exists). page.html() is its text."""
+    """The page of a results folder (a ladder's too), a Result or LadderResult, or runs to judge (a file or a
+    DataFrame, with modern_gpt.judge's keywords), written to html and/or markdown (docs/sharing.md)."""
     import pandas as pd
 
-    from ..ablation.session import LadderResult, Result
+    from ..ablation.ladder import is_ladder
+    from ..ablation.session import LadderResult, Result, folder_result, ladder_result
+    from ..model.plugins import load
 
     if unknown := sorted(set(judge) - {*JUDGE_KEYS, "margin", *LADDER_KEYS}):
         raise UserError(f"share has no option {unknown[0]!r}; its options are judge's: {', '.join(JUDGE_KEYS)}, ...")
     what = "share takes a results folder, a Result or LadderResult, or runs to judge (a .csv, .jsonl or .parquet file"
-    if not (path := isinstance(source, str | os.PathLike)) and not isinstance(
-        source, Result | LadderResult | pd.DataFrame
-    ):
+    path = isinstance(source, str | os.PathLike)
+    if not path and not isinstance(source, Result | LadderResult | pd.DataFrame):
         raise UserError(f"{what}, or a DataFrame), not a {type(source).__name__}.")
     if path and not Path(source).exists():
         raise UserError(f"{source} does not exist; {what}, or a DataFrame).")
@@ -776,7 +664,12 @@ def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, 
     if judge and (not path or Path(source).is_dir()) and not isinstance(source, pd.DataFrame):
         raise UserError(f"{next(iter(judge))}= goes with runs to judge (a file or a DataFrame), not a results folder.")
     if isinstance(source, Result | LadderResult) or (path and Path(source).is_dir()):
-        result = _read(Path(source), at_lr, plugins) if path else source
+        result = source
+        if path:  # read as modern_gpt.report reads it
+            load(list(plugins))
+            if is_ladder(source) and at_lr is not None:
+                raise UserError(f"{source} is a ladder: each rung's table shows each row at its best learning rate.")
+            result = ladder_result(source, draw=False) if is_ladder(source) else folder_result(Path(source), at_lr)
         page, inputs = folder_page(result), [result.folder]
     elif at_lr is not None:
         raise UserError("at_lr goes with a results folder trained at several learning rates, not runs to judge.")
@@ -784,19 +677,6 @@ def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, 
         page, inputs = _judged(source, judge), [source] if path else []
     write(page, html, markdown, inputs, force)
     return page
-
-
-def _read(folder: Path, at_lr, plugins):
-    """A folder's Result, or a ladder's LadderResult, as modern_gpt.report reads it."""
-    from ..ablation.ladder import is_ladder
-    from ..ablation.session import folder_result, ladder_result
-    from ..model.plugins import load
-
-    if plugins:
-        load(list(plugins))
-    if is_ladder(folder) and at_lr is not None:
-        raise UserError(f"{folder} is a ladder: each rung's table shows each row at its own best learning rate.")
-    return ladder_result(folder, draw=False) if is_ladder(folder) else folder_result(folder, at_lr)
 
 
 def _judged(source, keywords: dict) -> Page:
