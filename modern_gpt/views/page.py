@@ -171,7 +171,12 @@ def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
     table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ls.size_col))
     read = {".csv": pd.read_csv, ".parquet": pd.read_parquet}.get(Path(str(source)).suffix.lower())
     frame = source if isinstance(source, pd.DataFrame) else read(source) if read else pd.read_json(source, lines=True)
-    header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, judge_flags(s, ls))
+    flags = ""  # judge's flags that give the settings s and ls again (those not at their defaults), for a shell
+    for f, v in ((f, getattr(x, f.name)) for x in (s, ls) for f in fields(x)):
+        name = "--" + {"target": "target-compute"}.get(f.name, f.name).replace("_", "-")
+        text = ",".join(v) if isinstance(v, tuple) else format(v, "g") if isinstance(v, float) else str(v)
+        flags += "" if v in (None, f.default) else f" {name}" if v is True else f" {name} {shlex.quote(text)}"
+    header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, flags)
     return Page(table.title, [table], [], header, frame.to_csv(index=False), claim, ladder_answer(rows))
 
 
@@ -283,7 +288,7 @@ def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], li
         except OSError as err:
             what = f"unreadable ({err.strerror or err})"
         what = what or (None if data.startswith(b"\x89PNG\r\n\x1a\n") else "not a PNG file")
-        missing, found = missing + [f"{name} is {what}: left out"] * bool(what), found + [(name, data)] * (not what)
+        (missing if what else found).append(f"{name} is {what}: left out" if what else (name, data))
     return found, missing
 
 
@@ -319,15 +324,18 @@ runs = pd.read_csv("runs.csv")
 failed = runs["diverged"].astype(bool) | runs["error"].notna() | runs[{value}].isna()
 table = runs[~failed].pivot(index="seed", columns={columns}, values={value})  # a column per row
 
+
 def pairs(row, ref):  # the seeds both rows finished (none where every run of one failed)
     both = table.reindex(columns=[row, ref]).dropna()
     return both[row], both[ref]
+
 
 def p(row, ref):  # the paired t-test over those seeds; NaN under two pairs, as in the table
     a, b = pairs(row, ref)
     return ttest_rel(a, b).pvalue if len(a) >= 2 else float("nan")
 """
 P_SAME = """
+
 def p_same(row, ref, margin={margin!r}):  # two one-sided tests of |Δ| < margin
     a, b = pairs(row, ref)
     if len(a) < 2:
@@ -360,7 +368,7 @@ def claim_code(columns: str, value: str, tests: list[tuple[str, str, str]], marg
     code += P_SAME.format(margin=float(margin)) if margin else ""
     same = "\nprint(p_same({}, {}))" if margin else ""
     said = [f"print(p({a}, {b}))  # {_safe(says)}" + same.format(a, b) for a, b, says in tests]
-    return code + "\n" + "\n".join([*said, *extra]) + "\n"
+    return code + "\n\n" + "\n".join([*said, *extra]) + "\n"
 
 
 def _flags(alpha: float, margin) -> str:
@@ -430,8 +438,8 @@ def ladder_claim(design, flags: str | None = None) -> Claim:
 
     if flags is None:
         flags = " --compute-col flops" + (f" --alpha {design.alpha:g}" if design.alpha != ALPHA else "")
-        flags += f" --trend-margin {design.trend_margin:g}" * bool(design.trend_margin)
-        flags += f" --target-compute {design.target:g}" * bool(design.target)
+        flags += f" --trend-margin {design.trend_margin:g}" if design.trend_margin else ""
+        flags += f" --target-compute {design.target:g}" if design.target else ""
     says = "k and its trend come from a shared loss-compute fit and a delete-one-seed jackknife, not SciPy; the "
     return Claim("", f"modern-gpt judge {CSV_NAME}{flags}", says + "command gives this scale table from the CSV.")
 
@@ -451,16 +459,6 @@ def judged_runs(design, s, runs):
     frame["diverged"] = [bool(x) for x in runs["diverged"]]
     frame["error"] = ["" if x is None or x != x else str(x) for x in runs["error"]]
     return frame, metric
-
-
-def judge_flags(s, ls) -> str:
-    """judge's flags that give these settings (JudgeSettings, LadderSettings) again, as a shell reads them."""
-    flags = ""
-    for f, v in ((f, getattr(x, f.name)) for x in (s, ls) for f in fields(x)):
-        name = "--" + {"target": "target-compute"}.get(f.name, f.name).replace("_", "-")
-        text = ",".join(v) if isinstance(v, tuple) else format(v, "g") if isinstance(v, float) else str(v)
-        flags += "" if v in (None, f.default) else f" {name}" if v is True else f" {name} {shlex.quote(text)}"
-    return flags
 
 
 # HTML and Markdown
@@ -664,12 +662,11 @@ def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, 
     if judge and (not path or Path(source).is_dir()) and not isinstance(source, pd.DataFrame):
         raise UserError(f"{next(iter(judge))}= goes with runs to judge (a file or a DataFrame), not a results folder.")
     if isinstance(source, Result | LadderResult) or (path and Path(source).is_dir()):
-        result = source
-        if path:  # read as modern_gpt.report reads it
+        if path and plugins:  # a folder read as modern_gpt.report reads it
             load(list(plugins))
-            if is_ladder(source) and at_lr is not None:
-                raise UserError(f"{source} is a ladder: each rung's table shows each row at its best learning rate.")
-            result = ladder_result(source, draw=False) if is_ladder(source) else folder_result(Path(source), at_lr)
+        if (ladder := path and is_ladder(source)) and at_lr is not None:
+            raise UserError(f"{source} is a ladder: each rung's table shows each row at its best learning rate.")
+        result = ladder_result(source, draw=False) if ladder else folder_result(Path(source), at_lr) if path else source
         page, inputs = folder_page(result), [result.folder]
     elif at_lr is not None:
         raise UserError("at_lr goes with a results folder trained at several learning rates, not runs to judge.")
