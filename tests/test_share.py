@@ -234,9 +234,8 @@ def test_a_seeds_auto_page_names_report_for_its_boundarys_p_adj(folders):
 
 
 def test_the_figures_are_inline_png_data_and_each_page_is_one_file(folders, tmp_path, capsys, monkeypatch):
-    """Issue 41: a page is one file at the path given. The Markdown page wrote its figures and runs' CSV beside it
-    (and kept ownership rules for them); now the CSV is inside it and the figures are named (the HTML holds them).
-    Issue 44: the folders above a page are made, as --out's are."""
+    """Issue 41: a page is one file at the path given: the Markdown holds the runs' CSV and names the figures (the
+    HTML holds them). Issue 44: the folders above a page are made, as --out's are."""
     folder = Path(shutil.copytree(folders / "lrs", tmp_path / "lrs"))
     code, _, err = run_main(capsys, monkeypatch, "report", folder, "--plot")
     assert code == 0, err
@@ -467,6 +466,10 @@ def test_an_unwritable_folder_and_the_input_itself_are_one_sentence(folders, run
     copy = Path(shutil.copytree(folders / "ablate", tmp_path / "a"))
     err = user_error(run, "report", copy, "--html", copy / "meta.json")
     assert "is a file this command reads" in err
+    record = sorted((copy / "runs").glob("*.json"))[0]  # any file already in the folder, even with --force
+    before = record.read_bytes()
+    assert "is a file this command reads" in user_error(run, "report", copy, "--markdown", record, "--force")
+    assert record.read_bytes() == before
 
 
 def test_an_existing_file_is_replaced_only_with_force_and_never_the_input(folders, run, tmp_path):

@@ -312,8 +312,8 @@ def seed_grids(names: list[str], references: list, runs, fmt: str, metric: str) 
     diffs = [[names[b], names[r], *(diff(b, r, s) for s in seeds)] for b, r in enumerate(references) if r is not None]
     heads = [f"seed {s}" for s in seeds]
     said = f"Δ {metric} against the reference, seed by seed (the pairs each t-test reads)"
-    values = Table(f"{metric} of each run the table read", ["variant", *heads], values)
-    return [values, Table(said, ["variant", "vs", *heads], diffs)]
+    grid = Table(f"{metric} of each run the table read", ["variant", *heads], values)
+    return [grid, Table(said, ["variant", "vs", *heads], diffs)]
 
 
 # The claim test: a few lines of SciPy on the runs' CSV, and the command that adjusts them
