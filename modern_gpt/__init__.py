@@ -25,7 +25,7 @@ _LAZY = {
     "Interrupted": ("api", "Interrupted"),
     "Detached": ("api", "Detached"),
     "judge": ("verdict.judge", "verdict"),
-    "share": ("cli.share", "share"),
+    "share": ("views.page", "share"),
 }
 
 

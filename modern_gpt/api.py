@@ -28,7 +28,6 @@ from .ablation.session import (
     LadderResult,
     Result,
     Trained,
-    display_of,
     folder_result,
     ladder_result,
     plan_choices,
@@ -39,6 +38,7 @@ from .ablation.session import (
     with_keywords,
 )
 from .core.errors import UserError
+from .views.progress import display_of
 
 __all__ = [
     "ablate",

@@ -255,7 +255,7 @@ def train_checkpoint(
 ) -> Trained:
     """The one run of `train`: checked, trained, its checkpoint written (weights only when it trained), and logged
     to the trackers asked for. display(corpus name) -> a context manager yielding progress(step, loss), or None
-    (ablation/progress.py's run_progress is one; None: quiet)."""
+    (views/progress.py's run_progress is one; None: quiet)."""
     import contextlib
     import time
 
@@ -483,7 +483,7 @@ def run_ablation(
 ) -> Result:
     """Plan (or check a resume), start or resume on the chosen executor and train what is pending with a display,
     then write summary.csv and the figures, log the summary to the trackers, and return the table. choices: see
-    plan_choices. display(ablation) -> a context manager with start, step and finished (ablation/progress.py's; None:
+    plan_choices. display(ablation) -> a context manager with start, step and finished (views/progress.py's; None:
     quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
     check_main_guard(command, options)
     out = None if out is None else Path(out)
@@ -570,23 +570,6 @@ class _Quiet:
 
 def _quiet(ablation) -> _Quiet:
     return _Quiet()
-
-
-def display_of(progress: bool | None) -> Callable | None:
-    """The live display on stderr, or None (quiet): progress=None shows it when stderr is a terminal or in IPython."""
-    import sys
-
-    if progress is None:
-        shell = sys.modules.get("IPython")
-        progress = sys.stderr.isatty() or (shell is not None and shell.get_ipython() is not None)
-    if not progress:
-        return None
-    from rich.console import Console
-
-    from .progress import ablation_display
-
-    err = Console(stderr=True)
-    return lambda ablation: ablation_display(ablation, err, err)
 
 
 # ---------------------------------------------------------------------------

@@ -185,7 +185,7 @@ def _invoke():
 def params(settings, fmt: TableOrJson = "table") -> None:
     """The price of each piece: parameters per piece (embedding, positions, attention, MLP, norms, biases)."""
     from ..ablation.planning import check_read
-    from . import render
+    from ..views import render
 
     check_read(settings, [settings.model.components])
     info = render.params_info(settings.model)
@@ -211,10 +211,10 @@ def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint
       modern-gpt train --smoke --rope --out ckpt
       modern-gpt train --config shakespeare --data tinyshakespeare --modern
     """
-    from ..ablation.progress import run_progress
     from ..ablation.session import train_checkpoint
     from ..core.config import lossy_note
-    from . import render
+    from ..views import render
+    from ..views.progress import run_progress
 
     steps = settings.train.steps
     done = train_checkpoint(
@@ -278,7 +278,7 @@ def _print_report(folder: Path, fmt: str, at_lr: float | None = None) -> None:
 def _print_table(rep, fmt: str) -> None:
     """A folder's table (ablation.report.Report) in the format asked for; a power folder's figures."""
     from ..ablation import report
-    from . import render
+    from ..views import render
 
     if fmt in TABLE_OR_JSON and rep.spec.plan == "power":  # what `modern-gpt power` printed, with every note
         _print_power(report.power_info(rep.spec, rep.summary), rep.notes, fmt)
@@ -300,7 +300,7 @@ def _print_table(rep, fmt: str) -> None:
 
 
 def _print_power(info: dict, notes: list[str], fmt: str) -> None:
-    from . import render
+    from ..views import render
 
     if fmt == "json":
         print(render.to_json({**info, "footnotes": notes}))
@@ -325,8 +325,8 @@ def _run_ablation(
 ) -> None:
     """ablate, duel and power: the library's run_ablation with the live display, then the table printed.
     Ctrl-C: the summary of what finished, the command that resumes, exit code 130."""
-    from ..ablation.progress import ablation_display
     from ..ablation.session import Detached
+    from ..views.progress import ablation_display
 
     def display(ablation):
         return ablation_display(ablation, console, Console(stderr=True))
@@ -334,7 +334,7 @@ def _run_ablation(
     try:
         result = run_ablation(command, settings, options, choices, out, resume, at_lr, display, _command_line())
     except Interrupted as e:
-        from . import render
+        from ..views import render
 
         print(render.interrupted(e.finished, e.total, e.folder, e.resume), file=sys.stderr)
         raise typer.Exit(130) from None
@@ -343,7 +343,7 @@ def _run_ablation(
         return
     _print_table(result.table, fmt)
     if fmt == "table":
-        from . import render
+        from ..views import render
 
         console.print(render.results_line(result.folder, result.table.spec.lrs), highlight=False)
 
@@ -462,8 +462,8 @@ def scale(
       modern-gpt scale --smoke --seeds 3
       modern-gpt scale --config shakespeare --data tinyshakespeare --rungs 32,64,128
     """
-    from ..ablation.progress import ablation_display
     from ..ablation.session import Detached, run_ladder
+    from ..views.progress import ablation_display
 
     choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     given = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
@@ -475,7 +475,7 @@ def scale(
     try:
         result = run_ladder(settings, options, choices, given, out, resume, display, _command_line())
     except Interrupted as e:
-        from . import render
+        from ..views import render
 
         print(render.interrupted(e.finished, e.total, e.folder, e.resume), file=sys.stderr)
         raise typer.Exit(130) from None
@@ -487,7 +487,7 @@ def scale(
 
 def _print_ladder(result, fmt: str) -> None:
     """A ladder's scale table; under it, in the table format, each rung's ordinary table."""
-    from . import render
+    from ..views import render
 
     rep = result.table
     if fmt == "markdown":
@@ -604,15 +604,15 @@ PageForce = Annotated[bool, typer.Option("--force", help=PAGE_FORCE_HELP, rich_h
 
 
 def _check_pages(html: Path | None, markdown: Path | None, inputs, force: bool = False) -> None:
-    """--html and --markdown checked before anything is read (cli.share.check_pages): a folder, a pipe, a file
+    """--html and --markdown checked before anything is read (views.page.check_pages): a folder, a pipe, a file
     the command reads, one file for both, or a file already there without --force is one sentence."""
-    from .share import check_pages
+    from ..views.page import check_pages
 
     check_pages(html, markdown, inputs, force)
 
 
 def _write_pages(page, html: Path | None, markdown: Path | None, inputs=(), force: bool = False) -> None:
-    from .share import write
+    from ..views.page import write
 
     for path in write(page, html, markdown, inputs, force):
         print(f"wrote {path}", file=sys.stderr)
@@ -644,7 +644,7 @@ def report(
     from ..ablation.results import ResultsDir
     from ..verdict.table import at_lr_index
 
-    _check_pages(html, markdown, _share_inputs(folder), force)
+    _check_pages(html, markdown, [folder], force)
     _load_plugins(plugin)
     from ..ablation.ladder import is_ladder
     from ..api import report as api_report
@@ -664,15 +664,9 @@ def report(
         _print_report(folder, fmt, at_lr)
         result = api_report(folder, at_lr=at_lr) if html or markdown else None
     if html or markdown:
-        from .share import folder_page
+        from ..views.page import folder_page
 
-        _write_pages(folder_page(result), html, markdown, _share_inputs(folder), force)
-
-
-def _share_inputs(folder: Path) -> list[Path]:
-    from .share import _folder_files
-
-    return _folder_files(folder)
+        _write_pages(folder_page(result), html, markdown, [folder], force)
 
 
 def _push(folder: Path, names: list[str], mlflow_uri: str | None) -> None:
@@ -801,16 +795,16 @@ def judge(
     design, runs, rows, notes = _judging(file, judge_file_runs, settings)
     _print_judged(settings, design, rows, notes, fmt)
     if html or markdown:
-        from .share import _file_facts, judged_page
+        from ..views.page import judged_page
 
-        page = judged_page(design, settings, runs, rows, notes, *_file_facts(file)[:2])
+        page = judged_page(design, settings, runs, rows, notes, file)
         _write_pages(page, html, markdown, [file], force)
 
 
 def _judge_metrics(file: Path, settings, metrics: tuple[str, ...], fmt: str, other: bool) -> None:
     """judge with several --metric columns: every (row, metric) in one family, a block per metric."""
     from ..verdict.judge import judge_file_metrics
-    from . import render
+    from ..views import render
 
     if other:
         raise UserError(
@@ -850,7 +844,7 @@ def _has_column(file: Path, col: str) -> bool:
 def _judge_published(file: Path, s, threshold, at_step, log_pattern, fmt: str) -> None:
     from ..verdict.logs import is_log_folder, judge_logs
     from ..verdict.unpaired import judge_table_file
-    from . import render
+    from ..views import render
 
     if is_log_folder(file):
         title, rows, notes = _judging(file, judge_logs, s, threshold, at_step, log_pattern)
@@ -869,7 +863,7 @@ def _judge_published(file: Path, s, threshold, at_step, log_pattern, fmt: str) -
 
 def _judging(file: Path, judged, *settings):
     """judged(file, *settings), with a spinner on a terminal while it takes more than a second (a large file)."""
-    from ..ablation.progress import working
+    from ..views.progress import working
 
     with working(Console(stderr=True), f"judging {file}"):
         return judged(file, *settings)
@@ -887,16 +881,15 @@ def _judge_ladder(
     table = SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ladder.size_col)
     _print_ladder(SimpleNamespace(table=table, rungs=[]), fmt)
     if html or markdown:
-        from .share import _file_facts, judge_flags, judged_ladder_page
+        from ..views.page import judged_ladder_page
 
-        facts = _file_facts(file)
-        page = judged_ladder_page(design, rows, notes, *facts, judge_flags(settings, ladder), ladder.size_col)
+        page = judged_ladder_page(design, rows, notes, file, settings, ladder)
         _write_pages(page, html, markdown, [file], force)
 
 
 def _print_judged(settings, design, rows: list[dict], notes: list[str], fmt: str) -> None:
     from ..verdict.judge import named_columns
-    from . import render
+    from ..views import render
 
     if fmt == "table":
         render.print_table(console, render.judged_table(console, design, settings, rows))
@@ -942,7 +935,7 @@ def extrapolate(
     from ..run.extrapolate import extrapolate as run
     from ..run.extrapolate import parse_contexts
     from ..run.train import resolve_device
-    from . import render
+    from ..views import render
 
     lengths = parse_contexts(contexts)
     _load_plugins(plugin)
@@ -973,7 +966,7 @@ def explain(
     """Explain a real model's config.json in terms of modern-gpt's components, with its parameter count and KV
     cache."""
     from ..hf.explain import explain_config, read_config
-    from . import render
+    from ..views import render
 
     info = explain_config(read_config(config_json), str(config_json))
     if as_flags:

@@ -410,7 +410,7 @@ def test_the_display_calls_last_runs_once_when_fewer_runs_are_left_than_train_at
 
     from rich.console import Console
 
-    from modern_gpt.ablation.progress import AblationDisplay
+    from modern_gpt.views.progress import AblationDisplay
 
     quiet = Console(file=io.StringIO())
     record = {"row": 0, "seed": 0, "error": "", "diverged": False, "secs": 1.0, "val_loss": 2.0, "train_loss": 2.0}

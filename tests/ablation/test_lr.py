@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from modern_gpt.ablation import planning, report
 from modern_gpt.ablation.results import ResultsDir
 from modern_gpt.cli.commands import app
-from modern_gpt.cli.render import to_json
 from modern_gpt.core.config import DataConfig, ModelConfig, TrainConfig
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import resolve
@@ -20,6 +19,7 @@ from modern_gpt.data.corpus import eval_offsets, load_corpus
 from modern_gpt.run.train import Spikes, evaluate, train_run
 from modern_gpt.verdict.design import Design, Row
 from modern_gpt.verdict.table import footnotes, lr_view, summarize
+from modern_gpt.views.render import to_json
 from tests.clihelp import TIMING, invoke, run_values
 
 runner = CliRunner()

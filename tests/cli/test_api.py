@@ -243,7 +243,7 @@ def test_judge_reads_a_file_of_runs_as_the_command_line_does(ablated, tmp_path):
 def test_a_notebook_shows_the_table_and_progress_is_on_where_someone_watches(ablated, monkeypatch):
     import sys
 
-    from modern_gpt.ablation.session import display_of
+    from modern_gpt.views.progress import display_of
 
     result, folder = ablated
     page = result._repr_html_()

@@ -8,7 +8,6 @@ import json
 import pytest
 import torch
 
-from modern_gpt.cli.render import explain_lines
 from modern_gpt.core.components import COMPONENTS
 from modern_gpt.core.config import ModelConfig, param_counts
 from modern_gpt.core.settings import shipped_configs
@@ -16,6 +15,7 @@ from modern_gpt.hf.explain import DETECTORS, explain_config, read_config
 from modern_gpt.hf.export import CLASSIC, TABLE, TARGETS, export_hf
 from modern_gpt.hf.families import FAMILIES, WRAPPERS
 from modern_gpt.model.gpt import GPT
+from modern_gpt.views.render import explain_lines
 
 # The components Qwen3 has: all that export's Qwen3ForCausalLM can hold.
 QWEN3 = [c for c in COMPONENTS if next(t for t in TARGETS if t.model_type == "qwen3").state(c) != CLASSIC]

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import modern_gpt
-from modern_gpt.cli.render import to_json
 from modern_gpt.core.errors import UserError
 from modern_gpt.verdict.design import SummaryRow
 from modern_gpt.verdict.reading import MLFLOW_UI_HEADER
+from modern_gpt.views.render import to_json
 from tests.clihelp import invoke, main_ok, tiny
 
 pytest.importorskip("mlflow")

@@ -85,7 +85,7 @@ def test_judge_shows_that_it_works_on_a_terminal_once_it_takes_a_while(tmp_path,
 
     from rich.console import Console
 
-    from modern_gpt.ablation.progress import working
+    from modern_gpt.views.progress import working
 
     def shown(terminal: bool, secs: float) -> str:
         buf = io.StringIO()
@@ -96,7 +96,7 @@ def test_judge_shows_that_it_works_on_a_terminal_once_it_takes_a_while(tmp_path,
     assert "judging big.csv" in shown(True, 0.6) and "0:00:00" in shown(True, 0.6)
     assert shown(True, 0.0) == "" and shown(False, 0.6) == ""
     seen = []
-    monkeypatch.setattr("modern_gpt.ablation.progress.working", lambda console, what: seen.append(what) or _nothing())
+    monkeypatch.setattr("modern_gpt.views.progress.working", lambda console, what: seen.append(what) or _nothing())
     (tmp_path / "r.csv").write_text(GOOD)
     from typer.testing import CliRunner
 

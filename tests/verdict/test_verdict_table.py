@@ -12,10 +12,10 @@ import pytest
 from scipy import optimize
 from scipy import stats as scipy_stats
 
-from modern_gpt.cli import render
 from modern_gpt.verdict.design import Design, Row
 from modern_gpt.verdict.stats import boundary, mde, sd_bound
 from modern_gpt.verdict.table import footnotes, summarize
+from modern_gpt.views import render
 from tests.verdict.test_verdict_rules import closed_simes
 
 

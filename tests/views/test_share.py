@@ -141,7 +141,7 @@ def test_the_page_of_each_kind_of_folder_holds_its_table_runs_and_claim_test(
         info = __import__("modern_gpt.ablation.report", fromlist=["x"]).power_info(
             result.table.spec, result.table.summary
         )
-        for line in __import__("modern_gpt.cli.render", fromlist=["x"]).power_sentences(info):
+        for line in __import__("modern_gpt.views.render", fromlist=["x"]).power_sentences(info):
             assert html.escape(line) in page
         assert any(f"{r['one_comparison']['mde']:.4f}" in row for r in info["mde"] for row in first["rows"])
     else:
@@ -173,7 +173,7 @@ def test_the_pages_command_gives_the_tables_p_adj_and_verdicts(kind, folders, tm
     result = modern_gpt.report(folders / kind)
     shared = modern_gpt.share(result)
     run_claim(shared.html(), tmp_path)
-    command = shared.facts.claim.command.split()
+    command = shared.claim.command.split()
     assert command[:2] == ["modern-gpt", "judge"]
     monkeypatch.chdir(tmp_path)
     code, out, err = run_main(capsys, monkeypatch, *command[1:], "--format", "csv")
@@ -195,12 +195,12 @@ def test_the_claim_test_runs_on_a_folder_whose_runs_all_diverged(kind, folders, 
         path.write_text(json.dumps({**record, "diverged": True, **dict.fromkeys(losses, float("nan"))}))
     result = modern_gpt.report(folder)
     page = modern_gpt.share(result)
-    code = page.facts.claim.code
+    code = page.claim.code
     assert "the table's p nan" not in code and ("fewer than two pairs" in code or "no learning rate chosen" in code)
     printed = run_claim(page.html(), tmp_path / "claim")  # over a grid: nothing to test, and the code says why
     assert all(math.isnan(x) for x in printed) and (printed or kind == "lrs")
     assert all(math.isnan(r.p) for r in result.table.summary)  # the table has no p either
-    command = page.facts.claim.command.split()
+    command = page.claim.command.split()
     monkeypatch.chdir(tmp_path / "claim")
     code, out, err = run_main(capsys, monkeypatch, *command[1:], "--format", "csv")
     assert code == 0 and "Traceback" not in err, err  # judge on the CSV, or report on the folder
@@ -210,11 +210,11 @@ def test_the_claim_test_runs_on_a_folder_whose_runs_all_diverged(kind, folders, 
 def test_the_page_opens_on_the_one_line_answer_then_the_table_then_provenance(kind, folders):
     """Issue 44, item 9: the page opened on eight rows of provenance with no answer. Now the trackers' line
     (better: ... (Δ ...); n inconclusive) is under the title, then the table, then where the numbers come from."""
-    from modern_gpt.cli.share import summary_answer
+    from modern_gpt.trackers.records import answer, named, summary_cells
 
     result = modern_gpt.report(folders / kind)
     page = modern_gpt.share(result)
-    said = summary_answer(result.table.summary)
+    said = answer(named(summary_cells(result.table.summary)))
     assert page.answer == said and ("inconclusive" in said or "better" in said or "worse" in said)
     text = page.html()
     order = [text.index(x) for x in ("<h1>", 'id="answer"', 'id="verdicts"', "Where the numbers come from")]
@@ -228,14 +228,13 @@ def test_the_page_opens_on_the_one_line_answer_then_the_table_then_provenance(ki
 
 
 def test_a_seeds_auto_page_names_report_for_its_boundarys_p_adj(folders):
-    claim = modern_gpt.share(folders / "auto").facts.claim
+    claim = modern_gpt.share(folders / "auto").claim
     assert claim.command == f"modern-gpt report {folders / 'auto'}" and "boundary" in claim.says
 
 
 def test_the_figures_are_inline_png_data_and_each_page_is_one_file(folders, tmp_path, capsys, monkeypatch):
-    """Issue 41: a page is one file at the path given. The Markdown page wrote its figures and runs' CSV beside it
-    (and kept ownership rules for them); now the CSV is inside it and the figures are named (the HTML holds them).
-    Issue 44: the folders above a page are made, as --out's are."""
+    """Issue 41: a page is one file at the path given: the Markdown holds the runs' CSV and names the figures (the
+    HTML holds them). Issue 44: the folders above a page are made, as --out's are."""
     folder = Path(shutil.copytree(folders / "lrs", tmp_path / "lrs"))
     code, _, err = run_main(capsys, monkeypatch, "report", folder, "--plot")
     assert code == 0, err
@@ -280,11 +279,11 @@ def test_a_folder_records_whether_its_checkout_was_clean_and_the_header_says_so(
         folder = Path(shutil.copytree(folders / "ablate", tmp_path / str(dirty)))
         meta = json.loads((folder / "meta.json").read_text())
         (folder / "meta.json").write_text(json.dumps({**meta, "git_dirty": dirty}))
-        assert f"{meta['git_commit']} ({said})" in dict(modern_gpt.share(folder).facts.header)["trained by"]
+        assert f"{meta['git_commit']} ({said})" in dict(modern_gpt.share(folder).header)["trained by"]
 
 
 def test_the_header_says_commit_versions_machine_wall_time_and_compute(folders):
-    header = dict(modern_gpt.share(folders / "ablate").facts.header)
+    header = dict(modern_gpt.share(folders / "ablate").header)
     meta = json.loads((folders / "ablate" / "meta.json").read_text())
     assert meta["git_commit"] in header["trained by"] and "uncommitted changes not recorded" in header["trained by"]
     assert "modern-gpt" in header["this page by"]
@@ -319,7 +318,7 @@ def test_judge_html_holds_judges_table_and_a_csv_judge_reads_back(margin, folder
     ]
     assert close(run_claim(page, tmp_path / "c"), want)
     command = modern_gpt.share(source, placebo="classic (placebo)", margin=float(margin) if margin else None)
-    args = command.facts.claim.command.split()[1:]
+    args = command.claim.command.split()[1:]
     monkeypatch.chdir(tmp_path / "c")
     _, again, _ = run_main(capsys, monkeypatch, *args, "--format", "csv")
     pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(again)), judged)  # the same table from the page's CSV
@@ -462,10 +461,14 @@ def test_an_unwritable_folder_and_the_input_itself_are_one_sentence(folders, run
     shutil.copy(folders / "ablate" / "runs.csv", source)
     before = source.read_bytes()
     err = user_error(run, "judge", source, "--html", source)
-    assert "is the file this command reads" in err and source.read_bytes() == before
+    assert "is a file this command reads" in err and source.read_bytes() == before
     copy = Path(shutil.copytree(folders / "ablate", tmp_path / "a"))
     err = user_error(run, "report", copy, "--html", copy / "meta.json")
-    assert "is the file this command reads" in err
+    assert "is a file this command reads" in err
+    record = sorted((copy / "runs").glob("*.json"))[0]  # any file already in the folder, even with --force
+    before = record.read_bytes()
+    assert "is a file this command reads" in user_error(run, "report", copy, "--markdown", record, "--force")
+    assert record.read_bytes() == before
 
 
 def test_an_existing_file_is_replaced_only_with_force_and_never_the_input(folders, run, tmp_path):
@@ -482,7 +485,7 @@ def test_an_existing_file_is_replaced_only_with_force_and_never_the_input(folder
             modern_gpt.share(source, **{flag[2:]: mine})
     assert mine.read_text() == "mine"
     assert run("judge", source, "--markdown", mine, "--force")[0] == 0 and mine.read_text().startswith("# ")
-    assert "is the file this command reads" in user_error(run, "judge", source, "--html", source, "--force")
+    assert "is a file this command reads" in user_error(run, "judge", source, "--html", source, "--force")
 
 
 def test_html_and_markdown_never_name_one_file(folders, run, tmp_path):
@@ -510,7 +513,7 @@ def test_the_messages_name_the_path_given_and_fit_the_error(run, tmp_path):
         assert "cannot write in /proc" in err and "cannot hold new files" in err and "free some space" not in err
     import errno
 
-    from modern_gpt.cli.share import cannot
+    from modern_gpt.views.page import cannot
 
     page = Path("/p/page.html")
     says = {
@@ -568,7 +571,7 @@ def test_a_ladders_page_holds_its_scale_table_figures_and_judges_command(tmp_pat
     assert page.index('id="answer"') < page.index('id="verdicts"')
     images = re.findall(r'<img src="data:image/png;base64,([^"]*)"', page)
     assert base64.b64decode(images[0]) == (ladder.folder / "scale.png").read_bytes() and len(images) == 1 + 3
-    command = modern_gpt.share(ladder).facts.claim.command.split()
+    command = modern_gpt.share(ladder).claim.command.split()
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "runs.csv").write_text(pre(page, "runs-csv"), encoding="utf-8")
     monkeypatch.chdir(tmp_path / "c")

@@ -47,7 +47,7 @@ def test_compact_below_the_full_width_full_at_it(folder):
     """The full table while it fits with its names folded (print_table folds them), the compact one below."""
     from modern_gpt.ablation import report
     from modern_gpt.ablation.results import ResultsDir
-    from modern_gpt.cli import render
+    from modern_gpt.views import render
 
     rep = report.load(ResultsDir(folder, read_only=True), None)
     full = render.rich_table(rep)
@@ -77,7 +77,7 @@ def test_judge_in_a_terminal_is_golden(width, folder, capsys, monkeypatch):
 def test_a_file_or_pipe_gets_the_full_table_at_any_width(folder):
     from modern_gpt.ablation import report
     from modern_gpt.ablation.results import ResultsDir
-    from modern_gpt.cli import render
+    from modern_gpt.views import render
 
     rep = report.load(ResultsDir(folder, read_only=True), None)
     pipe = Console(file=io.StringIO(), width=60)  # not a terminal
@@ -87,8 +87,8 @@ def test_a_file_or_pipe_gets_the_full_table_at_any_width(folder):
 
 
 def test_an_interval_not_centred_on_its_delta_is_shown_whole():
-    from modern_gpt.cli import render
     from modern_gpt.verdict.design import SummaryRow
+    from modern_gpt.views import render
 
     row = SummaryRow(variant="x", delta_val=-0.05, ci_low=-0.09, ci_high=-0.03)
     assert render.cell(row, "delta_val", "pm") == "-0.0500 [-0.0900, -0.0300]"

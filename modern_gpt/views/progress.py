@@ -21,7 +21,7 @@ from rich.progress import (
 from ..core.schema import count
 
 
-def _duration(secs: float) -> str:
+def duration(secs: float) -> str:
     if secs < 90:
         return f"{secs:.0f} s"
     if secs < 5400:
@@ -141,7 +141,7 @@ class AblationDisplay:
         secs = record["secs"] * math.ceil(left / max(1, self.at_once))
         pace = f"{self.at_once} at a time" if self.at_once > 1 else "one at a time"
         (self.console if self.bar else self.log).print(
-            f"first run: {record['secs']:.1f} s; the {left} runs left take about {_duration(secs)} ({pace})",
+            f"first run: {record['secs']:.1f} s; the {left} runs left take about {duration(secs)} ({pace})",
             markup=False,
             highlight=False,
         )
@@ -175,7 +175,7 @@ class AblationDisplay:
 def ablation_display(ablation, console: Console, log: Console) -> AblationDisplay:
     """The display of an ablation about to train (running.Ablation): the run count and its folder on log, then
     bars on a terminal console, plain lines elsewhere; curves.png's import warmed while the last runs train."""
-    from .plot import warm
+    from ..ablation.plot import warm
 
     spec, folder = ablation.spec, ablation.results.path
     log.print(run_count(spec, ablation.total, folder), markup=False, highlight=False)
@@ -195,3 +195,17 @@ def run_count(spec, total: int, folder: Path) -> str:
 def run_names(spec) -> list[str]:
     """The progress display's name of each run row: the variant, and its learning rate with --lrs."""
     return [v.name if v.lr is None else f"{v.name} lr {v.lr:g}" for v in spec.variants]
+
+
+def display_of(progress: bool | None):
+    """The live display on stderr for session.run_ablation and run_ladder, or None (quiet): progress=None shows it
+    when stderr is a terminal or in IPython."""
+    import sys
+
+    if progress is None:
+        shell = sys.modules.get("IPython")
+        progress = sys.stderr.isatty() or (shell is not None and shell.get_ipython() is not None)
+    if not progress:
+        return None
+    err = Console(stderr=True)
+    return lambda ablation: ablation_display(ablation, err, err)

@@ -258,12 +258,17 @@ def results_line(folder: Path, lrs) -> str:
 def duel_table(d: dict) -> Table:
     """The duel's two architectures side by side (report.duel). Every component on is a Qwen3: Llama's pieces
     and QK-norm."""
-    table = Table(
-        title="classic (GPT-2) against modern (Qwen3-style)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
-    )
-    table.add_column("")
-    for name in d["sides"]:
-        table.add_column(name, justify="right")
+    title, headers, rows = duel_cells(d)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in headers:
+        table.add_column(h, justify="right" if h else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def duel_cells(d: dict) -> tuple[str, list[str], list[list[str]]]:
+    """The duel's table as plain cells (its title, headers and rows), which the terminal and the share page show."""
     rows = [
         ("params", lambda x: f"{x['params']:,}"),
         ("val loss (test half)" if d.get("test_half") else "val loss", lambda x: _num(x["val_loss"], ".4f")),
@@ -274,11 +279,10 @@ def duel_table(d: dict) -> Table:
         ("val bits/char", lambda x: _num(x["val_bpc"], ".4f")),
         ("perplexity", lambda x: _num(x["perplexity"], ".3f")),
     ]
-    for what, cell in rows:
-        table.add_row(what, *(cell(x) for x in d["sides"].values()))
+    cells = [[what, *(cell(x) for x in d["sides"].values())] for what, cell in rows]
     for name in (d.get("bpb") or {}).get("change", {}):  # with --eval-data: bits per byte on val and each set
-        table.add_row(f"{name} bits/byte", *(_num(d["bpb"]["sides"][side][name], ".4f") for side in d["sides"]))
-    return table
+        cells.append([f"{name} bits/byte", *(_num(d["bpb"]["sides"][side][name], ".4f") for side in d["sides"])])
+    return "classic (GPT-2) against modern (Qwen3-style)", ["", *d["sides"]], cells
 
 
 def best_label(windows: dict | None, step: str, all_said: bool = False) -> str:
@@ -307,24 +311,28 @@ def _pct(x: float) -> str:
 
 
 def power_table(info: dict) -> Table:
-    table = Table(
-        title="mde: the smallest |Δ val| detected with 80% power (nats/token)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("seeds", justify="right")
-    table.add_column(f"one comparison (α {info['alpha']:g})", justify="right")
-    table.add_column("over the sd's 95% CI", justify="right")
-    table.add_column(f"a row of a {info['table_rows']}-row table (α/{info['table_rows']})", justify="right")
-    table.add_column("over the sd's 95% CI", justify="right")
+    title, headers, rows = power_cells(info)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in headers:
+        table.add_column(h, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def power_cells(info: dict) -> tuple[str, list[str], list[list[str]]]:
+    """power's mde table as plain cells (its title, headers and rows), which the terminal and the share page show."""
+    n = info["table_rows"]
+    headers = ["seeds", f"one comparison (α {info['alpha']:g})", "over the sd's 95% CI"]
+    headers += [f"a row of a {n}-row table (α/{n})", "over the sd's 95% CI"]
+    rows = []
     for r in info["mde"]:
         cells = [str(r["seeds"])]
         for key in ("one_comparison", "table_row"):
             x = r[key]
             cells += [_num(x["mde"], ".4f"), f"{_num(x['low'], '.4f')}–{_num(x['high'], '.4f')}"]
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return "mde: the smallest |Δ val| detected with 80% power (nats/token)", headers, rows
 
 
 def power_sentences(info: dict) -> list[str]:
@@ -518,20 +526,26 @@ def _styled(verdict: str) -> str:
 def markdown(rep: Report) -> str:
     from ..ablation.report import title
 
-    columns = _columns(rep)
-    headers = [f.metadata["header"] for f in columns]
+    headers, cells = folder_cells(rep)
     lines = [
         f"**{title(rep)}**",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
-    lines += ["| " + " | ".join(cell(row, f.name, f.metadata["fmt"]) for f in columns) + " |" for row in rep.summary]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     if rep.duel:
         lines += ["", duel_sentence(rep.duel)]
     if rep.metrics is not None:
         lines += ["", _metric_markdown(rep.metrics, report_metric_titles(rep.metrics, rep.design), skip=1).rstrip("\n")]
     return "\n".join(lines + [""] + [f"- {n}" for n in rep.notes]) + "\n"
+
+
+def folder_cells(rep: Report) -> tuple[list[str], list[list[str]]]:
+    """The full table's headers and plain cells, which the Markdown table and the share page show."""
+    columns = _columns(rep)
+    cells = [[cell(row, f.name, f.metadata["fmt"]) for f in columns] for row in rep.summary]
+    return [f.metadata["header"] for f in columns], cells
 
 
 def csv_text(summary: list[SummaryRow]) -> str:
@@ -790,11 +804,8 @@ def metrics_tables(design: Design, s: JudgeSettings, result) -> list[Table]:
 
 def report_metric_titles(result, design: Design) -> list[str]:
     """A results folder's metric blocks after its verdict table (which is val_loss's): each metric's title, with
-    the alpha its share had: all of it where val's share passed on (every val row decided, fixed seeds)."""
-    t = result.table
-    val = t[(t["metric"] == result.metrics[0]) & ~t["placebo"].astype(bool) & (t["reference"] != "")]
-    passed = not design.margin and not design.sequential and len(val) and val["verdict"].isin(["better", "worse"]).all()
-    share = f"{design.alpha:g} (val's passed on)" if passed else f"{result.other_alpha:.3g}"
+    the alpha its share had: all of it where val's share passed on (verdict/metrics.py decides)."""
+    share = f"{design.alpha:g} (val's passed on)" if result.passed_on else f"{result.other_alpha:.3g}"
     n = len(result.metrics)
     return [
         f"{m}, metric {k + 1} of {n}: paired Δ against each row's reference; alpha share {share}"
