@@ -1,16 +1,6 @@
-"""A Slurm cluster through submitit's public API: each round of runs is one job array, each task one run or
---runs-per-task of them in turn.
-
-The driver alone writes the folder. A task writes each finished record to DIR/slurm/done/ (atomically); the driver,
-holding the folder's lock, takes it into runs/ (on_record), then removes it. DIR/slurm/state.json records each array:
-its job name (written before sbatch runs), job id and each task's runs; a resume waits for the tasks still queued or
-running instead of submitting their runs again, and a task skips a run already recorded, so none is trained twice.
-
-A task that ends without its runs' records (preempted, timed out, cancelled, a lost node) has them submitted again,
-up to --max-retries times (arrays use --no-requeue, so every restart is counted), then each is recorded as failed
-with Slurm's JobState. A task ignores submitit's USR2 before its time limit: Slurm ends it, as TIMEOUT. A run's
-own error ends the ablation; Ctrl-C cancels the folder's tasks; --detach submits and raises Detached.
-"""
+"""A Slurm cluster through submitit's public API: a job array per round of runs, each task one run or --runs-per-task
+of them. Tasks leave records in DIR/slurm/done/ for the driver; DIR/slurm/state.json names each array, so that a
+resume submits nothing twice; see docs/scaling.md (the folder, preemption, detach)."""
 
 from __future__ import annotations
 
@@ -35,12 +25,11 @@ from typing import TYPE_CHECKING
 from ...core.config import SLURM_OPTIONS, slurm_minutes
 from ...core.errors import UserError
 from ...core.files import atomic_path, write_json
-from . import Cluster, Detached, RemoteTraceback, cuda_seen, plain, portable
+from . import Cluster, Detached, RemoteTraceback, cuda_seen, first_line, need, plain, portable, spent
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
 
-SLURM_EXTRA = 'pip install -e ".[slurm]"'
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 START_S = 30.0  # a task's seconds before its first run: Python, torch, the corpus (an allowance)
 STEP_OVERHEAD_S = 0.005  # a step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)
@@ -54,8 +43,8 @@ def slurm(*args: str, timeout: float = 60) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise UserError(f"{args[0]} did not answer ({e}); check that the Slurm controller runs.") from None
     if out.returncode != 0:
-        said = next((line.strip() for line in out.stderr.splitlines() if line.strip()), f"exit code {out.returncode}")
-        raise UserError(f"{' '.join(args[:2])} failed: {said.rstrip('.')}; check that Slurm answers on this machine.")
+        said = first_line(out.stderr, f"exit code {out.returncode}")
+        raise UserError(f"{' '.join(args[:2])} failed: {said}; check that Slurm answers on this machine.")
     return out.stdout
 
 
@@ -102,7 +91,7 @@ def _duration(seconds: float) -> str:
 
 
 def run_seconds(ablation, device: str, threads: int) -> float:
-    """The slowest row's estimated seconds a run: its steps' and evaluations' FLOPs at compiling's measured rate."""
+    """The slowest row's estimated seconds a run: its FLOPs at compiling's measured rate."""
     from ...run import compiling
     from ..planning import variant_config
 
@@ -138,10 +127,9 @@ def _recorded(folder: Path, job, corpus) -> bool:
 
 
 def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
-    """One array task: its runs in turn, each record to done/. Returns [("raised", row, seed, error, traceback)]
-    when a run raised, else []."""
-    if hasattr(signal, "SIGUSR2"):
-        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    """One array task: its runs in turn, each record to done/; [("raised", row, seed, error, traceback)] if one
+    raised. Submitit's USR2 before the time limit is ignored: Slurm ends the task, as TIMEOUT."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     try:
         cuda_seen("a task on the Slurm node", gpus)
     except UserError as e:
@@ -173,8 +161,7 @@ class Book:
         self.path = folder / "slurm" / "state.json"
         try:
             data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
-            assert isinstance(data, dict) and isinstance(data.get("waves", []), list)
-        except (OSError, ValueError, AssertionError):
+        except (OSError, ValueError):
             raise UserError(f"{self.path} is damaged; remove it (and cancel the folder's Slurm jobs).") from None
         self.token = data.get("token") or secrets.token_hex(4)
         self.waves: list[dict] = data.get("waves", [])
@@ -208,7 +195,6 @@ class Book:
 
 def why_ended(task_id: str) -> str:
     """JobState, the signal or exit code and the reason (scontrol; sacct where there is accounting)."""
-    fields = {}
     said = subprocess.run(["scontrol", "show", "job", "-o", task_id], capture_output=True, text=True)
     if said.returncode == 0:
         fields = dict(t.split("=", 1) for t in said.stdout.split() if "=" in t)
@@ -258,23 +244,15 @@ class Slurm(Cluster):
         return replace(options, executor="slurm", **kept)
 
     def __init__(self, options: AblationOptions, threads: int, device: str):
-        try:
-            import submitit
-        except ImportError:
-            raise UserError(
-                f"--executor slurm needs submitit, which is not installed; install it with: {SLURM_EXTRA}"
-            ) from None
+        super().__init__(options, threads, device)
+        self.submitit = need("submitit", "submitit", "slurm")
         missing = [c for c in COMMANDS if shutil.which(c) is None]
         if missing:
             raise UserError(
                 f"--executor slurm needs Slurm's {' and '.join(missing[:2])}{' and more' if missing[2:] else ''}, "
                 "which is not on PATH; run modern-gpt on a login node of the cluster, or add Slurm's bin folder to PATH."
             )
-        self.submitit = submitit
-        self.options, self.threads, self.device = options, threads, device
-        self.cpus = int(options.cpus_per_run or threads)
-        self.gpus = int(options.gpus_per_run or 0)
-        self.per_task = options.runs_per_task or 1
+        self.cpus, self.gpus, self.per_task = int(self.cpus), int(self.gpus), options.runs_per_task or 1
         self.partition = find_partition(options.partition)
         if self.gpus and self.partition.gpus < self.gpus:
             raise UserError(
@@ -288,9 +266,7 @@ class Slurm(Cluster):
                 f"({self.partition.node_cpus}); lower --cpus-per-run."
             )
         self.version = slurm("sbatch", "--version").strip()
-        self.folder: Path | None = None
-        self.minutes = self.run_s = None
-        self.book: Book | None = None
+        self.folder = self.minutes = self.run_s = self.book = None
 
     def bind(self, ablation) -> None:
         self.folder = Path(ablation.results.path).absolute()
@@ -338,7 +314,7 @@ class Slurm(Cluster):
 
     def info(self) -> dict:
         o = self.options
-        return dict(name="slurm", slurm_version=self.version, submitit_version=getattr(self.submitit, "__version__", None),
+        return dict(name="slurm", slurm_version=self.version, submitit_version=self.submitit.__version__,
                     partition=self.partition.name, time_limit_min=self.minutes, cpus_per_run=self.cpus,
                     gpus_per_run=self.gpus, runs_per_task=self.per_task, array_parallelism=o.array_parallelism,
                     sbatch=list(o.sbatch or ()), max_retries=o.max_retries, settings=self.settings())  # fmt: skip
@@ -404,9 +380,7 @@ class Slurm(Cluster):
             missing = [tuple(k) for k in keys if tuple(k) in pending]
             why = why_ended(tid) + error if missing else ""
             for key in missing:
-                name = "{},{}".format(*key)
-                n = self.book.attempts[name] = self.book.attempts.get(name, 0) + 1
-                if n > self.options.max_retries:
+                if n := spent(self.book.attempts, pending[key], self.options.max_retries):
                     on_record(pending.pop(key).failure_record(corpus, f"{why}, {n} time{'s' * (n > 1)}"))
             wave["settled"].append(tid)
             gone.pop(tid, None)
@@ -415,8 +389,8 @@ class Slurm(Cluster):
             self.book.save()
 
     def _task_error(self, tid: str) -> str:
-        """Raises a run's own error; else the last line of the traceback of the task's own Python, if it failed.
-        submitit's result file (SlurmJob.paths) holds ("success", task's return) or ("error", a traceback)."""
+        """Raises a run's own error; else the last line of the task's own traceback, if it failed (submitit's result
+        file holds ("success", task's return) or ("error", a traceback))."""
         try:
             with open(self.submitit.SlurmJob(self.folder / "slurm" / "tasks", tid).paths.result_pickle, "rb") as f:
                 kind, result = pickle.load(f)
