@@ -1,10 +1,6 @@
-"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry
-(core.config.EXECUTORS): local (this process, or a pool of processes: --jobs), ray (a task per run) and slurm (a job
-array per round of runs). docs/architecture.md tells the flow, docs/scaling.md each executor's faults.
-
-A worker that dies has its run started again up to max_retries times, then recorded as failed with the reason; a
-run's own exception ends the ablation. Neither torch nor Ray is imported here: a Ray worker imports this cheaply.
-"""
+"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry (core.config.EXECUTORS):
+local (this process, or a pool: --jobs), ray (a task per run), slurm (a job array per round). docs/scaling.md tells
+their faults. Neither torch nor Ray is imported here: a Ray worker imports this cheaply."""
 
 from __future__ import annotations
 
@@ -33,8 +29,9 @@ class Executor(Protocol):
     @staticmethod
     def prestart(options: AblationOptions, runs: int) -> None: ...
 
-    # Trains every job (running.Job: job(corpus, on_step) -> its record) and returns once each record went to
-    # on_record, in the driver, which alone writes the folder; or raises Detached (--detach).
+    # Every job (running.Job: job(corpus, on_step) -> its record) trained, each record to on_record in the driver,
+    # which alone writes the folder; a dead worker's run tried again up to max_retries times, then recorded as failed;
+    # a run's own exception raised. Or raises Detached (--detach).
     def run(self, jobs, corpus, on_step, on_record) -> None: ...
     def at_once(self, pending: int) -> int: ...  # runs at once, of those pending (the time estimate)
     def info(self) -> dict: ...  # meta.json's executor
@@ -105,15 +102,11 @@ def prestart(options: AblationOptions, runs: int) -> None:
 
 def need(module: str, name: str, executor: str):
     """The module a cluster executor needs, imported; or one sentence saying how to install it."""
-    import importlib
-
     try:
-        return importlib.import_module(module)
+        return __import__(module)
     except ImportError:
-        raise UserError(
-            f"--executor {executor} needs {name}, which is not installed; install it with: "
-            f'pip install -e ".[{executor}]"'
-        ) from None
+        how = f'pip install -e ".[{executor}]"'
+        raise UserError(f"--executor {executor} needs {name}, which is not installed; install it with: {how}") from None
 
 
 def spent(tries: dict, job, max_retries: int) -> int:
@@ -149,8 +142,7 @@ class RemoteTraceback(Exception):
 
 
 def portable(e: BaseException) -> tuple[BaseException, str]:
-    """A run's exception as the driver raises it (a RuntimeError naming it where it cannot be pickled), with its
-    traceback's text."""
+    """A run's exception as the driver raises it (a RuntimeError naming it if it cannot be pickled), and its traceback."""
     import pickle
     import traceback
 

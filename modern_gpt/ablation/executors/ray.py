@@ -226,9 +226,9 @@ class Ray(Cluster):
 
     def __init__(self, options: AblationOptions, threads: int, device: str):
         super().__init__(options, threads, device)
-        given = options.ray_address if options.ray_address is not None else os.environ.get("RAY_ADDRESS", "")
-        source = "--ray-address" if options.ray_address is not None else "RAY_ADDRESS"
-        text = given.strip()
+        named = options.ray_address is not None
+        text = (options.ray_address if named else os.environ.get("RAY_ADDRESS", "")).strip()
+        source = "--ray-address" if named else "RAY_ADDRESS"
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
         imported_before, mode_given = "ray" in sys.modules, "RAY_AUTH_MODE" in os.environ  # Ray reads it at import
@@ -244,8 +244,16 @@ class Ray(Cluster):
             check_reachable(target)
             connect(ray, target, token, imported_before and not mode_given)
         self._corpus = self._corpus_ref = self._progress = None
-        try:
-            self._check_resources()
+        try:  # a run that no node can hold would wait for ever: refused now
+            nodes = self._resources()
+            if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
+                cpus = max((r.get("CPU", 0) for r in nodes), default=0)
+                gpus = max((r.get("GPU", 0) for r in nodes), default=0)
+                lower = "--cpus-per-run" if cpus < self.cpus else "--gpus-per-run (or leave it out to train on CPUs)"
+                raise UserError(
+                    f"no node of the Ray cluster has {self.cpus:g} CPU and {self.gpus:g} GPU for a run (its nodes have "
+                    f"at most {cpus:g} CPU and {gpus:g} GPU); lower {lower}, or add such a node."
+                )
         except BaseException:
             self.close()
             raise
@@ -266,31 +274,12 @@ class Ray(Cluster):
         listed = f" ({', '.join(kinds)})" if self.gpus and kinds else ""
         return f"the Ray workers' {'GPUs' if self.gpus else 'CPUs'}{listed}"
 
-    def _check_resources(self) -> None:
-        """A run that no node can hold would wait for ever: refuse it now."""
-        nodes = self._resources()
-        if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
-            cpus = max((r.get("CPU", 0) for r in nodes), default=0)
-            gpus = max((r.get("GPU", 0) for r in nodes), default=0)
-            lower = "--cpus-per-run" if cpus < self.cpus else "--gpus-per-run (or leave it out to train on CPUs)"
-            raise UserError(
-                f"no node of the Ray cluster has {self.cpus:g} CPU and {self.gpus:g} GPU for a run (its nodes have at "
-                f"most {cpus:g} CPU and {gpus:g} GPU); lower {lower}, or add such a node."
-            )
-
     def info(self) -> dict:
         nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
                  for n in self._nodes()]  # fmt: skip
         return dict(name="ray", ray_version=self.ray.__version__, address=self.address or "local (started for this ablation)",
                     cpus_per_run=self.cpus, gpus_per_run=self.gpus, max_retries=self.options.max_retries, nodes=nodes,
                     resources=self.ray.cluster_resources())  # fmt: skip
-
-    def _drain(self, on_step) -> None:  # the runs' latest steps
-        try:
-            for step in self.ray.get(self._progress.drain.remote(), timeout=5) if self._progress else ():
-                on_step(*step)
-        except self.ray.exceptions.RayError:  # its node died: the display goes on without step updates
-            self._progress = False
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ray = self.ray
@@ -307,11 +296,12 @@ class Ray(Cluster):
         pending = list(order)
         try:
             while pending:
-                done, pending = ray.wait(pending, num_returns=1, timeout=PROGRESS_INTERVAL)
-                if done and pending:  # and every other one finished meanwhile
-                    more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-                    done += more
-                self._drain(on_step)
+                done, pending = ray.wait(pending, num_returns=len(pending), timeout=PROGRESS_INTERVAL)
+                try:  # the runs' latest steps
+                    for step in ray.get(self._progress.drain.remote(), timeout=5) if self._progress else ():
+                        on_step(*step)
+                except ray.exceptions.RayError:  # its node died: the display goes on without step updates
+                    self._progress = False
                 for ref in sorted(done, key=order.get):
                     on_record(self._record(ref, jobs[order[ref]], corpus))
         except BaseException:

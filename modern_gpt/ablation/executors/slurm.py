@@ -59,11 +59,11 @@ class Partition:
     node_cpus: int = 0  # the most CPUs of one node: a task cannot have more
 
 
-def partitions() -> dict[str, Partition]:
-    found: dict[str, Partition] = {}
+def find_partition(name: str | None) -> Partition:
+    known: dict[str, Partition] = {}
     for line in slurm("sinfo", "-h", "-o", "%P|%G|%D|%c|%l|%N").splitlines():  # a line per group of like nodes
-        name, gres, nodes, cpus, limit, nodelist = (line.split("|") + [""] * 6)[:6]
-        p = found.setdefault(name.rstrip("*"), Partition(name.rstrip("*"), name.endswith("*")))
+        part, gres, nodes, cpus, limit, nodelist = (line.split("|") + [""] * 6)[:6]
+        p = known.setdefault(part.rstrip("*"), Partition(part.rstrip("*"), part.endswith("*")))
         count, per_node = int(nodes) if nodes.isdigit() else 1, int(re.match(r"\d*", cpus).group() or 0)
         p.cpus += count * per_node
         p.gpus += count * sum(int(n) for n in re.findall(r"gpu(?::[^:,()]+)?:(\d+)", gres))  # gpu:a100:2(S:0-1)
@@ -71,11 +71,6 @@ def partitions() -> dict[str, Partition]:
         unlimited = limit.strip().lower() in ("infinite", "unlimited", "n/a", "none", "")
         p.max_minutes = None if unlimited else slurm_minutes(limit)
         p.nodes = ",".join(filter(None, [p.nodes, nodelist]))
-    return found
-
-
-def find_partition(name: str | None) -> Partition:
-    known = partitions()
     found = known.get(name) if name is not None else next((p for p in known.values() if p.default), None)
     if found is not None:
         return found
@@ -113,27 +108,24 @@ def _done_file(folder: Path, row: int, seed: int) -> Path:
 
 
 def _recorded(folder: Path, job, corpus) -> bool:
-    if _done_file(folder, job.row, job.seed).is_file():
-        return True
+    """Its record is in done/, or runs/ has this ablation's."""
     from ...core.settings import Settings
     from ..results import settings_hash
 
-    try:
+    if _done_file(folder, job.row, job.seed).is_file():
+        return True
+    with contextlib.suppress(OSError, ValueError):
         found = json.loads((folder / "runs" / f"row{job.row:02d}-seed{job.seed}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    want = settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key)
-    return isinstance(found, dict) and found.get("settings_hash") == want
+        return found.get("settings_hash") == settings_hash(
+            Settings(job.model, job.train, job.data).to_dict(), corpus.key
+        )
+    return False
 
 
 def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
     """One array task: its runs in turn, each record to done/; [("raised", row, seed, error, traceback)] if one
     raised. Submitit's USR2 before the time limit is ignored: Slurm ends the task, as TIMEOUT."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    try:
-        cuda_seen("a task on the Slurm node", gpus)
-    except UserError as e:
-        return [("raised", jobs[0].row, jobs[0].seed, e, str(e))]
     with open(corpus_file, "rb") as f:
         corpus = pickle.load(f)
     root = Path(folder)
@@ -144,6 +136,7 @@ def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
             continue
         print(f"{name}: training", flush=True)
         try:
+            cuda_seen("a task on the Slurm node", gpus)
             record = job(corpus, None)
         except BaseException as e:  # a run's own error: the driver raises it, as in-process
             return [("raised", job.row, job.seed, *portable(e))]
@@ -159,10 +152,7 @@ class Book:
 
     def __init__(self, folder: Path):
         self.path = folder / "slurm" / "state.json"
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
-        except (OSError, ValueError):
-            raise UserError(f"{self.path} is damaged; remove it (and cancel the folder's Slurm jobs).") from None
+        data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
         self.token = data.get("token") or secrets.token_hex(4)
         self.waves: list[dict] = data.get("waves", [])
         self.attempts: dict[str, int] = data.get("attempts", {})
@@ -228,8 +218,7 @@ class Slurm(Cluster):
         """On Slurm with the recorded settings (flags given win); another executor only once no task is queued."""
         chosen = options.choice("executor")
         if chosen not in (None, "slurm"):
-            queued = (Path(folder) / "slurm" / "state.json").exists() and shutil.which("squeue")
-            live = Book(Path(folder)).live() if queued else {}
+            live = Book(Path(folder)).live() if shutil.which("squeue") else {}  # a folder copied off the cluster
             if live:
                 ids = " ".join(sorted({t.split("_")[0] for t in live}))
                 raise UserError(
@@ -239,9 +228,7 @@ class Slurm(Cluster):
             return options
         recorded = (meta.get("executor") or {}).get("settings") or {}
         kept = {k: v for k, v in recorded.items() if k in RECORDED and k not in options.given}
-        if isinstance(kept.get("sbatch"), list):
-            kept["sbatch"] = tuple(kept["sbatch"])
-        return replace(options, executor="slurm", **kept)
+        return replace(options, executor="slurm", **kept)  # its check makes --sbatch a tuple
 
     def __init__(self, options: AblationOptions, threads: int, device: str):
         super().__init__(options, threads, device)
@@ -280,21 +267,20 @@ class Slurm(Cluster):
             f"a task's estimated {_duration(task_s)} ({runs} run{'s' * (runs > 1)} of about {_duration(self.run_s)}, "
             f"and about {START_S:.0f} s to start)"
         )
-        fewer = ", or fewer --runs-per-task" if runs > 1 else ""
-        if p.max_minutes is not None and p.max_minutes * 60 < task_s:
+        fewer, most = ", or fewer --runs-per-task" if runs > 1 else "", p.max_minutes or math.inf
+        if most * 60 < task_s:
             raise UserError(
                 f"Slurm partition {p.name} allows a task {p.max_minutes} min, less than {estimate}; choose another "
                 f"--partition{fewer}."
             )
         if o.time_limit is None:
-            default = max(10, math.ceil(3 * task_s / 60))
-            return default if p.max_minutes is None else min(default, p.max_minutes)
+            return min(max(10, math.ceil(3 * task_s / 60)), most)  # three times the estimate
         given = slurm_minutes(o.time_limit)
         if given * 60 < task_s:
             raise UserError(
                 f"--time-limit {o.time_limit} is shorter than {estimate}; give a longer --time-limit{fewer}."
             )
-        if p.max_minutes is not None and given > p.max_minutes:
+        if given > most:
             raise UserError(
                 f"--time-limit {o.time_limit} is more than Slurm partition {p.name} allows ({p.max_minutes} min); give "
                 "a shorter one, or choose another --partition."
@@ -308,24 +294,25 @@ class Slurm(Cluster):
             room = min(room, self.partition.gpus // self.gpus)
         return max(1, min(tasks, room, self.options.array_parallelism or tasks))
 
-    def settings(self) -> dict:
-        values = {k: getattr(self.options, k) for k in RECORDED if getattr(self.options, k) is not None}
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
-
     def info(self) -> dict:
         o = self.options
+        settings = {k: list(v) if isinstance(v, tuple) else v for k in RECORDED if (v := getattr(o, k)) is not None}
         return dict(name="slurm", slurm_version=self.version, submitit_version=self.submitit.__version__,
                     partition=self.partition.name, time_limit_min=self.minutes, cpus_per_run=self.cpus,
                     gpus_per_run=self.gpus, runs_per_task=self.per_task, array_parallelism=o.array_parallelism,
-                    sbatch=list(o.sbatch or ()), max_retries=o.max_retries, settings=self.settings())  # fmt: skip
+                    sbatch=list(o.sbatch or ()), max_retries=o.max_retries, settings=settings)  # fmt: skip
 
     def device_name(self) -> str:
         return f"the Slurm partition {self.partition.name}'s {'GPUs' if self.gpus else 'CPUs'}"
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         self.book = self.book or Book(self.folder)
-        pending = {(j.row, j.seed): j for j in jobs}
-        corpus_file, gone, started = self._corpus_file(corpus), {}, time.monotonic()  # gone: task id -> first seen so
+        pending, gone, started = {(j.row, j.seed): j for j in jobs}, {}, time.monotonic()  # gone: tid -> first seen so
+        corpus_file = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
+        if not corpus_file.exists():
+            corpus_file.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(corpus_file) as tmp, open(tmp, "wb") as f:
+                pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             while self._collect(pending, on_record):
                 live = self.book.live()
@@ -342,10 +329,9 @@ class Slurm(Cluster):
                     )
                 else:
                     time.sleep(min(10.0, 1.0 + (time.monotonic() - started) / 60))
-        except Detached:
-            raise
-        except BaseException:  # Ctrl-C, SIGTERM, a run's error: nothing more trains
-            self._cancel()
+        except BaseException as e:  # Ctrl-C, SIGTERM, a run's error: nothing more trains
+            if not isinstance(e, Detached):
+                self._cancel()
             raise
 
     def _collect(self, pending: dict, on_record) -> int:
@@ -370,7 +356,7 @@ class Slurm(Cluster):
         and is recorded as failed after max_retries + 1."""
         now, changed = time.monotonic(), False
         for wave, tid, keys in self.book.tasks():
-            if tid in wave.setdefault("settled", []) or tid in live:
+            if tid in wave["settled"] or tid in live:
                 gone.pop(tid, None)
                 continue
             if now - gone.setdefault(tid, now) < GRACE_S:
@@ -402,14 +388,6 @@ class Slurm(Cluster):
         last = [line.strip() for line in str(result).splitlines() if line.strip()][-1:] if kind == "error" else []
         return f" ({last[0]})" if last else ""
 
-    def _corpus_file(self, corpus) -> Path:
-        path = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as tmp, open(tmp, "wb") as f:
-                pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
-
     def _submit(self, jobs: list, corpus_file: Path) -> None:
         """One job array, a task per pack of runs; its name into state.json before sbatch, its job id after."""
         packs = [jobs[i : i + self.per_task] for i in range(0, len(jobs), self.per_task)]
@@ -417,8 +395,16 @@ class Slurm(Cluster):
         wave["packs"] = [[[j.row, j.seed] for j in pack] for pack in packs]
         self.book.waves.append(wave)
         self.book.save()
+        extra = {"no_requeue": True}  # each restart is a resubmission that --max-retries counts
+        for k, _, v in (entry.partition("=") for entry in self.options.sbatch or ()):
+            extra[k.strip().lstrip("-")] = v if v else True
+        params = dict(job_name=wave["name"], partition=self.partition.name, time=self.minutes, nodes=1,
+                      ntasks_per_node=1, cpus_per_task=self.cpus, additional_parameters=extra, gpus_per_node=self.gpus,
+                      array_parallelism=self.options.array_parallelism)  # fmt: skip
         ex = self.submitit.SlurmExecutor(folder=self.folder / "slurm" / "tasks", max_num_timeout=0)
-        ex.update_parameters(**self._parameters(wave["name"]))
+        ex.update_parameters(
+            **{k: v for k, v in params.items() if v or k not in ("gpus_per_node", "array_parallelism")}
+        )
         n = len(packs)
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: it is said below
@@ -434,23 +420,12 @@ class Slurm(Cluster):
         wave["job_id"] = submitted[0].job_id.split("_")[0]
         self.book.save()
 
-    def _parameters(self, name: str) -> dict:
-        extra = {"no_requeue": True}  # each restart is a resubmission that --max-retries counts
-        for k, _, v in (entry.partition("=") for entry in self.options.sbatch or ()):
-            extra[k.strip().lstrip("-")] = v if v else True
-        params = dict(job_name=name, partition=self.partition.name, time=self.minutes, nodes=1, ntasks_per_node=1,
-                      cpus_per_task=self.cpus, additional_parameters=extra, gpus_per_node=self.gpus,
-                      array_parallelism=self.options.array_parallelism)  # fmt: skip
-        return {k: v for k, v in params.items() if v or k not in ("gpus_per_node", "array_parallelism")}
-
     def _cancel(self) -> None:
-        if self.book is None:
-            return
         ids = sorted({w["job_id"] for w in self.book.waves if w.get("job_id")})
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
         for wave, tid, _ in self.book.tasks():
-            if tid not in wave.setdefault("settled", []):
+            if tid not in wave["settled"]:
                 wave["settled"].append(tid)
         self.book.save()
 
