@@ -145,35 +145,6 @@ def check_reachable(address: Address) -> None:
         )
 
 
-def refused(address: Address, token: str | None, too_late: bool) -> str:
-    """The cluster refused this machine's token, or its lack of one (Ray's log said InvalidAuthToken)."""
-    mode = os.environ.get("RAY_AUTH_MODE", "token")
-    if mode.strip().lower() != "token":
-        why = f"RAY_AUTH_MODE={mode} here sends none; unset RAY_AUTH_MODE, or set it to token. To get the token,"
-    elif token is None:
-        why = "this machine has none;"
-    elif too_late:  # RAY_AUTH_MODE set by use_token after Ray was imported
-        why = "Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token before importing ray, or"
-    else:
-        return (
-            f"the Ray cluster at {address} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}."
-        )
-    return f"the Ray cluster at {address} asks for a token (token authentication), and {why} {TOKEN_HELP}."
-
-
-def start_local(ray) -> None:
-    """A new local Ray for this ablation, never one left running; the SIGTERM handler Ray sets is put back."""
-    main = threading.current_thread() is threading.main_thread()
-    saved = signal.getsignal(signal.SIGTERM) if main else None
-    try:
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    except Exception as e:
-        raise UserError(f"could not start a local Ray: {first_line(str(e), type(e).__name__)}.") from None
-    finally:
-        if saved is not None:
-            signal.signal(signal.SIGTERM, saved)
-
-
 def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
     """ray.init in a thread under INIT_DEADLINE_S, its C++ log of refused tries captured (read for InvalidAuthToken)."""
     outcome: list = []
@@ -205,8 +176,17 @@ def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
         )
     if outcome[0] is None:
         return
-    if "InvalidAuthToken" in said:
-        raise UserError(refused(address, token, too_late))
+    mode, at = os.environ.get("RAY_AUTH_MODE", "token"), f"the Ray cluster at {address}"
+    if "InvalidAuthToken" in said:  # the cluster refused this machine's token, or its lack of one
+        if mode.strip().lower() != "token":
+            why = f"RAY_AUTH_MODE={mode} here sends none; unset RAY_AUTH_MODE, or set it to token. To get the token,"
+        elif token is None:
+            why = "this machine has none;"
+        elif too_late:  # RAY_AUTH_MODE set by use_token after Ray was imported
+            why = "Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token before importing ray, or"
+        else:
+            raise UserError(f"{at} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}.")
+        raise UserError(f"{at} asks for a token (token authentication), and {why} {TOKEN_HELP}.")
     line = first_line(str(outcome[0]), type(outcome[0]).__name__)
     if address.text == "auto" and "Could not find any running Ray instance" in line:
         raise UserError(
@@ -238,8 +218,16 @@ class Ray(Cluster):
         token = None if target is None else use_token()
         self.ray = ray = need("ray", "Ray", "ray")
         self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
-        if self.connected and target is None:
-            start_local(ray)
+        if self.connected and target is None:  # a new local Ray, never one left running; Ray's SIGTERM handler undone
+            main = threading.current_thread() is threading.main_thread()
+            saved = signal.getsignal(signal.SIGTERM) if main else None
+            try:
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            except Exception as e:
+                raise UserError(f"could not start a local Ray: {first_line(str(e), type(e).__name__)}.") from None
+            finally:
+                if saved is not None:
+                    signal.signal(signal.SIGTERM, saved)
         elif self.connected:
             check_reachable(target)
             connect(ray, target, token, imported_before and not mode_given)

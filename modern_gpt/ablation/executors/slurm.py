@@ -12,7 +12,6 @@ import math
 import os
 import pickle
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -128,10 +127,9 @@ def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     with open(corpus_file, "rb") as f:
         corpus = pickle.load(f)
-    root = Path(folder)
     for job in jobs:
         name = f"modern-gpt: row {job.row} seed {job.seed} on {socket.gethostname()}"
-        if _recorded(root, job, corpus):
+        if _recorded(Path(folder), job, corpus):
             print(f"{name}: already recorded, skipped", flush=True)
             continue
         print(f"{name}: training", flush=True)
@@ -140,8 +138,7 @@ def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
             record = job(corpus, None)
         except BaseException as e:  # a run's own error: the driver raises it, as in-process
             return [("raised", job.row, job.seed, *portable(e))]
-        _done_file(root, job.row, job.seed).parent.mkdir(parents=True, exist_ok=True)
-        write_json(_done_file(root, job.row, job.seed), record)
+        write_json(_done_file(Path(folder), job.row, job.seed), record)  # done/ is the driver's
         print(f"{name}: trained in {record['secs']:.2f} s", flush=True)
     return []
 
@@ -153,7 +150,7 @@ class Book:
     def __init__(self, folder: Path):
         self.path = folder / "slurm" / "state.json"
         data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
-        self.token = data.get("token") or secrets.token_hex(4)
+        self.token = data.get("token") or os.urandom(4).hex()
         self.waves: list[dict] = data.get("waves", [])
         self.attempts: dict[str, int] = data.get("attempts", {})
 
@@ -202,10 +199,9 @@ def why_ended(task_id: str) -> str:
         detail = f" (signal {sig}{', ' + name if name else ''})"
     elif code.isdigit() and int(code):
         detail = f" (exit code {code})"
-    reason = fields.get("Reason", "")
-    return f"the Slurm task running it ({task_id}) ended {state}{detail}" + (
-        f", reason {reason}" if reason and reason not in ("None", "(null)") else ""
-    )
+    reason = fields.get("Reason") or "None"
+    reason = "" if reason in ("None", "(null)") else f", reason {reason}"
+    return f"the Slurm task running it ({task_id}) ended {state}{detail}{reason}"
 
 
 class Slurm(Cluster):
@@ -288,10 +284,8 @@ class Slurm(Cluster):
         return given
 
     def at_once(self, pending: int) -> int:
-        tasks = math.ceil(pending / self.per_task)
-        room = self.partition.cpus // max(1, self.cpus)
-        if self.gpus:
-            room = min(room, self.partition.gpus // self.gpus)
+        p, tasks = self.partition, math.ceil(pending / self.per_task)
+        room = min(p.cpus // self.cpus, p.gpus // self.gpus if self.gpus else tasks)
         return max(1, min(tasks, room, self.options.array_parallelism or tasks))
 
     def info(self) -> dict:
@@ -309,8 +303,8 @@ class Slurm(Cluster):
         self.book = self.book or Book(self.folder)
         pending, gone, started = {(j.row, j.seed): j for j in jobs}, {}, time.monotonic()  # gone: tid -> first seen so
         corpus_file = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
+        (self.folder / "slurm" / "done").mkdir(parents=True, exist_ok=True)
         if not corpus_file.exists():
-            corpus_file.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(corpus_file) as tmp, open(tmp, "wb") as f:
                 pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
@@ -329,9 +323,15 @@ class Slurm(Cluster):
                     )
                 else:
                     time.sleep(min(10.0, 1.0 + (time.monotonic() - started) / 60))
-        except BaseException as e:  # Ctrl-C, SIGTERM, a run's error: nothing more trains
+        except BaseException as e:  # Ctrl-C, SIGTERM, a run's error: nothing more trains, and no task is counted
             if not isinstance(e, Detached):
-                self._cancel()
+                ids = sorted({w["job_id"] for w in self.book.waves if w.get("job_id")})
+                if ids:
+                    subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+                for wave, tid, _ in self.book.tasks():
+                    if tid not in wave["settled"]:
+                        wave["settled"].append(tid)
+                self.book.save()
             raise
 
     def _collect(self, pending: dict, on_record) -> int:
@@ -362,9 +362,17 @@ class Slurm(Cluster):
             if now - gone.setdefault(tid, now) < GRACE_S:
                 continue
             self._collect(pending, on_record)
-            error = self._task_error(tid)
+            try:  # submitit's result file: ("success", what task returned) or ("error", a traceback)
+                with open(self.submitit.SlurmJob(self.folder / "slurm" / "tasks", tid).paths.result_pickle, "rb") as f:
+                    kind, result = pickle.load(f)
+            except Exception:
+                kind, result = "", ""
+            if kind == "success" and result:  # a run's own error ends the ablation
+                _, row, seed, error, text = result[0]
+                raise error from RemoteTraceback(f"row {row} seed {seed}, in Slurm task {tid}:\n{text}")  # for --debug
+            last = [line.strip() for line in str(result).splitlines() if line.strip()][-1:] if kind == "error" else []
             missing = [tuple(k) for k in keys if tuple(k) in pending]
-            why = why_ended(tid) + error if missing else ""
+            why = why_ended(tid) + (f" ({last[0]})" if last else "") if missing else ""
             for key in missing:
                 if n := spent(self.book.attempts, pending[key], self.options.max_retries):
                     on_record(pending.pop(key).failure_record(corpus, f"{why}, {n} time{'s' * (n > 1)}"))
@@ -373,20 +381,6 @@ class Slurm(Cluster):
             changed = True
         if changed:
             self.book.save()
-
-    def _task_error(self, tid: str) -> str:
-        """Raises a run's own error; else the last line of the task's own traceback, if it failed (submitit's result
-        file holds ("success", task's return) or ("error", a traceback))."""
-        try:
-            with open(self.submitit.SlurmJob(self.folder / "slurm" / "tasks", tid).paths.result_pickle, "rb") as f:
-                kind, result = pickle.load(f)
-        except Exception:
-            return ""
-        if kind == "success" and result:
-            _, row, seed, error, text = result[0]
-            raise error from RemoteTraceback(f"row {row} seed {seed}, in Slurm task {tid}:\n{text}")  # for --debug
-        last = [line.strip() for line in str(result).splitlines() if line.strip()][-1:] if kind == "error" else []
-        return f" ({last[0]})" if last else ""
 
     def _submit(self, jobs: list, corpus_file: Path) -> None:
         """One job array, a task per pack of runs; its name into state.json before sbatch, its job id after."""
@@ -418,15 +412,6 @@ class Slurm(Cluster):
                 f"sbatch refused the array of {n} task{'s' * (n > 1)}: {said.rstrip('.')}; check --sbatch and --partition."
             ) from None
         wave["job_id"] = submitted[0].job_id.split("_")[0]
-        self.book.save()
-
-    def _cancel(self) -> None:
-        ids = sorted({w["job_id"] for w in self.book.waves if w.get("job_id")})
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
-        for wave, tid, _ in self.book.tasks():
-            if tid not in wave["settled"]:
-                wave["settled"].append(tid)
         self.book.save()
 
 
