@@ -8,6 +8,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 from multiprocessing.connection import wait as wait_ready
 from typing import TYPE_CHECKING
@@ -51,9 +52,8 @@ class Local:
         """One thread per run with --jobs auto on a CPU (bitwise --jobs 1 --threads 1), else the cores shared."""
         from ...run.train import default_threads
 
-        if options.jobs == AUTO:
-            return 1 if device == "cpu" else default_threads(1)
-        return default_threads(options.jobs)
+        auto = options.jobs == AUTO
+        return 1 if auto and device == "cpu" else default_threads(1 if auto else options.jobs)
 
     @staticmethod
     def prestart(options: AblationOptions, runs: int) -> None:
@@ -80,8 +80,7 @@ class Local:
 
 
 def _worker_main(conn, corpus, environ: dict) -> None:
-    """Runs each job it is sent until None, with the driver's environ (not the fork server's older one); the driver
-    alone decides on Ctrl-C."""
+    """Runs each job it is sent until None, with the driver's environ, not the fork server's; the driver has Ctrl-C."""
     for s in set(STOPS) - {signal.SIGTERM}:
         signal.signal(s, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
@@ -115,12 +114,11 @@ def _signals_held():
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []
     saved = {s: signal.signal(s, lambda n, _: caught.append(n)) for s in STOPS} if main else {}
-    masked = hasattr(signal, "pthread_sigmask")
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS) if masked else None
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS) if hasattr(signal, "pthread_sigmask") else None
     try:
         yield
     finally:
-        if masked:
+        if before is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
         for s, handler in saved.items():
             if handler is not None:  # None: not Python's to restore
@@ -148,11 +146,7 @@ def _ensure_server() -> None:
 def stop_server() -> None:
     """Stop the fork server at once at a command's end (its own teardown, 0.6 s, keeps stdout open); CPython's
     private names: where they change, it stops as it would anyway."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return
-    from multiprocessing import forkserver
-
-    server = getattr(forkserver, "_forkserver", None)
+    server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)  # none if never imported
     pid = getattr(server, "_forkserver_pid", None)
     if pid and hasattr(server, "_stop"):
         with contextlib.suppress(OSError):
@@ -216,16 +210,16 @@ class LocalPool:
         stopping: list[_Worker] = []
         try:
             while todo or live:
-                for w in live:  # idle workers take the next runs, and new ones start while fewer than asked run
-                    if w.job is None and todo:
-                        w.give(todo.popleft())
-                while todo and len(live) < self.workers:
+                for w in [
+                    w for w in live if w.job is None
+                ]:  # idle: the next run, or none and it ends (its memory freed)
+                    w.give(todo.popleft() if todo else None)
+                    if w.job is None:
+                        live.remove(w)
+                        stopping.append(w)
+                while todo and len(live) < self.workers:  # and new ones while fewer than asked run
                     live.append(self._start(corpus))
                     live[-1].give(todo.popleft())
-                for w in [w for w in live if w.job is None]:  # nothing left for it: it ends and frees its memory
-                    w.give(None)
-                    live.remove(w)
-                    stopping.append(w)
                 handles = {h: w for w in live for h in (w.conn, w.process.sentinel)}
                 for handle in wait_ready(list(handles), timeout=1.0) if live else ():
                     if (w := handles[handle]) in live and not self._read(w, on_step, on_record):

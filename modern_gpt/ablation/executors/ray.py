@@ -116,8 +116,8 @@ def use_token() -> str | None:
     source = _token_source()
     if source is None and mode is not None:
         raise UserError(f"RAY_AUTH_MODE is token, but this machine has no Ray token; {TOKEN_HELP}.")
-    if source is not None and mode is None:
-        os.environ["RAY_AUTH_MODE"] = "token"
+    if source is not None:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     return source
 
 

@@ -354,7 +354,7 @@ class Slurm(Cluster):
     def _settle(self, live: dict, gone: dict, pending: dict, corpus, on_record) -> None:
         """Tasks out of the queue for GRACE_S: a run's error is raised; each run without a record counts an attempt,
         and is recorded as failed after max_retries + 1."""
-        now, changed = time.monotonic(), False
+        now = time.monotonic()
         for wave, tid, keys in self.book.tasks():
             if tid in wave["settled"] or tid in live:
                 gone.pop(tid, None)
@@ -378,8 +378,6 @@ class Slurm(Cluster):
                     on_record(pending.pop(key).failure_record(corpus, f"{why}, {n} time{'s' * (n > 1)}"))
             wave["settled"].append(tid)
             gone.pop(tid, None)
-            changed = True
-        if changed:
             self.book.save()
 
     def _submit(self, jobs: list, corpus_file: Path) -> None:
@@ -389,16 +387,13 @@ class Slurm(Cluster):
         wave["packs"] = [[[j.row, j.seed] for j in pack] for pack in packs]
         self.book.waves.append(wave)
         self.book.save()
-        extra = {"no_requeue": True}  # each restart is a resubmission that --max-retries counts
-        for k, _, v in (entry.partition("=") for entry in self.options.sbatch or ()):
-            extra[k.strip().lstrip("-")] = v if v else True
-        params = dict(job_name=wave["name"], partition=self.partition.name, time=self.minutes, nodes=1,
-                      ntasks_per_node=1, cpus_per_task=self.cpus, additional_parameters=extra, gpus_per_node=self.gpus,
-                      array_parallelism=self.options.array_parallelism)  # fmt: skip
+        given = (entry.partition("=") for entry in self.options.sbatch or ())  # no_requeue: --max-retries counts each
+        extra = {"no_requeue": True, **{k.strip().lstrip("-"): v or True for k, _, v in given}}
+        optional = {"gpus_per_node": self.gpus, "array_parallelism": self.options.array_parallelism}
         ex = self.submitit.SlurmExecutor(folder=self.folder / "slurm" / "tasks", max_num_timeout=0)
-        ex.update_parameters(
-            **{k: v for k, v in params.items() if v or k not in ("gpus_per_node", "array_parallelism")}
-        )
+        ex.update_parameters(job_name=wave["name"], partition=self.partition.name, time=self.minutes, nodes=1,
+                             ntasks_per_node=1, cpus_per_task=self.cpus, additional_parameters=extra,
+                             **{k: v for k, v in optional.items() if v})  # fmt: skip
         n = len(packs)
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: it is said below
