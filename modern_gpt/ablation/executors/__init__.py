@@ -58,8 +58,7 @@ class Cluster:
     def device_of(cls, name: str, options: AblationOptions) -> str:
         gpus = bool(options.gpus_per_run)
         if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
-            want = cls.CUDA_HINT if name == "cuda" else "--device auto"
-            given = options.gpus_per_run or 0
+            want, given = cls.CUDA_HINT if name == "cuda" else "--device auto", options.gpus_per_run or 0
             raise UserError(f"--device {name} does not go with --gpus-per-run {given:g} on {cls.NAME}; use {want}.")
         return "cuda" if gpus else "cpu"
 

@@ -246,16 +246,13 @@ class Ray(Cluster):
             self.close()
             raise
 
-    def _nodes(self) -> list[dict]:
-        return [n for n in self.ray.nodes() if n.get("Alive")]
-
     def at_once(self, pending: int) -> int:
         """Runs the cluster holds at once, by CPUs and GPUs (for the time estimate)."""
         fits = [(r.get("CPU", 0) // self.cpus, r.get("GPU", 0) // (self.gpus or 1)) for r in self._resources()]
         return max(1, sum(int(min(cpus, gpus) if self.gpus else cpus) for cpus, gpus in fits))
 
     def _resources(self) -> list[dict]:
-        return [n["Resources"] for n in self._nodes()]
+        return [n["Resources"] for n in self.ray.nodes() if n.get("Alive")]
 
     def device_name(self) -> str:
         kinds = sorted({k.split(":", 1)[1] for r in self._resources() for k in r if k.startswith("accelerator_type:")})
@@ -264,7 +261,7 @@ class Ray(Cluster):
 
     def info(self) -> dict:
         nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
-                 for n in self._nodes()]  # fmt: skip
+                 for n in self.ray.nodes() if n.get("Alive")]  # fmt: skip
         return dict(name="ray", ray_version=self.ray.__version__, address=self.address or "local (started for this ablation)",
                     cpus_per_run=self.cpus, gpus_per_run=self.gpus, max_retries=self.options.max_retries, nodes=nodes,
                     resources=self.ray.cluster_resources())  # fmt: skip

@@ -89,11 +89,10 @@ def run_seconds(ablation, device: str, threads: int) -> float:
     from ...run import compiling
     from ..planning import variant_config
 
-    m = compiling.CPU if device == "cpu" else compiling.CUDA
-    rate = m.gflops * 1e9 * (threads if device == "cpu" else 1)
-    s = ablation.spec.settings
+    rate = 1e9 * (compiling.CPU.gflops * threads if device == "cpu" else compiling.CUDA.gflops)
+    s, worst = ablation.spec.settings, 0.0
     vocab = ablation.corpus.tokenizer.vocab_size if ablation.corpus is not None else s.model.vocab_size
-    t, worst = s.train, 0.0
+    t = s.train
     for v in ablation.spec.variants:
         cfg = replace(variant_config(s.model, v), vocab_size=vocab)
         step = compiling.step_flops(cfg, t.batch_size) / rate + STEP_OVERHEAD_S
@@ -151,8 +150,7 @@ class Book:
         self.path = folder / "slurm" / "state.json"
         data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
         self.token = data.get("token") or os.urandom(4).hex()
-        self.waves: list[dict] = data.get("waves", [])
-        self.attempts: dict[str, int] = data.get("attempts", {})
+        self.waves, self.attempts = data.get("waves", []), data.get("attempts", {})  # attempts: "row,seed" -> n
 
     def save(self) -> None:
         write_json(self.path, {"token": self.token, "waves": self.waves, "attempts": self.attempts})
@@ -336,8 +334,7 @@ class Slurm(Cluster):
 
     def _collect(self, pending: dict, on_record) -> int:
         """Each record a task wrote to done/ into the folder, then its file removed; returns the runs still pending."""
-        done = self.folder / "slurm" / "done"
-        names = set(os.listdir(done)) if done.is_dir() else set()
+        names = set(os.listdir(self.folder / "slurm" / "done"))  # one listing: a shared filesystem shows it fresh
         for key in sorted(pending, key=lambda k: (k[1], k[0])):
             f = _done_file(self.folder, *key)
             if f.name not in names:
@@ -418,12 +415,8 @@ def check_visible(folder: Path, partition: Partition) -> None:
     real = os.path.realpath(folder)
     if not any(real == p or real.startswith(p + "/") for p in NODE_LOCAL):
         return
-    try:
-        nodes = set(slurm("scontrol", "show", "hostnames", partition.nodes).split())
-    except UserError:
-        return
-    here = {socket.gethostname(), socket.getfqdn(), "localhost"}
-    others = sorted(nodes - here)
+    nodes = set(slurm("scontrol", "show", "hostnames", partition.nodes).split())
+    others = sorted(nodes - {socket.gethostname(), socket.getfqdn(), "localhost"})
     if others:
         raise UserError(
             f"the results folder {folder} is on this machine's own {real.split('/')[1]}, which the compute nodes of "
