@@ -210,9 +210,7 @@ class LocalPool:
         stopping: list[_Worker] = []
         try:
             while todo or live:
-                for w in [
-                    w for w in live if w.job is None
-                ]:  # idle: the next run, or none and it ends (its memory freed)
+                for w in [w for w in live if w.job is None]:  # idle: the next run, or it ends (its memory freed)
                     w.give(todo.popleft() if todo else None)
                     if w.job is None:
                         live.remove(w)
