@@ -43,8 +43,7 @@ class Executor(Protocol):
 
 
 class Cluster:
-    """What Ray and Slurm share: each run reserves its CPUs (--cpus-per-run) and GPUs (--gpus-per-run: then cuda) on
-    a node, where its memory is checked."""
+    """What Ray and Slurm share: a run reserves CPUs and GPUs (then cuda) on a node, where its memory is checked."""
 
     local_memory = False
     NAME = ""  # as a sentence names the cluster: "Ray", "Slurm"
@@ -109,8 +108,7 @@ def need(module: str, name: str, executor: str):
 
 
 def spent(tries: dict, job, max_retries: int) -> int:
-    """Counts a try of job's run that ended without its record (its worker or task died): 0 while it may run again,
-    else the tries made, and it is recorded as failed."""
+    """Counts a try that ended without the run's record (a dead worker): 0 while it may go again, else the tries."""
     key = f"{job.row},{job.seed}"
     n = tries[key] = tries.get(key, 0) + 1
     return n if n > max_retries else 0
