@@ -1,19 +1,6 @@
-"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry
-(core.config.EXECUTORS): local (this process, or a pool of processes: --jobs), ray (a task per run) and slurm (a job
-array per round of runs).
-
-executor.run(jobs, corpus, on_step, on_record) trains every job and returns once each has a record, or raises
-Detached once the runs are handed over (--detach). A job (running.Job) is job(corpus, on_step) -> its record, with
-job.failure_record(corpus, error), job.row and job.seed. on_step(row, seed, step, loss) follows the runs (a few
-updates a second); on_record(record) takes each finished run in the driver, which alone writes the folder. The
-corpus goes to the workers once; no worker reads the data files.
-
-A worker that dies (killed, out of memory, a lost node) has its run started again up to max_retries times, then
-recorded as failed with the reason. A run's own exception ends the ablation, as in-process. Ctrl-C and SIGTERM (a
-KeyboardInterrupt in the driver) stop every executor at once; every finished run is handed over already.
-
-Neither torch nor Ray is imported here: a Ray worker unpickling a task imports this cheaply.
-"""
+"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry (core.config.EXECUTORS):
+local (this process, or a pool: --jobs), ray (a task per run), slurm (a job array per round). docs/scaling.md tells
+their faults. Neither torch nor Ray is imported here: a Ray worker imports this cheaply."""
 
 from __future__ import annotations
 
@@ -30,9 +17,8 @@ PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough 
 
 
 class Executor(Protocol):
-    """Made as cls(options, threads, device) for an ablation's life. Before one is made, the class says the device
-    its runs train on (device_of), the torch threads per run without --threads (threads), whether their memory is
-    checked on this machine (local_memory), and what starts before the driver imports torch (prestart)."""
+    """Made as cls(options, threads, device) for an ablation's life; before that, the class says its runs' device,
+    their torch threads without --threads, whether their memory is checked here, and what starts before torch."""
 
     local_memory: bool
 
@@ -42,7 +28,11 @@ class Executor(Protocol):
     def threads(options: AblationOptions, device: str) -> int: ...
     @staticmethod
     def prestart(options: AblationOptions, runs: int) -> None: ...
-    def run(self, jobs, corpus, on_step, on_record) -> None: ...  # see the module's docstring
+
+    # Every job (running.Job: job(corpus, on_step) -> its record) trained, each record to on_record in the driver,
+    # which alone writes the folder; a dead worker's run tried again up to max_retries times, then recorded as failed;
+    # a run's own exception raised. Or raises Detached (--detach).
+    def run(self, jobs, corpus, on_step, on_record) -> None: ...
     def at_once(self, pending: int) -> int: ...  # runs at once, of those pending (the time estimate)
     def info(self) -> dict: ...  # meta.json's executor
     def device_name(self) -> str | None: ...  # meta.json's device_name, when not this machine's device
@@ -53,19 +43,21 @@ class Executor(Protocol):
 
 
 class Cluster:
-    """What Ray and Slurm share: each run reserves its CPUs (--cpus-per-run, one) and GPUs (--gpus-per-run: then
-    cuda) on a node, where its memory is checked."""
+    """What Ray and Slurm share: a run reserves CPUs and GPUs (then cuda) on a node, where its memory is checked."""
 
     local_memory = False
     NAME = ""  # as a sentence names the cluster: "Ray", "Slurm"
     CUDA_HINT = "--gpus-per-run 1"  # what --device cuda needs here
 
+    def __init__(self, options: AblationOptions, threads: int, device: str):
+        self.options, self.threads, self.device = options, threads, device
+        self.cpus, self.gpus = options.cpus_per_run or threads, options.gpus_per_run or 0
+
     @classmethod
     def device_of(cls, name: str, options: AblationOptions) -> str:
         gpus = bool(options.gpus_per_run)
         if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
-            want = cls.CUDA_HINT if name == "cuda" else "--device auto"
-            given = options.gpus_per_run or 0
+            want, given = cls.CUDA_HINT if name == "cuda" else "--device auto", options.gpus_per_run or 0
             raise UserError(f"--device {name} does not go with --gpus-per-run {given:g} on {cls.NAME}; use {want}.")
         return "cuda" if gpus else "cpu"
 
@@ -106,6 +98,26 @@ def prestart(options: AblationOptions, runs: int) -> None:
     executor_class(options).prestart(options, runs)
 
 
+def need(module: str, name: str, executor: str):
+    """The module a cluster executor needs, imported; or one sentence saying how to install it."""
+    try:
+        return __import__(module)
+    except ImportError:
+        how = f'pip install -e ".[{executor}]"'
+        raise UserError(f"--executor {executor} needs {name}, which is not installed; install it with: {how}") from None
+
+
+def spent(tries: dict, job, max_retries: int) -> int:
+    """Counts a try that ended without the run's record (a dead worker): 0 while it may go again, else the tries."""
+    key = f"{job.row},{job.seed}"
+    n = tries[key] = tries.get(key, 0) + 1
+    return n if n > max_retries else 0
+
+
+def first_line(text: str, default: str = "") -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), default).rstrip(".")
+
+
 def _throttled(send):
     """on_step for a worker: a run's first step, then at most one update per PROGRESS_INTERVAL."""
     last: dict = {}
@@ -127,8 +139,7 @@ class RemoteTraceback(Exception):
 
 
 def portable(e: BaseException) -> tuple[BaseException, str]:
-    """A run's exception as it crosses to the driver, which raises it: itself, or, if it cannot be pickled, a
-    RuntimeError that names it; and its traceback's text."""
+    """A run's exception as the driver raises it (a RuntimeError naming it if it cannot be pickled), and its traceback."""
     import pickle
     import traceback
 
@@ -141,8 +152,7 @@ def portable(e: BaseException) -> tuple[BaseException, str]:
 
 
 def cuda_seen(where: str, gpus: float) -> None:
-    """A cluster run that reserved GPUs refuses to train on a node whose torch has no CUDA (--device auto would
-    train on the CPU, the GPUs reserved and idle)."""
+    """A cluster run that reserved GPUs refuses a node whose torch sees no CUDA (it would train on the CPU)."""
     if gpus:
         import socket
 

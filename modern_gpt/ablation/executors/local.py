@@ -1,6 +1,5 @@
-"""This machine: a round's runs in this process when one goes at a time, else in a pool of worker processes forked
-from multiprocessing's fork server, which imports torch once while the driver imports it too (18% of `make smoke`,
-docs/measurements.md). Where there is no fork server (Windows, or no socket for it), workers are spawned."""
+"""This machine: one run at a time in this process, else a pool of workers forked from multiprocessing's fork server,
+which imports torch while the driver does (18% of `make smoke`, docs/measurements.md); spawned where there is none."""
 
 from __future__ import annotations
 
@@ -9,12 +8,13 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 from multiprocessing.connection import wait as wait_ready
 from typing import TYPE_CHECKING
 
 from ...core.config import AUTO
-from . import RemoteTraceback, _throttled, portable
+from . import RemoteTraceback, _throttled, portable, spent
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
@@ -27,8 +27,8 @@ _serverless = False  # the fork server could not start here (an AF_UNIX path too
 
 
 def workers(jobs: int | str, device: str, pending: int) -> int:
-    """Runs at once: auto is one single-thread run per core on a CPU (1.7x the tokens/s of one two-thread run on
-    2 cores), RUNS_PER_GPU on CUDA, one elsewhere, and never more than the runs to do."""
+    """Runs at once: auto is a single-thread run per CPU core (1.7x the tokens/s of one two-thread run on 2 cores),
+    RUNS_PER_GPU on CUDA, one elsewhere, never more than the runs to do."""
     if jobs != AUTO:
         return jobs
     per_machine = {"cpu": os.cpu_count() or 1, "cuda": RUNS_PER_GPU}.get(device, 1)
@@ -52,9 +52,8 @@ class Local:
         """One thread per run with --jobs auto on a CPU (bitwise --jobs 1 --threads 1), else the cores shared."""
         from ...run.train import default_threads
 
-        if options.jobs == AUTO:
-            return 1 if device == "cpu" else default_threads(1)
-        return default_threads(options.jobs)
+        auto = options.jobs == AUTO
+        return 1 if auto and device == "cpu" else default_threads(1 if auto else options.jobs)
 
     @staticmethod
     def prestart(options: AblationOptions, runs: int) -> None:
@@ -66,8 +65,7 @@ class Local:
         return workers(self.jobs, self.device, pending)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
-        n = self.at_once(len(jobs))
-        if n > 1:
+        if (n := self.at_once(len(jobs))) > 1:
             return LocalPool(n, self.max_retries).run(jobs, corpus, on_step, on_record)
         for job in jobs:
             on_record(job(corpus, on_step))
@@ -82,8 +80,7 @@ class Local:
 
 
 def _worker_main(conn, corpus, environ: dict) -> None:
-    """Runs each job it is sent until None. The driver alone decides on Ctrl-C (the signals were held while this
-    process started); environ is the driver's now, not the fork server's older one."""
+    """Runs each job it is sent until None, with the driver's environ, not the fork server's; the driver has Ctrl-C."""
     for s in set(STOPS) - {signal.SIGTERM}:
         signal.signal(s, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
@@ -112,18 +109,16 @@ def _context():  # a fork server is a fresh process that runs no torch operation
 
 @contextlib.contextmanager
 def _signals_held():
-    """Ctrl-C, SIGTERM and SIGHUP held back while a process starts or a job is sent, then delivered: one that
-    lands mid-write leaves the new process half a pickle, and a traceback. Held by the mask (which a process
-    started meanwhile inherits) and, in the main thread, by a handler that only notes one already pending."""
+    """Ctrl-C, SIGTERM and SIGHUP held while a process starts or a job is sent (mid-write, one leaves the worker half
+    a pickle), then delivered: by the mask, which a new process inherits, and in the main thread a noting handler."""
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []
     saved = {s: signal.signal(s, lambda n, _: caught.append(n)) for s in STOPS} if main else {}
-    masked = hasattr(signal, "pthread_sigmask")
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS) if masked else None
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS) if hasattr(signal, "pthread_sigmask") else None
     try:
         yield
     finally:
-        if masked:
+        if before is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
         for s, handler in saved.items():
             if handler is not None:  # None: not Python's to restore
@@ -149,13 +144,9 @@ def _ensure_server() -> None:
 
 
 def stop_server() -> None:
-    """Stop the fork server at once, at the end of a command: its own teardown (0.6 s with torch loaded) would
-    keep the command's stdout open. CPython's private names: where they change, it stops as it would anyway."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return
-    from multiprocessing import forkserver
-
-    server = getattr(forkserver, "_forkserver", None)
+    """Stop the fork server at once at a command's end (its own teardown, 0.6 s, keeps stdout open); CPython's
+    private names: where they change, it stops as it would anyway."""
+    server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)  # none if never imported
     pid = getattr(server, "_forkserver_pid", None)
     if pid and hasattr(server, "_stop"):
         with contextlib.suppress(OSError):
@@ -214,32 +205,32 @@ class LocalPool:
         return _Worker(corpus)
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
-        todo, deaths = collections.deque(jobs), collections.Counter()
+        todo, tries = collections.deque(jobs), {}
         live: list[_Worker] = []
         stopping: list[_Worker] = []
         try:
             while todo or live:
-                for w in live:  # idle workers take the next runs, and new ones start while fewer than asked run
-                    if w.job is None and todo:
-                        w.give(todo.popleft())
-                while todo and len(live) < self.workers:
+                for w in [w for w in live if w.job is None]:  # idle: the next run, or it ends (its memory freed)
+                    w.give(todo.popleft() if todo else None)
+                    if w.job is None:
+                        live.remove(w)
+                        stopping.append(w)
+                while todo and len(live) < self.workers:  # and new ones while fewer than asked run
                     live.append(self._start(corpus))
                     live[-1].give(todo.popleft())
-                for w in [w for w in live if w.job is None]:  # nothing left for it: it ends and frees its memory
-                    w.give(None)
-                    live.remove(w)
-                    stopping.append(w)
                 handles = {h: w for w in live for h in (w.conn, w.process.sentinel)}
                 for handle in wait_ready(list(handles), timeout=1.0) if live else ():
-                    w = handles[handle]
-                    if w not in live:
-                        continue
-                    alive, error = self._read(w, on_step, on_record)
-                    if error is not None:  # the run's own error ends the ablation, as in-process
-                        raise error[0] from RemoteTraceback(error[1])
-                    if not alive:
+                    if (w := handles[handle]) in live and not self._read(w, on_step, on_record):
                         live.remove(w)
-                        self._bury(w, corpus, todo, deaths, on_record)
+                        w.process.join()
+                        w.conn.close()  # one that lives on, its fork server dead, ends at its next message
+                        if w.job is None:
+                            continue
+                        if n := spent(tries, w.job, self.max_retries):
+                            why = f"the worker process running it died ({w.died()}), {n} times"
+                            on_record(w.job.failure_record(corpus, f"{why} (--max-retries {self.max_retries})"))
+                        else:
+                            todo.appendleft(w.job)
         except BaseException:  # Ctrl-C or a failure: at once, every finished run is written already
             for w in live + stopping:
                 with contextlib.suppress(Exception):
@@ -249,28 +240,20 @@ class LocalPool:
             w.process.join(10)
             w.process.terminate()  # if it is still alive
 
-    def _read(self, w: _Worker, on_step, on_record) -> tuple[bool, tuple | None]:
-        """Every message the worker has sent: (alive, the run's error and traceback, or None)."""
+    def _read(self, w: _Worker, on_step, on_record) -> bool:
+        """Every message the worker has sent; False once it has died. A run's own error ends the ablation."""
         try:
             while w.conn.poll():
                 kind, *rest = w.conn.recv()
+                if kind == "error":
+                    break
                 if kind == "step":
                     on_step(*rest)
-                elif kind == "done":
+                else:
                     w.job = None
                     on_record(rest[0])
-                else:
-                    return True, tuple(rest)
+            else:
+                return w.process.is_alive()
         except (EOFError, OSError):
-            return False, None
-        return w.process.is_alive(), None
-
-    def _bury(self, w: _Worker, corpus, todo: collections.deque, deaths: collections.Counter, on_record) -> None:
-        w.process.join()
-        w.conn.close()  # one that lives on, its fork server dead, ends at its next message
-        if w.job is not None:
-            n = deaths[(w.job.row, w.job.seed)] = deaths[(w.job.row, w.job.seed)] + 1
-            if n <= self.max_retries:
-                return todo.appendleft(w.job)
-            why = f"the worker process running it died ({w.died()}), {n} times (--max-retries {self.max_retries})"
-            on_record(w.job.failure_record(corpus, why))
+            return False
+        raise rest[0] from RemoteTraceback(rest[1])

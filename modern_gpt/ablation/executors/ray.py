@@ -1,6 +1,5 @@
-"""A Ray cluster: one Ray task per run, local or remote, through Ray's public API. ray.init retries for minutes, or
-for ever, where no cluster answers, another service does, or the cluster refuses this machine; so the address is
-checked first and ray.init runs under a deadline, each refusal one sentence."""
+"""A Ray cluster: one task per run, through Ray's public API. ray.init waits minutes, or for ever, where nothing or
+another service answers or the cluster refuses this machine: the address is checked first, ray.init has a deadline."""
 
 from __future__ import annotations
 
@@ -13,15 +12,15 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.errors import UserError
-from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, plain
+from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, first_line, need, plain
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
 
-RAY_EXTRA = 'pip install -e ".[ray]"'
 GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
 INIT_DEADLINE_S = 120  # ray.init's own tries end in 20 s where a cluster refuses a token; a local start takes ~10 s
 TOKEN_HELP = (
@@ -38,8 +37,8 @@ class ProgressBuffer:
     def __init__(self):
         self.latest: dict = {}
 
-    def put(self, row: int, seed: int, step: int, loss: float) -> None:
-        self.latest[(row, seed)] = (row, seed, step, loss)
+    def put(self, *step) -> None:  # row, seed, step, loss
+        self.latest[step[:2]] = step
 
     def drain(self) -> list:
         out, self.latest = list(self.latest.values()), {}
@@ -47,10 +46,9 @@ class ProgressBuffer:
 
 
 def _ray_task(job, corpus, progress, gpus=0):
-    """One run as a Ray task; the device is resolved on the worker, whose torch may differ from the driver's."""
+    """One run; its device is resolved on the worker, whose torch may differ from the driver's."""
     cuda_seen("a run on the Ray node", gpus)
-    send = None if progress is None else lambda *step: progress.put.remote(*step)
-    return job(corpus, None if send is None else _throttled(send))
+    return job(corpus, None if progress is None else _throttled(lambda *step: progress.put.remote(*step)))
 
 
 @dataclass(frozen=True)
@@ -66,11 +64,8 @@ class Address:
 
     @property
     def on_this_machine(self) -> bool:
-        import ipaddress
-
-        with contextlib.suppress(ValueError):
-            return self.text == "auto" if self.host is None else ipaddress.ip_address(self.host).is_loopback
-        return self.host.lower() == "localhost"
+        host = (self.host or "").lower()
+        return self.text == "auto" or host in ("localhost", "::1") or host.startswith("127.")
 
 
 def parse_address(text: str, source: str) -> Address:
@@ -95,46 +90,39 @@ def parse_address(text: str, source: str) -> Address:
 
 
 def _token_source() -> str | None:
-    """Where Ray reads the token from, in Ray's order (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH's file, ~/.ray/auth_token);
-    None without one. A file that cannot be read is refused here: Ray aborts the process on it (exit 134)."""
-    from pathlib import Path
-
+    """Where Ray reads the token, in Ray's order, or None; a file that cannot be read is refused (Ray aborts on it)."""
     if os.environ.get("RAY_AUTH_TOKEN", "").strip():
         return "RAY_AUTH_TOKEN"
     named = os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip()
     try:
-        path = Path(named).expanduser() if named else Path.home() / ".ray" / "auth_token"
+        path = Path(named or "~/.ray/auth_token").expanduser()
     except RuntimeError:  # no home folder to expand
         return None
     if not named and not os.path.lexists(path):
         return None
-    try:
-        text = path.read_text() if path.is_file() else None  # a FIFO or a folder is never opened
-    except (OSError, UnicodeError):
-        text = None
-    if not text or not text.strip():
-        where = f"RAY_AUTH_TOKEN_PATH names {path}" if named else f"Ray's token file {path} exists"
-        raise UserError(f"{where}, but it is not a readable file that holds a token; {TOKEN_HELP}.")
-    return f"RAY_AUTH_TOKEN_PATH ({path})" if named else str(path)
+    with contextlib.suppress(OSError, UnicodeError):
+        if path.is_file() and path.read_text().strip():  # a FIFO or a folder is never opened
+            return f"RAY_AUTH_TOKEN_PATH ({path})" if named else str(path)
+    where = f"RAY_AUTH_TOKEN_PATH names {path}" if named else f"Ray's token file {path} exists"
+    raise UserError(f"{where}, but it is not a readable file that holds a token; {TOKEN_HELP}.")
 
 
 def use_token() -> str | None:
-    """Send this machine's token, if it has one: a driver given an address sends none unless RAY_AUTH_MODE=token,
-    which Ray reads as it is imported. A RAY_AUTH_MODE set by the user is obeyed. Returns the token's source."""
+    """The token's source, sent (Ray sends none to an address without RAY_AUTH_MODE=token, read at its import); a
+    RAY_AUTH_MODE the user set is obeyed."""
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None and mode.strip().lower() != "token":
         return None  # disabled, or a mode of Ray's own (Kubernetes)
     source = _token_source()
     if source is None and mode is not None:
         raise UserError(f"RAY_AUTH_MODE is token, but this machine has no Ray token; {TOKEN_HELP}.")
-    if source is not None and mode is None:
-        os.environ["RAY_AUTH_MODE"] = "token"
+    if source is not None:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     return source
 
 
 def check_reachable(address: Address) -> None:
-    """A TCP connection to host:port, then a gRPC greeting: ray.init waits minutes where nothing listens, and for
-    ever where another service does (the dashboard's port, say)."""
+    """A TCP connection to host:port, then a gRPC greeting (Ray's GCS is a gRPC server; the dashboard is not)."""
     if address.host is None:
         return
     try:
@@ -157,40 +145,8 @@ def check_reachable(address: Address) -> None:
         )
 
 
-def refused(address: Address, token: str | None, too_late: bool) -> str:
-    """The cluster refused this machine's token, or its lack of one (Ray's log said InvalidAuthToken)."""
-    mode = os.environ.get("RAY_AUTH_MODE", "token")
-    asks = f"the Ray cluster at {address} asks for a token (token authentication), and"
-    if mode.strip().lower() != "token":
-        why = f"RAY_AUTH_MODE={mode} here sends none; unset RAY_AUTH_MODE, or set it to token. To get the token,"
-    elif token is None:
-        why = "this machine has none;"
-    elif too_late:  # RAY_AUTH_MODE set by use_token after Ray was imported
-        why = "Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token before importing ray, or"
-    else:
-        return (
-            f"the Ray cluster at {address} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}."
-        )
-    return f"{asks} {why} {TOKEN_HELP}."
-
-
-def start_local(ray) -> None:
-    """A new local Ray for this ablation, never a cluster that another program left running (in the main thread:
-    Ray sets a SIGTERM handler for the processes it starts, and the command line's own is put back)."""
-    main = threading.current_thread() is threading.main_thread()
-    saved = signal.getsignal(signal.SIGTERM) if main else None
-    try:
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    except Exception as e:
-        raise UserError(f"could not start a local Ray: {_first_line(e)}.") from None
-    finally:
-        if saved is not None:
-            signal.signal(signal.SIGTERM, saved)
-
-
 def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
-    """ray.init to the address in a thread, under INIT_DEADLINE_S, with Ray's C++ log of each refused try captured
-    (read for InvalidAuthToken) rather than printed before our one sentence."""
+    """ray.init in a thread under INIT_DEADLINE_S, its C++ log of refused tries captured (read for InvalidAuthToken)."""
     outcome: list = []
 
     def init() -> None:
@@ -220,9 +176,18 @@ def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
         )
     if outcome[0] is None:
         return
-    if "InvalidAuthToken" in said:
-        raise UserError(refused(address, token, too_late))
-    line = _first_line(outcome[0])
+    mode, at = os.environ.get("RAY_AUTH_MODE", "token"), f"the Ray cluster at {address}"
+    if "InvalidAuthToken" in said:  # the cluster refused this machine's token, or its lack of one
+        if mode.strip().lower() != "token":
+            why = f"RAY_AUTH_MODE={mode} here sends none; unset RAY_AUTH_MODE, or set it to token. To get the token,"
+        elif token is None:
+            why = "this machine has none;"
+        elif too_late:  # RAY_AUTH_MODE set by use_token after Ray was imported
+            why = "Ray was imported before modern-gpt could send it; set RAY_AUTH_MODE=token before importing ray, or"
+        else:
+            raise UserError(f"{at} refused the token from {token}, which is not that cluster's; {TOKEN_HELP}.")
+        raise UserError(f"{at} asks for a token (token authentication), and {why} {TOKEN_HELP}.")
+    line = first_line(str(outcome[0]), type(outcome[0]).__name__)
     if address.text == "auto" and "Could not find any running Ray instance" in line:
         raise UserError(
             f"{address.source} auto connects to the Ray cluster that `ray start --head` started on this machine, "
@@ -233,115 +198,95 @@ def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
 
 
 class Ray(Cluster):
-    """One Ray task per run. The corpus goes to the object store once (ray.put), tasks return their records; no
-    shared filesystem is needed. A task whose worker or node dies is retried by Ray up to max_retries times."""
+    """One task per run; the corpus goes to the object store once, and a task whose worker or node dies is retried by
+    Ray up to max_retries times."""
 
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
 
     def __init__(self, options: AblationOptions, threads: int, device: str):
-        given = options.ray_address if options.ray_address is not None else os.environ.get("RAY_ADDRESS", "")
-        source = "--ray-address" if options.ray_address is not None else "RAY_ADDRESS"
-        text = given.strip()
+        super().__init__(options, threads, device)
+        named = options.ray_address is not None
+        text = (options.ray_address if named else os.environ.get("RAY_ADDRESS", "")).strip()
+        source = "--ray-address" if named else "RAY_ADDRESS"
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
         imported_before, mode_given = "ray" in sys.modules, "RAY_AUTH_MODE" in os.environ  # Ray reads it at import
         if not imported_before and (target is None or target.on_this_machine):
-            # A local Ray listens on the loopback interface only, and a driver given 127.0.0.1 connects there (by
-            # default Ray takes the machine's network address). Ray reads this as it is imported.
+            # A local Ray then listens on the loopback interface only, where a driver given 127.0.0.1 connects
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         token = None if target is None else use_token()
-        try:
-            import ray
-        except ImportError:
-            raise UserError(f"--executor ray needs Ray, which is not installed; install it with: {RAY_EXTRA}") from None
-        self.ray = ray
-        self.options, self.threads = options, threads
-        self.cpus = options.cpus_per_run if options.cpus_per_run is not None else threads
-        self.gpus = options.gpus_per_run or 0
+        self.ray = ray = need("ray", "Ray", "ray")
         self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
-        if self.connected and target is None:
-            start_local(ray)
+        if self.connected and target is None:  # a new local Ray, never one left running; Ray's SIGTERM handler undone
+            main = threading.current_thread() is threading.main_thread()
+            saved = signal.getsignal(signal.SIGTERM) if main else None
+            try:
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            except Exception as e:
+                raise UserError(f"could not start a local Ray: {first_line(str(e), type(e).__name__)}.") from None
+            finally:
+                if saved is not None:
+                    signal.signal(signal.SIGTERM, saved)
         elif self.connected:
             check_reachable(target)
             connect(ray, target, token, imported_before and not mode_given)
         self._corpus = self._corpus_ref = self._progress = None
-        try:
-            self._check_resources()
+        try:  # a run that no node can hold would wait for ever: refused now
+            nodes = self._resources()
+            if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
+                cpus = max((r.get("CPU", 0) for r in nodes), default=0)
+                gpus = max((r.get("GPU", 0) for r in nodes), default=0)
+                lower = "--cpus-per-run" if cpus < self.cpus else "--gpus-per-run (or leave it out to train on CPUs)"
+                raise UserError(
+                    f"no node of the Ray cluster has {self.cpus:g} CPU and {self.gpus:g} GPU for a run (its nodes have "
+                    f"at most {cpus:g} CPU and {gpus:g} GPU); lower {lower}, or add such a node."
+                )
         except BaseException:
             self.close()
             raise
 
-    def _nodes(self) -> list[dict]:
-        return [n for n in self.ray.nodes() if n.get("Alive")]
-
-    def _res(self) -> list[dict]:
-        return [n["Resources"] for n in self._nodes()]
-
     def at_once(self, pending: int) -> int:
         """Runs the cluster holds at once, by CPUs and GPUs (for the time estimate)."""
-        fits = [(r.get("CPU", 0) // max(self.cpus, 1e-9), r.get("GPU", 0) // (self.gpus or 1e-9)) for r in self._res()]
+        fits = [(r.get("CPU", 0) // self.cpus, r.get("GPU", 0) // (self.gpus or 1)) for r in self._resources()]
         return max(1, sum(int(min(cpus, gpus) if self.gpus else cpus) for cpus, gpus in fits))
 
-    def device_name(self) -> str:
-        """The workers' devices, not this machine's."""
-        kinds = sorted({k.split(":", 1)[1] for r in self._res() for k in r if k.startswith("accelerator_type:")})
-        return f"the Ray workers' {'GPUs' if self.gpus else 'CPUs'}" + (
-            f" ({', '.join(kinds)})" if self.gpus and kinds else ""
-        )
+    def _resources(self) -> list[dict]:
+        return [n["Resources"] for n in self.ray.nodes() if n.get("Alive")]
 
-    def _check_resources(self) -> None:
-        """A run that no node can hold would wait for ever: refuse it now."""
-        nodes = self._res()
-        if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
-            cpus = max((r.get("CPU", 0) for r in nodes), default=0)
-            gpus = max((r.get("GPU", 0) for r in nodes), default=0)
-            lower = "--cpus-per-run" if cpus < self.cpus else "--gpus-per-run (or leave it out to train on CPUs)"
-            raise UserError(
-                f"no node of the Ray cluster has {self.cpus:g} CPU and {self.gpus:g} GPU for a run (its nodes have at "
-                f"most {cpus:g} CPU and {gpus:g} GPU); lower {lower}, or add such a node."
-            )
+    def device_name(self) -> str:
+        kinds = sorted({k.split(":", 1)[1] for r in self._resources() for k in r if k.startswith("accelerator_type:")})
+        listed = f" ({', '.join(kinds)})" if self.gpus and kinds else ""
+        return f"the Ray workers' {'GPUs' if self.gpus else 'CPUs'}{listed}"
 
     def info(self) -> dict:
-        nodes = [
-            {"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
-            for n in self._nodes()
-        ]
+        nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "resources": n["Resources"]}
+                 for n in self.ray.nodes() if n.get("Alive")]  # fmt: skip
         return dict(name="ray", ray_version=self.ray.__version__, address=self.address or "local (started for this ablation)",
                     cpus_per_run=self.cpus, gpus_per_run=self.gpus, max_retries=self.options.max_retries, nodes=nodes,
                     resources=self.ray.cluster_resources())  # fmt: skip
 
-    def _corpus_in_store(self, corpus):
-        if self._corpus is not corpus:
-            self._corpus, self._corpus_ref = corpus, self.ray.put(plain(corpus))
-        return self._corpus_ref
-
-    def _drain(self, on_step) -> None:  # the runs' latest steps
-        try:
-            for step in self.ray.get(self._progress.drain.remote(), timeout=5) if self._progress else ():
-                on_step(*step)
-        except self.ray.exceptions.RayError:  # its node died: the display goes on without step updates
-            self._progress = False
-
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ray = self.ray
-        corpus_ref = self._corpus_in_store(corpus)
+        if self._corpus is not corpus:
+            self._corpus, self._corpus_ref = corpus, ray.put(plain(corpus))
         if self._progress is None:
             self._progress = ray.remote(num_cpus=0)(ProgressBuffer).remote()
         task, each = ray.remote(_ray_task), {"num_cpus": self.cpus, "num_gpus": self.gpus, "retry_exceptions": False}
         order = {
             task.options(**each, max_retries=self.options.max_retries, name=f"modern-gpt row {job.row} seed {job.seed}")
-            .remote(job, corpus_ref, self._progress or None, self.gpus): i
+            .remote(job, self._corpus_ref, self._progress or None, self.gpus): i
             for i, job in enumerate(jobs)
         }  # fmt: skip
         pending = list(order)
         try:
             while pending:
-                done, pending = ray.wait(pending, num_returns=1, timeout=PROGRESS_INTERVAL)
-                if done and pending:  # and every other one finished meanwhile
-                    more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-                    done += more
-                self._drain(on_step)
+                done, pending = ray.wait(pending, num_returns=len(pending), timeout=PROGRESS_INTERVAL)
+                try:  # the runs' latest steps
+                    for step in ray.get(self._progress.drain.remote(), timeout=5) if self._progress else ():
+                        on_step(*step)
+                except ray.exceptions.RayError:  # its node died: the display goes on without step updates
+                    self._progress = False
                 for ref in sorted(done, key=order.get):
                     on_record(self._record(ref, jobs[order[ref]], corpus))
         except BaseException:
@@ -355,25 +300,15 @@ class Ray(Cluster):
             raise
 
     def _record(self, ref, job, corpus) -> dict:
-        ray = self.ray
         try:
-            return ray.get(ref)
-        except ray.exceptions.RayTaskError as e:  # raised by the run itself: the ablation ends, as in-process
-            cause = getattr(e, "cause", None)
-            if isinstance(cause, BaseException):
-                raise cause from None
-            raise
-        except ray.exceptions.TaskCancelledError:
-            raise
-        except ray.exceptions.RayError as e:  # its worker or node died on every try
-            attempts = self.options.max_retries + 1
-            return job.failure_record(corpus, f"{type(e).__name__} on {attempts} attempts: {_first_line(e)}")
+            return self.ray.get(ref)
+        except self.ray.exceptions.RayTaskError as e:  # raised by the run itself: the ablation ends, as in-process
+            raise e.cause from None
+        except self.ray.exceptions.RayError as e:  # its worker or node died on every try
+            why = f"{type(e).__name__} on {self.options.max_retries + 1} attempts"
+            return job.failure_record(corpus, f"{why}: {first_line(str(e), type(e).__name__)}")
 
     def close(self) -> None:
         if self.connected and self.ray.is_initialized():
             self.connected = False
             self.ray.shutdown()
-
-
-def _first_line(e: BaseException) -> str:
-    return next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__).rstrip(".")

@@ -1,16 +1,6 @@
-"""A Slurm cluster through submitit's public API: each round of runs is one job array, each task one run or
---runs-per-task of them in turn.
-
-The driver alone writes the folder. A task writes each finished record to DIR/slurm/done/ (atomically); the driver,
-holding the folder's lock, takes it into runs/ (on_record), then removes it. DIR/slurm/state.json records each array:
-its job name (written before sbatch runs), job id and each task's runs; a resume waits for the tasks still queued or
-running instead of submitting their runs again, and a task skips a run already recorded, so none is trained twice.
-
-A task that ends without its runs' records (preempted, timed out, cancelled, a lost node) has them submitted again,
-up to --max-retries times (arrays use --no-requeue, so every restart is counted), then each is recorded as failed
-with Slurm's JobState. A task ignores submitit's USR2 before its time limit: Slurm ends it, as TIMEOUT. A run's
-own error ends the ablation; Ctrl-C cancels the folder's tasks; --detach submits and raises Detached.
-"""
+"""A Slurm cluster through submitit's public API: a job array per round of runs, each task one run or --runs-per-task
+of them. Tasks leave records in DIR/slurm/done/ for the driver; DIR/slurm/state.json names each array, so that a
+resume submits nothing twice; see docs/scaling.md (the folder, preemption, detach)."""
 
 from __future__ import annotations
 
@@ -22,7 +12,6 @@ import math
 import os
 import pickle
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -35,12 +24,11 @@ from typing import TYPE_CHECKING
 from ...core.config import SLURM_OPTIONS, slurm_minutes
 from ...core.errors import UserError
 from ...core.files import atomic_path, write_json
-from . import Cluster, Detached, RemoteTraceback, cuda_seen, plain, portable
+from . import Cluster, Detached, RemoteTraceback, cuda_seen, first_line, need, plain, portable, spent
 
 if TYPE_CHECKING:
     from ...core.config import AblationOptions
 
-SLURM_EXTRA = 'pip install -e ".[slurm]"'
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 START_S = 30.0  # a task's seconds before its first run: Python, torch, the corpus (an allowance)
 STEP_OVERHEAD_S = 0.005  # a step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)
@@ -54,8 +42,8 @@ def slurm(*args: str, timeout: float = 60) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise UserError(f"{args[0]} did not answer ({e}); check that the Slurm controller runs.") from None
     if out.returncode != 0:
-        said = next((line.strip() for line in out.stderr.splitlines() if line.strip()), f"exit code {out.returncode}")
-        raise UserError(f"{' '.join(args[:2])} failed: {said.rstrip('.')}; check that Slurm answers on this machine.")
+        said = first_line(out.stderr, f"exit code {out.returncode}")
+        raise UserError(f"{' '.join(args[:2])} failed: {said}; check that Slurm answers on this machine.")
     return out.stdout
 
 
@@ -70,11 +58,11 @@ class Partition:
     node_cpus: int = 0  # the most CPUs of one node: a task cannot have more
 
 
-def partitions() -> dict[str, Partition]:
-    found: dict[str, Partition] = {}
+def find_partition(name: str | None) -> Partition:
+    known: dict[str, Partition] = {}
     for line in slurm("sinfo", "-h", "-o", "%P|%G|%D|%c|%l|%N").splitlines():  # a line per group of like nodes
-        name, gres, nodes, cpus, limit, nodelist = (line.split("|") + [""] * 6)[:6]
-        p = found.setdefault(name.rstrip("*"), Partition(name.rstrip("*"), name.endswith("*")))
+        part, gres, nodes, cpus, limit, nodelist = (line.split("|") + [""] * 6)[:6]
+        p = known.setdefault(part.rstrip("*"), Partition(part.rstrip("*"), part.endswith("*")))
         count, per_node = int(nodes) if nodes.isdigit() else 1, int(re.match(r"\d*", cpus).group() or 0)
         p.cpus += count * per_node
         p.gpus += count * sum(int(n) for n in re.findall(r"gpu(?::[^:,()]+)?:(\d+)", gres))  # gpu:a100:2(S:0-1)
@@ -82,11 +70,6 @@ def partitions() -> dict[str, Partition]:
         unlimited = limit.strip().lower() in ("infinite", "unlimited", "n/a", "none", "")
         p.max_minutes = None if unlimited else slurm_minutes(limit)
         p.nodes = ",".join(filter(None, [p.nodes, nodelist]))
-    return found
-
-
-def find_partition(name: str | None) -> Partition:
-    known = partitions()
     found = known.get(name) if name is not None else next((p for p in known.values() if p.default), None)
     if found is not None:
         return found
@@ -102,15 +85,14 @@ def _duration(seconds: float) -> str:
 
 
 def run_seconds(ablation, device: str, threads: int) -> float:
-    """The slowest row's estimated seconds a run: its steps' and evaluations' FLOPs at compiling's measured rate."""
+    """The slowest row's estimated seconds a run: its FLOPs at compiling's measured rate."""
     from ...run import compiling
     from ..planning import variant_config
 
-    m = compiling.CPU if device == "cpu" else compiling.CUDA
-    rate = m.gflops * 1e9 * (threads if device == "cpu" else 1)
-    s = ablation.spec.settings
+    rate = 1e9 * (compiling.CPU.gflops * threads if device == "cpu" else compiling.CUDA.gflops)
+    s, worst = ablation.spec.settings, 0.0
     vocab = ablation.corpus.tokenizer.vocab_size if ablation.corpus is not None else s.model.vocab_size
-    t, worst = s.train, 0.0
+    t = s.train
     for v in ablation.spec.variants:
         cfg = replace(variant_config(s.model, v), vocab_size=vocab)
         step = compiling.step_flops(cfg, t.batch_size) / rate + STEP_OVERHEAD_S
@@ -124,43 +106,38 @@ def _done_file(folder: Path, row: int, seed: int) -> Path:
 
 
 def _recorded(folder: Path, job, corpus) -> bool:
-    if _done_file(folder, job.row, job.seed).is_file():
-        return True
+    """Its record is in done/, or runs/ has this ablation's."""
     from ...core.settings import Settings
     from ..results import settings_hash
 
-    try:
+    if _done_file(folder, job.row, job.seed).is_file():
+        return True
+    with contextlib.suppress(OSError, ValueError):
         found = json.loads((folder / "runs" / f"row{job.row:02d}-seed{job.seed}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    want = settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key)
-    return isinstance(found, dict) and found.get("settings_hash") == want
+        return found.get("settings_hash") == settings_hash(
+            Settings(job.model, job.train, job.data).to_dict(), corpus.key
+        )
+    return False
 
 
 def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
-    """One array task: its runs in turn, each record to done/. Returns [("raised", row, seed, error, traceback)]
-    when a run raised, else []."""
-    if hasattr(signal, "SIGUSR2"):
-        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    try:
-        cuda_seen("a task on the Slurm node", gpus)
-    except UserError as e:
-        return [("raised", jobs[0].row, jobs[0].seed, e, str(e))]
+    """One array task: its runs in turn, each record to done/; [("raised", row, seed, error, traceback)] if one
+    raised. Submitit's USR2 before the time limit is ignored: Slurm ends the task, as TIMEOUT."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     with open(corpus_file, "rb") as f:
         corpus = pickle.load(f)
-    root = Path(folder)
     for job in jobs:
         name = f"modern-gpt: row {job.row} seed {job.seed} on {socket.gethostname()}"
-        if _recorded(root, job, corpus):
+        if _recorded(Path(folder), job, corpus):
             print(f"{name}: already recorded, skipped", flush=True)
             continue
         print(f"{name}: training", flush=True)
         try:
+            cuda_seen("a task on the Slurm node", gpus)
             record = job(corpus, None)
         except BaseException as e:  # a run's own error: the driver raises it, as in-process
             return [("raised", job.row, job.seed, *portable(e))]
-        _done_file(root, job.row, job.seed).parent.mkdir(parents=True, exist_ok=True)
-        write_json(_done_file(root, job.row, job.seed), record)
+        write_json(_done_file(Path(folder), job.row, job.seed), record)  # done/ is the driver's
         print(f"{name}: trained in {record['secs']:.2f} s", flush=True)
     return []
 
@@ -171,14 +148,9 @@ class Book:
 
     def __init__(self, folder: Path):
         self.path = folder / "slurm" / "state.json"
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
-            assert isinstance(data, dict) and isinstance(data.get("waves", []), list)
-        except (OSError, ValueError, AssertionError):
-            raise UserError(f"{self.path} is damaged; remove it (and cancel the folder's Slurm jobs).") from None
-        self.token = data.get("token") or secrets.token_hex(4)
-        self.waves: list[dict] = data.get("waves", [])
-        self.attempts: dict[str, int] = data.get("attempts", {})
+        data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        self.token = data.get("token") or os.urandom(4).hex()
+        self.waves, self.attempts = data.get("waves", []), data.get("attempts", {})  # attempts: "row,seed" -> n
 
     def save(self) -> None:
         write_json(self.path, {"token": self.token, "waves": self.waves, "attempts": self.attempts})
@@ -208,7 +180,6 @@ class Book:
 
 def why_ended(task_id: str) -> str:
     """JobState, the signal or exit code and the reason (scontrol; sacct where there is accounting)."""
-    fields = {}
     said = subprocess.run(["scontrol", "show", "job", "-o", task_id], capture_output=True, text=True)
     if said.returncode == 0:
         fields = dict(t.split("=", 1) for t in said.stdout.split() if "=" in t)
@@ -226,10 +197,9 @@ def why_ended(task_id: str) -> str:
         detail = f" (signal {sig}{', ' + name if name else ''})"
     elif code.isdigit() and int(code):
         detail = f" (exit code {code})"
-    reason = fields.get("Reason", "")
-    return f"the Slurm task running it ({task_id}) ended {state}{detail}" + (
-        f", reason {reason}" if reason and reason not in ("None", "(null)") else ""
-    )
+    reason = fields.get("Reason") or "None"
+    reason = "" if reason in ("None", "(null)") else f", reason {reason}"
+    return f"the Slurm task running it ({task_id}) ended {state}{detail}{reason}"
 
 
 class Slurm(Cluster):
@@ -242,8 +212,7 @@ class Slurm(Cluster):
         """On Slurm with the recorded settings (flags given win); another executor only once no task is queued."""
         chosen = options.choice("executor")
         if chosen not in (None, "slurm"):
-            queued = (Path(folder) / "slurm" / "state.json").exists() and shutil.which("squeue")
-            live = Book(Path(folder)).live() if queued else {}
+            live = Book(Path(folder)).live() if shutil.which("squeue") else {}  # a folder copied off the cluster
             if live:
                 ids = " ".join(sorted({t.split("_")[0] for t in live}))
                 raise UserError(
@@ -253,28 +222,18 @@ class Slurm(Cluster):
             return options
         recorded = (meta.get("executor") or {}).get("settings") or {}
         kept = {k: v for k, v in recorded.items() if k in RECORDED and k not in options.given}
-        if isinstance(kept.get("sbatch"), list):
-            kept["sbatch"] = tuple(kept["sbatch"])
-        return replace(options, executor="slurm", **kept)
+        return replace(options, executor="slurm", **kept)  # its check makes --sbatch a tuple
 
     def __init__(self, options: AblationOptions, threads: int, device: str):
-        try:
-            import submitit
-        except ImportError:
-            raise UserError(
-                f"--executor slurm needs submitit, which is not installed; install it with: {SLURM_EXTRA}"
-            ) from None
+        super().__init__(options, threads, device)
+        self.submitit = need("submitit", "submitit", "slurm")
         missing = [c for c in COMMANDS if shutil.which(c) is None]
         if missing:
             raise UserError(
                 f"--executor slurm needs Slurm's {' and '.join(missing[:2])}{' and more' if missing[2:] else ''}, "
                 "which is not on PATH; run modern-gpt on a login node of the cluster, or add Slurm's bin folder to PATH."
             )
-        self.submitit = submitit
-        self.options, self.threads, self.device = options, threads, device
-        self.cpus = int(options.cpus_per_run or threads)
-        self.gpus = int(options.gpus_per_run or 0)
-        self.per_task = options.runs_per_task or 1
+        self.cpus, self.gpus, self.per_task = int(self.cpus), int(self.gpus), options.runs_per_task or 1
         self.partition = find_partition(options.partition)
         if self.gpus and self.partition.gpus < self.gpus:
             raise UserError(
@@ -288,9 +247,7 @@ class Slurm(Cluster):
                 f"({self.partition.node_cpus}); lower --cpus-per-run."
             )
         self.version = slurm("sbatch", "--version").strip()
-        self.folder: Path | None = None
-        self.minutes = self.run_s = None
-        self.book: Book | None = None
+        self.folder = self.minutes = self.run_s = self.book = None
 
     def bind(self, ablation) -> None:
         self.folder = Path(ablation.results.path).absolute()
@@ -304,21 +261,20 @@ class Slurm(Cluster):
             f"a task's estimated {_duration(task_s)} ({runs} run{'s' * (runs > 1)} of about {_duration(self.run_s)}, "
             f"and about {START_S:.0f} s to start)"
         )
-        fewer = ", or fewer --runs-per-task" if runs > 1 else ""
-        if p.max_minutes is not None and p.max_minutes * 60 < task_s:
+        fewer, most = ", or fewer --runs-per-task" if runs > 1 else "", p.max_minutes or math.inf
+        if most * 60 < task_s:
             raise UserError(
                 f"Slurm partition {p.name} allows a task {p.max_minutes} min, less than {estimate}; choose another "
                 f"--partition{fewer}."
             )
         if o.time_limit is None:
-            default = max(10, math.ceil(3 * task_s / 60))
-            return default if p.max_minutes is None else min(default, p.max_minutes)
+            return min(max(10, math.ceil(3 * task_s / 60)), most)  # three times the estimate
         given = slurm_minutes(o.time_limit)
         if given * 60 < task_s:
             raise UserError(
                 f"--time-limit {o.time_limit} is shorter than {estimate}; give a longer --time-limit{fewer}."
             )
-        if p.max_minutes is not None and given > p.max_minutes:
+        if given > most:
             raise UserError(
                 f"--time-limit {o.time_limit} is more than Slurm partition {p.name} allows ({p.max_minutes} min); give "
                 "a shorter one, or choose another --partition."
@@ -326,30 +282,29 @@ class Slurm(Cluster):
         return given
 
     def at_once(self, pending: int) -> int:
-        tasks = math.ceil(pending / self.per_task)
-        room = self.partition.cpus // max(1, self.cpus)
-        if self.gpus:
-            room = min(room, self.partition.gpus // self.gpus)
+        p, tasks = self.partition, math.ceil(pending / self.per_task)
+        room = min(p.cpus // self.cpus, p.gpus // self.gpus if self.gpus else tasks)
         return max(1, min(tasks, room, self.options.array_parallelism or tasks))
-
-    def settings(self) -> dict:
-        values = {k: getattr(self.options, k) for k in RECORDED if getattr(self.options, k) is not None}
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def info(self) -> dict:
         o = self.options
-        return dict(name="slurm", slurm_version=self.version, submitit_version=getattr(self.submitit, "__version__", None),
+        settings = {k: list(v) if isinstance(v, tuple) else v for k in RECORDED if (v := getattr(o, k)) is not None}
+        return dict(name="slurm", slurm_version=self.version, submitit_version=self.submitit.__version__,
                     partition=self.partition.name, time_limit_min=self.minutes, cpus_per_run=self.cpus,
                     gpus_per_run=self.gpus, runs_per_task=self.per_task, array_parallelism=o.array_parallelism,
-                    sbatch=list(o.sbatch or ()), max_retries=o.max_retries, settings=self.settings())  # fmt: skip
+                    sbatch=list(o.sbatch or ()), max_retries=o.max_retries, settings=settings)  # fmt: skip
 
     def device_name(self) -> str:
         return f"the Slurm partition {self.partition.name}'s {'GPUs' if self.gpus else 'CPUs'}"
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         self.book = self.book or Book(self.folder)
-        pending = {(j.row, j.seed): j for j in jobs}
-        corpus_file, gone, started = self._corpus_file(corpus), {}, time.monotonic()  # gone: task id -> first seen so
+        pending, gone, started = {(j.row, j.seed): j for j in jobs}, {}, time.monotonic()  # gone: tid -> first seen so
+        corpus_file = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
+        (self.folder / "slurm" / "done").mkdir(parents=True, exist_ok=True)
+        if not corpus_file.exists():
+            with atomic_path(corpus_file) as tmp, open(tmp, "wb") as f:
+                pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             while self._collect(pending, on_record):
                 live = self.book.live()
@@ -366,16 +321,20 @@ class Slurm(Cluster):
                     )
                 else:
                     time.sleep(min(10.0, 1.0 + (time.monotonic() - started) / 60))
-        except Detached:
-            raise
-        except BaseException:  # Ctrl-C, SIGTERM, a run's error: nothing more trains
-            self._cancel()
+        except BaseException as e:  # Ctrl-C, SIGTERM, a run's error: nothing more trains, and no task is counted
+            if not isinstance(e, Detached):
+                ids = sorted({w["job_id"] for w in self.book.waves if w.get("job_id")})
+                if ids:
+                    subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+                for wave, tid, _ in self.book.tasks():
+                    if tid not in wave["settled"]:
+                        wave["settled"].append(tid)
+                self.book.save()
             raise
 
     def _collect(self, pending: dict, on_record) -> int:
         """Each record a task wrote to done/ into the folder, then its file removed; returns the runs still pending."""
-        done = self.folder / "slurm" / "done"
-        names = set(os.listdir(done)) if done.is_dir() else set()
+        names = set(os.listdir(self.folder / "slurm" / "done"))  # one listing: a shared filesystem shows it fresh
         for key in sorted(pending, key=lambda k: (k[1], k[0])):
             f = _done_file(self.folder, *key)
             if f.name not in names:
@@ -392,49 +351,31 @@ class Slurm(Cluster):
     def _settle(self, live: dict, gone: dict, pending: dict, corpus, on_record) -> None:
         """Tasks out of the queue for GRACE_S: a run's error is raised; each run without a record counts an attempt,
         and is recorded as failed after max_retries + 1."""
-        now, changed = time.monotonic(), False
+        now = time.monotonic()
         for wave, tid, keys in self.book.tasks():
-            if tid in wave.setdefault("settled", []) or tid in live:
+            if tid in wave["settled"] or tid in live:
                 gone.pop(tid, None)
                 continue
             if now - gone.setdefault(tid, now) < GRACE_S:
                 continue
             self._collect(pending, on_record)
-            error = self._task_error(tid)
+            try:  # submitit's result file: ("success", what task returned) or ("error", a traceback)
+                with open(self.submitit.SlurmJob(self.folder / "slurm" / "tasks", tid).paths.result_pickle, "rb") as f:
+                    kind, result = pickle.load(f)
+            except Exception:
+                kind, result = "", ""
+            if kind == "success" and result:  # a run's own error ends the ablation
+                _, row, seed, error, text = result[0]
+                raise error from RemoteTraceback(f"row {row} seed {seed}, in Slurm task {tid}:\n{text}")  # for --debug
+            last = [line.strip() for line in str(result).splitlines() if line.strip()][-1:] if kind == "error" else []
             missing = [tuple(k) for k in keys if tuple(k) in pending]
-            why = why_ended(tid) + error if missing else ""
+            why = why_ended(tid) + (f" ({last[0]})" if last else "") if missing else ""
             for key in missing:
-                name = "{},{}".format(*key)
-                n = self.book.attempts[name] = self.book.attempts.get(name, 0) + 1
-                if n > self.options.max_retries:
+                if n := spent(self.book.attempts, pending[key], self.options.max_retries):
                     on_record(pending.pop(key).failure_record(corpus, f"{why}, {n} time{'s' * (n > 1)}"))
             wave["settled"].append(tid)
             gone.pop(tid, None)
-            changed = True
-        if changed:
             self.book.save()
-
-    def _task_error(self, tid: str) -> str:
-        """Raises a run's own error; else the last line of the traceback of the task's own Python, if it failed.
-        submitit's result file (SlurmJob.paths) holds ("success", task's return) or ("error", a traceback)."""
-        try:
-            with open(self.submitit.SlurmJob(self.folder / "slurm" / "tasks", tid).paths.result_pickle, "rb") as f:
-                kind, result = pickle.load(f)
-        except Exception:
-            return ""
-        if kind == "success" and result:
-            _, row, seed, error, text = result[0]
-            raise error from RemoteTraceback(f"row {row} seed {seed}, in Slurm task {tid}:\n{text}")  # for --debug
-        last = [line.strip() for line in str(result).splitlines() if line.strip()][-1:] if kind == "error" else []
-        return f" ({last[0]})" if last else ""
-
-    def _corpus_file(self, corpus) -> Path:
-        path = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as tmp, open(tmp, "wb") as f:
-                pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
 
     def _submit(self, jobs: list, corpus_file: Path) -> None:
         """One job array, a task per pack of runs; its name into state.json before sbatch, its job id after."""
@@ -443,8 +384,13 @@ class Slurm(Cluster):
         wave["packs"] = [[[j.row, j.seed] for j in pack] for pack in packs]
         self.book.waves.append(wave)
         self.book.save()
+        given = (entry.partition("=") for entry in self.options.sbatch or ())  # no_requeue: --max-retries counts each
+        extra = {"no_requeue": True, **{k.strip().lstrip("-"): v or True for k, _, v in given}}
+        optional = {"gpus_per_node": self.gpus, "array_parallelism": self.options.array_parallelism}
         ex = self.submitit.SlurmExecutor(folder=self.folder / "slurm" / "tasks", max_num_timeout=0)
-        ex.update_parameters(**self._parameters(wave["name"]))
+        ex.update_parameters(job_name=wave["name"], partition=self.partition.name, time=self.minutes, nodes=1,
+                             ntasks_per_node=1, cpus_per_task=self.cpus, additional_parameters=extra,
+                             **{k: v for k, v in optional.items() if v})  # fmt: skip
         n = len(packs)
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: it is said below
@@ -460,26 +406,6 @@ class Slurm(Cluster):
         wave["job_id"] = submitted[0].job_id.split("_")[0]
         self.book.save()
 
-    def _parameters(self, name: str) -> dict:
-        extra = {"no_requeue": True}  # each restart is a resubmission that --max-retries counts
-        for k, _, v in (entry.partition("=") for entry in self.options.sbatch or ()):
-            extra[k.strip().lstrip("-")] = v if v else True
-        params = dict(job_name=name, partition=self.partition.name, time=self.minutes, nodes=1, ntasks_per_node=1,
-                      cpus_per_task=self.cpus, additional_parameters=extra, gpus_per_node=self.gpus,
-                      array_parallelism=self.options.array_parallelism)  # fmt: skip
-        return {k: v for k, v in params.items() if v or k not in ("gpus_per_node", "array_parallelism")}
-
-    def _cancel(self) -> None:
-        if self.book is None:
-            return
-        ids = sorted({w["job_id"] for w in self.book.waves if w.get("job_id")})
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
-        for wave, tid, _ in self.book.tasks():
-            if tid not in wave.setdefault("settled", []):
-                wave["settled"].append(tid)
-        self.book.save()
-
 
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
@@ -489,12 +415,8 @@ def check_visible(folder: Path, partition: Partition) -> None:
     real = os.path.realpath(folder)
     if not any(real == p or real.startswith(p + "/") for p in NODE_LOCAL):
         return
-    try:
-        nodes = set(slurm("scontrol", "show", "hostnames", partition.nodes).split())
-    except UserError:
-        return
-    here = {socket.gethostname(), socket.getfqdn(), "localhost"}
-    others = sorted(nodes - here)
+    nodes = set(slurm("scontrol", "show", "hostnames", partition.nodes).split())
+    others = sorted(nodes - {socket.gethostname(), socket.getfqdn(), "localhost"})
     if others:
         raise UserError(
             f"the results folder {folder} is on this machine's own {real.split('/')[1]}, which the compute nodes of "
