@@ -157,7 +157,9 @@ def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
     settings = resolve(None, True, overrides)
     ablations = {}
     for jobs in (1, 2):
-        spec = planning.plan_spec(settings, "custom", variants="classic;rope", seed_list_text="0,1")
+        spec = planning.plan_spec(
+            settings, planning.Request("ablate", "custom", variants="classic;rope", seed_list="0,1")
+        )
         ablations[jobs] = running.start(spec, tmp_path / f"jobs{jobs}", "test", AblationOptions(jobs=jobs))
     ablations[1].run(Quiet())
     # the data file changes after the driver read and hashed it: the workers must not read it again

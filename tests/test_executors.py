@@ -255,7 +255,9 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     start = LocalPool._start
     monkeypatch.setattr(LocalPool, "_start", lambda self, *a: started.append(1) or start(self, *a))
     settings = resolve(None, True, {"train.steps": 5, "train.eval_every": 5, "train.eval_tokens": 1024})
-    spec = planning.plan_spec(settings, "custom", variants="classic;rope", seeds="1", placebo=False)
+    spec = planning.plan_spec(
+        settings, planning.Request("ablate", "custom", variants="classic;rope", seeds="1", placebo=False)
+    )
     ablation = running.start(spec, tmp_path / "r", "test")
     ablation.run(Quiet())
     assert len(started) == 2 and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2

@@ -27,6 +27,8 @@ from ..verdict.design import summary_frame
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .planning import Request
+
 # Each command's ablation options (AblationOptions' fields), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
 TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
@@ -38,7 +40,6 @@ POWER_OPTIONS = (
 NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
 TABLE_CHOICES = ("trend_margin", "target_compute")  # they change the scale table, not the rungs: --resume takes them
 LADDER_CHOICES = ("rungs", "depths", "tokens_per_param", "rung_steps", "lr_rule", "trend_margin", "target_compute")
-DEFAULT_PLAN = {"ablate": "cumulative", "duel": "duel", "power": "power"}  # each command's plan when none is named
 RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
 
 
@@ -217,20 +218,13 @@ def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Setti
     return settings
 
 
-def plan_choices(options: AblationOptions, **rows) -> dict:
-    """plan_spec's choices (planning.py): the rows' flags, and the ablation's options that a flag or the config
-    file gave; None for one nobody gave (its default), which --resume does not compare."""
-    return {
-        **rows,
-        "seeds": options.choice("seeds"),
-        "seed_list_text": options.choice("seed_list"),
-        "min_seeds": options.choice("min_seeds"),
-        "max_seeds": options.choice("max_seeds"),
-        "alpha": options.choice("alpha"),
-        "margin": options.choice("margin"),
-        "placebo": options.choice("placebo"),
-        "match": options.match_params,  # off is no choice: --resume compares it only when on
-    }
+def request_of(command: str, options: AblationOptions, **rows) -> Request:
+    """The command's request (planning.Request), built once: the rows' flags, and the ablation's options that a
+    flag or the config file gave; None for one nobody gave (its default), which --resume does not compare."""
+    from .planning import Request
+
+    chosen = ("seeds", "seed_list", "min_seeds", "max_seeds", "alpha", "margin", "placebo")
+    return Request(command, **rows, **{n: options.choice(n) for n in chosen}, match_params=options.match_params)
 
 
 @dataclass
@@ -315,7 +309,7 @@ class LadderResult:
 def run_ladder(
     settings: Settings,
     options: AblationOptions,
-    choices: dict,
+    request: Request,
     ladder_choices: dict,
     out=None,
     resume=None,
@@ -329,7 +323,7 @@ def run_ladder(
     from .planning import parse_seeds
 
     check_main_guard("scale", options)
-    if parse_seeds(choices["seeds"]) == AUTO:
+    if parse_seeds(request.seeds) == AUTO:
         raise UserError(
             "scale takes a fixed number of seeds: a ladder's verdicts pool every rung's seeds at once, so --seeds "
             "auto's looks do not apply; give --seeds N (5 advised)."
@@ -338,12 +332,10 @@ def run_ladder(
         folder = Path(resume)
         ladder = lad.read(folder)
         lad.check_rungs(folder, ladder)
-        _check_ladder_resume(folder, ladder, settings, choices, ladder_choices, out)
+        _check_ladder_resume(folder, ladder, settings, request, ladder_choices, out)
         ladder = ladder.with_table_choices(ladder_choices.get("trend_margin"), ladder_choices.get("target_compute"))
     else:
-        plan_name = choices.get("plan") or "cumulative"
-        rows = {k: v for k, v in choices.items() if k != "plan"}
-        ladder = lad.plan_ladder(settings, plan_name, rows, **ladder_choices)
+        ladder = lad.plan_ladder(settings, request, **ladder_choices)
         ladder.command = command_line
         from .running import default_folder
 
@@ -399,7 +391,7 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
         raise
 
 
-def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict, given: dict, out) -> None:
+def _check_ladder_resume(folder: Path, ladder, settings: Settings, request: Request, given: dict, out) -> None:
     """--resume DIR of a ladder: its rungs are fixed when it starts, and the flags given must agree with it."""
     from dataclasses import replace
 
@@ -417,7 +409,7 @@ def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict
         )
     top = ladder.specs[-1]
     kept = tuple(k for k in settings.given if k not in RUNG_KEYS and k != "train.lr")  # the rungs set those
-    check_resume(folder, top, replace(settings, given=kept), choices)
+    check_resume(folder, top, replace(settings, given=kept), request)
 
 
 def ladder_result(folder, draw: bool = True) -> LadderResult:
@@ -449,32 +441,30 @@ def folder_result(folder: Path, at_lr: float | None) -> Result:
     return Result(folder, summary_frame(table.summary), table.scan.runs_frame(), table.notes, table)
 
 
-def plan(command: str, settings: Settings, choices: dict, out, resume):
+def plan(settings: Settings, request: Request, out, resume):
     """The Spec of a new ablation, or None with resume, whose flags given must agree with its folder; and the
     learning rates, for at_lr."""
     from .planning import check_resume, parse_seeds, plan_spec
 
-    if command == "power" and parse_seeds(choices["seeds"]) == AUTO:
+    if request.command == "power" and parse_seeds(request.seeds) == AUTO:
         raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
-    plan, choices = choices.get("plan"), {k: v for k, v in choices.items() if k != "plan"}
     if resume is None:
-        spec = plan_spec(settings, plan or DEFAULT_PLAN[command], **choices)
+        spec = plan_spec(settings, request)
         return spec, spec.lrs
     if out is not None and os.path.realpath(out) != os.path.realpath(resume):  # a link loop is no traceback
         raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
     from .results import ResultsDir
 
     results = ResultsDir(resume)
-    results.check_resumed_by(command)
-    check_resume(resume, results.spec, settings, {**choices, "plan": plan})  # only what was given is compared
+    results.check_resumed_by(request.command)
+    check_resume(resume, results.spec, settings, request)  # only what was given is compared
     return None, results.spec.lrs
 
 
 def run_ablation(
-    command: str,
     settings: Settings,
     options: AblationOptions,
-    choices: dict,
+    request: Request,
     out=None,
     resume=None,
     at_lr: float | None = None,
@@ -482,13 +472,13 @@ def run_ablation(
     command_line: str = "(called from Python)",
 ) -> Result:
     """Plan (or check a resume), start or resume on the chosen executor and train what is pending with a display,
-    then write summary.csv and the figures, log the summary to the trackers, and return the table. choices: see
-    plan_choices. display(ablation) -> a context manager with start, step and finished (ablation/progress.py's; None:
-    quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
-    check_main_guard(command, options)
+    then write summary.csv and the figures, log the summary to the trackers, and return the table. request: the
+    command's (request_of). display(ablation) -> a context manager with start, step and finished
+    (ablation/progress.py's; None: quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
+    check_main_guard(request.command, options)
     out = None if out is None else Path(out)
     resume = None if resume is None else Path(resume)
-    requested, lrs = plan(command, settings, choices, out, resume)
+    requested, lrs = plan(settings, request, out, resume)
     from .executors import prestart
 
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
