@@ -101,7 +101,7 @@ def train(
         components=True,
         other_options_ok=True,
     )
-    return train_checkpoint(settings, options, seed, out, force)
+    return train_checkpoint(settings, options.tracking, seed, out, force)
 
 
 # ---------------------------------------------------------------------------

@@ -91,7 +91,8 @@ def test_settings_of_reads_keywords_as_the_flags_and_the_config_file_below_them(
         "ablate", {"steps": 7, "seeds": "auto", "match_params": True}, ("seeds", "match_params"), smoke=True
     )
     assert settings.train.steps == 7 and settings.train.batch_size == 12  # the keyword, then smoke.toml's
-    assert options.seeds == "auto" and options.match_params and options.given == ("seeds", "match_params")
+    stats = options.statistics
+    assert stats.seeds == "auto" and stats.match_params and stats.given == ("seeds", "match_params")
     assert request_of("ablate", options).seeds == "auto"
 
 

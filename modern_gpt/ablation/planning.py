@@ -15,8 +15,8 @@ from ..core.components import COMPONENTS, PLUGINS, SLOTS, component_problem
 from ..core.config import (
     AUTO,
     POWER_SEEDS,
-    AblationOptions,
     ModelConfig,
+    StatisticsOptions,
     kv_cache_bytes_per_token,
     non_embedding_params,
     param_counts,
@@ -245,9 +245,9 @@ def expand_lrs(rows: list[Variant], lrs: list[float]) -> list[Variant]:
     ]
 
 
-DEFAULT_SEEDS = AblationOptions.seeds  # the defaults are AblationOptions' (config.py): --seeds, then auto's
+DEFAULT_SEEDS = StatisticsOptions.seeds  # the defaults are StatisticsOptions' (config.py): --seeds, then auto's
 MAX_SEEDS = 10_000  # --seeds N: more runs than anyone waits for is a typing mistake
-AUTO_MIN_SEEDS, AUTO_MAX_SEEDS = AblationOptions.min_seeds, AblationOptions.max_seeds
+AUTO_MIN_SEEDS, AUTO_MAX_SEEDS = StatisticsOptions.min_seeds, StatisticsOptions.max_seeds
 MAX_AUTO_SEEDS = 30  # --seeds auto: looks up to here keep the boundary's simulation to seconds and bounded memory
 
 

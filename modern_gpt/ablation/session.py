@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.config import AUTO, AblationOptions
+from ..core.config import AUTO, AblationOptions, ExecutionOptions, TrackingOptions
 from ..core.errors import UserError, did_you_mean
 from ..core.settings import (
     ABLATION,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .planning import Request
 
-# Each command's ablation options (AblationOptions' fields), as its flags have them.
+# Each command's ablation options (the fields of AblationOptions' parts), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
 TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
 POWER_OPTIONS = (
@@ -224,7 +224,8 @@ def request_of(command: str, options: AblationOptions, **rows) -> Request:
     from .planning import Request
 
     chosen = ("seeds", "seed_list", "min_seeds", "max_seeds", "alpha", "margin", "placebo")
-    return Request(command, **rows, **{n: options.choice(n) for n in chosen}, match_params=options.match_params)
+    stats = options.statistics
+    return Request(command, **rows, **{n: stats.choice(n) for n in chosen}, match_params=stats.match_params)
 
 
 @dataclass
@@ -245,7 +246,7 @@ class Trained:
 
 
 def train_checkpoint(
-    settings: Settings, options: AblationOptions, seed: int, out, force: bool, display=None
+    settings: Settings, tracking: TrackingOptions, seed: int, out, force: bool, display=None
 ) -> Trained:
     """The one run of `train`: checked, trained, its checkpoint written (weights only when it trained), and logged
     to the trackers asked for. display(corpus name) -> a context manager yielding progress(step, loss), or None
@@ -264,7 +265,7 @@ def train_checkpoint(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(out) if out else Path("checkpoints") / f"{stamp}-{label(settings.model.components)}"
     check_free(out, "--out", force)
-    _check_tracking(options)
+    _check_tracking(tracking)
     corpus = load_corpus(settings.data)
     from dataclasses import replace
 
@@ -279,10 +280,10 @@ def train_checkpoint(
     trained = not (result.diverged or result.error)
     save_checkpoint(out, model if trained else None, settings, corpus.tokenizer, metrics)
     tracked = {}
-    if options.track:  # logged after the checkpoint is written (a tracker's failure is a warning)
+    if tracking.track:  # logged after the checkpoint is written (a tracker's failure is a warning)
         from ..trackers.tracking import log_train
 
-        tracked = log_train(options.track, options.mlflow_uri, out, settings, seed, metrics)
+        tracked = log_train(tracking.track, tracking.mlflow_uri, out, settings, seed, metrics)
     return Trained(out, result, settings, corpus, tracked)
 
 
@@ -322,7 +323,7 @@ def run_ladder(
     from . import ladder as lad
     from .planning import parse_seeds
 
-    check_main_guard("scale", options)
+    check_main_guard("scale", options.execution)
     if parse_seeds(request.seeds) == AUTO:
         raise UserError(
             "scale takes a fixed number of seeds: a ladder's verdicts pool every rung's seeds at once, so --seeds "
@@ -340,7 +341,7 @@ def run_ladder(
         from .running import default_folder
 
         folder = Path(out) if out is not None else default_folder("scale")
-    _check_tracking(options)
+    _check_tracking(options.tracking)
     _start_rungs(folder, ladder, options, command_line, fresh=resume is None)
     from .running import resume as resume_ablation
 
@@ -369,7 +370,7 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
 
     if fresh:
         ResultsDir(folder).check_new()
-        prestart(options, sum(len(s.variants) * len(s.seeds) for s in ladder.specs))
+        prestart(options.execution, sum(len(s.variants) * len(s.seeds) for s in ladder.specs))
     made = []
     try:
         for i in reversed(range(len(ladder.rungs))):
@@ -475,23 +476,23 @@ def run_ablation(
     then write summary.csv and the figures, log the summary to the trackers, and return the table. request: the
     command's (request_of). display(ablation) -> a context manager with start, step and finished
     (ablation/progress.py's; None: quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
-    check_main_guard(request.command, options)
+    check_main_guard(request.command, options.execution)
     out = None if out is None else Path(out)
     resume = None if resume is None else Path(resume)
     requested, lrs = plan(settings, request, out, resume)
     from .executors import prestart
 
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
-        prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
+        prestart(options.execution, len(requested.variants) * len(requested.seeds))  # pandas and torch
     from ..verdict.table import at_lr_index  # pandas loads here, after the plan's checks
 
     at_lr_index(lrs, at_lr)  # a wrong at_lr is refused before anything trains
-    _check_tracking(options)
+    _check_tracking(options.tracking)
     from .running import resume as resume_ablation  # torch loads here, after every check of the flags
     from .running import start
 
     if resume is not None:
-        _check_resume_store(resume, options)
+        _check_resume_store(resume, options.tracking)
         ablation = resume_ablation(resume, options)
     else:
         ablation = start(requested, out, command_line, options)
@@ -528,21 +529,21 @@ def train_pending(ablation, display: Callable):
     return table
 
 
-def _check_resume_store(folder: Path, options: AblationOptions) -> None:
+def _check_resume_store(folder: Path, tracking: TrackingOptions) -> None:
     """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
-    if "mlflow" in options.track:
+    if "mlflow" in tracking.track:
         from ..trackers.checks import check_resume_store
         from .results import ResultsDir
 
-        check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
+        check_resume_store(folder, ResultsDir(folder).read_meta(), tracking.track, tracking.mlflow_uri)
 
 
-def _check_tracking(options: AblationOptions) -> None:
+def _check_tracking(tracking: TrackingOptions) -> None:
     """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
-    if options.track:
+    if tracking.track:
         from ..trackers.checks import check
 
-        check(options.track, options.mlflow_uri)
+        check(tracking.track, tracking.mlflow_uri)
 
 
 class _Quiet:
@@ -622,16 +623,16 @@ def _is_main_test(test) -> bool:
     return names == ["__name__"] and texts == ["__main__"]
 
 
-def check_main_guard(command: str, options: AblationOptions) -> None:
+def check_main_guard(command: str, execution: ExecutionOptions) -> None:
     """Refuse, before anything is read or started, a call at the top level of a plain script whose runs may
     train in worker processes (jobs above 1, or auto): each worker would run the script again. On a GPU jobs=auto
     trains one run at a time, as jobs=1 does, but the rule is the same on every machine."""
-    if options.executor != "local" or options.jobs == 1:
+    if execution.executor != "local" or execution.jobs == 1:
         return
     where = unguarded_call()
     if where is not None:
         raise UserError(
             f"modern_gpt.{command}() is called at the top level of {where[0]} (line {where[1]}), which the worker "
-            f"processes of jobs={options.jobs!r} import again as they start; put the call under "
+            f"processes of jobs={execution.jobs!r} import again as they start; put the call under "
             '`if __name__ == "__main__":`, or give jobs=1.'
         )

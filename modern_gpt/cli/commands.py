@@ -218,7 +218,7 @@ def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint
 
     steps = settings.train.steps
     done = train_checkpoint(
-        settings, options, seed, out, force, lambda name: run_progress(console, steps, f"train {name}")
+        settings, options.tracking, seed, out, force, lambda name: run_progress(console, steps, f"train {name}")
     )
     for name, run_id in done.tracked.items():
         console.print(f"{name}: {run_id}", markup=False, highlight=False)

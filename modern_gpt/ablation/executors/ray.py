@@ -19,7 +19,7 @@ from ...core.errors import UserError
 from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, plain
 
 if TYPE_CHECKING:
-    from ...core.config import AblationOptions
+    from ...core.config import ExecutionOptions
 
 RAY_EXTRA = 'pip install -e ".[ray]"'
 GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
@@ -239,7 +239,7 @@ class Ray(Cluster):
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
 
-    def __init__(self, options: AblationOptions, threads: int, device: str):
+    def __init__(self, options: ExecutionOptions, threads: int, device: str):
         given = options.ray_address if options.ray_address is not None else os.environ.get("RAY_ADDRESS", "")
         source = "--ray-address" if options.ray_address is not None else "RAY_ADDRESS"
         text = given.strip()

@@ -38,7 +38,7 @@ from ...core.files import atomic_path, write_json
 from . import Cluster, Detached, RemoteTraceback, cuda_seen, plain, portable
 
 if TYPE_CHECKING:
-    from ...core.config import AblationOptions
+    from ...core.config import ExecutionOptions
 
 SLURM_EXTRA = 'pip install -e ".[slurm]"'
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
@@ -238,7 +238,7 @@ class Slurm(Cluster):
     NAME = "Slurm"
 
     @staticmethod
-    def resume_options(meta: dict, folder: Path, options: AblationOptions) -> AblationOptions:
+    def resume_options(meta: dict, folder: Path, options: ExecutionOptions) -> ExecutionOptions:
         """On Slurm with the recorded settings (flags given win); another executor only once no task is queued."""
         chosen = options.choice("executor")
         if chosen not in (None, "slurm"):
@@ -257,7 +257,7 @@ class Slurm(Cluster):
             kept["sbatch"] = tuple(kept["sbatch"])
         return replace(options, executor="slurm", **kept)
 
-    def __init__(self, options: AblationOptions, threads: int, device: str):
+    def __init__(self, options: ExecutionOptions, threads: int, device: str):
         try:
             import submitit
         except ImportError:
