@@ -193,3 +193,34 @@ def test_the_commands_hand_the_options_from_the_file_and_the_flags_to_planning_a
     assert len(started("power").args[0].seeds) == cli.POWER_SEEDS  # power's own default, not --seeds's 5
     refused = started("power", "--seeds", "auto")
     assert isinstance(refused, UserError) and "give --seeds N, not auto" in str(refused)
+
+
+def test_the_request_is_built_once_frozen_and_kept_by_the_spec(tmp_path):
+    """request_of: the rows' flags and the statistics a flag or the config file gave (None: nobody chose it), as
+    one frozen planning.Request; plan_spec plans from it and the Spec keeps it (meta.json does not hold it)."""
+    from modern_gpt.ablation.session import request_of, settings_of
+
+    file = _toml(tmp_path, "[ablation]\nalpha = 0.1\njobs = 1\n")
+    found, options = settings_of("duel", {"seeds": 2}, cli.ABLATE_OPTIONS, config=str(file))
+    request = request_of("duel", options, lrs="1e-3,1e-2")
+    assert (request.command, request.plan, request.plan_name) == ("duel", None, "duel")
+    assert (request.seeds, request.alpha, request.margin, request.placebo, request.lrs) == (
+        2,
+        0.1,
+        None,
+        None,
+        "1e-3,1e-2",
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.alpha = 0.2
+    spec = planning.plan_spec(found, request)
+    assert spec.request is request and spec.alpha == 0.1 and "request" not in spec.to_dict()
+    assert planning.Spec.from_dict(spec.to_dict()).request is None
+
+
+def test_a_folder_s_command_is_its_plan_s(tmp_path):
+    """The command that resumes a folder comes from the plans' registry (meta.json records the plan alone)."""
+    assert planning.PLANS["custom"] == "ablate" and planning.PLANS["duel"] == "duel"
+    assert planning.Spec.command_in({"spec": {"plan": "power"}}) == "power"
+    assert planning.Spec.command_in({"spec": {"plan": 3}}) == planning.Spec.command_in([]) == "ablate"
+    assert planning.resume_command("duel", tmp_path / "x y") == f"modern-gpt duel --resume '{tmp_path}/x y'"

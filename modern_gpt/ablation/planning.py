@@ -27,7 +27,12 @@ from ..core.settings import ALL, Settings, from_dict, saved_settings_problem
 from ..verdict.design import ALPHA, MAX_SEED, Design, DesignError, Row, check_statistics
 from ..verdict.stats import Boundary
 
-PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
+# Each plan, and the command that writes and resumes a folder of it: meta.json records the plan alone, so a folder
+# read back takes its command from here (a duel or power plan given to ablate is resumed by duel or power).
+PLANS = {
+    **dict.fromkeys(("cumulative", "single", "leave-one-out", "custom"), "ablate"),
+    **{"duel": "duel", "power": "power"},
+}
 DEFAULT_PLAN = {"ablate": "cumulative", "duel": "duel", "power": "power", "scale": "cumulative"}  # with no --plan
 POWER_MIN_SEEDS = 3  # the fewest pairs whose paired sd power reports an mde from
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
@@ -394,12 +399,13 @@ class Spec:
         )
 
     @staticmethod
-    def plan_in(meta: dict) -> str | None:
-        """The plan a meta.json names, read even when the rest of it is damaged (for advice), or None."""
+    def command_in(meta: dict) -> str:
+        """The command of the plan a meta.json names, read even when the rest of it is damaged (for advice);
+        ablate's when it names none or an unknown one."""
         plan = (
             meta.get("spec", {}).get("plan") if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else None
         )
-        return plan if isinstance(plan, str) else None
+        return PLANS.get(plan, "ablate") if isinstance(plan, str) else "ablate"
 
     # -- the table it plans: its Design ---------------------------------------------------------------------
     @property
@@ -437,12 +443,12 @@ class Spec:
     # -- the folder ----------------------------------------------------------------------------------------
     @property
     def command(self) -> str:
-        """The command that writes (and resumes) a results folder of this plan."""
-        return command_of(self.plan)
+        """The command that writes (and resumes) a results folder of this plan (PLANS)."""
+        return PLANS[self.plan]
 
     def resume_command(self, folder) -> str:
         """What finishes a folder of this spec, as a user types it."""
-        return resume_command(self.plan, folder)
+        return resume_command(self.command, folder)
 
     # -- checks ----------------------------------------------------------------------------------------------
     def problem(self) -> str | None:
@@ -478,21 +484,16 @@ def run_row(row: int, j: int, k: int) -> int:
     return row * k + j
 
 
-def command_of(plan: str) -> str:
-    """The command that writes (and resumes) a results folder of this plan."""
-    return plan if plan in ("duel", "power") else "ablate"
-
-
 LADDER_FILE = "ladder.json"  # a ladder's folder (ablation/ladder.py) holds it; each rung is a folder under it
 
 
-def resume_command(plan: str, folder) -> str:
-    """The command line that finishes a folder of this plan, quoted as a shell reads it. A rung of a ladder is
+def resume_command(command: str, folder) -> str:
+    """The command line that finishes a folder of this command's, quoted as a shell reads it. A rung of a ladder is
     finished by the ladder's own resume, which also writes the scale table again."""
     parent = Path(folder).parent
     if (parent / LADDER_FILE).is_file():
         return f"modern-gpt scale --resume {shlex.quote(str(parent))}"
-    return f"modern-gpt {command_of(plan)} --resume {shlex.quote(str(folder))}"
+    return f"modern-gpt {command} --resume {shlex.quote(str(folder))}"
 
 
 def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
