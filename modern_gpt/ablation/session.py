@@ -221,11 +221,13 @@ def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Setti
 def request_of(command: str, options: AblationOptions, **rows) -> Request:
     """The command's request (planning.Request), built once: the rows' flags, and the ablation's options that a
     flag or the config file gave; None for one nobody gave (its default), which --resume does not compare."""
+    from dataclasses import fields
+
     from .planning import Request
 
-    chosen = ("seeds", "seed_list", "min_seeds", "max_seeds", "alpha", "margin", "placebo")
-    stats = options.statistics
-    return Request(command, **rows, **{n: stats.choice(n) for n in chosen}, match_params=stats.match_params)
+    stats = options.statistics  # each of its options is a field of Request's, of the same name
+    chosen = {f.name: stats.choice(f.name) for f in fields(stats) if f.name not in ("given", "match_params")}
+    return Request(command, **rows, **chosen, match_params=stats.match_params)  # match_params off is no choice
 
 
 @dataclass

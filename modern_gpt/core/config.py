@@ -600,8 +600,8 @@ class AblationOptions:
 
     @classmethod
     def parts(cls) -> dict[str, type]:
-        """Each part's field name and its class, in the flags' order."""
-        return {"statistics": StatisticsOptions, "execution": ExecutionOptions, "tracking": TrackingOptions}
+        """Each part's field name and its class (the field's default_factory), in the flags' order."""
+        return {f.name: f.default_factory for f in fields(cls)}
 
     @classmethod
     def of(cls, values: dict[str, object]) -> AblationOptions:
