@@ -30,7 +30,7 @@ from .ablation.session import (
     Trained,
     folder_result,
     ladder_result,
-    plan_choices,
+    request_of,
     run_ablation,
     run_ladder,
     settings_of,
@@ -101,7 +101,7 @@ def train(
         components=True,
         other_options_ok=True,
     )
-    return train_checkpoint(settings, options, seed, out, force)
+    return train_checkpoint(settings, options.tracking, seed, out, force)
 
 
 # ---------------------------------------------------------------------------
@@ -129,8 +129,8 @@ def ablate(
     is a terminal, or in IPython)."""
     settings, options = settings_of("ablate", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     rows = _rows("ablate", components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
-    choices = plan_choices(options, plan=plan, **rows)
-    return run_ablation("ablate", settings, options, choices, out, resume, at_lr, display_of(progress))
+    request = request_of("ablate", options, plan=plan, **rows)
+    return run_ablation(settings, options, request, out, resume, at_lr, display_of(progress))
 
 
 @with_keywords(ABLATE_OPTIONS)
@@ -149,8 +149,8 @@ def duel(
 ) -> Result:
     """All-classic against all-modern on the same data, seeds and steps (`modern-gpt duel`)."""
     settings, options = settings_of("duel", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
-    choices = plan_choices(options, **_rows("duel", lrs=lrs, lr_sweep=lr_sweep))
-    return run_ablation("duel", settings, options, choices, out, resume, at_lr, display_of(progress))
+    request = request_of("duel", options, **_rows("duel", lrs=lrs, lr_sweep=lr_sweep))
+    return run_ablation(settings, options, request, out, resume, at_lr, display_of(progress))
 
 
 @with_keywords(POWER_OPTIONS)
@@ -167,8 +167,8 @@ def power(
 ) -> Result:
     """How many seeds does a question need (`modern-gpt power`): one architecture and its placebo at N seeds."""
     settings, options = settings_of("power", flags, POWER_OPTIONS, config=config, smoke=smoke, plugins=plugins)
-    choices = plan_choices(options, variants=variant)
-    return run_ablation("power", settings, options, choices, out, resume, None, display_of(progress))
+    request = request_of("power", options, variants=variant)
+    return run_ablation(settings, options, request, out, resume, None, display_of(progress))
 
 
 # ---------------------------------------------------------------------------
@@ -201,12 +201,12 @@ def scale(
     its reference at each rung and over the ladder, with seed noise in its CI, and whether k changes with scale."""
     settings, options = settings_of("scale", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     rows = _rows("scale", components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
-    choices = plan_choices(options, plan=plan, **rows)
+    request = request_of("scale", options, plan=plan, **rows)
     sizes = rungs if isinstance(rungs, int) and not isinstance(rungs, bool) else _joined("scale", "rungs", rungs)
     given = dict(rungs=sizes, depths=_joined("scale", "depths", depths), tokens_per_param=tokens_per_param)
     given.update(rung_steps=_joined("scale", "rung_steps", rung_steps), lr_rule=lr_rule)
     given.update(trend_margin=trend_margin, target_compute=target_compute)
-    return run_ladder(settings, options, choices, given, out, resume, display_of(progress))
+    return run_ladder(settings, options, request, given, out, resume, display_of(progress))
 
 
 # ---------------------------------------------------------------------------

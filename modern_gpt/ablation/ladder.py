@@ -30,7 +30,7 @@ from ..core.schema import problem
 from ..core.settings import Settings
 from ..model import plugins
 from ..verdict.ladder import table_choices_problem
-from .planning import LADDER_FILE, Spec, SpecError, plan_spec, variant_config
+from .planning import LADDER_FILE, Request, Spec, SpecError, plan_spec, variant_config
 
 FORMAT = 1
 MAX_RUNGS = 8
@@ -301,8 +301,7 @@ def _body(model: ModelConfig, components: tuple[str, ...]) -> int:
 
 def plan_ladder(
     settings: Settings,
-    plan: str,
-    choices: dict,
+    request: Request,
     rungs: str | int | None = None,
     depths: str | None = None,
     tokens_per_param: float | None = None,
@@ -324,7 +323,7 @@ def plan_ladder(
         )
     if min(widths) < 1 or min(layers) < 1:
         raise UserError("--rungs widths and --depths must be positive whole numbers.")
-    first = plan_spec(settings, plan, **choices).table_variants[0].components  # the plan's first row
+    first = plan_spec(settings, request).table_variants[0].components  # the plan's first row
     models = []
     for w, d in zip(widths, layers, strict=True):
         _check_shape(base, w, d)
@@ -334,14 +333,14 @@ def plan_ladder(
         shown = ", ".join(f"{m.dim}x{m.layers}: {n:,}" for m, n in zip(models, sizes, strict=True))
         raise UserError(f"the rungs must grow in size from first to last, and their parameters do not ({shown}).")
     steps, ratio = _steps(settings, models, sizes, first, tokens_per_param, rung_steps)
-    rule, lrs = _learning_rates(settings, sizes, lr_rule, choices)
+    rule, lrs = _learning_rates(settings, sizes, lr_rule, request)
     train = settings.train
     out = []
     for m, n, s, lr in zip(models, sizes, steps, lrs, strict=True):
         share = s / train.steps
         warm = min(max(0, round(train.warmup_steps * share)), s - 1) if train.warmup_steps else 0
         out.append(Rung(m.dim, m.layers, s, warm, max(1, round(train.eval_every * share)), lr, n))
-    specs = [plan_spec(rung_settings(settings, r), plan, **choices) for r in out]
+    specs = [plan_spec(rung_settings(settings, r), request) for r in out]
     return Ladder(out, specs, rule, ratio).with_table_choices(trend_margin, target_compute)
 
 
@@ -415,10 +414,10 @@ def _steps(
 
 
 def _learning_rates(
-    settings: Settings, sizes: list[int], rule: str | None, choices: dict
+    settings: Settings, sizes: list[int], rule: str | None, request: Request
 ) -> tuple[str, list[float | None]]:
     """Each rung's learning rate and the rule, in words; with --lrs every rung trains every row at each."""
-    grid = choices.get("lrs") is not None or choices.get("lr_sweep") is not None
+    grid = request.lrs is not None or request.lr_sweep is not None
     if grid:
         if rule is not None:
             raise UserError("--lr-rule chooses one learning rate per rung, and --lrs trains each at several; give one.")

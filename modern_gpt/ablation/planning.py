@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core.components import COMPONENTS, PLUGINS, SLOTS, component_problem
 from ..core.config import (
     AUTO,
     POWER_SEEDS,
-    AblationOptions,
     ModelConfig,
+    StatisticsOptions,
     kv_cache_bytes_per_token,
     non_embedding_params,
     param_counts,
@@ -27,7 +27,13 @@ from ..core.settings import ALL, Settings, from_dict, saved_settings_problem
 from ..verdict.design import ALPHA, MAX_SEED, Design, DesignError, Row, check_statistics
 from ..verdict.stats import Boundary
 
-PLANS = ("cumulative", "single", "leave-one-out", "custom", "duel", "power")
+# Each plan, and the command that writes and resumes a folder of it: meta.json records the plan alone, so a folder
+# read back takes its command from here (a duel or power plan given to ablate is resumed by duel or power).
+PLANS = {
+    **dict.fromkeys(("cumulative", "single", "leave-one-out", "custom"), "ablate"),
+    **{"duel": "duel", "power": "power"},
+}
+DEFAULT_PLAN = {"ablate": "cumulative", "duel": "duel", "power": "power", "scale": "cumulative"}  # with no --plan
 POWER_MIN_SEEDS = 3  # the fewest pairs whose paired sd power reports an mde from
 MATCH_TOLERANCE = 0.01  # --match-params: non-embedding parameters within 1% of the first row's
 
@@ -60,6 +66,36 @@ class Variant:
         return cls(
             d["name"], tuple(d["components"]), d["reference"], d.get("mlp_hidden"), d.get("placebo", False), d.get("lr")
         )
+
+
+# ---------------------------------------------------------------------------
+# The request: what one ablate, duel, power or scale asks for
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Request:
+    """One command's plan and statistical choices, built once from its flags or keywords (session.request_of):
+    plan_spec plans from it and the Spec keeps it; --resume compares it with the folder's spec. None: nobody
+    chose it (no flag, no config file's key), so its default holds and --resume does not compare it."""
+
+    command: str  # ablate, duel, power or scale
+    plan: str | None = None  # --plan; None: the command's own (DEFAULT_PLAN)
+    components: str | None = None  # --components, as typed
+    variants: str | None = None  # --variants (power: --variant), as typed
+    lrs: str | None = None
+    lr_sweep: str | None = None
+    seeds: int | str | None = None  # a number, or auto
+    seed_list: str | None = None  # --seed-list, as typed
+    min_seeds: int | None = None
+    max_seeds: int | None = None
+    alpha: float | None = None
+    margin: float | None = None
+    placebo: bool | None = None
+    match_params: bool = False  # off is no choice: --resume compares it only when on
+
+    @property
+    def plan_name(self) -> str:
+        """The plan it asks for: --plan's, else its command's own."""
+        return self.plan or DEFAULT_PLAN[self.command]
 
 
 # ---------------------------------------------------------------------------
@@ -214,9 +250,9 @@ def expand_lrs(rows: list[Variant], lrs: list[float]) -> list[Variant]:
     ]
 
 
-DEFAULT_SEEDS = AblationOptions.seeds  # the defaults are AblationOptions' (config.py): --seeds, then auto's
+DEFAULT_SEEDS = StatisticsOptions.seeds  # the defaults are StatisticsOptions' (config.py): --seeds, then auto's
 MAX_SEEDS = 10_000  # --seeds N: more runs than anyone waits for is a typing mistake
-AUTO_MIN_SEEDS, AUTO_MAX_SEEDS = AblationOptions.min_seeds, AblationOptions.max_seeds
+AUTO_MIN_SEEDS, AUTO_MAX_SEEDS = StatisticsOptions.min_seeds, StatisticsOptions.max_seeds
 MAX_AUTO_SEEDS = 30  # --seeds auto: looks up to here keep the boundary's simulation to seconds and bounded memory
 
 
@@ -315,6 +351,8 @@ class Spec:
     margin: float | None = None  # nats: with it, `same` when an equivalence test shows |delta| < margin
     min_seeds: int | None = None  # --seeds auto: the first look; the seeds list then runs to --max-seeds
     lrs: list[float] | None = None  # --lrs: every row at each; variants then holds one run row per row and lr
+    # The request it was planned from (None: read from a folder, whose meta.json holds the numbers alone)
+    request: Request | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         why = self.problem()
@@ -361,12 +399,13 @@ class Spec:
         )
 
     @staticmethod
-    def plan_in(meta: dict) -> str | None:
-        """The plan a meta.json names, read even when the rest of it is damaged (for advice), or None."""
+    def command_in(meta: dict) -> str:
+        """The command of the plan a meta.json names, read even when the rest of it is damaged (for advice);
+        ablate's when it names none or an unknown one."""
         plan = (
             meta.get("spec", {}).get("plan") if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else None
         )
-        return plan if isinstance(plan, str) else None
+        return PLANS.get(plan, "ablate") if isinstance(plan, str) else "ablate"
 
     # -- the table it plans: its Design ---------------------------------------------------------------------
     @property
@@ -404,12 +443,12 @@ class Spec:
     # -- the folder ----------------------------------------------------------------------------------------
     @property
     def command(self) -> str:
-        """The command that writes (and resumes) a results folder of this plan."""
-        return command_of(self.plan)
+        """The command that writes (and resumes) a results folder of this plan (PLANS)."""
+        return PLANS[self.plan]
 
     def resume_command(self, folder) -> str:
         """What finishes a folder of this spec, as a user types it."""
-        return resume_command(self.plan, folder)
+        return resume_command(self.command, folder)
 
     # -- checks ----------------------------------------------------------------------------------------------
     def problem(self) -> str | None:
@@ -445,21 +484,16 @@ def run_row(row: int, j: int, k: int) -> int:
     return row * k + j
 
 
-def command_of(plan: str) -> str:
-    """The command that writes (and resumes) a results folder of this plan."""
-    return plan if plan in ("duel", "power") else "ablate"
-
-
 LADDER_FILE = "ladder.json"  # a ladder's folder (ablation/ladder.py) holds it; each rung is a folder under it
 
 
-def resume_command(plan: str, folder) -> str:
-    """The command line that finishes a folder of this plan, quoted as a shell reads it. A rung of a ladder is
+def resume_command(command: str, folder) -> str:
+    """The command line that finishes a folder of this command's, quoted as a shell reads it. A rung of a ladder is
     finished by the ladder's own resume, which also writes the scale table again."""
     parent = Path(folder).parent
     if (parent / LADDER_FILE).is_file():
         return f"modern-gpt scale --resume {shlex.quote(str(parent))}"
-    return f"modern-gpt {command_of(plan)} --resume {shlex.quote(str(folder))}"
+    return f"modern-gpt {command} --resume {shlex.quote(str(folder))}"
 
 
 def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
@@ -480,44 +514,29 @@ def variant_info(spec: Spec, vocab_size: int) -> list[dict]:
     return out
 
 
-def plan_spec(
-    settings: Settings,
-    plan: str,
-    components: str | None = None,
-    variants: str | None = None,
-    seeds: int | str | None = None,
-    seed_list_text: str | None = None,
-    match: bool = False,
-    placebo: bool | None = None,
-    alpha: float | None = None,
-    margin: float | None = None,
-    min_seeds: int | None = None,
-    max_seeds: int | None = None,
-    lrs: str | None = None,
-    lr_sweep: str | None = None,
-) -> Spec:
-    """The specification of a new ablation from the command line's choices (None: the default)."""
-    settings, rates = _learning_rates(settings, plan, lrs, lr_sweep)
-    alpha = ALPHA if alpha is None else alpha
-    check_statistics(alpha, margin)
-    rows = _rows(settings, plan, components, variants, match, placebo, rates)
-    seeds = parse_seeds(POWER_SEEDS if plan == "power" and seeds is None else seeds)
+def plan_spec(settings: Settings, request: Request) -> Spec:
+    """The specification of a new ablation from the command's request (None: the default)."""
+    r, plan = request, request.plan_name
+    settings, rates = _learning_rates(settings, plan, r.lrs, r.lr_sweep)
+    alpha = ALPHA if r.alpha is None else r.alpha
+    check_statistics(alpha, r.margin)
+    rows = _rows(settings, plan, r.components, r.variants, r.match_params, r.placebo, rates)
+    seeds = parse_seeds(POWER_SEEDS if plan == "power" and r.seeds is None else r.seeds)
+    kept = dict(alpha=alpha, margin=r.margin, lrs=rates, request=request)
     if seeds == AUTO:
-        low, high = _auto_seeds(seed_list_text, min_seeds, max_seeds)
-        spec = Spec(
-            settings, plan, rows, list(range(high)), match, alpha=alpha, margin=margin, min_seeds=low, lrs=rates
-        )
+        low, high = _auto_seeds(r.seed_list, r.min_seeds, r.max_seeds)
+        spec = Spec(settings, plan, rows, list(range(high)), r.match_params, min_seeds=low, **kept)
         spec.boundary()  # the boundary's simulation (a second or two) runs before any folder is made
         return spec
-    if min_seeds is not None or max_seeds is not None:
+    if r.min_seeds is not None or r.max_seeds is not None:
         raise UserError("--min-seeds and --max-seeds go with --seeds auto.")
-    chosen = seed_list(seeds, seed_list_text)
+    chosen = seed_list(seeds, r.seed_list)
     if plan == "power" and len(chosen) < POWER_MIN_SEEDS:
         raise UserError(
             f"power needs at least {POWER_MIN_SEEDS} seeds to measure a paired sd ({POWER_SEEDS} advised), got "
             f"{len(chosen)}."
         )
-    return Spec(settings, plan, rows, chosen, match, alpha=alpha, margin=margin, lrs=rates)
+    return Spec(settings, plan, rows, chosen, r.match_params, **kept)
 
 
 def _learning_rates(
@@ -630,10 +649,10 @@ def _check_windows(settings: Settings) -> None:
         )
 
 
-def resume_differences(stored: Spec, settings: Settings, choices: dict) -> list[str]:
+def resume_differences(stored: Spec, settings: Settings, request: Request) -> list[str]:
     """What the flags given with --resume ask for that the folder's spec does not hold, as 'what: stored ->
-    given'. Only what was given is compared: a default that nobody typed is no difference. choices: the plan's
-    choices that were given (plan_spec's names; None and False are not given)."""
+    given'. Only what was given is compared: a default that nobody typed is no difference (the request's None,
+    and match_params off)."""
     out = []
 
     def differ(what: str, a, b) -> None:
@@ -646,32 +665,32 @@ def resume_differences(stored: Spec, settings: Settings, choices: dict) -> list[
         if key == "train.compile" and now["train"]["compile"] == "auto":  # the folder's choice is auto's
             continue
         differ(f"settings.{key}", held[section].get(name), now[section][name])
-    plan = choices.get("plan") or stored.plan
+    plan = request.plan or stored.plan
     differ("plan", stored.plan, plan)
-    if any(choices.get(c) is not None for c in ("plan", "components", "variants")):
-        asked = make_plan(plan, parse_components(choices.get("components")), choices.get("variants"))
+    if any(c is not None for c in (request.plan, request.components, request.variants)):
+        asked = make_plan(plan, parse_components(request.components), request.variants)
         rows = [v for v in stored.table_variants if not v.placebo]  # the table's rows, without the placebo
         differ("rows", [v.name for v in rows], [v.name for v in asked])
-    if choices.get("placebo") is not None:
-        differ("placebo", any(v.placebo for v in stored.variants), choices["placebo"])
-    if choices.get("match"):
+    if request.placebo is not None:
+        differ("placebo", any(v.placebo for v in stored.variants), request.placebo)
+    if request.match_params:
         differ("match_params", stored.match_params, True)
-    if choices.get("lrs") is not None or choices.get("lr_sweep") is not None:
-        rates = parse_lrs(choices.get("lrs"), choices.get("lr_sweep"))
+    if request.lrs is not None or request.lr_sweep is not None:
+        rates = parse_lrs(request.lrs, request.lr_sweep)
         if len(rates) == 1:  # a plain ablation at it
             differ("settings.train.lr", held["train"]["lr"], rates[0])
         differ("lrs", stored.lrs, None if len(rates) == 1 else rates)
     for name in ("alpha", "margin"):
-        if choices.get(name) is not None:
-            differ(name, getattr(stored, name), choices[name])
+        if getattr(request, name) is not None:
+            differ(name, getattr(stored, name), getattr(request, name))
     return out
 
 
-def seeds_problem(stored: Spec, choices: dict) -> str | None:
+def seeds_problem(stored: Spec, request: Request) -> str | None:
     """Why the seeds given with --resume are not the folder's: they are fixed when a folder starts, and
     --resume cannot add any (its runs are paired seed by seed); None when none are given or they agree."""
-    seeds, text = parse_seeds(choices.get("seeds")), choices.get("seed_list_text")
-    low, high = choices.get("min_seeds"), choices.get("max_seeds")
+    seeds, text = parse_seeds(request.seeds), request.seed_list
+    low, high = request.min_seeds, request.max_seeds
     if seeds is None and text is None and low is None and high is None:
         return None
     have, auto = stored.seeds, stored.min_seeds
@@ -690,13 +709,13 @@ def seeds_problem(stored: Spec, choices: dict) -> str | None:
     )
 
 
-def check_resume(folder, stored: Spec, settings: Settings, choices: dict) -> None:
+def check_resume(folder, stored: Spec, settings: Settings, request: Request) -> None:
     """Flags given with --resume must agree with the folder (stored: its spec); one sentence naming what
     differs among what was given, or saying that seeds cannot be added."""
-    why = seeds_problem(stored, choices)
+    why = seeds_problem(stored, request)
     if why:
         raise UserError(f"{folder}: {why}.")
-    diffs = resume_differences(stored, settings, choices)
+    diffs = resume_differences(stored, settings, request)
     if diffs:
         raise UserError(
             f"{folder} was made with other settings ({'; '.join(diffs[:4])}); resume with the same settings, "

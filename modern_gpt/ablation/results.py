@@ -382,12 +382,12 @@ class ResultsDir:
         if self.half_created():
             raise self.half_created_error()
         if self.is_results():
-            try:  # the plan even of a damaged meta.json: the advice names its command
-                plan = Spec.plan_in(json.loads((p / "meta.json").read_text(encoding="utf-8")))
+            try:  # the command even of a damaged meta.json's plan: the advice names it
+                command = Spec.command_in(json.loads((p / "meta.json").read_text(encoding="utf-8")))
             except (OSError, ValueError):
-                plan = None
+                command = "ablate"
             raise UserError(
-                f"{p} already holds an ablation; finish it with {resume_command(plan, p)}, or choose another --out."
+                f"{p} already holds an ablation; finish it with {resume_command(command, p)}, or choose another --out."
             )
         if os.path.lexists(p / LADDER_FILE):
             raise UserError(

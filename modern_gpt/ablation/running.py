@@ -199,7 +199,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
     for v in spec.variants:  # a size that cannot fit is refused before anything is written
         cfg = replace(variant_config(spec.settings.model, v), vocab_size=corpus.tokenizer.vocab_size)
         plugins.check_forward(cfg)  # a plugin's factory or output shape, on two tokens, before any folder
-        if executor_class(options).local_memory:  # else each run checks its own node's memory (train_run)
+        if executor_class(options.execution).local_memory:  # else each run checks its own node's memory (train_run)
             check_memory(cfg, spec.settings.train, device)
     spec.data_key, spec.data_name = corpus.key, corpus.name
     results = ResultsDir(out or default_folder(spec.plan))
@@ -216,7 +216,7 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
             "corpus": corpus.facts(),  # what --resume names when the data or the tokenizer file changed
             "plugins": plugins.records(variant_config(spec.settings.model, v) for v in spec.variants),
             "loaded_plugins": loaded_plugins(None),  # every one, used or not
-            "jobs": options.jobs,
+            "jobs": options.execution.jobs,
             "threads": threads,  # every run's torch threads, a resume's too (CPU values depend on them)
             "compile": compile_,
             "executor": ablation.executor.info(),
@@ -246,7 +246,8 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
             "wait for it to finish or stop it first."
         )
     plugins.check_recorded(meta.get("plugins"), folder)
-    options = resume_options(meta, folder, options)  # a Slurm folder's tasks may still be training its runs
+    # a Slurm folder's tasks may still be training its runs
+    options = replace(options, execution=resume_options(meta, folder, options.execution))
     spec = results.spec
     corpus = load_corpus(spec.settings.data)
     if corpus.key != spec.data_key:
@@ -311,7 +312,7 @@ def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:
 
 def _device(spec: Spec, options: AblationOptions) -> str:
     """The device the runs train on, as the executor reads --device (on Ray, the workers')."""
-    return executor_class(options).device_of(spec.settings.train.device, options)
+    return executor_class(options.execution).device_of(spec.settings.train.device, options.execution)
 
 
 def failure_reason(e: BaseException) -> str:
@@ -328,14 +329,15 @@ class Ablation:
     results: ResultsDir
     meta: dict
     corpus: Corpus | None = None  # loaded and hashed by the driver: the tokens every run trains on
-    options: AblationOptions = field(default_factory=AblationOptions)  # read for where the runs train alone
+    options: AblationOptions = field(default_factory=AblationOptions)  # where the runs train, and the trackers
     executor: Executor = field(init=False)  # made with the ablation (a Ray cluster connected), closed at its end
     tracking: Tracking | None = field(init=False, default=None)  # --track: opened by run(), closed by finish_tracking()
     records: dict | None = field(init=False, default=None)  # the finished runs: read from runs/ once, by run()
 
     def __post_init__(self) -> None:
         device = _device(self.spec, self.options)
-        self.executor = executor_class(self.options)(self.options, self.run_threads(), device)
+        execution = self.options.execution
+        self.executor = executor_class(execution)(execution, self.run_threads(), device)
         bind = getattr(self.executor, "bind", None)  # an executor that needs the plan and the folder (Slurm)
         if bind is not None:
             try:
@@ -393,7 +395,8 @@ class Ablation:
 
     def _auto_threads(self) -> int:
         """Torch threads per run when --threads is not set: the executor's choice (executors' threads)."""
-        return executor_class(self.options).threads(self.options, _device(self.spec, self.options))
+        execution = self.options.execution
+        return executor_class(execution).threads(execution, _device(self.spec, self.options))
 
     def _run_jobs(self, jobs: list[Job], display) -> None:
         def on_record(record: dict) -> None:  # in this process: the only writer of the folder
@@ -408,10 +411,11 @@ class Ablation:
     def _open_tracking(self) -> None:
         """--track: the trackers opened on this folder, and asked for in meta.json's tracking (the report's
         footnote counts the runs each lacks; a resume with other trackers keeps the earlier ones' entries)."""
-        if not self.options.track or self.tracking is not None:
+        if not self.options.tracking.track or self.tracking is not None:
             return
-        self.tracking = Tracking.open(self.options.track, self.options.mlflow_uri, self.results.path, self.meta)
-        self.meta["tracking"] = {**tracking_state(self.meta), **self.tracking.state(self.options.track)}
+        chosen = self.options.tracking
+        self.tracking = Tracking.open(chosen.track, chosen.mlflow_uri, self.results.path, self.meta)
+        self.meta["tracking"] = {**tracking_state(self.meta), **self.tracking.state(chosen.track)}
 
     def _track(self, record: dict) -> None:
         """Log a finished run, already written, to the trackers, then add their ids to its file: a kill between

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.config import AUTO, AblationOptions
+from ..core.config import AUTO, AblationOptions, ExecutionOptions, TrackingOptions
 from ..core.errors import UserError, did_you_mean
 from ..core.settings import (
     ABLATION,
@@ -27,7 +27,9 @@ from ..verdict.design import summary_frame
 if TYPE_CHECKING:
     import pandas as pd
 
-# Each command's ablation options (AblationOptions' fields), as its flags have them.
+    from .planning import Request
+
+# Each command's ablation options (the fields of AblationOptions' parts), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
 TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
 POWER_OPTIONS = (
@@ -38,7 +40,6 @@ POWER_OPTIONS = (
 NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
 TABLE_CHOICES = ("trend_margin", "target_compute")  # they change the scale table, not the rungs: --resume takes them
 LADDER_CHOICES = ("rungs", "depths", "tokens_per_param", "rung_steps", "lr_rule", "trend_margin", "target_compute")
-DEFAULT_PLAN = {"ablate": "cumulative", "duel": "duel", "power": "power"}  # each command's plan when none is named
 RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
 
 
@@ -217,20 +218,16 @@ def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Setti
     return settings
 
 
-def plan_choices(options: AblationOptions, **rows) -> dict:
-    """plan_spec's choices (planning.py): the rows' flags, and the ablation's options that a flag or the config
-    file gave; None for one nobody gave (its default), which --resume does not compare."""
-    return {
-        **rows,
-        "seeds": options.choice("seeds"),
-        "seed_list_text": options.choice("seed_list"),
-        "min_seeds": options.choice("min_seeds"),
-        "max_seeds": options.choice("max_seeds"),
-        "alpha": options.choice("alpha"),
-        "margin": options.choice("margin"),
-        "placebo": options.choice("placebo"),
-        "match": options.match_params,  # off is no choice: --resume compares it only when on
-    }
+def request_of(command: str, options: AblationOptions, **rows) -> Request:
+    """The command's request (planning.Request), built once: the rows' flags, and the ablation's options that a
+    flag or the config file gave; None for one nobody gave (its default), which --resume does not compare."""
+    from dataclasses import fields
+
+    from .planning import Request
+
+    stats = options.statistics  # each of its options is a field of Request's, of the same name
+    chosen = {f.name: stats.choice(f.name) for f in fields(stats) if f.name not in ("given", "match_params")}
+    return Request(command, **rows, **chosen, match_params=stats.match_params)  # match_params off is no choice
 
 
 @dataclass
@@ -251,7 +248,7 @@ class Trained:
 
 
 def train_checkpoint(
-    settings: Settings, options: AblationOptions, seed: int, out, force: bool, display=None
+    settings: Settings, tracking: TrackingOptions, seed: int, out, force: bool, display=None
 ) -> Trained:
     """The one run of `train`: checked, trained, its checkpoint written (weights only when it trained), and logged
     to the trackers asked for. display(corpus name) -> a context manager yielding progress(step, loss), or None
@@ -270,7 +267,7 @@ def train_checkpoint(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(out) if out else Path("checkpoints") / f"{stamp}-{label(settings.model.components)}"
     check_free(out, "--out", force)
-    _check_tracking(options)
+    _check_tracking(tracking)
     corpus = load_corpus(settings.data)
     from dataclasses import replace
 
@@ -285,10 +282,10 @@ def train_checkpoint(
     trained = not (result.diverged or result.error)
     save_checkpoint(out, model if trained else None, settings, corpus.tokenizer, metrics)
     tracked = {}
-    if options.track:  # logged after the checkpoint is written (a tracker's failure is a warning)
+    if tracking.track:  # logged after the checkpoint is written (a tracker's failure is a warning)
         from ..trackers.tracking import log_train
 
-        tracked = log_train(options.track, options.mlflow_uri, out, settings, seed, metrics)
+        tracked = log_train(tracking.track, tracking.mlflow_uri, out, settings, seed, metrics)
     return Trained(out, result, settings, corpus, tracked)
 
 
@@ -315,7 +312,7 @@ class LadderResult:
 def run_ladder(
     settings: Settings,
     options: AblationOptions,
-    choices: dict,
+    request: Request,
     ladder_choices: dict,
     out=None,
     resume=None,
@@ -328,8 +325,8 @@ def run_ladder(
     from . import ladder as lad
     from .planning import parse_seeds
 
-    check_main_guard("scale", options)
-    if parse_seeds(choices["seeds"]) == AUTO:
+    check_main_guard("scale", options.execution)
+    if parse_seeds(request.seeds) == AUTO:
         raise UserError(
             "scale takes a fixed number of seeds: a ladder's verdicts pool every rung's seeds at once, so --seeds "
             "auto's looks do not apply; give --seeds N (5 advised)."
@@ -338,17 +335,15 @@ def run_ladder(
         folder = Path(resume)
         ladder = lad.read(folder)
         lad.check_rungs(folder, ladder)
-        _check_ladder_resume(folder, ladder, settings, choices, ladder_choices, out)
+        _check_ladder_resume(folder, ladder, settings, request, ladder_choices, out)
         ladder = ladder.with_table_choices(ladder_choices.get("trend_margin"), ladder_choices.get("target_compute"))
     else:
-        plan_name = choices.get("plan") or "cumulative"
-        rows = {k: v for k, v in choices.items() if k != "plan"}
-        ladder = lad.plan_ladder(settings, plan_name, rows, **ladder_choices)
+        ladder = lad.plan_ladder(settings, request, **ladder_choices)
         ladder.command = command_line
         from .running import default_folder
 
         folder = Path(out) if out is not None else default_folder("scale")
-    _check_tracking(options)
+    _check_tracking(options.tracking)
     _start_rungs(folder, ladder, options, command_line, fresh=resume is None)
     from .running import resume as resume_ablation
 
@@ -377,7 +372,7 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
 
     if fresh:
         ResultsDir(folder).check_new()
-        prestart(options, sum(len(s.variants) * len(s.seeds) for s in ladder.specs))
+        prestart(options.execution, sum(len(s.variants) * len(s.seeds) for s in ladder.specs))
     made = []
     try:
         for i in reversed(range(len(ladder.rungs))):
@@ -399,7 +394,7 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
         raise
 
 
-def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict, given: dict, out) -> None:
+def _check_ladder_resume(folder: Path, ladder, settings: Settings, request: Request, given: dict, out) -> None:
     """--resume DIR of a ladder: its rungs are fixed when it starts, and the flags given must agree with it."""
     from dataclasses import replace
 
@@ -417,7 +412,7 @@ def _check_ladder_resume(folder: Path, ladder, settings: Settings, choices: dict
         )
     top = ladder.specs[-1]
     kept = tuple(k for k in settings.given if k not in RUNG_KEYS and k != "train.lr")  # the rungs set those
-    check_resume(folder, top, replace(settings, given=kept), choices)
+    check_resume(folder, top, replace(settings, given=kept), request)
 
 
 def ladder_result(folder, draw: bool = True) -> LadderResult:
@@ -449,32 +444,30 @@ def folder_result(folder: Path, at_lr: float | None) -> Result:
     return Result(folder, summary_frame(table.summary), table.scan.runs_frame(), table.notes, table)
 
 
-def plan(command: str, settings: Settings, choices: dict, out, resume):
+def plan(settings: Settings, request: Request, out, resume):
     """The Spec of a new ablation, or None with resume, whose flags given must agree with its folder; and the
     learning rates, for at_lr."""
     from .planning import check_resume, parse_seeds, plan_spec
 
-    if command == "power" and parse_seeds(choices["seeds"]) == AUTO:
+    if request.command == "power" and parse_seeds(request.seeds) == AUTO:
         raise UserError("power measures the seed noise at a number of seeds; give --seeds N, not auto.")
-    plan, choices = choices.get("plan"), {k: v for k, v in choices.items() if k != "plan"}
     if resume is None:
-        spec = plan_spec(settings, plan or DEFAULT_PLAN[command], **choices)
+        spec = plan_spec(settings, request)
         return spec, spec.lrs
     if out is not None and os.path.realpath(out) != os.path.realpath(resume):  # a link loop is no traceback
         raise UserError(f"--resume {resume} finishes the ablation in its own folder; leave out --out {out}.")
     from .results import ResultsDir
 
     results = ResultsDir(resume)
-    results.check_resumed_by(command)
-    check_resume(resume, results.spec, settings, {**choices, "plan": plan})  # only what was given is compared
+    results.check_resumed_by(request.command)
+    check_resume(resume, results.spec, settings, request)  # only what was given is compared
     return None, results.spec.lrs
 
 
 def run_ablation(
-    command: str,
     settings: Settings,
     options: AblationOptions,
-    choices: dict,
+    request: Request,
     out=None,
     resume=None,
     at_lr: float | None = None,
@@ -482,26 +475,26 @@ def run_ablation(
     command_line: str = "(called from Python)",
 ) -> Result:
     """Plan (or check a resume), start or resume on the chosen executor and train what is pending with a display,
-    then write summary.csv and the figures, log the summary to the trackers, and return the table. choices: see
-    plan_choices. display(ablation) -> a context manager with start, step and finished (views/progress.py's; None:
-    quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
-    check_main_guard(command, options)
+    then write summary.csv and the figures, log the summary to the trackers, and return the table. request: the
+    command's (request_of). display(ablation) -> a context manager with start, step and finished
+    (views/progress.py's; None: quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
+    check_main_guard(request.command, options.execution)
     out = None if out is None else Path(out)
     resume = None if resume is None else Path(resume)
-    requested, lrs = plan(command, settings, choices, out, resume)
+    requested, lrs = plan(settings, request, out, resume)
     from .executors import prestart
 
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
-        prestart(options, len(requested.variants) * len(requested.seeds))  # pandas and torch
+        prestart(options.execution, len(requested.variants) * len(requested.seeds))  # pandas and torch
     from ..verdict.table import at_lr_index  # pandas loads here, after the plan's checks
 
     at_lr_index(lrs, at_lr)  # a wrong at_lr is refused before anything trains
-    _check_tracking(options)
+    _check_tracking(options.tracking)
     from .running import resume as resume_ablation  # torch loads here, after every check of the flags
     from .running import start
 
     if resume is not None:
-        _check_resume_store(resume, options)
+        _check_resume_store(resume, options.tracking)
         ablation = resume_ablation(resume, options)
     else:
         ablation = start(requested, out, command_line, options)
@@ -538,21 +531,21 @@ def train_pending(ablation, display: Callable):
     return table
 
 
-def _check_resume_store(folder: Path, options: AblationOptions) -> None:
+def _check_resume_store(folder: Path, tracking: TrackingOptions) -> None:
     """--resume --track mlflow: into the store the folder's earlier runs are in (tracking.check_resume_store)."""
-    if "mlflow" in options.track:
+    if "mlflow" in tracking.track:
         from ..trackers.checks import check_resume_store
         from .results import ResultsDir
 
-        check_resume_store(folder, ResultsDir(folder).read_meta(), options.track, options.mlflow_uri)
+        check_resume_store(folder, ResultsDir(folder).read_meta(), tracking.track, tracking.mlflow_uri)
 
 
-def _check_tracking(options: AblationOptions) -> None:
+def _check_tracking(tracking: TrackingOptions) -> None:
     """--track: every tracker installed and its store reachable, before anything trains (tracking.check)."""
-    if options.track:
+    if tracking.track:
         from ..trackers.checks import check
 
-        check(options.track, options.mlflow_uri)
+        check(tracking.track, tracking.mlflow_uri)
 
 
 class _Quiet:
@@ -615,16 +608,16 @@ def _is_main_test(test) -> bool:
     return names == ["__name__"] and texts == ["__main__"]
 
 
-def check_main_guard(command: str, options: AblationOptions) -> None:
+def check_main_guard(command: str, execution: ExecutionOptions) -> None:
     """Refuse, before anything is read or started, a call at the top level of a plain script whose runs may
     train in worker processes (jobs above 1, or auto): each worker would run the script again. On a GPU jobs=auto
     trains one run at a time, as jobs=1 does, but the rule is the same on every machine."""
-    if options.executor != "local" or options.jobs == 1:
+    if execution.executor != "local" or execution.jobs == 1:
         return
     where = unguarded_call()
     if where is not None:
         raise UserError(
             f"modern_gpt.{command}() is called at the top level of {where[0]} (line {where[1]}), which the worker "
-            f"processes of jobs={options.jobs!r} import again as they start; put the call under "
+            f"processes of jobs={execution.jobs!r} import again as they start; put the call under "
             '`if __name__ == "__main__":`, or give jobs=1.'
         )

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from .. import __version__
-from ..ablation.session import ABLATE_OPTIONS, POWER_OPTIONS, TRACK_OPTIONS, Interrupted, plan_choices, run_ablation
+from ..ablation.session import ABLATE_OPTIONS, POWER_OPTIONS, TRACK_OPTIONS, Interrupted, request_of, run_ablation
 from ..core.components import COMPONENTS
 from ..core.config import POWER_SEEDS, TRACKERS, AblationOptions
 from ..core.errors import UserError
@@ -218,7 +218,7 @@ def train(settings, options: AblationOptions, seed: Seed = 0, out: OutCheckpoint
 
     steps = settings.train.steps
     done = train_checkpoint(
-        settings, options, seed, out, force, lambda name: run_progress(console, steps, f"train {name}")
+        settings, options.tracking, seed, out, force, lambda name: run_progress(console, steps, f"train {name}")
     )
     for name, run_id in done.tracked.items():
         console.print(f"{name}: {run_id}", markup=False, highlight=False)
@@ -313,10 +313,9 @@ def _print_power(info: dict, notes: list[str], fmt: str) -> None:
 
 
 def _run_ablation(
-    command: str,
     settings,
     options: AblationOptions,
-    choices: dict,
+    request,
     *,
     out: str | None,
     resume: Path | None,
@@ -332,7 +331,7 @@ def _run_ablation(
         return ablation_display(ablation, console, Console(stderr=True))
 
     try:
-        result = run_ablation(command, settings, options, choices, out, resume, at_lr, display, _command_line())
+        result = run_ablation(settings, options, request, out, resume, at_lr, display, _command_line())
     except Interrupted as e:
         from ..views import render
 
@@ -408,8 +407,10 @@ def ablate(
       modern-gpt ablate --plan single --components rope,swiglu --track mlflow
       modern-gpt ablate --resume results/20261202-101500-cumulative
     """
-    choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
-    _run_ablation("ablate", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
+    rows = dict(plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    _run_ablation(
+        settings, options, request_of("ablate", options, **rows), out=out, resume=resume, fmt=fmt, at_lr=at_lr
+    )
 
 
 LADDER = "Ladder"
@@ -465,7 +466,8 @@ def scale(
     from ..ablation.session import Detached, run_ladder
     from ..views.progress import ablation_display
 
-    choices = plan_choices(options, plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    rows = dict(plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
+    request = request_of("scale", options, **rows)
     given = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
     given.update(lr_rule=lr_rule, trend_margin=trend_margin, target_compute=target_compute)
 
@@ -473,7 +475,7 @@ def scale(
         return ablation_display(ablation, console, Console(stderr=True))
 
     try:
-        result = run_ladder(settings, options, choices, given, out, resume, display, _command_line())
+        result = run_ladder(settings, options, request, given, out, resume, display, _command_line())
     except Interrupted as e:
         from ..views import render
 
@@ -526,8 +528,8 @@ def duel(
       modern-gpt duel --smoke --seeds 3
       modern-gpt duel --data corpus.txt --lrs 1e-3,3e-3,1e-2
     """
-    choices = plan_choices(options, lrs=lrs, lr_sweep=lr_sweep)
-    _run_ablation("duel", settings, options, choices, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
+    request = request_of("duel", options, lrs=lrs, lr_sweep=lr_sweep)
+    _run_ablation(settings, options, request, out=out, resume=resume, fmt=fmt, at_lr=at_lr)
 
 
 @app.command()
@@ -550,8 +552,8 @@ def power(
       modern-gpt power --smoke
       modern-gpt power --config shakespeare --data tinyshakespeare
     """
-    choices = plan_choices(options, variants=variant)
-    _run_ablation("power", settings, options, choices, out=out, resume=resume, fmt=fmt)
+    request = request_of("power", options, variants=variant)
+    _run_ablation(settings, options, request, out=out, resume=resume, fmt=fmt)
 
 
 REPORT_TRACK_HELP = (

@@ -130,7 +130,7 @@ def with_settings(
     other_options_ok: bool = False,
 ):
     """Adds --config, --smoke, one flag per setting, (optionally) the component switches, and the flags of these
-    ablation options (AblationOptions' field names; helps: a command's own help of some) to a command. It is
+    ablation options (the field names of AblationOptions' parts; helps: a command's own help of some). It is
     called with `settings`, the resolved Settings, and with options also `options`, the resolved AblationOptions:
     each the defaults, then the config file, then the flags. other_options_ok: the config file's other [ablation]
     keys are let be (train reads --track alone, and an ablation's config file trains one model too)."""

@@ -13,7 +13,7 @@ import importlib
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from .components import BUILT_COUNTS, COMPONENTS, PLUGINS, SLOTS, component_problem
@@ -451,8 +451,25 @@ AUTO = "auto"  # --seeds auto, --jobs auto
 POWER_SEEDS = 8  # `modern-gpt power` without --seeds: seeds of its variant and of its placebo
 
 
+class _Chosen:
+    """given: the names a config file or a flag gave (as Settings.given); a default nobody typed is no choice."""
+
+    given: tuple[str, ...]
+
+    def choice(self, name: str):
+        """The option's value when a config file or a flag gave it, else None (the default: nobody chose it)."""
+        return getattr(self, name) if name in self.given else None
+
+
+def _given():
+    """Not an option: a part's given (see _Chosen)."""
+    return field(default=(), compare=False, metadata={"setting": False})
+
+
 @dataclass
-class AblationOptions:
+class StatisticsOptions(_Chosen):
+    """The statistical choices: the seeds and the verdicts' tests (planning.Request reads those given)."""
+
     # Each help is the one source of the flag's help and docs/settings.md's options table (see settings.py).
     seeds: int | str = setting(  # 80% power at 3 seeds needs 8.0 paired sds in a 6-component table; at 5, 2.8
         5,
@@ -468,6 +485,13 @@ class AblationOptions:
     match_params: bool = setting(
         False, "adjust each variant's MLP width so that its non-embedding parameters are within 1% of the first row's"
     )
+    given: tuple[str, ...] = _given()
+
+
+@dataclass
+class ExecutionOptions(_Chosen):
+    """Where and how the runs train: the executor (EXECUTORS, below) and its options."""
+
     jobs: int | str = setting(
         AUTO, "runs at once, in separate processes; auto: one single-thread run per core on a CPU, one on a GPU"
     )
@@ -515,31 +539,16 @@ class AblationOptions:
         2,
         "times a run is started again when its worker process, node or Slurm task dies; then it is recorded as failed",
     )
-    track: tuple[str, ...] | None = setting(  # made a tuple by validate: () when unset
-        None,
-        f"log every run and the verdicts to this tracker: {' | '.join(TRACKERS)}; repeat for more (each needs pip "
-        'install -e ".[NAME]"; see README\'s Trackers)',
-    )
-    mlflow_uri: str | None = setting(
-        None,
-        "with --track mlflow: the tracking URI, a server (http://127.0.0.1:5000) or a store (sqlite:///PATH.db) "
-        f"(unset: MLFLOW_TRACKING_URI, else {DEFAULT_MLFLOW_URI} in the current folder, which mlflow ui opens)",
-    )
-    # Not an option: the names a config file or a flag gave (as Settings.given); a default nobody typed is no choice.
-    given: tuple[str, ...] = field(default=(), compare=False, metadata={"setting": False})
+    given: tuple[str, ...] = _given()
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        """The checks about these options alone; the seeds and the statistics are the Spec's (planning.py)."""
         self.jobs = _jobs(self.jobs)
         self._check_executor()
         if self.max_retries < 0:
             raise ConfigError(f"--max-retries must not be negative, got {self.max_retries}.")
-        self.track = check_names(self.track)
-        if self.mlflow_uri is not None and "mlflow" not in self.track:
-            raise ConfigError("--mlflow-uri goes with --track mlflow.")
 
     def _check_executor(self) -> None:
         """The executor is one of EXECUTORS, no other executor's option is given (it would be silently ignored),
@@ -554,9 +563,56 @@ class AblationOptions:
         if kind.check is not None:
             kind.check(self)
 
-    def choice(self, name: str):
-        """The option's value when a config file or a flag gave it, else None (the default: nobody chose it)."""
-        return getattr(self, name) if name in self.given else None
+
+@dataclass
+class TrackingOptions:
+    """The trackers every run and the verdicts are logged to."""
+
+    track: tuple[str, ...] | None = setting(  # made a tuple by validate: () when unset
+        None,
+        f"log every run and the verdicts to this tracker: {' | '.join(TRACKERS)}; repeat for more (each needs pip "
+        'install -e ".[NAME]"; see README\'s Trackers)',
+    )
+    mlflow_uri: str | None = setting(
+        None,
+        "with --track mlflow: the tracking URI, a server (http://127.0.0.1:5000) or a store (sqlite:///PATH.db) "
+        f"(unset: MLFLOW_TRACKING_URI, else {DEFAULT_MLFLOW_URI} in the current folder, which mlflow ui opens)",
+    )
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        self.track = check_names(self.track)
+        if self.mlflow_uri is not None and "mlflow" not in self.track:
+            raise ConfigError("--mlflow-uri goes with --track mlflow.")
+
+
+@dataclass
+class AblationOptions:
+    """An ablation's options (ablate, duel, power and scale; train reads the trackers), by concern. Their fields
+    are the flags and a config file's [ablation] keys, in this order (settings.py); the seeds and the statistics
+    are checked as the Spec is planned (planning.py)."""
+
+    statistics: StatisticsOptions = field(default_factory=StatisticsOptions)
+    execution: ExecutionOptions = field(default_factory=ExecutionOptions)
+    tracking: TrackingOptions = field(default_factory=TrackingOptions)
+
+    @classmethod
+    def parts(cls) -> dict[str, type]:
+        """Each part's field name and its class (the field's default_factory), in the flags' order."""
+        return {f.name: f.default_factory for f in fields(cls)}
+
+    @classmethod
+    def of(cls, values: dict[str, object]) -> AblationOptions:
+        """The options from {name: value} (a config file's [ablation] keys, then the flags given): each part is
+        made (and checks itself) in turn with its own, and records them as given."""
+        parts = {}
+        for name, part in cls.parts().items():
+            mine = {f.name for f in fields(part) if f.name != "given"}
+            own = {k: v for k, v in values.items() if k in mine}
+            parts[name] = part(**own, given=tuple(own)) if issubclass(part, _Chosen) else part(**own)
+        return cls(**parts)
 
 
 # ---------------------------------------------------------------------------
@@ -567,15 +623,15 @@ class AblationOptions:
 @dataclass(frozen=True)
 class ExecutorKind:
     where: str  # "package.module:Class"
-    options: tuple[str, ...] = ()  # AblationOptions' fields that go with this executor alone (None: not given)
-    check: Callable[[AblationOptions], None] | None = None  # the check of its options, in one sentence
+    options: tuple[str, ...] = ()  # ExecutionOptions' fields that go with this executor alone (None: not given)
+    check: Callable[[ExecutionOptions], None] | None = None  # the check of its options, in one sentence
 
     def load(self) -> type:
         module, name = self.where.split(":")
         return getattr(importlib.import_module(module), name)
 
 
-def _check_ray(o: AblationOptions) -> None:
+def _check_ray(o: ExecutionOptions) -> None:
     if o.jobs != AUTO:  # else it would be silently ignored
         raise ConfigError(
             f"--jobs {o.jobs} goes with --executor local; on Ray every run is a task, and --cpus-per-run and "
@@ -616,7 +672,7 @@ def slurm_minutes(value: int | str) -> int:
     return minutes
 
 
-def _check_slurm(o: AblationOptions) -> None:
+def _check_slurm(o: ExecutionOptions) -> None:
     if o.jobs != AUTO:  # else it would be silently ignored
         raise ConfigError(
             f"--jobs {o.jobs} goes with --executor local; on Slurm every run is an array task, and --array-parallelism "

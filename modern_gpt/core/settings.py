@@ -99,11 +99,16 @@ class Setting:
 
 
 def _settings(section: str) -> list[Setting]:
-    cls = TABLES[section]
+    """A section's settings, in its fields' order; [ablation]'s are those of AblationOptions' parts in turn."""
+    classes = AblationOptions.parts().values() if section == ABLATION else [TABLES[section]]
+    return [s for cls in classes for s in _fields(section, cls)]
+
+
+def _fields(section: str, cls: type) -> list[Setting]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in fields(cls):
-        if f.metadata.get("setting") is False:  # AblationOptions.given
+        if f.metadata.get("setting") is False:  # an options part's given
             continue
         hint = hints[f.name]
         args = typing.get_args(hint)
@@ -317,7 +322,7 @@ def resolve_options(
         raise UserError(f"{command} does not read the config file's [{ABLATION}] {', '.join(unread)}; leave it out.")
     values = {k.split(".")[1]: v for k, v in file.items() if k in OPTIONS}
     values.update({k.split(".")[1]: v for k, v in overrides.items() if v is not None})
-    return AblationOptions(**values, given=tuple(values))
+    return AblationOptions.of(values)
 
 
 def saved_settings_problem(d) -> str | None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 
-from ..core.config import AblationOptions
+from ..core.config import StatisticsOptions
 from ..core.errors import UserError
 from ..core.schema import short
 from .stats import FIXED, Boundary, boundary
 
-ALPHA = AblationOptions.alpha  # the default family-wise error rate of a table's verdicts (--alpha)
+ALPHA = StatisticsOptions.alpha  # the default family-wise error rate of a table's verdicts (--alpha)
 MAX_SEED = 2**63 - 1  # a seed must fit the 64-bit integer columns of runs.csv (torch takes any below 2**64)
 MIN_ALPHA = 1e-10  # a row's level, alpha over rows and looks, keeps its t quantile to about 1e-5
 NAN = math.nan

@@ -94,11 +94,14 @@ def test_the_placebo_row_sits_under_the_first_and_the_references_follow_the_plan
 
 def test_seeds_auto_and_the_statistics_flags_are_checked():
     settings = resolve(None, True, {})
-    spec = planning.plan_spec(settings, "cumulative", seeds="auto", max_seeds=6)
+    spec = planning.plan_spec(settings, planning.Request("ablate", "cumulative", seeds="auto", max_seeds=6))
     assert spec.seeds == list(range(6)) and spec.min_seeds == 3 and spec.variants[1].placebo
     assert spec.design.tested_rows == len(COMPONENTS)  # the placebo is tested alone, outside Holm's family
     assert spec.boundary() == boundary(0.05, len(COMPONENTS), 3, 6)
-    assert planning.plan_spec(settings, "cumulative", seeds="4", placebo=False).boundary() is None
+    assert (
+        planning.plan_spec(settings, planning.Request("ablate", "cumulative", seeds="4", placebo=False)).boundary()
+        is None
+    )
     for kwargs, message in [
         ({"seeds": "auto", "min_seeds": 1}, "--min-seeds must be at least 2"),
         ({"seeds": "auto", "min_seeds": 5, "max_seeds": 4}, "--max-seeds .4. must be at least --min-seeds .5."),
@@ -108,7 +111,7 @@ def test_seeds_auto_and_the_statistics_flags_are_checked():
         ({"margin": -0.1}, "--margin must be a positive number"),
     ]:
         with pytest.raises(UserError, match=message):
-            planning.plan_spec(settings, "cumulative", **kwargs)
+            planning.plan_spec(settings, planning.Request("ablate", "cumulative", **kwargs))
 
 
 def test_seed_lists():
@@ -387,11 +390,11 @@ def test_damaged_statistics_settings_in_meta_json_are_one_sentence(tiny_folder, 
 def test_seeds_auto_and_power_refuse_what_they_cannot_do():
     settings = resolve(None, True, {})
     with pytest.raises(UserError, match="--max-seeds must be at most 30"):
-        planning.plan_spec(settings, "cumulative", seeds="auto", max_seeds=10_000)
+        planning.plan_spec(settings, planning.Request("ablate", "cumulative", seeds="auto", max_seeds=10_000))
     with pytest.raises(UserError, match="leave out --seed-list"):
-        planning.plan_spec(settings, "cumulative", seeds="auto", seed_list_text="")
+        planning.plan_spec(settings, planning.Request("ablate", "cumulative", seeds="auto", seed_list=""))
     with pytest.raises(UserError, match="power needs at least 3 seeds"):
-        planning.plan_spec(settings, "power", seeds=2)
+        planning.plan_spec(settings, planning.Request("power", seeds=2))
 
 
 def test_every_run_diverged_is_a_finished_table_not_an_error(tmp_path):

@@ -163,7 +163,9 @@ def test_lrs_and_lr_sweep_are_parsed_and_checked():
 
 def test_every_row_is_planned_at_every_learning_rate_against_its_reference_at_the_same_one():
     settings = resolve(None, True, {})
-    spec = planning.plan_spec(settings, "cumulative", components="rmsnorm,rope", lrs="1e-3,1e-2")
+    spec = planning.plan_spec(
+        settings, planning.Request("ablate", "cumulative", components="rmsnorm,rope", lrs="1e-3,1e-2")
+    )
     assert (
         spec.lrs == [1e-3, 1e-2] and spec.design.tested_rows == 2
     )  # +rmsnorm, +rope (the placebo is tested alone): not one per lr
@@ -173,14 +175,14 @@ def test_every_row_is_planned_at_every_learning_rate_against_its_reference_at_th
         ("+rmsnorm", 1e-3, 0), ("+rmsnorm", 1e-2, 1),
         ("+rope", 1e-3, 4), ("+rope", 1e-2, 5),
     ]  # fmt: skip
-    one = planning.plan_spec(settings, "cumulative", lrs="1e-2")
+    one = planning.plan_spec(settings, planning.Request("ablate", "cumulative", lrs="1e-2"))
     assert (
         one.lrs is None
         and one.settings.train.lr == 1e-2
-        and one.variants == planning.plan_spec(settings, "cumulative").variants
+        and one.variants == planning.plan_spec(settings, planning.Request("ablate", "cumulative")).variants
     )
     with pytest.raises(UserError, match="power measures seed noise at one learning rate"):
-        planning.plan_spec(settings, "power", lrs="1e-3,1e-2")
+        planning.plan_spec(settings, planning.Request("power", lrs="1e-3,1e-2"))
 
 
 # ---------------------------------------------------------------------------

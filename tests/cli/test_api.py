@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import modern_gpt
-from modern_gpt.ablation.session import Interrupted, plan_choices, run_ablation, settings_of
+from modern_gpt.ablation.session import Interrupted, request_of, run_ablation, settings_of
 from tests.clihelp import invoke, tiny
 
 TWO = dict(plan="custom", variants=["classic", "rope"], seeds=2, jobs=1)
@@ -90,8 +90,9 @@ def test_settings_of_reads_keywords_as_the_flags_and_the_config_file_below_them(
         "ablate", {"steps": 7, "seeds": "auto", "match_params": True}, ("seeds", "match_params"), smoke=True
     )
     assert settings.train.steps == 7 and settings.train.batch_size == 12  # the keyword, then smoke.toml's
-    assert options.seeds == "auto" and options.match_params and options.given == ("seeds", "match_params")
-    assert plan_choices(options)["seeds"] == "auto"
+    stats = options.statistics
+    assert stats.seeds == "auto" and stats.match_params and stats.given == ("seeds", "match_params")
+    assert request_of("ablate", options).seeds == "auto"
 
 
 class _StopAfter:
@@ -121,9 +122,9 @@ class _StopAfter:
 def test_ctrl_c_keeps_every_finished_run_and_raises_interrupted_with_the_resume_command(tmp_path):
     flags = _flags(seeds=2, jobs=1)
     settings, options = settings_of("ablate", flags, ("seeds", "jobs"), smoke=flags.pop("smoke"))
-    choices = plan_choices(options, plan="custom", variants="classic;rope")
+    request = request_of("ablate", options, plan="custom", variants="classic;rope")
     with pytest.raises(Interrupted) as caught:
-        run_ablation("ablate", settings, options, choices, tmp_path / "i", display=_StopAfter(2))
+        run_ablation(settings, options, request, tmp_path / "i", display=_StopAfter(2))
     e = caught.value
     assert (e.finished, e.total, e.folder) == (2, 6, tmp_path / "i")
     assert e.resume == f"modern-gpt ablate --resume {tmp_path / 'i'}"

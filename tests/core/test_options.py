@@ -1,4 +1,5 @@
-"""The ablation's options (config.AblationOptions) have one source: its fields. The flags of ablate, duel and
+"""The ablation's options (config.AblationOptions: its statistics, execution and tracking parts) have one source:
+their fields. The flags of ablate, duel and
 power, their help, the [ablation] section of a config file and docs/settings.md's options table derive from them,
 the options check their values when they are made, and the commands hand them to planning and running."""
 
@@ -15,12 +16,12 @@ from typer.testing import CliRunner
 from modern_gpt.ablation import planning
 from modern_gpt.cli import commands as cli
 from modern_gpt.core import settings
-from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.config import AblationOptions, ExecutionOptions, StatisticsOptions
 from modern_gpt.core.errors import ConfigError, UserError
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 START, END = "<!-- ablation options table start", "<!-- ablation options table end -->"
-FIELDS = [f for f in dataclasses.fields(AblationOptions) if f.name != "given"]
+FIELDS = [f for part in AblationOptions.parts().values() for f in dataclasses.fields(part) if f.name != "given"]
 
 
 def _options(command) -> dict[str, typing.Any]:
@@ -80,8 +81,9 @@ def test_jobs_help_says_its_default_once():
 
 def test_the_defaults_are_written_once():
     """planning's defaults are the options' own, and no other 0.05 is written in the package."""
-    assert planning.ALPHA is AblationOptions.alpha and planning.DEFAULT_SEEDS is AblationOptions.seeds
-    assert (planning.AUTO_MIN_SEEDS, planning.AUTO_MAX_SEEDS) == (AblationOptions.min_seeds, AblationOptions.max_seeds)
+    stats = StatisticsOptions
+    assert planning.ALPHA is stats.alpha and planning.DEFAULT_SEEDS is stats.seeds
+    assert (planning.AUTO_MIN_SEEDS, planning.AUTO_MAX_SEEDS) == (stats.min_seeds, stats.max_seeds)
     package = Path(cli.__file__).parent.parent
     written = [p.name for p in package.rglob("*.py") if re.search(r"(?<![\d.])0\.05(?!\d)", p.read_text("utf-8"))]
     assert written == ["config.py"], written
@@ -112,15 +114,20 @@ def test_defaults_then_the_file_then_the_flags_and_what_was_given(tmp_path):
     file = settings.read_toml(_toml(tmp_path, '[ablation]\nseeds = "auto"\nalpha = 0.1\njobs = "3"\n'))
     flags = {"ablation.alpha": 0.2, "ablation.margin": None}
     options = settings.resolve_options(file, flags, "ablate", cli.ABLATE_OPTIONS)
-    assert (options.seeds, options.alpha, options.jobs, options.margin, options.max_retries) == (
+    stats, execution = options.statistics, options.execution
+    assert (stats.seeds, stats.alpha, execution.jobs, stats.margin, execution.max_retries) == (
         "auto",
         0.2,
         3,
         None,
         2,
     )
-    assert set(options.given) == {"seeds", "alpha", "jobs"}  # None: a flag not given
-    assert options.choice("alpha") == 0.2 and options.choice("max_retries") is None  # a default is no choice
+    assert (set(stats.given), execution.given, options.tracking) == (
+        {"seeds", "alpha"},
+        ("jobs",),
+        AblationOptions().tracking,
+    )
+    assert stats.choice("alpha") == 0.2 and execution.choice("max_retries") is None  # a default is no choice
     # a key of the file that the command does not read is refused; the run's settings ignore the section
     with pytest.raises(UserError, match="power does not read the config file's \\[ablation\\] margin"):
         settings.resolve_options({"ablation.margin": 0.1}, {}, "power", cli.POWER_OPTIONS)
@@ -142,13 +149,15 @@ def test_defaults_then_the_file_then_the_flags_and_what_was_given(tmp_path):
 )
 def test_the_options_check_their_values_when_they_are_made(values, message):
     with pytest.raises(ConfigError, match=message):
-        AblationOptions(**values)
+        ExecutionOptions(**values)
     with pytest.raises(ConfigError, match=message):
-        dataclasses.replace(AblationOptions(), **values)
+        dataclasses.replace(ExecutionOptions(), **values)
+    with pytest.raises(ConfigError, match=message):  # the flags' and the config file's way in
+        AblationOptions.of(values)
 
 
 def test_jobs_are_parsed_when_the_options_are_made():
-    assert AblationOptions(jobs=" AUTO ").jobs == "auto" and AblationOptions(jobs="4").jobs == 4
+    assert ExecutionOptions(jobs=" AUTO ").jobs == "auto" and ExecutionOptions(jobs="4").jobs == 4
 
 
 class Started(Exception):
@@ -176,11 +185,42 @@ def test_the_commands_hand_the_options_from_the_file_and_the_flags_to_planning_a
     assert isinstance(caught, Started), caught
     spec, options = caught.args
     assert spec.seeds == [0, 1, 2] and spec.alpha == 0.2 and [v.name for v in spec.variants] == ["classic", "rope"]
-    assert (options.jobs, options.max_retries, options.alpha) == (1, 4, 0.2)
+    assert (options.execution.jobs, options.execution.max_retries, options.statistics.alpha) == (1, 4, 0.2)
     spec, options = started("duel", "--seeds", "auto", "--max-seeds", "4", "--jobs", "2").args
-    assert (spec.min_seeds, len(spec.seeds), options.jobs) == (3, 4, 2)
+    assert (spec.min_seeds, len(spec.seeds), options.execution.jobs) == (3, 4, 2)
     spec, options = started("power", "--seeds", "4").args
-    assert spec.plan == "power" and spec.seeds == [0, 1, 2, 3] and spec.alpha == AblationOptions.alpha
+    assert spec.plan == "power" and spec.seeds == [0, 1, 2, 3] and spec.alpha == StatisticsOptions.alpha
     assert len(started("power").args[0].seeds) == cli.POWER_SEEDS  # power's own default, not --seeds's 5
     refused = started("power", "--seeds", "auto")
     assert isinstance(refused, UserError) and "give --seeds N, not auto" in str(refused)
+
+
+def test_the_request_is_built_once_frozen_and_kept_by_the_spec(tmp_path):
+    """request_of: the rows' flags and the statistics a flag or the config file gave (None: nobody chose it), as
+    one frozen planning.Request; plan_spec plans from it and the Spec keeps it (meta.json does not hold it)."""
+    from modern_gpt.ablation.session import request_of, settings_of
+
+    file = _toml(tmp_path, "[ablation]\nalpha = 0.1\njobs = 1\n")
+    found, options = settings_of("duel", {"seeds": 2}, cli.ABLATE_OPTIONS, config=str(file))
+    request = request_of("duel", options, lrs="1e-3,1e-2")
+    assert (request.command, request.plan, request.plan_name) == ("duel", None, "duel")
+    assert (request.seeds, request.alpha, request.margin, request.placebo, request.lrs) == (
+        2,
+        0.1,
+        None,
+        None,
+        "1e-3,1e-2",
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.alpha = 0.2
+    spec = planning.plan_spec(found, request)
+    assert spec.request is request and spec.alpha == 0.1 and "request" not in spec.to_dict()
+    assert planning.Spec.from_dict(spec.to_dict()).request is None
+
+
+def test_a_folder_s_command_is_its_plan_s(tmp_path):
+    """The command that resumes a folder comes from the plans' registry (meta.json records the plan alone)."""
+    assert planning.PLANS["custom"] == "ablate" and planning.PLANS["duel"] == "duel"
+    assert planning.Spec.command_in({"spec": {"plan": "power"}}) == "power"
+    assert planning.Spec.command_in({"spec": {"plan": 3}}) == planning.Spec.command_in([]) == "ablate"
+    assert planning.resume_command("duel", tmp_path / "x y") == f"modern-gpt duel --resume '{tmp_path}/x y'"

@@ -23,7 +23,7 @@ from modern_gpt.ablation.executors import local
 from modern_gpt.ablation.executors import ray as ray_executor
 from modern_gpt.ablation.executors.local import LocalPool
 from modern_gpt.cli.commands import app
-from modern_gpt.core.config import EXECUTORS, AblationOptions, ExecutorKind
+from modern_gpt.core.config import EXECUTORS, ExecutionOptions, ExecutorKind
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import resolve
 from tests.clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, run_main, runner, tiny, wait_for_runs
@@ -54,9 +54,9 @@ def test_a_third_executor_is_one_file_and_one_registry_line(tmp_path, monkeypatc
     meta = json.loads((tmp_path / "serial" / "meta.json").read_text())
     assert meta["executor"] == {"name": "serial", "ran": 0} and meta["threads"] == 1  # info() is taken at start
     with pytest.raises(UserError, match="--ray-address goes with --executor ray"):
-        AblationOptions(executor="serial", ray_address="h:1")
+        ExecutionOptions(executor="serial", ray_address="h:1")
     with pytest.raises(UserError, match="unknown executor 'kubernetes'; choose local or ray or slurm or serial"):
-        AblationOptions(executor="kubernetes")
+        ExecutionOptions(executor="kubernetes")
 
 
 def test_a_detached_ladder_names_its_own_folder_which_resume_takes(tmp_path, monkeypatch):
@@ -88,8 +88,8 @@ def test_executor_flags_are_checked_in_one_sentence(monkeypatch):
         ({"max_retries": -1}, "--max-retries must not be negative"),
     ]:
         with pytest.raises(UserError, match=message):
-            AblationOptions(**options)
-    assert AblationOptions(executor="ray", gpus_per_run=0.25).gpus_per_run == 0.25
+            ExecutionOptions(**options)
+    assert ExecutionOptions(executor="ray", gpus_per_run=0.25).gpus_per_run == 0.25
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     result = runner.invoke(app, ["ablate", *TINY, "--executor", "ray"])
     assert isinstance(result.exception, UserError)
@@ -253,7 +253,9 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     start = LocalPool._start
     monkeypatch.setattr(LocalPool, "_start", lambda self, *a: started.append(1) or start(self, *a))
     settings = resolve(None, True, {"train.steps": 5, "train.eval_every": 5, "train.eval_tokens": 1024})
-    spec = planning.plan_spec(settings, "custom", variants="classic;rope", seeds="1", placebo=False)
+    spec = planning.plan_spec(
+        settings, planning.Request("ablate", "custom", variants="classic;rope", seeds="1", placebo=False)
+    )
     ablation = running.start(spec, tmp_path / "r", "test")
     ablation.run(Quiet())
     assert len(started) == 2 and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
@@ -272,16 +274,16 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     environment as it is when the pool starts (not the server's, older one); stop_server ends it at once, and a
     later pool starts another."""
     local.stop_server()  # one an earlier test started
-    executors.prestart(AblationOptions(jobs=1), runs=5)  # one at a time: nothing to start
-    executors.prestart(AblationOptions(jobs="auto"), runs=1)  # a single run: in this process
+    executors.prestart(ExecutionOptions(jobs=1), runs=5)  # one at a time: nothing to start
+    executors.prestart(ExecutionOptions(jobs="auto"), runs=1)  # a single run: in this process
     assert server_pid() is None
-    executors.prestart(AblationOptions(jobs=2), runs=5)
+    executors.prestart(ExecutionOptions(jobs=2), runs=5)
     first = server_pid()
     assert first is not None and os.waitpid(first, os.WNOHANG) == (0, 0)  # alive
     monkeypatch.setenv("MODERN_GPT_TEST_VALUE", "set after the server started")
     jobs = [FakeJob(0, s, env="MODERN_GPT_TEST_VALUE") for s in range(3)]
     records = []
-    local.Local(AblationOptions(jobs=2, max_retries=1), 1, "cpu").run(
+    local.Local(ExecutionOptions(jobs=2, max_retries=1), 1, "cpu").run(
         jobs, "the corpus", lambda *s: None, records.append
     )
     assert sorted(r["seed"] for r in records) == [0, 1, 2] and all(r["corpus"] == "the corpus" for r in records)
@@ -292,7 +294,7 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     with pytest.raises(ChildProcessError):  # gone, and reaped
         os.waitpid(first, os.WNOHANG)
     records.clear()
-    local.Local(AblationOptions(jobs=2, max_retries=1), 1, "cpu").run(
+    local.Local(ExecutionOptions(jobs=2, max_retries=1), 1, "cpu").run(
         jobs[:2], "again", lambda *s: None, records.append
     )
     assert server_pid() not in (None, first) and {r["ppid"] for r in records} == {server_pid()}
@@ -328,14 +330,14 @@ import os, signal, sys
 from multiprocessing import forkserver
 from modern_gpt.ablation import executors
 from modern_gpt.ablation.executors import local
-from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.config import ExecutionOptions
 from tests.executor_jobs import FakeJob
 
-executors.prestart(AblationOptions(jobs=2), runs=2)
+executors.prestart(ExecutionOptions(jobs=2), runs=2)
 server = forkserver._forkserver._forkserver_pid
 {}
 records = []
-local.Local(AblationOptions(jobs=2, max_retries=1), 1, "cpu").run(jobs, "corpus", lambda *s: None, records.append)
+local.Local(ExecutionOptions(jobs=2, max_retries=1), 1, "cpu").run(jobs, "corpus", lambda *s: None, records.append)
 records.sort(key=lambda r: r["seed"])
 print(server, *(r["ppid"] for r in records), *(r["error"] for r in records if r["error"]))
 """
@@ -372,7 +374,7 @@ def test_a_fork_server_killed_mid_run_leaves_no_worker_running_and_no_traceback(
 SIGNALLED = """
 import os, signal, sys
 from modern_gpt.ablation.executors import local
-from modern_gpt.core.config import AblationOptions
+from modern_gpt.core.config import ExecutionOptions
 from tests.executor_jobs import FakeJob, SignalsDriver
 
 def stop(*_):
@@ -380,7 +382,7 @@ def stop(*_):
 signal.signal(signal.SIGTERM, stop)
 corpus = [SignalsDriver(os.getpid(), signal.{}), bytes(1 << 22)]  # the signal, then 4 MB still to write
 try:
-    local.Local(AblationOptions(jobs=2), 1, "cpu").run([FakeJob(0, 0), FakeJob(0, 1)], corpus, print, print)
+    local.Local(ExecutionOptions(jobs=2), 1, "cpu").run([FakeJob(0, 0), FakeJob(0, 1)], corpus, print, print)
 except KeyboardInterrupt:
     sys.exit(130)
 """

@@ -393,7 +393,9 @@ def test_a_failed_run_s_record_belongs_to_its_folder(corpus):
     from modern_gpt.core.settings import resolve
 
     settings = resolve(None, True, {})
-    spec = planning.plan_spec(settings, "custom", variants="classic", seeds="1", placebo=False)
+    spec = planning.plan_spec(
+        settings, planning.Request("ablate", "custom", variants="classic", seeds="1", placebo=False)
+    )
     s = spec.settings
     job = running.Job(0, spec.variants[0], 0, s.model, s.train, s.data, 1)
     record = job.failure_record(corpus, "the Slurm task running it (7_0) ended NODE_FAIL, 3 times")

@@ -349,7 +349,9 @@ def test_a_spawned_worker_trains_a_plugin_component_whose_file_is_gone(tmp_path)
     mine = tmp_path / "relu2.py"
     shutil.copy(EXAMPLES / "relu2.py", mine)
     plugins.load([mine])
-    spec = planning.plan_spec(_tiny_settings(), "custom", variants="relu2", seeds="1", placebo=False)
+    spec = planning.plan_spec(
+        _tiny_settings(), planning.Request("ablate", "custom", variants="relu2", seeds="1", placebo=False)
+    )
     ablation = running.start(spec, tmp_path / "r", "test")
     (job,) = ablation.pending()
     assert job.plugins == ((str(mine), mine.read_text(), ""),)
@@ -592,7 +594,7 @@ def test_debug_shows_the_traceback_of_a_plugin_that_fails_to_load(capsys, monkey
 
 
 def test_match_params_sizes_a_plugin_row_from_its_built_modules():
-    from modern_gpt.ablation.planning import plan_spec, variant_config
+    from modern_gpt.ablation.planning import Request, plan_spec, variant_config
     from modern_gpt.core.config import non_embedding_params
 
     plugins.load([EXAMPLES / "relu2.py"])
@@ -604,8 +606,10 @@ def test_match_params_sizes_a_plugin_row_from_its_built_modules():
             p.numel() for n, p in model.named_parameters() if not n.startswith(("tok_emb", "pos_emb", "lm_head"))
         )
 
-    matched = plan_spec(settings, "custom", variants="swiglu;relu2", seeds="1", match=True, placebo=False).variants
-    plain = plan_spec(settings, "custom", variants="swiglu;relu2", seeds="1", placebo=False).variants
+    matched = plan_spec(
+        settings, Request("ablate", "custom", variants="swiglu;relu2", seeds="1", match_params=True, placebo=False)
+    ).variants
+    plain = plan_spec(settings, Request("ablate", "custom", variants="swiglu;relu2", seeds="1", placebo=False)).variants
     assert matched[1].mlp_hidden is not None and plain[1].mlp_hidden is None
     assert abs(body(matched[1]) - body(matched[0])) <= 0.01 * body(matched[0])
     assert abs(body(plain[1]) - body(plain[0])) > 0.01 * body(plain[0])  # unmatched, relu2 is 4*dim wide

@@ -139,7 +139,7 @@ def test_safetensors_own_full_disk_error_is_one_sentence(run, tmp_path, monkeypa
 @pytest.mark.slow
 def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
     from modern_gpt.ablation import planning, running
-    from modern_gpt.core.config import AblationOptions
+    from modern_gpt.core.config import AblationOptions, ExecutionOptions
     from modern_gpt.core.settings import resolve
 
     corpus = write(tmp_path / "corpus.txt", ("the quick brown fox jumps over the lazy dog. " * 200).encode())
@@ -156,8 +156,12 @@ def test_workers_train_on_the_corpus_the_driver_hashed(tmp_path):
     settings = resolve(None, True, overrides)
     ablations = {}
     for jobs in (1, 2):
-        spec = planning.plan_spec(settings, "custom", variants="classic;rope", seed_list_text="0,1")
-        ablations[jobs] = running.start(spec, tmp_path / f"jobs{jobs}", "test", AblationOptions(jobs=jobs))
+        spec = planning.plan_spec(
+            settings, planning.Request("ablate", "custom", variants="classic;rope", seed_list="0,1")
+        )
+        ablations[jobs] = running.start(
+            spec, tmp_path / f"jobs{jobs}", "test", AblationOptions(execution=ExecutionOptions(jobs=jobs))
+        )
     ablations[1].run(Quiet())
     # the data file changes after the driver read and hashed it: the workers must not read it again
     corpus.write_bytes(("ZYXWVU 0123456789 other text altogether! " * 300).encode())

@@ -438,8 +438,8 @@ def test_track_in_the_config_file(tmp_path):
     good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
     good.write_text('[ablation]\ntrack = ["tensorboard", "mlflow"]\nmlflow_uri = "sqlite:///m.db"\n')
     bad.write_text('[ablation]\ntrack = "mlflow"\n')
-    options = resolve_options(read_toml(good), {}, "ablate", ("track", "mlflow_uri"))
-    assert options.track == ("tensorboard", "mlflow") and options.mlflow_uri == "sqlite:///m.db"
+    tracking = resolve_options(read_toml(good), {}, "ablate", ("track", "mlflow_uri")).tracking
+    assert tracking.track == ("tensorboard", "mlflow") and tracking.mlflow_uri == "sqlite:///m.db"
     with pytest.raises(UserError, match="ablation.track must be a list of strings"):
         read_toml(bad)
 

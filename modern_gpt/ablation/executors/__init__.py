@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from ...core.errors import UserError
 
 if TYPE_CHECKING:
-    from ...core.config import AblationOptions
+    from ...core.config import ExecutionOptions
 
 PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough for a display, cheap to send
 
@@ -23,11 +23,11 @@ class Executor(Protocol):
     local_memory: bool
 
     @staticmethod
-    def device_of(name: str, options: AblationOptions) -> str: ...
+    def device_of(name: str, options: ExecutionOptions) -> str: ...
     @staticmethod
-    def threads(options: AblationOptions, device: str) -> int: ...
+    def threads(options: ExecutionOptions, device: str) -> int: ...
     @staticmethod
-    def prestart(options: AblationOptions, runs: int) -> None: ...
+    def prestart(options: ExecutionOptions, runs: int) -> None: ...
 
     # Every job (running.Job: job(corpus, on_step) -> its record) trained, each record to on_record in the driver,
     # which alone writes the folder; a dead worker's run tried again up to max_retries times, then recorded as failed;
@@ -49,12 +49,12 @@ class Cluster:
     NAME = ""  # as a sentence names the cluster: "Ray", "Slurm"
     CUDA_HINT = "--gpus-per-run 1"  # what --device cuda needs here
 
-    def __init__(self, options: AblationOptions, threads: int, device: str):
+    def __init__(self, options: ExecutionOptions, threads: int, device: str):
         self.options, self.threads, self.device = options, threads, device
         self.cpus, self.gpus = options.cpus_per_run or threads, options.gpus_per_run or 0
 
     @classmethod
-    def device_of(cls, name: str, options: AblationOptions) -> str:
+    def device_of(cls, name: str, options: ExecutionOptions) -> str:
         gpus = bool(options.gpus_per_run)
         if name == "mps" or (name == "cuda" and not gpus) or (name == "cpu" and gpus):
             want, given = cls.CUDA_HINT if name == "cuda" else "--device auto", options.gpus_per_run or 0
@@ -62,11 +62,11 @@ class Cluster:
         return "cuda" if gpus else "cpu"
 
     @staticmethod
-    def threads(options: AblationOptions, device: str) -> int:
+    def threads(options: ExecutionOptions, device: str) -> int:
         return max(1, int(options.cpus_per_run or 1))
 
     @staticmethod
-    def prestart(options: AblationOptions, runs: int) -> None:
+    def prestart(options: ExecutionOptions, runs: int) -> None:
         pass
 
     def close(self) -> None:
@@ -77,13 +77,13 @@ class Detached(Exception):  # not an error: the runs go on without this process 
     pass
 
 
-def executor_class(options: AblationOptions) -> type:
+def executor_class(options: ExecutionOptions) -> type:
     from ...core.config import EXECUTORS
 
     return EXECUTORS[options.executor].load()
 
 
-def resume_options(meta: dict, folder, options: AblationOptions) -> AblationOptions:
+def resume_options(meta: dict, folder, options: ExecutionOptions) -> ExecutionOptions:
     """The options a resume runs with: those given, unless the folder's recorded executor has its own say."""
     from ...core.config import EXECUTORS
 
@@ -93,7 +93,7 @@ def resume_options(meta: dict, folder, options: AblationOptions) -> AblationOpti
     return options if hook is None else hook(meta, folder, options)
 
 
-def prestart(options: AblationOptions, runs: int) -> None:
+def prestart(options: ExecutionOptions, runs: int) -> None:
     """What the chosen executor starts before the driver imports torch (the local pool's fork server)."""
     executor_class(options).prestart(options, runs)
 

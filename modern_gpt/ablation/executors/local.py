@@ -17,7 +17,7 @@ from ...core.config import AUTO
 from . import RemoteTraceback, _throttled, portable, spent
 
 if TYPE_CHECKING:
-    from ...core.config import AblationOptions
+    from ...core.config import ExecutionOptions
 
 # --jobs auto on CUDA: runs at once on one GPU. 1 until bench/bench_gpu.py (b) measures more.
 RUNS_PER_GPU = 1
@@ -38,17 +38,17 @@ def workers(jobs: int | str, device: str, pending: int) -> int:
 class Local:
     local_memory = True  # its runs train here: their memory is checked here, before the folder
 
-    def __init__(self, options: AblationOptions, threads: int, device: str):
+    def __init__(self, options: ExecutionOptions, threads: int, device: str):
         self.jobs, self.device, self.max_retries = options.jobs, device, options.max_retries
 
     @staticmethod
-    def device_of(name: str, options: AblationOptions) -> str:
+    def device_of(name: str, options: ExecutionOptions) -> str:
         from ...run.train import resolve_device
 
         return resolve_device(name)  # on this machine
 
     @staticmethod
-    def threads(options: AblationOptions, device: str) -> int:
+    def threads(options: ExecutionOptions, device: str) -> int:
         """One thread per run with --jobs auto on a CPU (bitwise --jobs 1 --threads 1), else the cores shared."""
         from ...run.train import default_threads
 
@@ -56,7 +56,7 @@ class Local:
         return 1 if auto and device == "cpu" else default_threads(1 if auto else options.jobs)
 
     @staticmethod
-    def prestart(options: AblationOptions, runs: int) -> None:
+    def prestart(options: ExecutionOptions, runs: int) -> None:
         """The fork server, when a pool will run, so that its imports overlap the driver's."""
         if workers(options.jobs, "cpu", runs) > 1:
             _ensure_server()

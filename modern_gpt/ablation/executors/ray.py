@@ -19,7 +19,7 @@ from ...core.errors import UserError
 from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, first_line, need, plain
 
 if TYPE_CHECKING:
-    from ...core.config import AblationOptions
+    from ...core.config import ExecutionOptions
 
 GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
 INIT_DEADLINE_S = 120  # ray.init's own tries end in 20 s where a cluster refuses a token; a local start takes ~10 s
@@ -204,7 +204,7 @@ class Ray(Cluster):
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
 
-    def __init__(self, options: AblationOptions, threads: int, device: str):
+    def __init__(self, options: ExecutionOptions, threads: int, device: str):
         super().__init__(options, threads, device)
         named = options.ray_address is not None
         text = (options.ray_address if named else os.environ.get("RAY_ADDRESS", "")).strip()

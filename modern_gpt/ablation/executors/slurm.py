@@ -27,7 +27,7 @@ from ...core.files import atomic_path, write_json
 from . import Cluster, Detached, RemoteTraceback, cuda_seen, first_line, need, plain, portable, spent
 
 if TYPE_CHECKING:
-    from ...core.config import AblationOptions
+    from ...core.config import ExecutionOptions
 
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 START_S = 30.0  # a task's seconds before its first run: Python, torch, the corpus (an allowance)
@@ -208,7 +208,7 @@ class Slurm(Cluster):
     NAME = "Slurm"
 
     @staticmethod
-    def resume_options(meta: dict, folder: Path, options: AblationOptions) -> AblationOptions:
+    def resume_options(meta: dict, folder: Path, options: ExecutionOptions) -> ExecutionOptions:
         """On Slurm with the recorded settings (flags given win); another executor only once no task is queued."""
         chosen = options.choice("executor")
         if chosen not in (None, "slurm"):
@@ -224,7 +224,7 @@ class Slurm(Cluster):
         kept = {k: v for k, v in recorded.items() if k in RECORDED and k not in options.given}
         return replace(options, executor="slurm", **kept)  # its check makes --sbatch a tuple
 
-    def __init__(self, options: AblationOptions, threads: int, device: str):
+    def __init__(self, options: ExecutionOptions, threads: int, device: str):
         super().__init__(options, threads, device)
         self.submitit = need("submitit", "submitit", "slurm")
         missing = [c for c in COMMANDS if shutil.which(c) is None]
