@@ -38,7 +38,7 @@ wait_for() { # URL PID LOG: until the server answers, or its log if it died
     echo "no answer from $1"; exit 1
 }
 
-# the MLflow server as tests/test_tracking_server.py starts it: its own session, stopped as one process group
+# the MLflow server as tests/trackers/test_tracking_server.py starts it: its own session, stopped as one process group
 setsid "$PY" -m mlflow server --host 127.0.0.1 --port "$mlflow_port" --workers 1 \
     --backend-store-uri "sqlite:///$work/mlflow.db" --artifacts-destination "$work/art" >"$work/mlflow.log" 2>&1 &
 servers+=($!)

@@ -38,7 +38,6 @@ from .ablation.session import (
     with_keywords,
 )
 from .core.errors import UserError
-from .views.progress import display_of
 
 __all__ = [
     "ablate",
@@ -130,7 +129,7 @@ def ablate(
     settings, options = settings_of("ablate", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     rows = _rows("ablate", components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     request = request_of("ablate", options, plan=plan, **rows)
-    return run_ablation(settings, options, request, out, resume, at_lr, display_of(progress))
+    return run_ablation(settings, options, request, out, resume, at_lr, _display(progress))
 
 
 @with_keywords(ABLATE_OPTIONS)
@@ -150,7 +149,7 @@ def duel(
     """All-classic against all-modern on the same data, seeds and steps (`modern-gpt duel`)."""
     settings, options = settings_of("duel", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     request = request_of("duel", options, **_rows("duel", lrs=lrs, lr_sweep=lr_sweep))
-    return run_ablation(settings, options, request, out, resume, at_lr, display_of(progress))
+    return run_ablation(settings, options, request, out, resume, at_lr, _display(progress))
 
 
 @with_keywords(POWER_OPTIONS)
@@ -168,7 +167,7 @@ def power(
     """How many seeds does a question need (`modern-gpt power`): one architecture and its placebo at N seeds."""
     settings, options = settings_of("power", flags, POWER_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     request = request_of("power", options, variants=variant)
-    return run_ablation(settings, options, request, out, resume, None, display_of(progress))
+    return run_ablation(settings, options, request, out, resume, None, _display(progress))
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +205,7 @@ def scale(
     given = dict(rungs=sizes, depths=_joined("scale", "depths", depths), tokens_per_param=tokens_per_param)
     given.update(rung_steps=_joined("scale", "rung_steps", rung_steps), lr_rule=lr_rule)
     given.update(trend_margin=trend_margin, target_compute=target_compute)
-    return run_ladder(settings, options, request, given, out, resume, display_of(progress))
+    return run_ladder(settings, options, request, given, out, resume, _display(progress))
 
 
 # ---------------------------------------------------------------------------
@@ -241,3 +240,10 @@ def report(folder: str | os.PathLike, *, at_lr: float | None = None, plugins=())
             )
         return ladder_result(folder, draw=False)
     return folder_result(Path(folder), at_lr)
+
+
+def _display(progress: bool | None):
+    """views.progress.display_of, imported when a command runs: `import modern_gpt` loads no rich."""
+    from .views.progress import display_of
+
+    return display_of(progress)

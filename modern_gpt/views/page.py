@@ -177,7 +177,13 @@ def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
         text = ",".join(v) if isinstance(v, tuple) else format(v, "g") if isinstance(v, float) else str(v)
         flags += "" if v in (None, f.default) else f" {name}" if v is True else f" {name} {shlex.quote(text)}"
     header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, flags)
-    return Page(table.title, [table], [], header, frame.to_csv(index=False), claim, ladder_answer(rows))
+    # a CSV travels as its own text: the sha256 in the header is that file's, and pandas would blank an NA name
+    csv = (
+        Path(source).read_text(encoding="utf-8-sig")
+        if read is pd.read_csv and not isinstance(source, pd.DataFrame)
+        else frame.to_csv(index=False)
+    )
+    return Page(table.title, [table], [], header, csv, claim, ladder_answer(rows))
 
 
 # Where the numbers come from
@@ -605,8 +611,10 @@ def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
     if (what := not_regular(path)) is not None:
         raise UserError(f"{flag} {path} is {what}, not a file to write; choose another {flag}.")
     where, inside = Path(os.path.realpath(path.absolute().parent)) / path.name, [Path(d).resolve() for d in inputs]
-    if any(_same(path, Path(i)) for i in inputs) or (path.exists() and any(where.is_relative_to(d) for d in inside)):
+    if any(_same(path, Path(i)) for i in inputs):
         raise UserError(f"{flag} {path} is a file this command reads; choose another {flag}.")
+    if path.exists() and (folder := next((d for d in inside if where.is_relative_to(d)), None)):
+        raise UserError(f"{flag} {path} is already in {folder}, whose files are never replaced; choose another {flag}.")
     if os.path.lexists(path) and not force:
         raise UserError(f"{flag} {path} already exists; choose another {flag}, or add --force to replace it.")
     return path

@@ -340,3 +340,15 @@ def test_a_wrong_type_names_the_keyword_and_power_info_takes_a_power_result(abla
         modern_gpt.train(smoke=True, data=5)
     with pytest.raises(modern_gpt.UserError, match="power_info takes the Result of modern_gpt.power"):
         modern_gpt.power_info(ablated[0])  # an ablation's Result: an AttributeError or a KeyError before
+
+
+@pytest.mark.slow
+def test_importing_modern_gpt_loads_neither_torch_nor_the_live_display():
+    """A notebook's `import modern_gpt` and `modern_gpt.ablate` are cheap: torch, pandas and rich's live display
+    load when a call needs them."""
+    import subprocess
+    import sys
+
+    probe = "import sys, modern_gpt; modern_gpt.ablate; print(sorted(m for m in ('torch', 'pandas', 'rich.progress') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -21,6 +21,7 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -464,10 +465,11 @@ def test_an_unwritable_folder_and_the_input_itself_are_one_sentence(folders, run
     assert "is a file this command reads" in err and source.read_bytes() == before
     copy = Path(shutil.copytree(folders / "ablate", tmp_path / "a"))
     err = user_error(run, "report", copy, "--html", copy / "meta.json")
-    assert "is a file this command reads" in err
+    assert f"is already in {copy.resolve()}, whose files are never replaced" in err, err
     record = sorted((copy / "runs").glob("*.json"))[0]  # any file already in the folder, even with --force
     before = record.read_bytes()
-    assert "is a file this command reads" in user_error(run, "report", copy, "--markdown", record, "--force")
+    err = user_error(run, "report", copy, "--markdown", record, "--force")
+    assert "whose files are never replaced" in err, err
     assert record.read_bytes() == before
 
 
@@ -689,3 +691,20 @@ def test_chromium_at_1400px_shows_the_tables_last_column(folders, tmp_path):
         box = json.loads(html.unescape(re.search(r'<div id="layout">(.*?)</div>', done.stdout).group(1)))
         assert box["width"] == 1400, box
         assert 0 < box["right"] <= box["width"] and box["scroll"] <= box["width"], (name, box)
+
+
+def test_a_judged_ladders_page_carries_the_csv_it_judged_as_its_own_text(run, tmp_path):
+    """The header gives the file's sha256, so the page holds that file: pandas would blank a variant named NA and
+    rewrite 3.90625e+10, and the page's own command would then refuse its CSV."""
+    rng = np.random.default_rng(3)
+    lines = ["variant,seed,val_loss,flops"]
+    for variant, gain in (("NA", 0.0), ("swiglu", -0.03)):
+        for seed in range(3):
+            for flops in ("3.90625e+10", "6.25e+11", "1e+13"):
+                loss = 2.0 + 4.0 * (float(flops) / 1e9) ** -0.3 + gain + 0.005 * rng.standard_normal()
+                lines.append(f"{variant},{seed},{loss!r},{flops}")
+    source = tmp_path / "ladder.csv"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, _, err = run("judge", source, "--compute-col", "flops", "--html", tmp_path / "p.html")
+    assert code == 0, err
+    assert pre((tmp_path / "p.html").read_text(encoding="utf-8"), "runs-csv") == source.read_text(encoding="utf-8")
