@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,12 +31,8 @@ if TYPE_CHECKING:
 
 # Each command's ablation options (the fields of AblationOptions' parts), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
-TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
-POWER_OPTIONS = (
-    *("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries"),
-    *("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach"),  # --executor slurm's
-    *TRACK_OPTIONS,
-)
+TRACK_OPTIONS = tuple(f.name for f in fields(TrackingOptions))  # train's
+POWER_OPTIONS = ("seeds", "alpha", *(f.name for f in fields(ExecutionOptions) if f.name != "given"), *TRACK_OPTIONS)
 NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
 RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
 
