@@ -199,9 +199,9 @@ def scale(
 ) -> LadderResult:
     """The plan's rows at a ladder of model sizes (`modern-gpt scale`): each row's compute multiplier k against
     its reference at each rung and over the ladder, with seed noise in its CI, and whether k changes with scale."""
-    settings, options = settings_of("scale", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     from .ablation.planning import LadderRequest
 
+    settings, options = settings_of("scale", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     rows = _rows("scale", components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
     sizes = rungs if isinstance(rungs, int) and not isinstance(rungs, bool) else _joined("scale", "rungs", rungs)
     ladder = LadderRequest(

@@ -216,8 +216,6 @@ def request_of(command: str, options: AblationOptions, **rows) -> Request:
     """The command's request (planning.Request), built once: the rows' flags (and scale's ladder, a
     planning.LadderRequest), and the ablation's options that a flag or the config file gave; None for one nobody
     gave (its default), which --resume does not compare."""
-    from dataclasses import fields
-
     from .planning import Request
 
     stats = options.statistics  # each of its options is a field of Request's, of the same name
