@@ -299,21 +299,12 @@ def _body(model: ModelConfig, components: tuple[str, ...]) -> int:
     return non_embedding_params(param_counts(model.with_components(components)))
 
 
-def plan_ladder(
-    settings: Settings,
-    request: Request,
-    rungs: str | int | None = None,
-    depths: str | None = None,
-    tokens_per_param: float | None = None,
-    rung_steps: str | None = None,
-    lr_rule: str | None = None,
-    trend_margin: float | None = None,
-    target_compute: float | None = None,
-) -> Ladder:
-    """The ladder of a new `modern-gpt scale`: its rungs and each rung's Spec (plan_spec's, at that size)."""
-    base = settings.model
-    widths = parse_widths(rungs, base.dim)
-    layers = _numbers(depths, "--depths") if depths is not None else [base.layers] * len(widths)
+def plan_ladder(settings: Settings, request: Request) -> Ladder:
+    """The ladder of a new `modern-gpt scale`: its rungs and each rung's Spec (plan_spec's, at that size), from
+    the request's ladder choices (request.ladder)."""
+    base, asked = settings.model, request.ladder
+    widths = parse_widths(asked.rungs, base.dim)
+    layers = _numbers(asked.depths, "--depths") if asked.depths is not None else [base.layers] * len(widths)
     if len(layers) != len(widths):
         raise UserError(f"--depths gives {len(layers)} depths for {len(widths)} rungs; give one per rung.")
     if len(widths) < 3:
@@ -332,8 +323,8 @@ def plan_ladder(
     if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
         shown = ", ".join(f"{m.dim}x{m.layers}: {n:,}" for m, n in zip(models, sizes, strict=True))
         raise UserError(f"the rungs must grow in size from first to last, and their parameters do not ({shown}).")
-    steps, ratio = _steps(settings, models, sizes, first, tokens_per_param, rung_steps)
-    rule, lrs = _learning_rates(settings, sizes, lr_rule, request)
+    steps, ratio = _steps(settings, models, sizes, first, asked.tokens_per_param, asked.rung_steps)
+    rule, lrs = _learning_rates(settings, sizes, asked.lr_rule, request)
     train = settings.train
     out = []
     for m, n, s, lr in zip(models, sizes, steps, lrs, strict=True):
@@ -341,7 +332,7 @@ def plan_ladder(
         warm = min(max(0, round(train.warmup_steps * share)), s - 1) if train.warmup_steps else 0
         out.append(Rung(m.dim, m.layers, s, warm, max(1, round(train.eval_every * share)), lr, n))
     specs = [plan_spec(rung_settings(settings, r), request) for r in out]
-    return Ladder(out, specs, rule, ratio).with_table_choices(trend_margin, target_compute)
+    return Ladder(out, specs, rule, ratio).with_table_choices(asked.trend_margin, asked.target_compute)
 
 
 def rung_settings(settings: Settings, r: Rung) -> Settings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ..core.components import COMPONENTS, PLUGINS, SLOTS, component_problem
@@ -71,11 +71,35 @@ class Variant:
 # ---------------------------------------------------------------------------
 # The request: what one ablate, duel, power or scale asks for
 # ---------------------------------------------------------------------------
+TABLE_CHOICES = ("trend_margin", "target_compute")  # they change the scale table, not the rungs: --resume takes them
+
+
+@dataclass(frozen=True)
+class LadderRequest:
+    """scale's ladder choices, as typed (ladder.plan_ladder parses them): the rungs' sizes, tokens and learning
+    rates, fixed when a ladder starts, and the scale table's own (TABLE_CHOICES), which a --resume may change.
+    None: nobody chose it (its default holds); the other commands' requests leave every one None."""
+
+    rungs: str | int | None = None  # a count, or widths separated by commas
+    depths: str | None = None
+    tokens_per_param: float | None = None
+    rung_steps: str | None = None
+    lr_rule: str | None = None
+    trend_margin: float | None = None
+    target_compute: float | None = None
+
+    @property
+    def rung_choices(self) -> list[str]:
+        """The choices given that fix the rungs (not the table's), in the flags' order: --resume refuses them."""
+        return [f.name for f in fields(self) if f.name not in TABLE_CHOICES and getattr(self, f.name) is not None]
+
+
 @dataclass(frozen=True)
 class Request:
-    """One command's plan and statistical choices, built once from its flags or keywords (session.request_of):
-    plan_spec plans from it and the Spec keeps it; --resume compares it with the folder's spec. None: nobody
-    chose it (no flag, no config file's key), so its default holds and --resume does not compare it."""
+    """One command's plan and statistical choices (and scale's ladder), built once from its flags or keywords
+    (session.request_of): plan_spec plans from it and the Spec keeps it; --resume compares it with the folder's
+    spec. None: nobody chose it (no flag, no config file's key), so its default holds and --resume does not
+    compare it."""
 
     command: str  # ablate, duel, power or scale
     plan: str | None = None  # --plan; None: the command's own (DEFAULT_PLAN)
@@ -91,6 +115,7 @@ class Request:
     margin: float | None = None
     placebo: bool | None = None
     match_params: bool = False  # off is no choice: --resume compares it only when on
+    ladder: LadderRequest = LadderRequest()  # scale's
 
     @property
     def plan_name(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,15 +31,9 @@ if TYPE_CHECKING:
 
 # Each command's ablation options (the fields of AblationOptions' parts), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
-TRACK_OPTIONS = ("track", "mlflow_uri")  # train's
-POWER_OPTIONS = (
-    *("seeds", "alpha", "jobs", "executor", "ray_address", "cpus_per_run", "gpus_per_run", "max_retries"),
-    *("partition", "time_limit", "array_parallelism", "sbatch", "runs_per_task", "detach"),  # --executor slurm's
-    *TRACK_OPTIONS,
-)
+TRACK_OPTIONS = tuple(f.name for f in fields(TrackingOptions))  # train's
+POWER_OPTIONS = ("seeds", "alpha", *(f.name for f in fields(ExecutionOptions) if f.name != "given"), *TRACK_OPTIONS)
 NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
-TABLE_CHOICES = ("trend_margin", "target_compute")  # they change the scale table, not the rungs: --resume takes them
-LADDER_CHOICES = ("rungs", "depths", "tokens_per_param", "rung_steps", "lr_rule", "trend_margin", "target_compute")
 RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
 
 
@@ -219,10 +213,9 @@ def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Setti
 
 
 def request_of(command: str, options: AblationOptions, **rows) -> Request:
-    """The command's request (planning.Request), built once: the rows' flags, and the ablation's options that a
-    flag or the config file gave; None for one nobody gave (its default), which --resume does not compare."""
-    from dataclasses import fields
-
+    """The command's request (planning.Request), built once: the rows' flags (and scale's ladder, a
+    planning.LadderRequest), and the ablation's options that a flag or the config file gave; None for one nobody
+    gave (its default), which --resume does not compare."""
     from .planning import Request
 
     stats = options.statistics  # each of its options is a field of Request's, of the same name
@@ -313,7 +306,6 @@ def run_ladder(
     settings: Settings,
     options: AblationOptions,
     request: Request,
-    ladder_choices: dict,
     out=None,
     resume=None,
     display: Callable | None = None,
@@ -321,7 +313,8 @@ def run_ladder(
 ) -> LadderResult:
     """Plan the ladder (or check a resume), start every rung's folder (each checked as an ablation is: memory,
     plugins; the top rung first, so a size that cannot fit is refused before any folder is made), train each
-    rung in turn, then write the scale table. Ctrl-C raises Interrupted naming the ladder's resume command."""
+    rung in turn, then write the scale table. request: scale's (request_of, with its ladder choices). Ctrl-C
+    raises Interrupted naming the ladder's resume command."""
     from . import ladder as lad
     from .planning import parse_seeds
 
@@ -335,10 +328,10 @@ def run_ladder(
         folder = Path(resume)
         ladder = lad.read(folder)
         lad.check_rungs(folder, ladder)
-        _check_ladder_resume(folder, ladder, settings, request, ladder_choices, out)
-        ladder = ladder.with_table_choices(ladder_choices.get("trend_margin"), ladder_choices.get("target_compute"))
+        _check_ladder_resume(folder, ladder, settings, request, out)
+        ladder = ladder.with_table_choices(request.ladder.trend_margin, request.ladder.target_compute)
     else:
-        ladder = lad.plan_ladder(settings, request, **ladder_choices)
+        ladder = lad.plan_ladder(settings, request)
         ladder.command = command_line
         from .running import default_folder
 
@@ -394,15 +387,16 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
         raise
 
 
-def _check_ladder_resume(folder: Path, ladder, settings: Settings, request: Request, given: dict, out) -> None:
-    """--resume DIR of a ladder: its rungs are fixed when it starts, and the flags given must agree with it."""
+def _check_ladder_resume(folder: Path, ladder, settings: Settings, request: Request, out) -> None:
+    """--resume DIR of a ladder: its rungs are fixed when it starts, and the flags given must agree with it (the
+    table's own choices, planning.TABLE_CHOICES, may change)."""
     from dataclasses import replace
 
     from .planning import check_resume
 
     if out is not None and os.path.realpath(out) != os.path.realpath(folder):
         raise UserError(f"--resume {folder} finishes the ladder in its own folder; leave out --out {out}.")
-    named = [k for k, v in given.items() if v is not None and k not in TABLE_CHOICES]
+    named = request.ladder.rung_choices
     rung_set = [k for k in settings.typed if k in RUNG_KEYS or k == "train.lr"]
     if named or rung_set:
         what = "--" + (named[0] if named else rung_set[0].split(".")[1]).replace("_", "-")

@@ -122,6 +122,9 @@ def test_bad_ladders_are_one_sentence_before_anything_trains(run, tmp_path, flag
 def test_resume_refuses_to_change_the_rungs(ladder, run):
     err = user_error(run, "scale", "--resume", ladder.folder, "--rungs", "4")
     assert "fixed when it starts" in err
+    args = ["--lr-rule", "constant", "--depths", "1,1,1", "--trend-margin", "1.2"]  # the table's own is let be
+    err = user_error(run, "scale", "--resume", ladder.folder, *args)
+    assert "--depths with --resume" in err, err  # the first of the rungs' flags, in the flags' order
 
 
 def test_the_api_refuses_auto_seeds():

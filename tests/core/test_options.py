@@ -218,6 +218,21 @@ def test_the_request_is_built_once_frozen_and_kept_by_the_spec(tmp_path):
     assert planning.Spec.from_dict(spec.to_dict()).request is None
 
 
+def test_scales_ladder_choices_are_one_frozen_part_of_its_request():
+    """scale's ladder flags as typed, one frozen planning.LadderRequest in its Request (the other commands' empty):
+    a --resume refuses those given that fix the rungs, named in the flags' order, and takes the table's own."""
+    from modern_gpt.ablation.session import request_of, settings_of
+
+    _, options = settings_of("scale", {}, cli.ABLATE_OPTIONS)
+    ladder = planning.LadderRequest(lr_rule="constant", rungs="32,64,128", trend_margin=1.1, target_compute=1e18)
+    request = request_of("scale", options, plan="single", ladder=ladder)
+    assert request.ladder is ladder and request_of("ablate", options).ladder == planning.LadderRequest()
+    assert ladder.rung_choices == ["rungs", "lr_rule"] and planning.LadderRequest(trend_margin=1.2).rung_choices == []
+    assert planning.TABLE_CHOICES == ("trend_margin", "target_compute")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ladder.rungs = "4"
+
+
 def test_a_folder_s_command_is_its_plan_s(tmp_path):
     """The command that resumes a folder comes from the plans' registry (meta.json records the plan alone)."""
     assert planning.PLANS["custom"] == "ablate" and planning.PLANS["duel"] == "duel"
