@@ -13,13 +13,10 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ...core.config import ExecutionOptions
 from ...core.errors import UserError
 from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, first_line, need, plain
-
-if TYPE_CHECKING:
-    from ...core.config import ExecutionOptions
 
 GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
 INIT_DEADLINE_S = 120  # ray.init's own tries end in 20 s where a cluster refuses a token; a local start takes ~10 s
@@ -219,6 +216,7 @@ class Ray(Cluster):
         self.ray = ray = need("ray", "Ray", "ray")
         self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
         if self.connected and target is None:  # a new local Ray, never one left running; Ray's SIGTERM handler undone
+            # here, not in connect's thread: the processes Ray starts die with their thread (PR_SET_PDEATHSIG)
             main = threading.current_thread() is threading.main_thread()
             saved = signal.getsignal(signal.SIGTERM) if main else None
             try:

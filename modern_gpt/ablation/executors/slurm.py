@@ -19,21 +19,18 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ...core.config import SLURM_OPTIONS, slurm_minutes
+from ...core.config import SLURM_OPTIONS, ExecutionOptions, slurm_minutes
 from ...core.errors import UserError
 from ...core.files import atomic_path, write_json
 from . import Cluster, Detached, RemoteTraceback, cuda_seen, first_line, need, plain, portable, spent
-
-if TYPE_CHECKING:
-    from ...core.config import ExecutionOptions
 
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 START_S = 30.0  # a task's seconds before its first run: Python, torch, the corpus (an allowance)
 STEP_OVERHEAD_S = 0.005  # a step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)
 GRACE_S = 3.0  # a task gone from the queue is settled this long after: a shared filesystem shows files late
 RECORDED = ("cpus_per_run", "gpus_per_run", "max_retries", *(o for o in SLURM_OPTIONS if o != "detach"))
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
 
 def slurm(*args: str, timeout: float = 60) -> str:
@@ -112,11 +109,10 @@ def _recorded(folder: Path, job, corpus) -> bool:
 
     if _done_file(folder, job.row, job.seed).is_file():
         return True
+    settings = Settings(job.model, job.train, job.data).to_dict()
     with contextlib.suppress(OSError, ValueError):
         found = json.loads((folder / "runs" / f"row{job.row:02d}-seed{job.seed}.json").read_text(encoding="utf-8"))
-        return found.get("settings_hash") == settings_hash(
-            Settings(job.model, job.train, job.data).to_dict(), corpus.key
-        )
+        return found.get("settings_hash") == settings_hash(settings, corpus.key)
     return False
 
 
@@ -405,9 +401,6 @@ class Slurm(Cluster):
             ) from None
         wave["job_id"] = submitted[0].job_id.split("_")[0]
         self.book.save()
-
-
-NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
 
 def check_visible(folder: Path, partition: Partition) -> None:
