@@ -126,9 +126,6 @@ def _throttled(send):
 class RemoteTraceback(Exception):
     """A worker's traceback, chained to its exception for --debug."""
 
-    def __str__(self) -> str:
-        return self.args[0]
-
 
 def portable(e: BaseException) -> tuple[BaseException, str]:
     """A run's exception as the driver raises it (a RuntimeError naming it if it cannot be pickled), and its traceback."""

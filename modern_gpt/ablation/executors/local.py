@@ -8,8 +8,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import wait as wait_ready
 
 from ...core.config import AUTO, ExecutionOptions
@@ -119,8 +119,6 @@ def _ensure_server() -> None:
     global _serverless
     if _serverless:
         return
-    from multiprocessing import forkserver, resource_tracker
-
     mp.set_forkserver_preload(SERVER_PRELOAD)
     resource_tracker.ensure_running()  # first: starting it unblocks SIGINT in this thread
     try:
@@ -133,8 +131,8 @@ def _ensure_server() -> None:
 def stop_server() -> None:
     """Stop the fork server at once at a command's end (its own teardown, 0.6 s, keeps stdout open); CPython's
     private names: where they change, it stops as it would anyway."""
-    server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)  # none if never imported
-    pid = getattr(server, "_forkserver_pid", None)
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)  # None: never started
     if pid and hasattr(server, "_stop"):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)  # its children, the workers, live on
@@ -193,8 +191,7 @@ class LocalPool:
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         todo, tries = collections.deque(jobs), {}
-        live: list[_Worker] = []
-        stopping: list[_Worker] = []
+        live, stopping = [], []  # the workers with a run or about to get one; those told to stop
         try:
             while todo or live:
                 for w in [w for w in live if w.job is None]:  # idle: the next run, or it ends (its memory freed)
