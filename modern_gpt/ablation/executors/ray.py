@@ -130,8 +130,7 @@ def check_reachable(address: Address) -> None:
             "`ray start --head`, or give the host:port it printed."
         ) from None
     head = b""
-    with conn, contextlib.suppress(OSError):
-        conn.settimeout(5)
+    with conn, contextlib.suppress(OSError):  # the 5 s timeout holds for each call
         conn.sendall(_H2_PREFACE)
         while len(head) < 9 and (chunk := conn.recv(9 - len(head))):
             head += chunk
@@ -195,17 +194,15 @@ def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
 
 
 class Ray(Cluster):
-    """One task per run; the corpus goes to the object store once, and a task whose worker or node dies is retried by
-    Ray up to max_retries times."""
+    """One task per run; the corpus goes to the object store once; Ray retries a task whose worker or node dies."""
 
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
 
     def __init__(self, options: ExecutionOptions, threads: int, device: str):
         super().__init__(options, threads, device)
-        named = options.ray_address is not None
-        text = (options.ray_address if named else os.environ.get("RAY_ADDRESS", "")).strip()
-        source = "--ray-address" if named else "RAY_ADDRESS"
+        source = "RAY_ADDRESS" if options.ray_address is None else "--ray-address"  # its check refuses an empty one
+        text = (options.ray_address or os.environ.get("RAY_ADDRESS", "")).strip()
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
         imported_before, mode_given = "ray" in sys.modules, "RAY_AUTH_MODE" in os.environ  # Ray reads it at import
