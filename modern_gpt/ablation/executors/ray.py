@@ -226,7 +226,7 @@ class Ray(Cluster):
         elif self.connected:
             check_reachable(target)
             connect(ray, target, token, imported_before and not mode_given)
-        self._corpus = self._corpus_ref = self._progress = None
+        self._corpus_ref = self._progress = None  # the ablation's one corpus in the object store; the step buffer
         try:  # a run that no node can hold would wait for ever: refused now
             nodes = self._resources()
             if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
@@ -263,8 +263,8 @@ class Ray(Cluster):
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ray = self.ray
-        if self._corpus is not corpus:
-            self._corpus, self._corpus_ref = corpus, ray.put(plain(corpus))
+        if self._corpus_ref is None:
+            self._corpus_ref = ray.put(plain(corpus))
         if self._progress is None:
             self._progress = ray.remote(num_cpus=0)(ProgressBuffer).remote()
         task, each = ray.remote(_ray_task), {"num_cpus": self.cpus, "num_gpus": self.gpus, "retry_exceptions": False}

@@ -32,9 +32,9 @@ RECORDED = ("cpus_per_run", "gpus_per_run", "max_retries", *(o for o in SLURM_OP
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
 
-def slurm(*args: str, timeout: float = 60) -> str:
+def slurm(*args: str) -> str:
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise UserError(f"{args[0]} did not answer ({e}); check that the Slurm controller runs.") from None
     if out.returncode != 0:
