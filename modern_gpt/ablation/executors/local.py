@@ -71,7 +71,7 @@ class Local(Executor):
 
 def _worker_main(conn, corpus, environ: dict) -> None:
     """Runs each job it is sent until None, with the driver's environ, not the fork server's; the driver has Ctrl-C."""
-    for s in set(STOPS) - {signal.SIGTERM}:
+    for s in (signal.SIGINT, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
     os.environ.clear()
