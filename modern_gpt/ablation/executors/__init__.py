@@ -4,21 +4,24 @@ their faults. Neither torch nor Ray is imported here: a Ray worker imports this 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pickle
+import socket
 import time
-from typing import TYPE_CHECKING, Protocol
+import traceback
+from typing import Protocol
 
+from ...core.config import EXECUTORS, ExecutionOptions
 from ...core.errors import UserError
-
-if TYPE_CHECKING:
-    from ...core.config import ExecutionOptions
 
 PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough for a display, cheap to send
 
 
 class Executor(Protocol):
     """Made as cls(options, threads, device) for an ablation's life; before that, the class says its runs' device,
-    their torch threads without --threads, whether their memory is checked here, and what starts before torch."""
+    their torch threads without --threads, whether their memory is checked here, and what starts before torch. A
+    subclass inherits prestart, device_name and close doing nothing."""
 
     local_memory: bool
 
@@ -42,7 +45,7 @@ class Executor(Protocol):
     # it); static resume_options(meta, folder, options), the options a resume of its folder runs with.
 
 
-class Cluster:
+class Cluster(Executor):
     """What Ray and Slurm share: a run reserves CPUs and GPUs (then cuda) on a node, where its memory is checked."""
 
     local_memory = False
@@ -65,28 +68,17 @@ class Cluster:
     def threads(options: ExecutionOptions, device: str) -> int:
         return max(1, int(options.cpus_per_run or 1))
 
-    @staticmethod
-    def prestart(options: ExecutionOptions, runs: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
 
 class Detached(Exception):  # not an error: the runs go on without this process (--detach); a resume collects them
     pass
 
 
 def executor_class(options: ExecutionOptions) -> type:
-    from ...core.config import EXECUTORS
-
     return EXECUTORS[options.executor].load()
 
 
 def resume_options(meta: dict, folder, options: ExecutionOptions) -> ExecutionOptions:
     """The options a resume runs with: those given, unless the folder's recorded executor has its own say."""
-    from ...core.config import EXECUTORS
-
     recorded = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
     kind = EXECUTORS.get(recorded.get("name")) if isinstance(recorded.get("name"), str) else None
     hook = getattr(kind.load(), "resume_options", None) if kind is not None else None
@@ -134,15 +126,9 @@ def _throttled(send):
 class RemoteTraceback(Exception):
     """A worker's traceback, chained to its exception for --debug."""
 
-    def __str__(self) -> str:
-        return self.args[0]
-
 
 def portable(e: BaseException) -> tuple[BaseException, str]:
     """A run's exception as the driver raises it (a RuntimeError naming it if it cannot be pickled), and its traceback."""
-    import pickle
-    import traceback
-
     text = "".join(traceback.format_exception(e))
     try:
         pickle.dumps(e)
@@ -153,22 +139,19 @@ def portable(e: BaseException) -> tuple[BaseException, str]:
 
 def cuda_seen(where: str, gpus: float) -> None:
     """A cluster run that reserved GPUs refuses a node whose torch sees no CUDA (it would train on the CPU)."""
-    if gpus:
-        import socket
+    if not gpus:
+        return
+    import torch
 
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError(
-                f"{where} {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} there sees no "
-                "CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
-            )
+    if not torch.cuda.is_available():
+        raise UserError(
+            f"{where} {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} there sees no "
+            "CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
+        )
 
 
 def plain(corpus):
     """The corpus with plain arrays, not memory maps of this machine's cache: what a cluster's workers are sent."""
-    import dataclasses
-
     import numpy as np
 
     return dataclasses.replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))

@@ -8,21 +8,16 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import wait as wait_ready
-from typing import TYPE_CHECKING
 
-from ...core.config import AUTO
-from . import RemoteTraceback, _throttled, portable, spent
+from ...core.config import AUTO, ExecutionOptions
+from . import Executor, RemoteTraceback, _throttled, portable, spent
 
-if TYPE_CHECKING:
-    from ...core.config import ExecutionOptions
-
-# --jobs auto on CUDA: runs at once on one GPU. 1 until bench/bench_gpu.py (b) measures more.
-RUNS_PER_GPU = 1
+RUNS_PER_GPU = 1  # --jobs auto on CUDA: runs at once on one GPU; 1 until bench/bench_gpu.py (b) measures more
 SERVER_PRELOAD = ["modern_gpt.ablation.running"]  # what a job needs: torch, the model, training
-STOPS = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 _serverless = False  # the fork server could not start here (an AF_UNIX path too long): spawn from now on
 
 
@@ -35,7 +30,7 @@ def workers(jobs: int | str, device: str, pending: int) -> int:
     return max(1, min(per_machine, pending))
 
 
-class Local:
+class Local(Executor):
     local_memory = True  # its runs train here: their memory is checked here, before the folder
 
     def __init__(self, options: ExecutionOptions, threads: int, device: str):
@@ -73,18 +68,12 @@ class Local:
     def info(self) -> dict:
         return {"name": "local", "jobs": self.jobs, "max_retries": self.max_retries}
 
-    def device_name(self) -> None:  # this machine's
-        pass
-
-    close = device_name
-
 
 def _worker_main(conn, corpus, environ: dict) -> None:
     """Runs each job it is sent until None, with the driver's environ, not the fork server's; the driver has Ctrl-C."""
-    for s in set(STOPS) - {signal.SIGTERM}:
+    for s in (signal.SIGINT, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
     os.environ.clear()
     os.environ.update(environ)
 
@@ -104,7 +93,7 @@ def _worker_main(conn, corpus, environ: dict) -> None:
 
 
 def _context():  # a fork server is a fresh process that runs no torch operation: forking it is safe
-    return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() and not _serverless else "spawn")
+    return mp.get_context("spawn" if _serverless else "forkserver")
 
 
 @contextlib.contextmanager
@@ -114,12 +103,11 @@ def _signals_held():
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []
     saved = {s: signal.signal(s, lambda n, _: caught.append(n)) for s in STOPS} if main else {}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS) if hasattr(signal, "pthread_sigmask") else None
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
     try:
         yield
     finally:
-        if before is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
         for s, handler in saved.items():
             if handler is not None:  # None: not Python's to restore
                 signal.signal(s, handler)
@@ -129,12 +117,9 @@ def _signals_held():
 
 def _ensure_server() -> None:
     global _serverless
-    ctx = _context()
-    if ctx.get_start_method() != "forkserver":
+    if _serverless:
         return
-    from multiprocessing import forkserver, resource_tracker
-
-    ctx.set_forkserver_preload(SERVER_PRELOAD)
+    mp.set_forkserver_preload(SERVER_PRELOAD)
     resource_tracker.ensure_running()  # first: starting it unblocks SIGINT in this thread
     try:
         with _signals_held():  # the server inherits the mask: no signal while it imports
@@ -146,8 +131,8 @@ def _ensure_server() -> None:
 def stop_server() -> None:
     """Stop the fork server at once at a command's end (its own teardown, 0.6 s, keeps stdout open); CPython's
     private names: where they change, it stops as it would anyway."""
-    server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)  # none if never imported
-    pid = getattr(server, "_forkserver_pid", None)
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)  # None: never started
     if pid and hasattr(server, "_stop"):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)  # its children, the workers, live on
@@ -170,7 +155,7 @@ class _Worker:
             except (OSError, EOFError):
                 self.conn.close()
                 theirs.close()
-                if attempt == 2 or ctx.get_start_method() != "forkserver":
+                if attempt == 2 or _serverless:
                     raise
                 stop_server()
             except BaseException:  # a signal held during the start: this worker ends with the pool
@@ -206,8 +191,7 @@ class LocalPool:
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         todo, tries = collections.deque(jobs), {}
-        live: list[_Worker] = []
-        stopping: list[_Worker] = []
+        live, stopping = [], []  # the workers with a run or about to get one; those told to stop
         try:
             while todo or live:
                 for w in [w for w in live if w.job is None]:  # idle: the next run, or it ends (its memory freed)

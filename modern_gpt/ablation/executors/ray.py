@@ -13,13 +13,10 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ...core.config import ExecutionOptions
 from ...core.errors import UserError
 from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, first_line, need, plain
-
-if TYPE_CHECKING:
-    from ...core.config import ExecutionOptions
 
 GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
 INIT_DEADLINE_S = 120  # ray.init's own tries end in 20 s where a cluster refuses a token; a local start takes ~10 s
@@ -133,8 +130,7 @@ def check_reachable(address: Address) -> None:
             "`ray start --head`, or give the host:port it printed."
         ) from None
     head = b""
-    with conn, contextlib.suppress(OSError):
-        conn.settimeout(5)
+    with conn, contextlib.suppress(OSError):  # the 5 s timeout holds for each call
         conn.sendall(_H2_PREFACE)
         while len(head) < 9 and (chunk := conn.recv(9 - len(head))):
             head += chunk
@@ -198,17 +194,15 @@ def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
 
 
 class Ray(Cluster):
-    """One task per run; the corpus goes to the object store once, and a task whose worker or node dies is retried by
-    Ray up to max_retries times."""
+    """One task per run; the corpus goes to the object store once; Ray retries a task whose worker or node dies."""
 
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"
 
     def __init__(self, options: ExecutionOptions, threads: int, device: str):
         super().__init__(options, threads, device)
-        named = options.ray_address is not None
-        text = (options.ray_address if named else os.environ.get("RAY_ADDRESS", "")).strip()
-        source = "--ray-address" if named else "RAY_ADDRESS"
+        source = "RAY_ADDRESS" if options.ray_address is None else "--ray-address"  # its check refuses an empty one
+        text = (options.ray_address or os.environ.get("RAY_ADDRESS", "")).strip()
         target = parse_address(text, source) if text and text != "local" else None  # local: as without one
         self.address = None if target is None else text
         imported_before, mode_given = "ray" in sys.modules, "RAY_AUTH_MODE" in os.environ  # Ray reads it at import
@@ -219,6 +213,7 @@ class Ray(Cluster):
         self.ray = ray = need("ray", "Ray", "ray")
         self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
         if self.connected and target is None:  # a new local Ray, never one left running; Ray's SIGTERM handler undone
+            # here, not in connect's thread: the processes Ray starts die with their thread (PR_SET_PDEATHSIG)
             main = threading.current_thread() is threading.main_thread()
             saved = signal.getsignal(signal.SIGTERM) if main else None
             try:
@@ -231,7 +226,7 @@ class Ray(Cluster):
         elif self.connected:
             check_reachable(target)
             connect(ray, target, token, imported_before and not mode_given)
-        self._corpus = self._corpus_ref = self._progress = None
+        self._corpus_ref = self._progress = None  # the ablation's one corpus in the object store; the step buffer
         try:  # a run that no node can hold would wait for ever: refused now
             nodes = self._resources()
             if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
@@ -268,8 +263,8 @@ class Ray(Cluster):
 
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ray = self.ray
-        if self._corpus is not corpus:
-            self._corpus, self._corpus_ref = corpus, ray.put(plain(corpus))
+        if self._corpus_ref is None:
+            self._corpus_ref = ray.put(plain(corpus))
         if self._progress is None:
             self._progress = ray.remote(num_cpus=0)(ProgressBuffer).remote()
         task, each = ray.remote(_ray_task), {"num_cpus": self.cpus, "num_gpus": self.gpus, "retry_exceptions": False}

@@ -1,6 +1,5 @@
 """A Slurm cluster through submitit's public API: a job array per round of runs, each task one run or --runs-per-task
-of them. Tasks leave records in DIR/slurm/done/ for the driver; DIR/slurm/state.json names each array, so that a
-resume submits nothing twice; see docs/scaling.md (the folder, preemption, detach)."""
+of them; docs/scaling.md tells the folder (slurm/done/, slurm/state.json), preemption and --detach."""
 
 from __future__ import annotations
 
@@ -19,26 +18,23 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ...core.config import SLURM_OPTIONS, slurm_minutes
+from ...core.config import SLURM_OPTIONS, ExecutionOptions, slurm_minutes
 from ...core.errors import UserError
 from ...core.files import atomic_path, write_json
 from . import Cluster, Detached, RemoteTraceback, cuda_seen, first_line, need, plain, portable, spent
-
-if TYPE_CHECKING:
-    from ...core.config import ExecutionOptions
 
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 START_S = 30.0  # a task's seconds before its first run: Python, torch, the corpus (an allowance)
 STEP_OVERHEAD_S = 0.005  # a step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)
 GRACE_S = 3.0  # a task gone from the queue is settled this long after: a shared filesystem shows files late
 RECORDED = ("cpus_per_run", "gpus_per_run", "max_retries", *(o for o in SLURM_OPTIONS if o != "detach"))
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
 
-def slurm(*args: str, timeout: float = 60) -> str:
+def slurm(*args: str) -> str:
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise UserError(f"{args[0]} did not answer ({e}); check that the Slurm controller runs.") from None
     if out.returncode != 0:
@@ -79,9 +75,8 @@ def find_partition(name: str | None) -> Partition:
     raise UserError(f"unknown Slurm partition {name!r}; the cluster's partitions are {listed}.")
 
 
-def _duration(seconds: float) -> str:
-    minutes = math.ceil(seconds / 60)
-    return f"{seconds:.0f} s" if seconds < 90 else f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+def _duration(seconds: float) -> str:  # in minutes from 90 s, as Slurm's time limits
+    return f"{seconds:.0f} s" if seconds < 90 else f"{math.ceil(seconds / 60)} min"
 
 
 def run_seconds(ablation, device: str, threads: int) -> float:
@@ -91,10 +86,9 @@ def run_seconds(ablation, device: str, threads: int) -> float:
 
     rate = 1e9 * (compiling.CPU.gflops * threads if device == "cpu" else compiling.CUDA.gflops)
     s, worst = ablation.spec.settings, 0.0
-    vocab = ablation.corpus.tokenizer.vocab_size if ablation.corpus is not None else s.model.vocab_size
     t = s.train
     for v in ablation.spec.variants:
-        cfg = replace(variant_config(s.model, v), vocab_size=vocab)
+        cfg = replace(variant_config(s.model, v), vocab_size=ablation.corpus.tokenizer.vocab_size)
         step = compiling.step_flops(cfg, t.batch_size) / rate + STEP_OVERHEAD_S
         windows = t.eval_tokens / cfg.context + (t.steps // t.eval_every) * t.eval_batches * t.batch_size * 2
         worst = max(worst, t.steps * step + windows * compiling.forward_flops(cfg, 1, cfg.context) / rate)
@@ -112,11 +106,10 @@ def _recorded(folder: Path, job, corpus) -> bool:
 
     if _done_file(folder, job.row, job.seed).is_file():
         return True
+    settings = Settings(job.model, job.train, job.data).to_dict()
     with contextlib.suppress(OSError, ValueError):
         found = json.loads((folder / "runs" / f"row{job.row:02d}-seed{job.seed}.json").read_text(encoding="utf-8"))
-        return found.get("settings_hash") == settings_hash(
-            Settings(job.model, job.train, job.data).to_dict(), corpus.key
-        )
+        return found.get("settings_hash") == settings_hash(settings, corpus.key)
     return False
 
 
@@ -124,8 +117,7 @@ def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
     """One array task: its runs in turn, each record to done/; [("raised", row, seed, error, traceback)] if one
     raised. Submitit's USR2 before the time limit is ignored: Slurm ends the task, as TIMEOUT."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    with open(corpus_file, "rb") as f:
-        corpus = pickle.load(f)
+    corpus = pickle.loads(Path(corpus_file).read_bytes())
     for job in jobs:
         name = f"modern-gpt: row {job.row} seed {job.seed} on {socket.gethostname()}"
         if _recorded(Path(folder), job, corpus):
@@ -197,8 +189,7 @@ def why_ended(task_id: str) -> str:
         detail = f" (signal {sig}{', ' + name if name else ''})"
     elif code.isdigit() and int(code):
         detail = f" (exit code {code})"
-    reason = fields.get("Reason") or "None"
-    reason = "" if reason in ("None", "(null)") else f", reason {reason}"
+    reason = "" if fields.get("Reason") in (None, "", "None", "(null)") else f", reason {fields['Reason']}"
     return f"the Slurm task running it ({task_id}) ended {state}{detail}{reason}"
 
 
@@ -405,9 +396,6 @@ class Slurm(Cluster):
             ) from None
         wave["job_id"] = submitted[0].job_id.split("_")[0]
         self.book.save()
-
-
-NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
 
 def check_visible(folder: Path, partition: Partition) -> None:
