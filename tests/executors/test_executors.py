@@ -26,7 +26,7 @@ from modern_gpt.cli.commands import app
 from modern_gpt.core.config import EXECUTORS, ExecutionOptions, ExecutorKind
 from modern_gpt.core.errors import UserError
 from modern_gpt.core.settings import resolve
-from tests.clihelp import CLASSIC_ROPE, Quiet, cli_process, invoke, run_main, runner, tiny, wait_for_runs
+from tests.clihelp import CLASSIC_ROPE, Quiet, cli, cli_process, invoke, run_main, runner, tiny, wait_for_runs
 from tests.executor_jobs import FakeJob
 from tests.model.test_plugins import EXAMPLES, isolated_registry
 from tests.wandbread import offline_env
@@ -426,11 +426,15 @@ TINY_LADDER = [
 # Ray: one cluster for the module, a head and a worker node, 1 CPU each
 # ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
+    """A two-node Ray cluster on 127.0.0.1 without token authentication. HOME is the module's own while it runs:
+    a ~/.ray/auth_token left on the machine would otherwise be sent to it (see the stray-token test)."""
     pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
     assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+    home = pytest.MonkeyPatch()
+    home.setenv("HOME", str(tmp_path_factory.mktemp("home")))
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # Ray's node sets its own
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     worker = c.add_node(num_cpus=1)
@@ -441,6 +445,7 @@ def cluster():
     c.worker = worker
     yield c
     c.shutdown()
+    home.undo()
 
 
 @pytest.fixture(scope="module")
@@ -482,6 +487,23 @@ def tracked(root, group: str) -> dict[tuple[int, int], tuple]:
 def reference(executor_reference):
     """The tiny ablation with --jobs 1: what every executor must give, bitwise (logged to W&B as the group r)."""
     return executor_reference[0]
+
+
+@pytest.mark.slow
+def test_a_stray_token_against_a_cluster_without_one_is_one_sentence(cluster, tmp_path, monkeypatch):
+    """A token on this machine (another cluster's) is sent to every address; a cluster without token
+    authentication then cannot fetch the corpus from the driver (OwnerDiedError): one sentence with the way out.
+    A process of its own: Ray keeps a process's first token mode."""
+    import secrets
+
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(secrets.token_hex(32))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    done = cli(
+        "ablate", *TINY, "--executor", "ray", "--ray-address", cluster.address, "--out", tmp_path / "r", timeout=300
+    )
+    assert done.returncode == 2 and "set RAY_AUTH_MODE=disabled for this command" in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and str(tmp_path / ".ray" / "auth_token") in done.stderr, done.stderr
 
 
 @pytest.mark.slow

@@ -209,7 +209,7 @@ class Ray(Cluster):
         if not imported_before and (target is None or target.on_this_machine):
             # A local Ray then listens on the loopback interface only, where a driver given 127.0.0.1 connects
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        token = None if target is None else use_token()
+        self.token = token = None if target is None else use_token()
         self.ray = ray = need("ray", "Ray", "ray")
         self.connected = not ray.is_initialized()  # True: this executor connected, and disconnects in close()
         if self.connected and target is None:  # a new local Ray, never one left running; Ray's SIGTERM handler undone
@@ -298,6 +298,12 @@ class Ray(Cluster):
         try:
             return self.ray.get(ref)
         except self.ray.exceptions.RayTaskError as e:  # raised by the run itself: the ablation ends, as in-process
+            if self.token and isinstance(e.cause, self.ray.exceptions.OwnerDiedError):  # its corpus unreachable
+                raise UserError(
+                    f"the Ray cluster at {self.address} could not fetch the corpus from this driver, which asks for "
+                    f"the token from {self.token} while the cluster sends none (it has no token authentication); "
+                    "set RAY_AUTH_MODE=disabled for this command."
+                ) from None
             raise e.cause from None
         except self.ray.exceptions.RayError as e:  # its worker or node died on every try
             why = f"{type(e).__name__} on {self.options.max_retries + 1} attempts"
