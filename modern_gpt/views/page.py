@@ -165,7 +165,8 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> 
 
 
 def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
-    """A ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV, its command."""
+    """A ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV (a CSV as its own
+    text, whose sha256 the header gives: pandas would blank an NA name), its command."""
     import pandas as pd
 
     table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ls.size_col))
@@ -177,7 +178,6 @@ def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
         text = ",".join(v) if isinstance(v, tuple) else format(v, "g") if isinstance(v, float) else str(v)
         flags += "" if v in (None, f.default) else f" {name}" if v is True else f" {name} {shlex.quote(text)}"
     header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, flags)
-    # a CSV travels as its own text: the sha256 in the header is that file's, and pandas would blank an NA name
     csv = (
         Path(source).read_text(encoding="utf-8-sig")
         if read is pd.read_csv and not isinstance(source, pd.DataFrame)
@@ -232,6 +232,7 @@ def folder_header(metas: list[dict], runs, components: str, command: str | None 
     cols = (pd.to_numeric(runs[c], errors="coerce") if c in runs else pd.Series([0.0]) for c in ("flops", "secs"))
     flops, secs = (float(x[x.apply(math.isfinite)].sum()) for x in cols)  # a folder from before FLOPs has none
     compute = f", {flops:.3g} training FLOPs" if flops else ", training FLOPs not recorded (runs from before they were)"
+    run_time = f", {duration(secs)} of run time" if secs else ""
     try:  # from the first start to the last end (a ladder has a meta.json per rung); a hand-edited time: not recorded
         start = min(dt.datetime.fromisoformat(m["started"]) for m in metas if isinstance(m.get("started"), str))
         ends = [dt.datetime.fromisoformat(m["finished"]) for m in metas if isinstance(m.get("finished"), str)]
@@ -248,10 +249,7 @@ def folder_header(metas: list[dict], runs, components: str, command: str | None 
         ("packages", ", ".join(f"{k} {_text(v)}" for k, v in found.items() if _text(v)) or "not recorded"),
         ("machine", "; ".join(p for p in machine if p) or "not recorded"),
         ("wall time", wall),
-        (
-            "compute",
-            f"{len(runs)} run{'s' * (len(runs) != 1)}{compute}" + (f", {duration(secs)} of run time" if secs else ""),
-        ),
+        ("compute", f"{len(runs)} run{'s' * (len(runs) != 1)}{compute}{run_time}"),
     ]
 
 
