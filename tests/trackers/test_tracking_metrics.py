@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.clihelp import CLASSIC_ROPE, main_ok, tiny
+from tests.trackers.test_tracking import _events, _records
 from tests.wandbread import offline_env, runs
 
 pytest.importorskip("mlflow")
@@ -54,10 +55,6 @@ def verdicts(folder: Path, variant: str) -> dict[str, str]:
     return {f"{r['metric']}.verdict": r["verdict"] for r in further(folder) if r["variant"] == variant and r["verdict"]}
 
 
-def records(folder: Path) -> list[dict]:
-    return [json.loads(f.read_text()) for f in sorted((folder / "runs").glob("*.json"))]
-
-
 def test_the_ablation_judges_every_metric_and_tests_some(tracked):
     folder, _ = tracked
     tested = [r for r in further(folder) if r["verdict"] not in ("", "not tested")]
@@ -80,20 +77,12 @@ def test_mlflow_row_runs_hold_each_metrics_numbers_and_verdict_and_seed_runs_the
     summary = client.search_runs([experiment], "tags.kind = 'summary'")[0]
     assert "metrics.csv" in {a.path for a in client.list_artifacts(summary.info.run_id)}
     assert "| rope | code\\_loss | " in client.get_experiment(experiment).tags["mlflow.note.content"]
-    for record in records(folder):
+    for record in _records(folder).values():
         logged = client.get_run(record["tracked"]["mlflow"]).data.metrics
         for key in PER_RUN:
             value = record["metrics"][key]
             missing = logged[key] is None or math.isnan(logged[key])  # W&B writes NaN as null
             assert missing if math.isnan(value) else logged[key] == value, key
-
-
-def _events(path: Path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(path))
-    events.Reload()
-    return events
 
 
 def test_tensorboard_summary_holds_each_metrics_numbers_and_its_verdict_text(tracked):
@@ -112,7 +101,7 @@ def test_tensorboard_summary_holds_each_metrics_numbers_and_its_verdict_text(tra
         if r["delta"]:
             cells = f"| {r['metric'].replace('_', chr(92) + '_')} | {r['verdict']} | {float(r['delta']):+.4f} |"
             assert cells in table, (cells, table)
-    for record in records(folder):
+    for record in _records(folder).values():
         run = _events(folder / record["tracked"]["tensorboard"])
         for key in PER_RUN:
             (point,) = run.Scalars(f"final/{key}")
@@ -139,7 +128,7 @@ def test_wandb_summary_holds_each_metrics_numbers_verdicts_and_table_and_seed_ru
             float(r["p_adj"]) if r["p_adj"] else None
         )
     by_id = {r.id: r for r in runs(base) if r.job_type == "run"}
-    for record in records(folder):
+    for record in _records(folder).values():
         logged = by_id[record["tracked"]["wandb"]].summary
         for key in PER_RUN:
             value = record["metrics"][key]
