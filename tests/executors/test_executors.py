@@ -433,19 +433,18 @@ def cluster(tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
-    home = pytest.MonkeyPatch()
-    home.setenv("HOME", str(tmp_path_factory.mktemp("home")))
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # Ray's node sets its own
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    worker = c.add_node(num_cpus=1)
-    c.wait_for_nodes()
-    for s, handler in saved.items():
-        signal.signal(s, handler)
-    assert c.head_node.node_ip_address == worker.node_ip_address == "127.0.0.1"
-    c.worker = worker
-    yield c
-    c.shutdown()
-    home.undo()
+    with pytest.MonkeyPatch.context() as home:  # undone however the cluster's start ends
+        home.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+        saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # Ray's node sets its own
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        worker = c.add_node(num_cpus=1)
+        c.wait_for_nodes()
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        assert c.head_node.node_ip_address == worker.node_ip_address == "127.0.0.1"
+        c.worker = worker
+        yield c
+        c.shutdown()
 
 
 @pytest.fixture(scope="module")
