@@ -359,13 +359,14 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
     import shutil
 
     from . import ladder as lad
-    from .executors import prestart
+    from .executors import executor_class
     from .results import ResultsDir
     from .running import start
 
     if fresh:
         ResultsDir(folder).check_new()
-        prestart(options.execution, sum(len(s.variants) * len(s.seeds) for s in ladder.specs))
+        runs = sum(len(s.variants) * len(s.seeds) for s in ladder.specs)
+        executor_class(options.execution).prestart(options.execution, runs)  # the local pool's fork server
     made = []
     try:
         for i in reversed(range(len(ladder.rungs))):
@@ -476,10 +477,11 @@ def run_ablation(
     out = None if out is None else Path(out)
     resume = None if resume is None else Path(resume)
     requested, lrs = plan(settings, request, out, resume)
-    from .executors import prestart
+    from .executors import executor_class
 
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
-        prestart(options.execution, len(requested.variants) * len(requested.seeds))  # pandas and torch
+        runs = len(requested.variants) * len(requested.seeds)  # pandas and torch
+        executor_class(options.execution).prestart(options.execution, runs)
     from ..verdict.table import at_lr_index  # pandas loads here, after the plan's checks
 
     at_lr_index(lrs, at_lr)  # a wrong at_lr is refused before anything trains

@@ -16,6 +16,11 @@ class ConfigError(UserError, ValueError):
     """A setting of ModelConfig, TrainConfig or DataConfig that cannot be used, raised when the config is made."""
 
 
+def first_line(text: str, default: str = "") -> str:
+    """A message's first non-blank line without its full stop, to quote inside one sentence (default: none)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), default).rstrip(".")
+
+
 def setting(default, help: str):
     """A settings dataclass field with its default and its one-line help (see modern_gpt/core/settings.py)."""
     return field(default=default, metadata={"help": help})

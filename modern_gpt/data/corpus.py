@@ -15,7 +15,7 @@ import os
 import secrets
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -117,6 +117,12 @@ class Corpus:
     def lossless(self) -> bool:
         """Whether the tokenizer gives back the validation text exactly: only then do bits/char compare."""
         return self.val_lost == 0
+
+    def in_memory(self) -> Corpus:
+        """Every token in memory, the --eval-data sets' too, not spans of this machine's files: what a cluster's
+        workers are sent (their machine may not have the token cache)."""
+        evals = tuple(replace(s, ids=np.asarray(s.ids)) for s in self.evals)
+        return replace(self, train=np.asarray(self.train), val=np.asarray(self.val), evals=evals)
 
     def token_bytes(self) -> np.ndarray | None:
         """Each token id's length in bytes (tokenizing.token_bytes), computed once per process."""

@@ -36,6 +36,7 @@ CPU = Measured(gflops=66.0, gain_classic=0.045, gain_modern=0.17, cold_s=24.0, w
 # Assumed, NOT measured (no GPU was at hand): bench/bench_compile.py on a GPU should replace them.
 CUDA = Measured(gflops=20_000.0, gain_classic=0.2, gain_modern=0.4, cold_s=40.0, warm_s=10.0)
 GAINERS = ("rmsnorm", "rope", "swiglu", "qk_norm")  # the components whose elementwise work compile fuses
+STEP_OVERHEAD_S = 0.005  # an eager step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)
 
 
 def forward_flops(cfg: ModelConfig, batch: int, T: int) -> int:
@@ -54,6 +55,21 @@ def step_flops(cfg: ModelConfig, batch: int, T: int | None = None) -> int:
     """Matmul FLOPs of one training step of batch sequences of T tokens (the model's context by default): the
     forward's, and the backward's two products (input and weight gradients) per forward one."""
     return 3 * forward_flops(cfg, batch, cfg.context if T is None else T)
+
+
+def rate(device: str, threads: int) -> float:
+    """FLOP/s of an eager training step at the measured rate: per thread on a CPU, per device on CUDA."""
+    return 1e9 * (CPU.gflops * threads if device == "cpu" else CUDA.gflops)
+
+
+def run_seconds(cfg: ModelConfig, train: TrainConfig, device: str, threads: int) -> float:
+    """A run's estimated seconds (a Slurm task's time limit): its steps and its evaluations' forward passes (the
+    curve's, the final one's and ctx2x's at twice the context) at the measured rate."""
+    T, r = cfg.context, rate(device, threads)
+    curve = (train.steps // train.eval_every) * train.eval_batches * train.batch_size * 2 * forward_flops(cfg, 1, T)
+    windows = train.eval_tokens / T  # the final pass's; ctx2x's are half as many, twice as long
+    final = windows * forward_flops(cfg, 1, T) + windows / 2 * forward_flops(cfg, 1, 2 * T)
+    return train.steps * (step_flops(cfg, train.batch_size) / r + STEP_OVERHEAD_S) + (curve + final) / r
 
 
 def gain(cfg: ModelConfig, m: Measured) -> float:
@@ -78,7 +94,7 @@ def decide(models: list[ModelConfig], train: TrainConfig, device: str, threads: 
     if device not in ("cpu", "cuda"):
         return "off", f"auto: off on {device}, where compile's gain is not measured"
     m = CPU if device == "cpu" else CUDA
-    runs = [(step_flops(cfg, train.batch_size) / (m.gflops * 1e9 * threads), gain(cfg, m)) for cfg in models]
+    runs = [(step_flops(cfg, train.batch_size) / rate(device, threads), gain(cfg, m)) for cfg in models]
     graphs = len({repr(cfg) for cfg in models})
     saved, spent = compile_balance(runs, train.steps, graphs, m)
     choice = "on" if saved > spent else "off"

@@ -104,6 +104,22 @@ def test_a_corpus_with_sets_pickles_by_path_and_back_to_the_same_tokens(with_set
         assert a.name == b.name and np.array_equal(a.ids[:], b.ids[:])
 
 
+def test_a_corpus_sent_to_another_machine_carries_the_sets_tokens_not_this_machine_s_paths(tmp_path):
+    """What Ray and Slurm send (Corpus.in_memory) holds every token, sets included: a node without this machine's
+    token cache trains and measures as here. Negative control: the sets left as spans point into the cache."""
+    cache = tmp_path / "cache"
+    corpus = load_corpus(DataConfig(cache_dir=str(cache), eval_data=(f"code={CODE}", f"prose={PROSE}")))
+    rope = MODEL.with_components(("rope",))
+    here, _ = train_run(rope, corpus, TRAIN, seed=0)
+    sent = pickle.dumps(corpus.in_memory())
+    spans_only = pickle.dumps(replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val)))
+    shutil.rmtree(cache)  # the other machine has no such folder
+    there, _ = train_run(rope, pickle.loads(sent), TRAIN, seed=0)
+    assert there.metrics == here.metrics and there.val_loss == here.val_loss
+    with pytest.raises(FileNotFoundError):
+        train_run(rope, pickle.loads(spans_only), TRAIN, seed=0)
+
+
 def test_a_set_is_tokenized_with_the_corpus_s_tokenizer(with_sets):
     code = with_sets.evals[0]
     text = CODE.read_text()

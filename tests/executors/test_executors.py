@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from modern_gpt.ablation import executors, planning, running
+from modern_gpt.ablation import planning, running
 from modern_gpt.ablation.executors import local
 from modern_gpt.ablation.executors import ray as ray_executor
 from modern_gpt.ablation.executors.local import LocalPool
@@ -136,7 +136,7 @@ def test_a_ray_address_of_the_wrong_form_is_named_in_modern_gpts_words():
     assert ray_executor.parse_address("localhost:1", "x").on_this_machine
     assert not ray_executor.parse_address("10.0.0.1:6379", "x").on_this_machine
     client = ray_executor.parse_address("ray://10.0.0.1:10001", "x")
-    assert client.client and (client.host, client.port) == ("10.0.0.1", 10001)
+    assert client.text == "ray://10.0.0.1:10001" and (client.host, client.port) == ("10.0.0.1", 10001)
 
 
 def test_an_address_where_another_service_answers_is_one_sentence_not_a_wait():
@@ -274,10 +274,10 @@ def test_workers_are_forks_of_one_early_server_and_have_the_drivers_environment(
     environment as it is when the pool starts (not the server's, older one); stop_server ends it at once, and a
     later pool starts another."""
     local.stop_server()  # one an earlier test started
-    executors.prestart(ExecutionOptions(jobs=1), runs=5)  # one at a time: nothing to start
-    executors.prestart(ExecutionOptions(jobs="auto"), runs=1)  # a single run: in this process
+    local.Local.prestart(ExecutionOptions(jobs=1), runs=5)  # one at a time: nothing to start
+    local.Local.prestart(ExecutionOptions(jobs="auto"), runs=1)  # a single run: in this process
     assert server_pid() is None
-    executors.prestart(ExecutionOptions(jobs=2), runs=5)
+    local.Local.prestart(ExecutionOptions(jobs=2), runs=5)
     first = server_pid()
     assert first is not None and os.waitpid(first, os.WNOHANG) == (0, 0)  # alive
     monkeypatch.setenv("MODERN_GPT_TEST_VALUE", "set after the server started")
@@ -328,12 +328,11 @@ def test_workers_that_finish_in_the_same_wait_are_each_stopped_or_given_a_run(mo
 DRIVER = """
 import os, signal, sys
 from multiprocessing import forkserver
-from modern_gpt.ablation import executors
 from modern_gpt.ablation.executors import local
 from modern_gpt.core.config import ExecutionOptions
 from tests.executor_jobs import FakeJob
 
-executors.prestart(ExecutionOptions(jobs=2), runs=2)
+local.Local.prestart(ExecutionOptions(jobs=2), runs=2)
 server = forkserver._forkserver._forkserver_pid
 {}
 records = []

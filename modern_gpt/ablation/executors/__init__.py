@@ -4,7 +4,6 @@ their faults. Neither torch nor Ray is imported here: a Ray worker imports this 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import pickle
 import socket
@@ -85,11 +84,6 @@ def resume_options(meta: dict, folder, options: ExecutionOptions) -> ExecutionOp
     return options if hook is None else hook(meta, folder, options)
 
 
-def prestart(options: ExecutionOptions, runs: int) -> None:
-    """What the chosen executor starts before the driver imports torch (the local pool's fork server)."""
-    executor_class(options).prestart(options, runs)
-
-
 def need(module: str, name: str, executor: str):
     """The module a cluster executor needs, imported; or one sentence saying how to install it."""
     try:
@@ -104,10 +98,6 @@ def spent(tries: dict, job, max_retries: int) -> int:
     key = f"{job.row},{job.seed}"
     n = tries[key] = tries.get(key, 0) + 1
     return n if n > max_retries else 0
-
-
-def first_line(text: str, default: str = "") -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), default).rstrip(".")
 
 
 def _throttled(send):
@@ -148,10 +138,3 @@ def cuda_seen(where: str, gpus: float) -> None:
             f"{where} {socket.gethostname()} reserved {gpus:g} GPU, but torch {torch.__version__} there sees no "
             "CUDA GPU; install a CUDA build of torch on the GPU nodes, or leave out --gpus-per-run."
         )
-
-
-def plain(corpus):
-    """The corpus with plain arrays, not memory maps of this machine's cache: what a cluster's workers are sent."""
-    import numpy as np
-
-    return dataclasses.replace(corpus, train=np.asarray(corpus.train), val=np.asarray(corpus.val))

@@ -185,10 +185,6 @@ class LocalPool:
         self.workers, self.max_retries = workers, max_retries
         self.started = 0  # worker processes started so far
 
-    def _start(self, corpus) -> _Worker:
-        self.started += 1
-        return _Worker(corpus)
-
     def run(self, jobs, corpus, on_step, on_record) -> None:
         todo, tries = collections.deque(jobs), {}
         live, stopping = [], []  # the workers with a run or about to get one; those told to stop
@@ -200,7 +196,8 @@ class LocalPool:
                         live.remove(w)
                         stopping.append(w)
                 while todo and len(live) < self.workers:  # and new ones while fewer than asked run
-                    live.append(self._start(corpus))
+                    live.append(_Worker(corpus))
+                    self.started += 1
                     live[-1].give(todo.popleft())
                 handles = {h: w for w in live for h in (w.conn, w.process.sentinel)}
                 for handle in wait_ready(list(handles), timeout=1.0) if live else ():

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...core.config import ExecutionOptions
-from ...core.errors import UserError
-from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, first_line, need, plain
+from ...core.errors import UserError, first_line
+from . import PROGRESS_INTERVAL, Cluster, _throttled, cuda_seen, need
 
 GCS_PORT = 6379  # the port `ray start --head` takes unless given --port
 INIT_DEADLINE_S = 120  # ray.init's own tries end in 20 s where a cluster refuses a token; a local start takes ~10 s
@@ -54,7 +54,6 @@ class Address:
     source: str  # --ray-address or RAY_ADDRESS: where to correct it
     host: str | None = None  # None: auto, which Ray resolves itself
     port: int = GCS_PORT
-    client: bool = False  # ray://host:port, Ray Client's server
 
     def __str__(self) -> str:
         return f"{self.text} ({self.source})"
@@ -70,7 +69,7 @@ def parse_address(text: str, source: str) -> Address:
     if text == "auto":
         return Address(text, source)
     if text.startswith("ray://"):
-        return replace(parse_address(text.removeprefix("ray://"), source), text=text, client=True)
+        return replace(parse_address(text.removeprefix("ray://"), source), text=text)
     if "://" in text or "/" in text:
         raise UserError(
             f"{source} takes the cluster's host:port (what `ray start --head` prints, port {GCS_PORT} unless it was "
@@ -264,7 +263,7 @@ class Ray(Cluster):
     def run(self, jobs, corpus, on_step, on_record) -> None:
         ray = self.ray
         if self._corpus_ref is None:
-            self._corpus_ref = ray.put(plain(corpus))
+            self._corpus_ref = ray.put(corpus.in_memory())
         if self._progress is None:
             self._progress = ray.remote(num_cpus=0)(ProgressBuffer).remote()
         task, each = ray.remote(_ray_task), {"num_cpus": self.cpus, "num_gpus": self.gpus, "retry_exceptions": False}

@@ -20,13 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...core.config import SLURM_OPTIONS, ExecutionOptions, slurm_minutes
-from ...core.errors import UserError
+from ...core.errors import UserError, first_line
 from ...core.files import atomic_path, write_json
-from . import Cluster, Detached, RemoteTraceback, cuda_seen, first_line, need, plain, portable, spent
+from . import Cluster, Detached, RemoteTraceback, cuda_seen, need, portable, spent
 
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 START_S = 30.0  # a task's seconds before its first run: Python, torch, the corpus (an allowance)
-STEP_OVERHEAD_S = 0.005  # a step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)
 GRACE_S = 3.0  # a task gone from the queue is settled this long after: a shared filesystem shows files late
 RECORDED = ("cpus_per_run", "gpus_per_run", "max_retries", *(o for o in SLURM_OPTIONS if o != "detach"))
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
@@ -80,19 +79,13 @@ def _duration(seconds: float) -> str:  # in minutes from 90 s, as Slurm's time l
 
 
 def run_seconds(ablation, device: str, threads: int) -> float:
-    """The slowest row's estimated seconds a run: its FLOPs at compiling's measured rate."""
-    from ...run import compiling
+    """The slowest row's estimated seconds a run (compiling.run_seconds)."""
+    from ...run.compiling import run_seconds as seconds
     from ..planning import variant_config
 
-    rate = 1e9 * (compiling.CPU.gflops * threads if device == "cpu" else compiling.CUDA.gflops)
-    s, worst = ablation.spec.settings, 0.0
-    t = s.train
-    for v in ablation.spec.variants:
-        cfg = replace(variant_config(s.model, v), vocab_size=ablation.corpus.tokenizer.vocab_size)
-        step = compiling.step_flops(cfg, t.batch_size) / rate + STEP_OVERHEAD_S
-        windows = t.eval_tokens / cfg.context + (t.steps // t.eval_every) * t.eval_batches * t.batch_size * 2
-        worst = max(worst, t.steps * step + windows * compiling.forward_flops(cfg, 1, cfg.context) / rate)
-    return worst
+    s, vocab = ablation.spec.settings, ablation.corpus.tokenizer.vocab_size
+    models = (replace(variant_config(s.model, v), vocab_size=vocab) for v in ablation.spec.variants)
+    return max(seconds(cfg, s.train, device, threads) for cfg in models)
 
 
 def _done_file(folder: Path, row: int, seed: int) -> Path:
@@ -295,7 +288,7 @@ class Slurm(Cluster):
         (self.folder / "slurm" / "done").mkdir(parents=True, exist_ok=True)
         if not corpus_file.exists():
             with atomic_path(corpus_file) as tmp, open(tmp, "wb") as f:
-                pickle.dump(plain(corpus), f, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(corpus.in_memory(), f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             while self._collect(pending, on_record):
                 live = self.book.live()
