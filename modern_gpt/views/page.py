@@ -178,11 +178,8 @@ def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
         text = ",".join(v) if isinstance(v, tuple) else format(v, "g") if isinstance(v, float) else str(v)
         flags += "" if v in (None, f.default) else f" {name}" if v is True else f" {name} {shlex.quote(text)}"
     header, claim = judged_header(source, len(frame), len(design.rows)), ladder_claim(design, flags)
-    csv = (
-        Path(source).read_text(encoding="utf-8-sig")
-        if read is pd.read_csv and not isinstance(source, pd.DataFrame)
-        else frame.to_csv(index=False)
-    )
+    own = read is pd.read_csv and not isinstance(source, pd.DataFrame)  # a CSV file: its own text
+    csv = Path(source).read_text(encoding="utf-8-sig") if own else frame.to_csv(index=False)
     return Page(table.title, [table], [], header, csv, claim, ladder_answer(rows))
 
 
