@@ -213,14 +213,15 @@ def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Setti
 
 
 def request_of(command: str, options: AblationOptions, **rows) -> Request:
-    """The command's request (planning.Request), built once: the rows' flags (and scale's ladder, a
+    """The command's request (planning.Request), built once: the rows' flags (and scale's ladder flags, its
     planning.LadderRequest), and the ablation's options that a flag or the config file gave; None for one nobody
     gave (its default), which --resume does not compare."""
-    from .planning import Request
+    from .planning import LadderRequest, Request
 
     stats = options.statistics  # each of its options is a field of Request's, of the same name
     chosen = {f.name: stats.choice(f.name) for f in fields(stats) if f.name not in ("given", "match_params")}
-    return Request(command, **rows, **chosen, match_params=stats.match_params)  # match_params off is no choice
+    ladder = LadderRequest(**{f.name: rows.pop(f.name) for f in fields(LadderRequest) if f.name in rows})
+    return Request(command, **rows, **chosen, ladder=ladder, match_params=stats.match_params)  # off is no choice
 
 
 @dataclass

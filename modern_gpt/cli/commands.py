@@ -463,21 +463,13 @@ def scale(
       modern-gpt scale --smoke --seeds 3
       modern-gpt scale --config shakespeare --data tinyshakespeare --rungs 32,64,128
     """
-    from ..ablation.planning import LadderRequest
     from ..ablation.session import Detached, run_ladder
     from ..views.progress import ablation_display
 
     rows = dict(plan=plan, components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
-    ladder = LadderRequest(
-        rungs=rungs,
-        depths=depths,
-        tokens_per_param=tokens_per_param,
-        rung_steps=rung_steps,
-        lr_rule=lr_rule,
-        trend_margin=trend_margin,
-        target_compute=target_compute,
-    )
-    request = request_of("scale", options, **rows, ladder=ladder)
+    ladder = dict(rungs=rungs, depths=depths, tokens_per_param=tokens_per_param, rung_steps=rung_steps)
+    ladder |= dict(lr_rule=lr_rule, trend_margin=trend_margin, target_compute=target_compute)
+    request = request_of("scale", options, **rows, **ladder)
 
     def display(ablation):
         return ablation_display(ablation, console, Console(stderr=True))
