@@ -1,9 +1,9 @@
-"""The token cache, built by streaming: the corpus is read in blocks, never whole, and its tokens are written to
-a memory-mapped file of the smallest dtype that holds the vocabulary. Peak memory is a few blocks, the BPE
+"""The token cache, built by streaming. The corpus is read in blocks, never whole. Its tokens are written to a
+memory-mapped file of the smallest dtype that holds the vocabulary. Peak memory is a few blocks, the BPE
 trainer's sample (BPE_SAMPLE characters) and the tokenizer's working set, whatever the corpus's size.
 
-Later starts identify the corpus by each file's (path, size, mtime) and a hash of sampled blocks (tokens.identity),
-so that they read no corpus: the full hash is taken once, when the entry is first looked up.
+Later starts read no corpus. They know it by each file's (path, size, mtime) and a hash of sampled blocks
+(tokens.identity). The full hash is taken once, when the entry is first looked up.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def _byte_blocks(path: Path):
 
 
 def _text_blocks(path: Path):
-    """A text file's characters in blocks, held to decode_text's rules: UTF-8 (the byte offset of a bad one
-    named), no NUL, a byte-order mark dropped, CR and CRLF read as LF (a CR that ends a block waits for the next)."""
+    """A text file's characters in blocks, held to decode_text's rules. UTF-8, a bad byte's offset named; no NUL;
+    a byte-order mark dropped. CR and CRLF are read as LF; a CR that ends a block waits for the next."""
     name, offset, cr = str(path), 0, ""
     decoder = codecs.getincrementaldecoder("utf-8")()
     for raw in _byte_blocks(path):
@@ -121,8 +121,8 @@ def _jsonl_blocks(path: Path, field: str):
 
 
 def file_pieces(path: Path, field: str):
-    """One file's text, as file_text gives it, in pieces: text and JSON lines streamed; parquet, CSV/TSV and
-    Arrow files read one file at a time (nanochat's shards are about 100 MB each)."""
+    """One file's text, as file_text gives it, in pieces. Text and JSON lines are streamed. Parquet, CSV/TSV
+    and Arrow files are read a whole file at a time. nanochat's shards are about 100 MB each."""
     form = T.file_format(path.name)
     if form == "text":
         yield from _text_blocks(path)
@@ -133,7 +133,7 @@ def file_pieces(path: Path, field: str):
 
 
 def pieces(files: list[Path], field: str):
-    """The files' text in pieces, joined as join_text joins them: a line end between two files."""
+    """The files' text in pieces, joined as join_text joins them. A line end goes between two files."""
     for i, f in enumerate(files):
         last = ""
         for piece in file_pieces(f, field):
@@ -145,8 +145,9 @@ def pieces(files: list[Path], field: str):
 
 
 def chunked(stream, size: int = 1 << 16):
-    """The pieces of corpus._chunks over the joined stream: about `size` characters each, ending at a line end;
-    a line longer than 16 * size (a one-line file) is cut before a space, or where it is, so no chunk is huge."""
+    """The pieces of tokenizing._chunks over the joined stream: about `size` characters each, ending at a line
+    end. A line longer than 16 * size (a one-line file) is cut before a space, or at that length. So no chunk
+    is huge."""
     buf, pos = "", 0
     for piece in stream:
         buf, pos = buf[pos:] + piece, 0
@@ -196,9 +197,9 @@ def _stream_into(path: Path, hs) -> None:
 
 
 def digests(cfg, train: list[Path], val: list[Path], val_tokens) -> tuple[str, dict]:
-    """The cache key and the corpus's hashes, by one streamed read of its files: cache_key and data_hashes over
-    the files' bytes (a compressed file counts its compressed bytes). Validation files are read first, as the
-    key's settings hold their hash."""
+    """The cache key and the corpus's hashes, by one streamed read of its files. They are cache_key and
+    data_hashes, over the files' bytes. A compressed file counts its compressed bytes. Validation files are
+    read first, as the key's settings hold their hash."""
     per = {}
     h_val = hashlib.sha256()
     for f in val:
@@ -240,7 +241,7 @@ def index_path(folder: Path, cfg, files: list[Path]) -> Path:
 # Building an entry
 # ---------------------------------------------------------------------------
 class NpyWriter:
-    """A 1-D .npy file written as its tokens come: a fixed 128-byte header, rewritten with the count at the end."""
+    """A 1-D .npy file written as its tokens come. Its fixed 128-byte header is rewritten with the count at the end."""
 
     HEADER = 128
 
@@ -269,7 +270,7 @@ def smallest_dtype(vocab_size: int):
 
 
 class Progress:
-    """Plain lines on stderr, about every 10% of a large corpus: how far, and the time left."""
+    """Plain lines on stderr, about every 10% of a large corpus. Each says how far, and the time left."""
 
     def __init__(self, what: str, total: int):
         self.what, self.total, self.done, self.next = what, total, 0, 0.1
@@ -291,8 +292,8 @@ class Progress:
 
 
 def survey(cfg, train_files, val_files) -> dict:
-    """The first pass: how many characters, the cut between training and validation, the characters of the
-    training split (char), and BPE's sample."""
+    """The first pass. It finds how many characters, the cut between training and validation, the training
+    split's characters (char) and BPE's sample."""
     total, chars_at = 0, []
     sample: list[str] = []
     kept = 0
@@ -314,7 +315,7 @@ def survey(cfg, train_files, val_files) -> dict:
 
 
 def _char_vocab(chars_at, cut: int) -> str:
-    """The characters of the training split: each piece's before the cut, by where each first appears."""
+    """The training split's characters: those whose first place in a piece lies before the cut."""
     seen = {c for at, n, first in chars_at for c, i in first.items() if at + i < cut}
     return "".join(map(chr, sorted(seen)))
 
@@ -380,8 +381,8 @@ def _batches(source, size: int):
 
 
 def _encode_all(cfg, tokenizer, stream, out: NpyWriter, progress: Progress):
-    """Encode the training pieces, then (after the marker None) the validation pieces, into out: the token
-    counts of both, the validation characters the tokenizer loses, and the validation characters."""
+    """Encode the training pieces, then the validation pieces after the marker None, into out. Returns both
+    token counts, the validation characters the tokenizer loses, and the validation characters."""
     n, lost, val_chars = [0, 0], 0, 0
     it = iter(stream)
     whole = tokenizer.kind in ("char", "byte")  # vectorised over a whole piece; BPE takes chunks in batches

@@ -1,8 +1,9 @@
 """Text in, token ids out: reading corpora, tokenizers, the train/val split, the token cache and batches.
 
-Fairness lives here: the batch order is a function of a seed and the data alone, and
-the evaluation windows of the data alone, never of the model, so every variant sees
-the same batches for a seed and every run is measured on the same tokens.
+Fairness lives here. The batch order is a function of a seed and the data alone, never
+of the model. The evaluation windows are a function of the data alone. So every variant
+sees the same batches for a seed, and every run is measured on the same tokens
+(docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ BUILT_IN_FILE = "tinyshakespeare.txt"  # the package's copy of the public-domain
 
 
 def validation_text(cfg: DataConfig) -> str:
-    """The validation split of a corpus, as text (for evaluating a trained model with its own tokenizer)."""
+    """The validation split of a corpus, as text. For evaluating a trained model with its own tokenizer."""
     src = sources(cfg)
     if src.tokens:
         raise DataError(f"{src.name} holds token ids, not text; give a text corpus with --data.")
@@ -115,7 +116,7 @@ class Corpus:
 
     @property
     def lossless(self) -> bool:
-        """Whether the tokenizer gives back the validation text exactly: only then do bits/char compare."""
+        """Whether the tokenizer gives back the validation text exactly. Only then do bits/char compare."""
         return self.val_lost == 0
 
     def in_memory(self) -> Corpus:
@@ -137,7 +138,7 @@ class Corpus:
 
 
 def bits_per_char(loss: float, tokens_per_char: float) -> float:
-    """Nats per token to bits per character: comparable across tokenizers (the one place this is computed)."""
+    """Nats per token to bits per character, which compare across tokenizers. The one place this is computed."""
     return loss * tokens_per_char / math.log(2)
 
 
@@ -148,7 +149,7 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(cfg: DataConfig, parts: list[tuple[str, bytes]], val_parts=None, val_tokens=None) -> str:
-    """The token cache's key of a corpus held in memory (cache.digests computes the same from files)."""
+    """The token cache's key of a corpus held in memory. cache.digests computes the same from files."""
     h = hashlib.sha256()
     settings = key_settings(cfg, [name for name, _ in parts + (val_parts or [])])
     if val_parts:  # a validation split of its own (a split layout, --val-data): its contents, not a fraction
@@ -168,7 +169,7 @@ def _contents(h, parts: list[tuple[str, bytes]]):
 
 
 def data_hashes(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> dict:
-    """The data files' and the tokenizer file's contents, hashed apart: which of them changed."""
+    """The data files' and the tokenizer file's contents, hashed apart. They tell which of them changed."""
     file = cfg.tokenizer_file
     return {
         "files": {name: hashlib.sha256(raw).hexdigest() for name, raw in parts} if len(parts) > 1 else None,
@@ -178,7 +179,7 @@ def data_hashes(cfg: DataConfig, parts: list[tuple[str, bytes]]) -> dict:
 
 
 def changed(cfg: DataConfig, was: dict | None, now: dict) -> str:
-    """What changed, for a sentence: the data, the tokenizer file, or (an older folder, which kept no hashes)
+    """What changed, for a sentence: the data or the tokenizer file. An older folder kept no hashes: then
     either."""
     data = f"the data ({_files_changed(was, now) or cfg.path or SMOKE})"
     if cfg.tokenizer_file is None:
@@ -191,7 +192,7 @@ def changed(cfg: DataConfig, was: dict | None, now: dict) -> str:
 
 
 def _files_changed(was: dict | None, now: dict) -> str:
-    """The token files whose contents changed, gone or added, named (a folder of shards: which shard)."""
+    """The token files whose contents changed, gone or added, by name. For a folder of shards: which shard."""
     a, b = (was or {}).get("files"), now.get("files")
     if not isinstance(a, dict) or not isinstance(b, dict):
         return ""
@@ -200,8 +201,8 @@ def _files_changed(was: dict | None, now: dict) -> str:
 
 
 def load_corpus(cfg: DataConfig) -> Corpus:
-    """Read, split and tokenize the corpus, or memory-map it from the token cache when it was done before; token
-    files are memory-mapped where they lie. --eval-data's sets come with it, tokenized by its tokenizer."""
+    """Read, split and tokenize the corpus, or memory-map it from the token cache when that was done before.
+    Token files are memory-mapped where they lie. --eval-data's sets come with it, tokenized by its tokenizer."""
     cfg.validate()
     folder = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
     corpus = _load_corpus(cfg, folder)
@@ -264,8 +265,8 @@ def _load_corpus(cfg: DataConfig, folder: Path) -> Corpus:
 
 @dataclass
 class Sources:
-    """What a corpus is read from: the training files, the validation files (a split layout's, or --val-data's),
-    and how many validation tokens --val-data's :TOKENS keeps."""
+    """What a corpus is read from: training files and validation files (a split layout's, or --val-data's).
+    val_tokens: how many tokens --val-data's :TOKENS keeps."""
 
     name: str
     train: list  # no files: the smoke corpus
@@ -319,8 +320,9 @@ def sources(cfg: DataConfig) -> Sources:
 
 
 def _token_corpus(cfg: DataConfig, src: Sources, folder: Path) -> Corpus:
-    """Token files memory-mapped where they lie: the vocabulary from the tokenizer file, a declared --vocab-size
-    (nonzero), or the largest id; every id checked against it once (remembered by the file's identity)."""
+    """Token files, memory-mapped where they lie. The vocabulary comes from the tokenizer file, a declared
+    --vocab-size (nonzero), or the largest id. Every id is checked against it once, remembered by the file's
+    identity."""
     if cfg.tokenizer in ("byte", "bpe"):  # char is the default, and means nothing here
         raise DataError(
             f"{src.name} holds token ids already, so --tokenizer {cfg.tokenizer} would tokenize nothing; leave it "
@@ -376,14 +378,14 @@ def _notes(*notes: str) -> None:
 
 
 def mapped(span: TokenSpan):
-    """A span in one file as a numpy memory map (a view, as every caller of an array expects); one across files
-    stays a span (joining them would copy every token)."""
+    """A span in one file as a numpy memory map: a view, as every caller of an array expects. A span across
+    files stays a span, since joining them would copy every token."""
     return span[:] if len({f.path for f in span.files}) <= 1 else span
 
 
 def _token_vocabulary(name: str, scans: dict, declared: int | None, has_tokenizer: bool) -> tuple[int, list]:
-    """The vocabulary of token files (the declared one, which every id must lie under, or the largest id's),
-    and the notes to print."""
+    """The vocabulary of token files, and the notes to print. The vocabulary is the declared one, which every
+    id must lie under, or else the largest id's."""
     top = max((s["max_id"] for s in scans.values()), default=-1)
     vocab = declared if declared is not None else top + 1
     if top >= vocab:
@@ -405,14 +407,14 @@ def _token_vocabulary(name: str, scans: dict, declared: int | None, has_tokenize
 
 
 def _split(cfg: DataConfig, parts, val_parts) -> tuple[str, str]:
-    """Training and validation text: the validation files' text if there are any, else the last --val-fraction."""
+    """Training and validation text. Validation is the validation files' text if any, else the last --val-fraction."""
     if val_parts:
         return join_text(parts, cfg.text_field), join_text(val_parts, cfg.text_field)
     return split_text(join_text(parts, cfg.text_field), cfg.val_fraction)
 
 
 def _build_cache_entry(cfg: DataConfig, train_files: list[Path], src: Sources, entry: Path) -> None:
-    """Tokenize the corpus into a new cache entry, streaming (cache.build), and put it in place atomically."""
+    """Tokenize the corpus into a new cache entry, streaming (cache.build). Then put it in place atomically."""
     tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -500,12 +502,12 @@ class BatchStream:
 
 
 def eval_offsets(n_tokens: int, context: int, max_tokens: int) -> np.ndarray:
-    """The fixed evaluation windows of a split: a function of its length alone, never of a seed.
+    """The fixed evaluation windows of a split. They depend on its length alone, never on a seed.
 
-    Every whole, non-overlapping window of the split when they hold at most max_tokens
-    predicted tokens; otherwise max_tokens // context of them, evenly spaced over the split.
-    Every run (every variant, every seed) is measured on these same tokens, so the windows
-    add no variance to a run's loss and none to a paired difference.
+    Every whole, non-overlapping window of the split, if they hold at most max_tokens predicted
+    tokens. Otherwise max_tokens // context of them, evenly spaced over the split. Every run
+    (every variant, every seed) is measured on these same tokens. So the windows add no
+    variance to a run's loss, and none to a paired difference.
     """
     n_all = (n_tokens - 1) // context  # a window needs context + 1 tokens (its targets are shifted by one)
     keep = max(1, max_tokens // context)

@@ -1,4 +1,4 @@
-"""The data's one error type, apart so that every module of data/ raises it."""
+"""The data's one error type. It has a module of its own so that every module of data/ can raise it."""
 
 from ..core.errors import UserError
 

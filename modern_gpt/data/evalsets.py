@@ -1,10 +1,11 @@
-"""Extra evaluation sets (--eval-data NAME=PATH): read as --data reads, tokenized with the corpus's tokenizer,
-kept as token files in the token cache, and sent to workers by path (a TokenSpan), never as arrays.
+"""Extra evaluation sets (--eval-data NAME=PATH), read as --data reads. Each is tokenized with the corpus's
+tokenizer and kept as token files in the token cache. Workers get it by path (a TokenSpan), never as arrays.
 
-A set is measured on fixed windows chosen from its length alone (corpus.eval_offsets), so every variant and
-seed sees the same tokens, as on the validation split. Refused before anything trains: a set that is the
-corpus's own data (it would measure memorisation, not another domain), and, in corpus.check_length, one shorter
-than a window. A set the tokenizer does not give back whole is kept and flagged, as bits/char is.
+A set is measured on fixed windows chosen from its length alone (corpus.eval_offsets). So every variant and
+seed sees the same tokens, as on the validation split. Two kinds of set are refused before anything trains.
+A set that is the corpus's own data would measure memorisation, not another domain. A set shorter than a
+window is refused in corpus.check_length. A set the tokenizer does not give back whole is kept and flagged,
+as bits/char is.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ FORMAT = 1  # bump when a cached set's tokens change meaning
 
 @dataclass
 class EvalSet:
-    """One extra evaluation set: its tokens (a TokenSpan, which pickles as its file's path) and what bits per
-    byte and the lossy flag need."""
+    """One extra evaluation set: its tokens, and what bits per byte and the lossy flag need. The tokens are a
+    TokenSpan, which pickles as its file's path."""
 
     name: str
     path: str  # as given (absolute after settings.resolve)
@@ -48,7 +49,7 @@ class EvalSet:
         return self.lost == 0
 
     def facts(self) -> dict:
-        """What a results folder keeps of the set (meta.json's corpus.eval_sets), for a footnote and --resume."""
+        """What a results folder keeps of the set (meta.json's corpus.eval_sets). A footnote and --resume read it."""
         return {"path": self.path, "tokens": len(self.ids), "chars": self.chars, "lost_chars": self.lost,
                 "sha256": self.sha256}  # fmt: skip
 
@@ -62,8 +63,8 @@ class EvalSet:
 
 
 def set_files(path: str) -> list[Path]:
-    """The files an --eval-data PATH stands for: as --data's, and of a split layout its validation files (its
-    training files when it has none; its test files are never read)."""
+    """The files an --eval-data PATH stands for, as --data's. Of a split layout, its validation files, else its
+    training files. Its test files are never read."""
     if built_in(path):
         return [Path(str(resources.files("modern_gpt").joinpath("tinyshakespeare.txt")))]
     files = corpus_files(path)
@@ -75,8 +76,8 @@ def set_files(path: str) -> list[Path]:
 
 
 def load_eval_sets(cfg: DataConfig, corpus, folder: Path) -> tuple[EvalSet, ...]:
-    """Each --eval-data set, tokenized with the corpus's tokenizer (cached under folder/evalsets), checked
-    against the corpus's own files."""
+    """Each --eval-data set, tokenized with the corpus's tokenizer and cached under folder/evalsets. Each is
+    checked against the corpus's own files."""
     out = []
     for name, path in cfg.eval_sets:
         try:
@@ -101,7 +102,7 @@ def load_eval_sets(cfg: DataConfig, corpus, folder: Path) -> tuple[EvalSet, ...]
 
 
 def _file_sha(f: Path) -> tuple[str, str]:
-    """A file's sha256, alone and as the corpus's text_sha256 takes a single file (its size first)."""
+    """A file's sha256, alone and with its size first. The second is the corpus's text_sha256 of that file."""
     alone, sized = hashlib.sha256(), hashlib.sha256()
     sized.update(f.stat().st_size.to_bytes(8, "little"))
     with open(f, "rb") as fh:
@@ -112,7 +113,7 @@ def _file_sha(f: Path) -> tuple[str, str]:
 
 
 def _check_not_corpus(got: EvalSet, files: list[Path], corpus) -> None:
-    """A set whose file is one of the corpus's own files (the same bytes, wherever it lies) is refused."""
+    """Refuse a set whose file is one of the corpus's own files. The same bytes count, wherever the file lies."""
     known = set((corpus.hashes.get("files") or {}).values()) | {corpus.hashes.get("text_sha256")}
     for f in files:
         if file_format(f.name) == "tokens":  # token files are known by their scan's sha256
@@ -154,7 +155,7 @@ def _text_set(name: str, path: str, files: list[Path], cfg: DataConfig, corpus, 
 
 
 def _write(npy: Path, meta: Path, ids: np.ndarray, facts: dict) -> None:
-    """The set's tokens and facts, each written to a temporary name and renamed (a reader sees a whole file)."""
+    """Write the set's tokens and facts, each to a temporary name, then rename it. A reader sees a whole file."""
     try:
         npy.parent.mkdir(parents=True, exist_ok=True)
         tag = f"{os.getpid()}-{secrets.token_hex(4)}"

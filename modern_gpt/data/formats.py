@@ -1,5 +1,5 @@
-"""The formats and layouts beyond plain text and JSON lines: compressed files, CSV/TSV, Arrow (a `datasets`
-save_to_disk folder), and split layouts (train*, validation*/val*/dev*, test*), of which test is never read."""
+"""The formats and layouts beyond plain text and JSON lines. Compressed files, CSV/TSV, Arrow (a `datasets`
+save_to_disk folder), and split layouts (train*, validation*/val*/dev*, test*). The test split is never read."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def inner_name(name: str) -> str:
 
 
 def decompress(path: Path) -> bytes:
-    """A compressed file's bytes, whole; a stream cut short is refused by name."""
+    """A compressed file's bytes, whole. A stream cut short is refused by name."""
     kind = COMPRESSED[path.suffix.lower()]
     if kind == "zstandard":
         try:
@@ -66,7 +66,7 @@ def decompress(path: Path) -> bytes:
 
 
 def csv_documents(name: str, text: str, column: str, delimiter: str):
-    """The `column` of every row of a CSV (or TSV) file with a header line, one document a row."""
+    """The `column` of every row of a CSV (or TSV) file with a header line. One document a row."""
     import csv
     import io
     import sys
@@ -96,7 +96,7 @@ def csv_documents(name: str, text: str, column: str, delimiter: str):
 
 
 def arrow_documents(name: str, raw: bytes, column: str):
-    """The `column` of an Arrow file (the IPC stream `datasets` writes, or the IPC file format)."""
+    """The `column` of an Arrow file. It may be the IPC stream `datasets` writes, or the IPC file format."""
     try:
         import pyarrow as pa
         import pyarrow.ipc as ipc
@@ -137,7 +137,7 @@ class Layout:
 
 
 def split_of(relative: Path) -> str | None:
-    """The split a file's path names (a word of its name or of a folder above it), or None."""
+    """The split a file's path names, or None. A word of its name or of a folder above it counts."""
     found = set()
     for part in relative.parts:
         words = _WORDS.split(Path(part).stem.lower() if part == relative.name else part.lower())
@@ -146,8 +146,8 @@ def split_of(relative: Path) -> str | None:
 
 
 def layout(folder: Path, files: list[Path]) -> Layout:
-    """The files of a folder by split; a layout that is half split, names no train split, or spells validation
-    two ways is refused, listing what was found."""
+    """The files of a folder by split. A layout that is half split, names no train split, or spells validation
+    two ways is refused. The error lists what was found."""
     by: dict[str | None, list[Path]] = {}
     spelled: set[str] = set()
     for f in files:

@@ -1,5 +1,5 @@
-"""Reading corpora: each file's text by its format (text, JSON lines, parquet, CSV/TSV, Arrow, compressed), a
-folder's files, and the train/val split of the joined text. Token files are tokens.py's."""
+"""Reading corpora: each file's text by its format, a folder's files, and the joined text's train/val split.
+The formats: text, JSON lines, parquet, CSV/TSV, Arrow, compressed. Token files are tokens.py's."""
 
 from __future__ import annotations
 
@@ -37,16 +37,16 @@ SMOKE = "smoke"  # the name of the built-in corpus
 # Reading text
 # ---------------------------------------------------------------------------
 def file_format(name: str) -> str:
-    """How a corpus file is read ('text', 'json lines', 'parquet', 'csv', 'tsv', 'arrow' or 'tokens'), from its
-    suffix in any case, under a compression suffix (corpus.jsonl.gz is JSON lines); a file given alone with another
-    suffix (or none) is text."""
+    """How a corpus file is read: 'text', 'json lines', 'parquet', 'csv', 'tsv', 'arrow' or 'tokens'. It goes by
+    the suffix in any case, under a compression suffix (corpus.jsonl.gz is JSON lines). A file given alone with
+    another suffix, or none, is text."""
     inner = formats.inner_name(name)
     form = FORMATS.get(Path(inner).suffix.lower(), "text")
     return "text" if form == "tokens" and inner != name else form  # a compressed .bin is not read in place
 
 
 def corpus_files(path: str) -> list[Path]:
-    """The files a --data path stands for: the file itself, or a folder's corpus files (FORMATS) in sorted order."""
+    """The files a --data path stands for. The file itself, or a folder's corpus files (FORMATS) in sorted order."""
     p = Path(path).expanduser()
     if not p.exists() and any(c in path for c in "*?["):  # a glob of shards: fineweb_train_*.bin
         import glob
@@ -77,8 +77,8 @@ def corpus_files(path: str) -> list[Path]:
 
 
 def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
-    """A folder's corpus files (regular files with a suffix of FORMATS, in any case, in subfolders too) in sorted
-    order, and what it skips, each with the reason, relative to the folder."""
+    """A folder's corpus files in sorted order, and what it skips with each reason, relative to the folder.
+    A corpus file is a regular file with a suffix of FORMATS, in any case, in subfolders too."""
     files, skipped = [], []
     for f in sorted(folder.rglob("*")):
         name = str(f.relative_to(folder))
@@ -107,9 +107,9 @@ def folder_files(folder: Path) -> tuple[list[Path], list[str]]:
 
 
 def _one_document(path: Path) -> bool:
-    """Whether a .json file in a folder holds one JSON document (its first line is not a whole JSON object),
-    such as the metadata a dataset folder keeps beside its data, rather than JSON lines. Given alone as --data,
-    such a file is refused in one sentence instead (file_text)."""
+    """Whether a .json file in a folder holds one JSON document rather than JSON lines. Its first line is not a
+    whole JSON object. Such is the metadata a dataset folder keeps beside its data. Given alone as --data, such
+    a file is refused in one sentence instead (file_text)."""
     try:
         with open(path, "rb") as f:
             for line in iter(lambda: f.readline(1 << 20), b""):
@@ -135,7 +135,7 @@ def _listed(items: list[str], most: int = 5) -> str:
 
 
 def decode_text(raw: bytes, name: str) -> str:
-    """UTF-8 bytes to text: a byte-order mark dropped, CR and CRLF read as LF."""
+    """UTF-8 bytes to text. A byte-order mark is dropped; CR and CRLF are read as LF."""
     check_bytes(raw, name)
     try:
         text = raw.decode("utf-8")
@@ -147,8 +147,8 @@ def decode_text(raw: bytes, name: str) -> str:
 
 
 def check_bytes(raw: bytes, name: str, offset: int = 0) -> None:
-    """Bytes that are no UTF-8 text (UTF-16, parquet, NUL bytes: binary of some kind), refused by what they look
-    like; offset: where raw starts in the file (a later block of a streamed file is checked for NUL alone)."""
+    """Refuse bytes that are no UTF-8 text, by what they look like: UTF-16, parquet, NUL bytes (binary of some
+    kind). offset: where raw starts in the file. A later block of a streamed file is checked for NUL alone."""
     utf16 = _utf16(raw) if not offset and not tokens.binary_kind(raw[:12]) else ""  # compressed is never UTF-16
     if utf16:  # converted in its place, under its own suffix: a .jsonl file must stay JSON lines
         p = Path(name)
@@ -166,8 +166,8 @@ def check_bytes(raw: bytes, name: str, offset: int = 0) -> None:
 
 
 def _utf16(raw: bytes) -> str:
-    """'UTF-16LE' or 'UTF-16BE' when the bytes look like UTF-16 text (a byte-order mark, or every other byte
-    zero as in mostly-ASCII UTF-16), else ''."""
+    """'UTF-16LE' or 'UTF-16BE' when the bytes look like UTF-16 text, else ''. The signs: a byte-order mark, or
+    every other byte zero as in mostly-ASCII UTF-16."""
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return "UTF-16LE" if raw[:2] == b"\xff\xfe" else "UTF-16BE"
     head = raw[:4096]
@@ -204,9 +204,9 @@ def read_files(files: list[Path]) -> list[tuple[str, bytes]]:
 
 
 def file_text(name: str, raw: bytes, text_field: str = "text") -> str:
-    """One file's text: a .txt file (or one of another suffix) as it is; the text_field of every object of a
-    .jsonl (.ndjson, .json) file, or of every row of a .parquet file, one document after another, each ending
-    in a line end."""
+    """One file's text. A .txt file (or one of another suffix) is taken as it is. Of a .jsonl (.ndjson, .json)
+    file, the text_field of every object; of a table (parquet, CSV/TSV, Arrow), of every row. The documents
+    follow one another, each ending in a line end."""
     form = file_format(name)
     if form == "parquet":
         return _join_documents(_parquet_documents(name, raw, text_field))
@@ -310,10 +310,10 @@ def _first_line(e: BaseException) -> str:
 
 
 def _checked(value: str, where: str, what: str) -> str:
-    """A document's decoded text, held to the rule a .txt file is held to: UTF-8 text with no NUL character.
+    """A document's decoded text, held to a .txt file's rule: UTF-8 text with no NUL character.
 
-    JSON's escapes can spell what UTF-8 bytes cannot: a lone surrogate (\\ud800), which no tokenizer can encode,
-    and NUL (\\u0000), which marks binary data in a .txt file.
+    JSON's escapes can spell what UTF-8 bytes cannot. No tokenizer can encode a lone surrogate (\\ud800).
+    NUL (\\u0000) marks binary data in a .txt file.
     """
     nul = value.find("\x00")
     if nul >= 0:

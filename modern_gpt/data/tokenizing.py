@@ -1,5 +1,5 @@
-"""Tokenizers: each turns text into an int array and back, and saves itself as JSON (char, byte, BPE trained
-here, a pretrained tokenizer.json, and the stand-in for token files with no tokenizer)."""
+"""Tokenizers. Each turns text into an int array and back, and saves itself as JSON. The kinds: char, byte,
+BPE trained here, a pretrained tokenizer.json, and the stand-in for token files with no tokenizer."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .text import _first_line
 
 
 class EncodeError(DataError):
-    """A tokenizer that raised on a text: an unknown word and no unknown token, say."""
+    """A tokenizer raised on a text. Say, an unknown word and no unknown token."""
 
     def __init__(self, who: str, what: str, why: str):
         self.why = why
@@ -27,10 +27,10 @@ class EncodeError(DataError):
 
 
 # ---------------------------------------------------------------------------
-# Tokenizers: each turns text into an int array and back, and saves itself as JSON.
+# The tokenizers
 # ---------------------------------------------------------------------------
 class CharTokenizer:
-    """One id per character seen in the training split; id 0 stands for any character it never saw."""
+    """One id per character seen in the training split. Id 0 stands for any character it never saw."""
 
     kind = "char"
     UNKNOWN = "\ufffd"
@@ -134,10 +134,10 @@ def read_tokenizer_file(path: Path) -> bytes:
 
 
 class PretrainedTokenizer(BPETokenizer):
-    """A pretrained Hugging Face tokenizer.json (GPT-2's, Llama's, ...), read from a file; nothing is downloaded.
+    """A pretrained Hugging Face tokenizer.json (GPT-2's, Llama's, ...), read from a file. Nothing is downloaded.
 
-    Text is encoded without added special tokens (no BOS per chunk), so that the token count of a
-    text, and with it bits per character, depends on the text alone.
+    Text is encoded without added special tokens: no BOS per chunk. So a text's token count,
+    and with it bits per character, depends on the text alone.
     """
 
     kind = "hf"
@@ -178,7 +178,7 @@ class PretrainedTokenizer(BPETokenizer):
 
 
 def _chunks(text: str, size: int = 1 << 16):
-    """Pieces of about `size` characters that end at a line end, for batched BPE training and encoding."""
+    """Pieces of about `size` characters that end at a line end. For batched BPE training and encoding."""
     start = 0
     while start < len(text):
         end = text.find("\n", start + size)
@@ -188,12 +188,12 @@ def _chunks(text: str, size: int = 1 << 16):
 
 
 def lost_chars(tokenizer, text: str) -> int:
-    """How many characters of text the tokenizer does not give back: 0 when decode(encode(text)) == text.
+    """How many characters of text the tokenizer does not give back. 0 when decode(encode(text)) == text.
 
-    Bits per character count the characters of the text; a tokenizer that drops or merges some (an unknown
-    token, a normaliser that lowercases) predicts fewer of them, and its bits/char compare with no other
-    tokenizer's. Compared chunk by chunk, as the text is encoded; a chunk that comes back different counts its
-    characters missing or added, whichever is more.
+    Bits per character count the text's characters. A tokenizer that drops or merges some predicts fewer of
+    them: an unknown token, say, or a normaliser that lowercases. Its bits/char then compare with no other
+    tokenizer's. The text is compared chunk by chunk, as it is encoded. A chunk that comes back different
+    counts its characters missing or added, whichever is more.
     """
     if tokenizer.kind == "char":  # id 0: a character the training split never showed
         return int((tokenizer.encode(text) == 0).sum())
@@ -210,7 +210,7 @@ def lost_chars(tokenizer, text: str) -> int:
 
 
 def train_tokenizer(kind: str, text: str, vocab_size: int):
-    """A char, byte or bpe tokenizer for this text; any other kind is the path of a pretrained tokenizer.json."""
+    """A char, byte or bpe tokenizer for this text. Any other kind is the path of a pretrained tokenizer.json."""
     if kind not in TOKENIZERS:
         return PretrainedTokenizer.from_file(Path(kind).expanduser())
     if kind == "char":
@@ -236,8 +236,8 @@ def tokenizer_from_json(d: dict):
 
 
 class IdsTokenizer:
-    """The stand-in for a tokenizer when the corpus is token ids and no tokenizer file was given: it knows the
-    vocabulary's size and nothing of the text."""
+    """The stand-in tokenizer for token ids given with no tokenizer file. It knows the vocabulary's size and
+    nothing of the text."""
 
     kind = "ids"
 
@@ -266,22 +266,22 @@ def _truncates_or_pads(raw: bytes) -> bool:
 
 
 def _decoded_chars(tokenizer, ids, block: int = 1 << 20) -> int:
-    """The characters that token ids decode to, a block at a time (bits per character need them)."""
+    """How many characters token ids decode to, a block at a time. Bits per character need them."""
     return sum(len(tokenizer.decode(ids[a : a + block])) for a in range(0, len(ids), block))
 
 
 def _byte_level_chars() -> set[str]:
-    """The 256 characters GPT-2's byte-level BPE spells bytes with (its bytes_to_unicode): one byte each."""
+    """The 256 characters GPT-2's byte-level BPE spells bytes with (its bytes_to_unicode). Each is one byte."""
     kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     moved = [b for b in range(256) if b not in kept]
     return {chr(b) for b in kept} | {chr(256 + i) for i in range(len(moved))}
 
 
 def token_bytes(tokenizer) -> np.ndarray | None:
-    """Each id's length in UTF-8 bytes, for bits per byte (bits over the bytes the predicted tokens stand for, which
-    compare across tokenizers); 0 for a special token, whose loss bits per byte then leave out. None for ids
-    with no tokenizer: no bytes are known. A char tokenizer's unknown id counts as U+FFFD (3 bytes); a byte-level
-    BPE's tokens count their bytes exactly; another pretrained tokenizer's count the bytes each decodes to alone."""
+    """Each id's length in UTF-8 bytes, for bits per byte (run/evaluation.py). A special token is 0: bits per
+    byte leave its loss out. None for ids with no tokenizer: no bytes are known. A char tokenizer's unknown id
+    counts as U+FFFD (3 bytes). A byte-level BPE's tokens count their bytes exactly. Another pretrained
+    tokenizer's tokens count the bytes each decodes to alone."""
     if tokenizer.kind == "ids":
         return None
     if tokenizer.kind == "byte":

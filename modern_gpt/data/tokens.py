@@ -1,8 +1,7 @@
-"""Token files as the field writes them, memory-mapped in place: nanoGPT's headerless .bin, OLMo's headerless
-.npy, numpy's own .npy, and llm.c / modded-nanogpt shards (a 256 x int32 header, then uint16 tokens).
+"""Token files as the field writes them, memory-mapped in place. nanoGPT's headerless .bin, OLMo's headerless
+.npy, numpy's own .npy, and llm.c / modded-nanogpt shards. A shard is a 256 x int32 header, then uint16 tokens.
 
-A TokenSpan is a run of tokens over one or more such files. It pickles as the files' paths and offsets, never
-the tokens, so a worker process opens the same memory maps by path.
+A TokenSpan is a run of tokens over one or more such files. Workers get it by path, never its tokens.
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ def is_token_file(path: Path) -> bool:
 
 
 def token_file(path: Path, wide: bool = False) -> TokenFile:
-    """Read a token file's header (if any) and check its size; no token is read. wide: a headerless file holds
-    uint32 ids (a declared vocabulary above 65,536), else uint16, as nanoGPT and OLMo write them."""
+    """Read a token file's header, if any, and check its size. No token is read. wide: a headerless file holds
+    uint32 ids (a declared vocabulary above 65,536). Else uint16, as nanoGPT and OLMo write them."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
@@ -104,10 +103,10 @@ def _npy(path: Path) -> TokenFile:
 
 
 class TokenSpan:
-    """Tokens [start, stop) of files laid end to end, read through memory maps opened when first used.
+    """Tokens [start, stop) of files laid end to end. It reads through memory maps, opened when first used.
 
-    Slicing gives a numpy array (a view where the slice lies in one file); len() and ids[i] work as on an array.
-    Pickled, it is the files and the bounds alone: a worker reopens the maps, and no token crosses the pipe.
+    Slicing gives a numpy array, a view where the slice lies in one file. len() and ids[i] work as on an array.
+    Pickled, it is the files and the bounds alone. A worker reopens the maps; no token crosses the pipe.
     """
 
     def __init__(self, files: list[TokenFile], start: int = 0, stop: int | None = None):
@@ -175,8 +174,8 @@ class TokenSpan:
 
 
 def scan(tf: TokenFile, cache: Path | None) -> dict:
-    """A token file's largest id and sha256, read once and remembered by (path, size, mtime) and a hash of
-    sampled blocks; later starts read SAMPLES small blocks, not the file."""
+    """A token file's largest id and sha256, read once. Both are remembered by the file's identity().
+    Later starts read SAMPLES small blocks, not the file."""
     ident = identity(Path(tf.path))
     record = None
     if cache is not None:
@@ -211,8 +210,8 @@ def scan(tf: TokenFile, cache: Path | None) -> dict:
 
 
 def identity(path: Path) -> dict:
-    """What recognises an unchanged file without reading it: its real path, size and mtime, and a hash of
-    SAMPLES blocks spread over it (an edit in place that kept the mtime still shows, where it falls on one)."""
+    """What recognises an unchanged file without reading it. Its real path, size and mtime, and a hash of
+    SAMPLES blocks spread over it. An edit in place that kept the mtime still shows, where it falls on one."""
     st = path.stat()
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -228,7 +227,7 @@ def identity(path: Path) -> dict:
 
 
 def binary_kind(raw: bytes) -> str:
-    """What a binary file given as text looks like, and what to do: a sentence's middle, or '' if nothing is
+    """What a binary file given as text looks like, and what to do. A sentence's middle, or '' if nothing is
     recognised."""
     ints = np.frombuffer(raw[:12][: len(raw[:12]) // 4 * 4], dtype="<i4")
     if len(ints) and int(ints[0]) == LLMC_MAGIC:
@@ -256,7 +255,7 @@ def binary_kind(raw: bytes) -> str:
 
 
 def holds_tokens(path: str) -> bool:
-    """Whether a --data path is token files (a .bin or .npy file, or a folder holding some), from names alone."""
+    """Whether a --data path is token files, from names alone. A .bin or .npy file, or a folder holding some."""
     p = Path(path).expanduser()
     if p.is_dir():
         return any(is_token_file(f) and not f.name.startswith(".") for f in p.rglob("*"))

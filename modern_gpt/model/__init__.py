@@ -1,1 +1,1 @@
-"""The GPT, told as 2019 against today (gpt.py), its KV cache and sampling, and plugin components."""
+"""The GPT, told as 2019 against today (gpt.py). Its KV cache and sampling, and plugin components."""

@@ -1,18 +1,19 @@
-"""A small GPT in which every modern piece can be switched on and off on its own.
+"""A small GPT in which every modern piece switches on and off on its own.
 
-Read it top to bottom as the story of 2019 against today: each section puts a
-classic GPT-2 piece next to the modern piece that replaces it in today's open
-models (biases, normalisation, positions, the feed-forward, attention), then the
-block and the model, the same in both. With every flag off this is GPT-2. With
-rmsnorm, rope, swiglu and no_bias on it is a Llama (gqa too: Llama 3, Mistral). qk_norm is not Llama's:
-Qwen3 has it (per head, as here), OLMo-2 over the whole q and k projections.
+Read it top to bottom as 2019 against today. Each section puts a classic GPT-2
+piece beside the modern piece that replaced it in today's open models: biases,
+normalisation, positions, the feed-forward, attention. The block and the model
+come last, the same in both. With every flag off this is GPT-2. With rmsnorm,
+rope, swiglu and no_bias on it is a Llama (with gqa, Llama 3 or Mistral).
+qk_norm is not Llama's. Qwen3 has it per head, as here; OLMo-2 over the whole
+q and k projections.
 
-The settings (ModelConfig and its checks) and the price of each piece
-(param_counts, kv_cache_bytes_per_token), which needs no built model, live in
-core/config.py, and the list of components and the check of their names
-(component_problem) in core/components.py: both torch-free, so that the command line's
-help and errors start without torch. The inference plumbing (the KV cache, the
-mask of tokens that follow cached ones, sampling) is in model/inference.py.
+The settings (ModelConfig and its checks) live in core/config.py. So does each
+piece's price (param_counts, kv_cache_bytes_per_token), which needs no built
+model. The component list and its name check (component_problem) live in
+core/components.py. Both are torch-free, so the command line's help and errors
+start without torch. The KV cache, the mask of tokens after cached ones and
+sampling are in model/inference.py.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
-    """Causal attention of q (B, H, T, hd) over k, v (B, Hkv, L, hd), where the last T of the L keys are q's own tokens."""
+    """Causal attention of q (B, H, T, hd) over k, v (B, Hkv, L, hd). The last T keys are q's own tokens."""
     T, L = q.size(-2), k.size(-2)
     if T == L:  # training, or the first pass of generation: the usual causal triangle
         mask, is_causal = None, True
@@ -245,7 +246,7 @@ class GPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """One scheme for every variant: normal(0, 0.02) weights, zero biases and shifts, unit norm gains."""
+        """One scheme for every variant. Weights are normal(0, 0.02), biases and shifts 0, norm gains 1."""
         self.apply(_init_weights)
         # GPT-2's scaling: each block adds two residual outputs, so shrink them to keep the residual stream's variance flat.
         for name, p in self.named_parameters():
@@ -253,7 +254,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * self.config.layers))
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None):
-        """Logits (B, T, vocab) for token ids idx (B, T), and the mean cross-entropy when targets are given."""
+        """Logits (B, T, vocab) for token ids idx (B, T). With targets, also the mean cross-entropy."""
         T = idx.size(1)
         start = cache.length if cache is not None else 0
         x = self.tok_emb(idx)  # (B, T, dim)

@@ -1,6 +1,7 @@
-"""Inference plumbing, kept out of gpt.py's 2019-against-today story: the KV cache, the attention mask of
-tokens that follow cached ones, and sampling. gpt.py reaches each through one line; none of it changes a
-weight, a training step or the logits of a full forward pass.
+"""Inference plumbing: the KV cache, the attention mask of tokens after cached ones, and sampling.
+
+It stays out of gpt.py's story of 2019 against today. gpt.py reaches each piece through one line.
+None of it changes a weight, a training step or the logits of a full forward pass.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from ..core.errors import UserError
 
 
 class KVCache:
-    """The keys and values of every layer for the tokens seen so far, so that a forward pass over new tokens
-    computes only their own keys and values and attends to the stored ones. It is not kept forever: when it
-    reaches the training context, generate starts a new one from the last half-context of tokens, which are
-    then computed again."""
+    """Every layer's keys and values for the tokens seen so far. A forward pass over new tokens then
+    computes only theirs, and attends to the stored ones. At the training context, generate rebuilds
+    it from the last half-context."""
 
     def __init__(self) -> None:
         self.keys: dict[int, torch.Tensor] = {}  # layer -> (B, Hkv, L, hd)
@@ -24,7 +24,7 @@ class KVCache:
         self.length = 0  # tokens stored; advanced by GPT.forward after the last layer
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The layer's cached keys and values followed by these new ones (B, Hkv, L, hd), which are stored."""
+        """Store the new keys and values after the layer's cached ones. Returns all of them: (B, Hkv, L, hd)."""
         if layer in self.keys:
             k = torch.cat([self.keys[layer], k], dim=2)
             v = torch.cat([self.values[layer], v], dim=2)
@@ -33,8 +33,8 @@ class KVCache:
 
 
 def cached_attention_mask(T: int, L: int, device: torch.device) -> torch.Tensor | None:
-    """Which of L keys each of T new queries sees when the first L - T keys are cached tokens: every cached key
-    and its own chunk up to itself, (T, L); None for one new token, which sees every key."""
+    """Which of L keys each of T new queries sees, as a (T, L) mask. The first L - T keys are cached tokens.
+    A query sees every cached key, and its own chunk up to itself. None for one new token: it sees every key."""
     if T == 1:
         return None
     return torch.ones(T, L, dtype=torch.bool, device=device).tril(diagonal=L - T)
@@ -49,11 +49,10 @@ def generate(
     top_k: int | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Sample new_tokens after idx (B, T) from a GPT with a KV cache; temperature 0 is greedy.
+    """Sample new_tokens after idx (B, T) with a KV cache. Temperature 0 is greedy.
 
-    When the window reaches the training context the cache is rebuilt from the
-    last half-context of tokens, so that learned-position models never hit
-    their wall and RoPE models stay within the lengths they were trained on.
+    At the training context the cache is rebuilt from the last half-context of tokens.
+    So a learned-position model never hits its wall, and a RoPE model stays within its trained lengths.
     """
     context = model.config.context
     idx = idx[:, -context:]
@@ -74,7 +73,7 @@ def generate(
 def next_token(
     logits: torch.Tensor, i: int, temperature: float, top_k: int | None, generator: torch.Generator | None
 ) -> torch.Tensor:
-    """The token (B, 1) sampled from the last position's float32 logits (B, vocab); i counts tokens generated."""
+    """The token (B, 1) sampled from the last position's float32 logits (B, vocab). i counts tokens generated."""
     if not torch.isfinite(logits).all():  # finite weights can still overflow: no token to choose
         raise UserError(
             f"the model's logits are not finite (NaN or infinite) at generated token {i + 1}; its weights "

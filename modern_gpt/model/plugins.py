@@ -1,7 +1,8 @@
-"""Plugin files: components of your own (components.Component), run as modules of their own (load), sent to
-workers by value (jobs_plugins) and recorded by sha256 (records, check_recorded). A plugin is the user's own
-trusted code, as in litgpt and torchtitan: what is guarded is what would silently change the table, torch's
-global numeric state (numeric_guard) and causality (check_forward). Torch-free to import."""
+"""Plugin files: components of your own (components.Component). Each file runs as a module of its own (load).
+It is sent to workers by value (jobs_plugins) and recorded by sha256 (records, check_recorded).
+
+A plugin is the user's own trusted code, as in litgpt and torchtitan. Only what would silently change the table
+is guarded: torch's global numeric state (numeric_guard) and causality (check_forward). Torch-free to import."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def sha256(source: str) -> str:
 
 
 def read(path) -> str:
-    """A plugin file's source, decoded as Python decodes it; a missing file, a folder or a FIFO is one sentence."""
+    """A plugin file's source, decoded as Python decodes it. A missing file, a folder or a FIFO is one sentence."""
     p = Path(path).expanduser()
     try:
         if not p.exists():
@@ -60,7 +61,7 @@ def read(path) -> str:
 
 
 def load(paths=()) -> list[Plugin]:
-    """Each --plugin FILE (and TOML plugins = [...]), then the installed entry points, registered."""
+    """Register each --plugin FILE (and TOML plugins = [...]), then the installed entry points."""
     out = [install(source=read(p), path=str(Path(p).expanduser().resolve())) for p in paths]  # read: a loop first
     for ep in metadata.entry_points(group=ENTRY_POINTS):
         name = f"{ep.value} (entry point {ep.name!r} of {ENTRY_POINTS})"
@@ -71,7 +72,7 @@ def load(paths=()) -> list[Plugin]:
 
 
 def install(path: str, source: str, package: str = "") -> Plugin:
-    """Run a plugin's source as a module of its own and register its COMPONENTS; the same source twice is one."""
+    """Run a plugin's source as a module of its own and register its COMPONENTS. The same source loads once."""
     digest = sha256(source)
     if digest in LOADED:
         return LOADED[digest]
@@ -98,7 +99,7 @@ def install(path: str, source: str, package: str = "") -> Plugin:
 
 
 def _loading(where: str, body, doing: str = ""):
-    """body() under numeric_guard: what it raises, an exit too, is one sentence naming the file and its line."""
+    """body() under numeric_guard. What it raises, an exit too, is one sentence naming the file and line."""
     try:
         with numeric_guard(where, "while loading"):
             return body()
@@ -117,7 +118,7 @@ def _raised(e: BaseException) -> str:
 
 
 def _declared(module, path: str) -> list[Component]:
-    """The module's COMPONENTS, each checked and copied into a plain Component named by its file."""
+    """The module's COMPONENTS, checked, as plain Components whose source is the file."""
     found = getattr(module, "COMPONENTS", None)
     found = [found] if isinstance(found, Component) else found  # one Component, not in a list: what was meant
     if not isinstance(found, (list, tuple)) or not found:
@@ -155,7 +156,7 @@ def _component_problem(c, names: set) -> str | None:
 
 
 def jobs_plugins(cfg: ModelConfig) -> tuple[tuple[str, str, str], ...]:
-    """(path, source, package) of each plugin a model uses: what a job carries to its worker."""
+    """(path, source, package) of each plugin a model uses. A job carries them to its worker."""
     used = {PLUGINS[n].source for n in cfg.extra_components}
     return tuple((p.path, p.source, p.package) for p in LOADED.values() if p.path in used)
 
@@ -166,7 +167,7 @@ def install_all(sources) -> None:
 
 
 def records(cfgs) -> list[dict]:
-    """Name and source hash of every plugin these models use, for meta.json and checkpoints."""
+    """Each used plugin's name and source hash, for meta.json and checkpoints."""
     used = {PLUGINS[n].source for cfg in cfgs for n in cfg.extra_components}
     return [p.record for p in LOADED.values() if p.path in used]
 
@@ -176,8 +177,9 @@ def loaded_records() -> list[dict]:  # every plugin loaded in this process, used
 
 
 def check_recorded(recorded, where, read_only: bool = False) -> list[str]:
-    """Each plugin a folder recorded, loaded with the same source (a --plugin copy, else its recorded file); with
-    read_only (a report), a missing file's components are stood in for and the files returned for a footnote."""
+    """Load each plugin a folder recorded, from a --plugin copy or else its recorded file. The source's sha256
+    must match. With read_only (a report), a missing file's components get stand-ins. The missing files are
+    returned, for a footnote."""
     missing = []
     for r in recorded or []:
         if r["sha256"] in LOADED:
@@ -203,7 +205,7 @@ def check_recorded(recorded, where, read_only: bool = False) -> list[str]:
 
 
 def _refuse(gone: str):
-    """A stand-in's factory: building a component of a missing plugin file is its sentence."""
+    """A stand-in's factory. Building the component raises the missing plugin's sentence."""
 
     def refuse(*_):
         raise PluginError(gone + "with --plugin")
@@ -212,19 +214,19 @@ def _refuse(gone: str):
 
 
 def files_of(cfg: ModelConfig) -> str:
-    """The plugin files whose components a model uses, for a sentence ("" for none)."""
+    """The plugin files a model uses, joined for a sentence ("" for none)."""
     return ", ".join(sorted({PLUGINS[n].source for n in cfg.extra_components}))
 
 
 def raised_in(e: BaseException) -> str | None:
-    """The plugin file an exception was raised in, if any (a forward that fails mid-run)."""
+    """The plugin file an exception was raised in, or None. Say, a forward that fails mid-run."""
     files = {p.path for p in LOADED.values()}
     frames = [f.filename for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
     return frames[-1] if frames else None
 
 
 def built_counts(cfg: ModelConfig) -> dict[str, int]:
-    """Parameters per piece and in total of the built model (on the meta device), for config.param_counts."""
+    """Parameters per piece and in total, for config.param_counts. The model is built on the meta device."""
     import torch
 
     from .gpt import GPT
@@ -258,7 +260,7 @@ def _piece(name: str) -> str:
 # What would silently change the table: torch's global numeric state, and causality
 # ---------------------------------------------------------------------------
 def _numeric_settings() -> dict:
-    """name -> (read, set back) of each process-wide setting that every run's numbers depend on."""
+    """name -> (read, set back) of each process-wide setting. Every run's numbers depend on them."""
     import torch
 
     def set_autocast(on: tuple) -> None:
@@ -280,13 +282,13 @@ def _numeric_settings() -> dict:
 
 
 def numeric_state() -> dict:
-    """Each setting of _numeric_settings by name: what a plugin must leave as it found it."""
+    """Each setting of _numeric_settings by name. A plugin must leave them as it found them."""
     return {name: get() for name, (get, _) in _numeric_settings().items()}
 
 
 @contextlib.contextmanager
 def numeric_guard(where: str, when: str):
-    """A change to numeric_state() meanwhile is put back (the next rows train as the others do) and refused."""
+    """Put back a change to numeric_state() made meanwhile, then refuse it. The next rows train as the others did."""
     before = numeric_state()
     try:
         yield
@@ -305,8 +307,9 @@ def numeric_guard(where: str, when: str):
 
 
 def check_forward(cfg: ModelConfig) -> None:
-    """Two sequences forward and backward before any training: a factory that raises, a wrong shape (at (1, 1) a
-    pooled axis would pass), a failing backward, a numeric_guard change or a leak of later tokens is refused."""
+    """Two sequences forward and backward, before any training. It refuses a factory that raises, a wrong shape
+    and a failing backward. It refuses a numeric_guard change and a leak of later tokens. Shapes are checked past
+    (1, 1), where a pooled axis would pass."""
     if not cfg.extra_components:
         return
     cfg, T = replace(cfg, dropout=0.0), min(16, cfg.context)  # 16: a shift by up to 15 positions is seen
@@ -328,8 +331,8 @@ def check_forward(cfg: ModelConfig) -> None:
 
 
 def _forward_backward(cfg: ModelConfig, T: int):
-    """Two sequences' loss backpropagated, and how tokens from T // 2 on leak into the outputs before it ("" for
-    not at all): changed, they must not move those outputs, and the outputs' gradient for them must be zero."""
+    """Backpropagate two sequences' loss. Returns how tokens from T // 2 on leak into earlier outputs ("" if not).
+    Changed, they must not move those outputs. The outputs' gradient for them must be zero."""
     import torch
 
     from .gpt import GPT
@@ -384,8 +387,9 @@ def _shape(output):
 
 @contextlib.contextmanager
 def guarded_run(cfg: ModelConfig, train: bool = False):
-    """A plugin row's run under numeric_guard: a change made mid-run, past the check, is that run's error. With
-    train (`modern-gpt train`, no next run to go on with), what the plugin raises, an exit too, is one sentence."""
+    """A plugin row's run under numeric_guard. A change made mid-run, past the check, is that run's error.
+    With train (`modern-gpt train`), there is no next run to go on with. Then what the plugin raises, an exit
+    too, is one sentence."""
     try:
         with numeric_guard(files_of(cfg), "while training") if cfg.extra_components else contextlib.nullcontext():
             yield

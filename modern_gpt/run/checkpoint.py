@@ -23,7 +23,7 @@ FILES = ("model.safetensors", "config.json", "tokenizer.json", "metrics.json")
 
 
 def save_checkpoint(folder: Path, model: GPT | None, settings: Settings, tokenizer, metrics: dict) -> None:
-    """Every file of a checkpoint; with no model (a diverged run) only config.json and metrics.json."""
+    """Every file of a checkpoint. With no model (a diverged run), only config.json and metrics.json."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -42,7 +42,7 @@ def save_checkpoint(folder: Path, model: GPT | None, settings: Settings, tokeniz
 
 
 def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, object]:
-    """The model (in eval mode), its settings and its tokenizer; a clear error for anything missing or damaged."""
+    """The model (in eval mode), its settings and its tokenizer. Anything missing or damaged is a clear error."""
     folder = Path(folder)
     _check_files(folder)
     settings = _read_settings(folder)
@@ -52,7 +52,7 @@ def load_checkpoint(folder: Path, device: str = "cpu") -> tuple[GPT, Settings, o
 
 
 def _check_files(folder: Path) -> None:
-    """A folder of modern-gpt's, every file of it a regular file (or absent), and the first three present."""
+    """A folder of modern-gpt's. Each of FILES is a regular file or absent, and the first three are present."""
     if not folder.is_dir():
         what = "it is not a folder" if folder.exists() else "it does not exist"
         raise UserError(f"{folder} is not a checkpoint folder ({what}); give a folder written by modern-gpt train.")
@@ -114,7 +114,7 @@ def _read_tokenizer(folder: Path, settings: Settings):
 
 
 def _read_weights(folder: Path, settings: Settings, device: str) -> GPT:
-    """The weights, into a model of config.json's shapes; every one of them finite."""
+    """The weights, into a model of config.json's shapes. Every one must be finite."""
     _check_shapes(folder, settings)  # before building anything: a wrong config.json must not build a huge model
     model = GPT(settings.model)
     try:
@@ -137,8 +137,8 @@ def _read_weights(folder: Path, settings: Settings, device: str) -> GPT:
 
 
 def _transformers_class(folder: Path) -> str:
-    """The class a transformers folder's config.json names ('a gpt2 model' with no class), or '' for anything else:
-    modern-gpt's own config.json has a 'format' and no 'model_type' or 'architectures'."""
+    """The class a transformers folder's config.json names ('a gpt2 model' with no class), else ''.
+    modern-gpt's own config.json has a 'format', and no 'model_type' or 'architectures'."""
     path = folder / "config.json"
     if not path.is_file() or path.stat().st_size > 1 << 20:  # is_file: never a pipe; a config of a megabyte is neither
         return ""
@@ -155,7 +155,8 @@ def _transformers_class(folder: Path) -> str:
 
 
 def _failed_run(folder: Path) -> str:
-    """'diverged after N steps' or 'failed: why' when metrics.json records a run that saved no weights, else ''."""
+    """What metrics.json records of a run that saved no weights: 'diverged after N steps' or 'failed: why'.
+    Else ''."""
     if not (folder / "metrics.json").is_file():  # is_file: never a pipe, which would block the read
         return ""
     try:
@@ -209,9 +210,10 @@ MAX_TOKENS = 100_000  # --tokens: hours of sampling on a CPU already; a typing m
 
 
 def check_sampling(tokens: int, temperature: float, top_k: int | None) -> None:
-    """generate's settings, checked before a checkpoint is read: one sentence for the first that is wrong.
-    Every value that passes is well defined: temperature 0 is greedy, a tiny one tends to it, a huge one to
-    uniform sampling (model.generate), a top-k above the vocabulary keeps every token, 0 tokens print the prompt."""
+    """generate's settings, checked before a checkpoint is read. The first that is wrong is one sentence.
+    Every value that passes is well defined. Temperature 0 is greedy, and a tiny one tends to it. A huge one
+    tends to uniform sampling (model.generate). A top-k above the vocabulary keeps every token. 0 tokens print
+    the prompt."""
     if not 0 <= tokens <= MAX_TOKENS:
         raise UserError(f"--tokens must be between 0 and {MAX_TOKENS:,}, got {tokens}.")
     if not (math.isfinite(temperature) and temperature >= 0):
@@ -223,11 +225,11 @@ def check_sampling(tokens: int, temperature: float, top_k: int | None) -> None:
 def generate_text(
     model: GPT, tokenizer, prompt: str, tokens: int, temperature: float, top_k: int | None, seed: int
 ) -> str:
-    """The prompt followed by `tokens` sampled tokens, the same text for the same seed.
+    """The prompt followed by `tokens` sampled tokens. The same seed gives the same text.
 
     The new ids are decoded together with the prompt's, as transformers decodes a generated sequence
-    (tokenizer.decode(model.generate(...)[0])): a SentencePiece-style decoder (Llama's) strips the space of a
-    leading '▁' only at the start of a text, so decoded alone the first new token would lose its space.
+    (tokenizer.decode(model.generate(...)[0])). A SentencePiece-style decoder (Llama's) strips the space of
+    a leading '▁' only at a text's start. Decoded alone, the first new token would lose its space.
     The prompt stays as typed when its decoding begins the full text.
     """
     device = next(model.parameters()).device

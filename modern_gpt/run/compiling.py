@@ -1,12 +1,13 @@
 """--compile auto | on | off: whether the training step runs through torch.compile, chosen once per ablation.
 
-auto compiles when the seconds torch.compile saves over the ablation's training steps exceed the seconds its
-compiles cost (compile_balance, a pure function of the measured constants below). running.start decides it on the
-driver before any run, for every row at once, so that a row's delta is never partly the compiler's; meta.json holds
-the choice (spec.settings.train.compile, on or off, with compile.why), each run file carries it, and --resume
-trains with the recorded one. A lone `modern-gpt train` decides for its one run. Inductor's on-disk cache is one
-folder per user (share_cache), so a model compiled once compiles warm in every later worker, seed and ablation.
-Torch-free: the driver decides before torch is needed.
+auto compiles when compiling saves more seconds of training steps than its compiles cost. compile_balance
+weighs the two, a pure function of the measured constants below. running.start decides on the driver, before
+any run, for every row at once. So a row's delta is never partly the compiler's. meta.json holds the choice
+(spec.settings.train.compile, on or off, with compile.why). Each run file carries it, and --resume trains with
+the recorded one. A lone `modern-gpt train` decides for its one run.
+
+Inductor's on-disk cache is one folder per user (share_cache). Torch-free: the driver decides before torch is
+needed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..core.config import ModelConfig, TrainConfig
 
 @dataclass(frozen=True)
 class Measured:
-    """What the rule needs of a device: the eager step's speed, the share of it compile saves, its compile time."""
+    """What the rule needs of a device. The eager step's speed, the share of it compile saves, its compile time."""
 
     gflops: float  # achieved GFLOP/s per thread of an eager training step (step_flops / seconds)
     gain_classic: float  # 1 - compiled / eager step time, classic GPT-2
@@ -40,10 +41,11 @@ STEP_OVERHEAD_S = 0.005  # an eager step's seconds beyond its FLOPs (smoke: abou
 
 
 def forward_flops(cfg: ModelConfig, batch: int, T: int) -> int:
-    """Matmul FLOPs (2 per multiply-add) of one forward pass over batch sequences of T tokens: every linear layer,
-    the LM head (tied or not) and attention's QK^T and AV, the full T x T square (as the kernel computes it). The one
-    count of a model's arithmetic: bench/bench_limit.py counts with it too (checked against torch's FlopCounterMode
-    in tests/house/test_bench_limit.py)."""
+    """Matmul FLOPs of one forward pass over batch sequences of T tokens, 2 per multiply-add.
+
+    It counts every linear layer, the LM head (tied or not), and attention's QK^T and AV. Attention counts the
+    full T x T square, as the kernel computes it. This is the one count of a model's arithmetic:
+    bench/bench_limit.py uses it too. tests/house/test_bench_limit.py checks it against torch's FlopCounterMode."""
     d, hd, H, Hkv = cfg.dim, cfg.head_dim, cfg.heads, cfg.n_kv_heads
     mlp = (3 if cfg.swiglu else 2) * d * cfg.mlp_width
     per_token = (d * (H + 2 * Hkv) * hd + d * d + mlp) * cfg.layers + d * cfg.vocab_size
@@ -52,8 +54,8 @@ def forward_flops(cfg: ModelConfig, batch: int, T: int) -> int:
 
 
 def step_flops(cfg: ModelConfig, batch: int, T: int | None = None) -> int:
-    """Matmul FLOPs of one training step of batch sequences of T tokens (the model's context by default): the
-    forward's, and the backward's two products (input and weight gradients) per forward one."""
+    """Matmul FLOPs of one training step over batch sequences of T tokens (default: the model's context).
+    The backward adds two products per forward one: input and weight gradients."""
     return 3 * forward_flops(cfg, batch, cfg.context if T is None else T)
 
 
@@ -73,22 +75,23 @@ def run_seconds(cfg: ModelConfig, train: TrainConfig, device: str, threads: int)
 
 
 def gain(cfg: ModelConfig, m: Measured) -> float:
-    """The share of an eager step's time that compile saves: classic's measured gain, rising to all six's with
-    each component whose elementwise work it fuses (interpolated, not measured per component)."""
+    """The share of an eager step's time that compile saves. It rises from classic's measured gain to all
+    six's, with each component whose elementwise work it fuses. The steps between are interpolated, not
+    measured per component."""
     k = sum(getattr(cfg, c) for c in GAINERS)
     return m.gain_classic + (m.gain_modern - m.gain_classic) * k / len(GAINERS)
 
 
 def compile_balance(runs: list[tuple[float, float]], steps: int, graphs: int, m: Measured) -> tuple[float, float]:
-    """(seconds saved, seconds spent) by compiling an ablation. runs: (eager seconds per step, gain) per run;
-    graphs: its distinct models, each compiled cold once, every other run warm from the shared cache."""
+    """(seconds saved, seconds spent) by compiling an ablation. runs: (eager seconds per step, gain) per run.
+    graphs: its distinct models. Each compiles cold once, and every other run warm from the shared cache."""
     saved = sum(step_s * g for step_s, g in runs) * steps
     spent = graphs * m.cold_s + max(0, len(runs) - graphs) * m.warm_s
     return saved, spent
 
 
 def decide(models: list[ModelConfig], train: TrainConfig, device: str, threads: int) -> tuple[str, str]:
-    """--compile's choice for these runs (one model per run, repeats included), and why, in a phrase."""
+    """--compile's choice for these runs, and why, in a phrase. models: one per run, repeats included."""
     if train.compile != "auto":
         return train.compile, f"--compile {train.compile}"
     if device not in ("cpu", "cuda"):
@@ -102,8 +105,9 @@ def decide(models: list[ModelConfig], train: TrainConfig, device: str, threads: 
 
 
 def share_cache() -> None:
-    """One inductor cache folder for every process of this user (beside the token cache, or TORCHINDUCTOR_CACHE_DIR):
-    a graph compiled once compiles warm in each later worker, seed and ablation. Set before torch first compiles."""
+    """One inductor cache folder for every process of this user: beside the token cache, or
+    TORCHINDUCTOR_CACHE_DIR. A graph compiled once then compiles warm in each later worker, seed and ablation.
+    Set before torch first compiles."""
     from ..data.corpus import default_cache_dir
 
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_cache_dir() / "inductor"))

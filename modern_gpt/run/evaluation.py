@@ -1,20 +1,20 @@
-"""The further metrics of a run's final evaluation, from the per-token losses of its fixed windows (numpy only).
+"""The further metrics of a run's final evaluation, from its fixed windows' per-token losses (numpy only).
 
 Every metric is lower-is-better:
 
-- `val_bpb`, `NAME_bpb`: bits per byte, the nats of the windows' target tokens over the UTF-8 bytes they stand
-  for, / ln 2 (the idea of nanochat's evaluate_bpb); it compares across tokenizers. A token of no bytes (a
+- `val_bpb`, `NAME_bpb`: bits per byte, the idea of nanochat's evaluate_bpb. The nats of the windows' target
+  tokens over the UTF-8 bytes they stand for, / ln 2. It compares across tokenizers. A token of no bytes (a
   special token) is left out of both sums. NaN for token ids with no tokenizer file: no bytes are known.
 - `NAME_loss`: nats per token on an --eval-data set's fixed windows.
-- `icl_gain`: in-context gain, after Olsson et al. 2022 ("the loss at token 500 minus the loss at token 50"
-  of a 512-token context), scaled to the context: the mean loss of the validation windows' last sixteenth of
-  target positions minus that of their second sixteenth (context 64: positions 60-63 minus 4-7; 512: 480-511
-  minus 32-63). Negative when later tokens, which see more context, are predicted better; the more negative,
-  the more the model uses its context. NaN below a context of 16.
-- `ctx2x_loss`: the mean loss per token on windows of twice the trained context from the validation split
-  (evaluated as run/extrapolate.py does, chosen from the split's length alone). NaN where the model cannot run
-  there: a learned position table has no row past the context (its wall), and a split shorter than one such
-  window; the run's metric_notes say which.
+- `icl_gain`: in-context gain, after Olsson et al. 2022, scaled to the context. Theirs is "the loss at token
+  500 minus the loss at token 50" of a 512-token context. Ours is the mean loss of the validation windows'
+  last sixteenth of target positions, minus that of their second sixteenth. Context 64: positions 60-63
+  minus 4-7; 512: 480-511 minus 32-63. Negative when later tokens, which see more context, are predicted
+  better. The more negative, the more the model uses its context. NaN below a context of 16.
+- `ctx2x_loss`: the mean loss per token on validation windows of twice the trained context. They are
+  evaluated as run/extrapolate.py does, and chosen from the split's length alone. NaN where the model cannot
+  run there: past a learned position table's last row (its wall), or on a split shorter than one such
+  window. The run's metric_notes say which.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def metric_names(set_names) -> list[str]:
 
 
 def icl_bands(context: int) -> tuple[slice, slice] | None:
-    """The early and late target positions icl_gain compares: the second and the last sixteenth of the window."""
+    """The target positions icl_gain compares. Early: the window's second sixteenth; late: its last."""
     w = context // 16
     if w < 1:
         return None
@@ -57,7 +57,7 @@ def targets(ids, offsets: np.ndarray, context: int) -> np.ndarray:
 
 
 def bits_per_byte(losses: np.ndarray, target_ids: np.ndarray, lengths: np.ndarray | None) -> float:
-    """Sum of nats over sum of bytes of the target tokens, / ln 2; tokens of no bytes left out of both."""
+    """Sum of nats over sum of bytes of the target tokens, / ln 2. Tokens of no bytes are left out of both."""
     if lengths is None or not losses.size:
         return math.nan
     nbytes = lengths[target_ids]

@@ -1,8 +1,8 @@
-"""The context wall: how a trained model does at context lengths it was not trained on.
+"""The context wall: how a model does at context lengths it was not trained on.
 
-A learned position table has one row per trained position and nothing past its last
-row: such a model reports `wall` there. RoPE has no last row, so a RoPE model keeps
-producing numbers, and how fast its loss grows shows how far it extrapolates.
+A learned position table has one row per trained position, and nothing past its last
+row. Such a model reports `wall` there. RoPE has no last row, so a RoPE model keeps
+producing numbers. How fast its loss grows shows how far it extrapolates.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def parse_contexts(text: str) -> list[int]:
 def evaluate_context(
     model: GPT, ids: np.ndarray, context: int, tokens_per_char: float, max_windows: int
 ) -> ContextResult:
-    """Mean loss over non-overlapping windows of `context` tokens from the start of the validation split."""
+    """Mean loss over non-overlapping windows of `context` tokens, from the validation split's start."""
     rows = model.config.context
     if model.pos_emb is not None and context > rows:
         return ContextResult(context, "wall", note=f"the learned position table has {rows} rows")

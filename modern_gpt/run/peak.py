@@ -1,10 +1,11 @@
-"""The peak a run's MFU is measured against: FLOPs per second that the device could do at best.
+"""The peak a run's MFU is measured against: the most FLOPs per second the device could do.
 
-MFU (model FLOPs utilisation) is a run's training FLOPs per second (compiling.step_flops, attention included)
-over this peak. On a CPU no data sheet knows the machine at hand, so the peak is measured in the same process, at
-the run's thread count: the best rate of a float32 matrix multiply, about 10 ms of work, once per process and
-thread count. On a GPU it is the device's dense bf16 peak from its data sheet (training runs under bf16 autocast
-there); a GPU not on this list has none, and its MFU is left empty rather than guessed.
+MFU (model FLOPs utilisation) is a run's training FLOPs per second over this peak. The FLOPs are
+compiling.step_flops, attention included. On a CPU no data sheet knows the machine at hand. So the peak is
+measured in the run's process, at its thread count: the best rate of a float32 matrix multiply. That is
+about 10 ms of work, once per process and thread count. On a GPU it is the device's dense bf16 peak from its
+data sheet, as training runs under bf16 autocast there. A GPU not on this list has none: its MFU is left
+empty rather than guessed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _SIZE, _REPEATS, _ROUNDS = 256, 4, 3  # 3 rounds of 4 products of 256 x 256 matr
 
 @lru_cache(maxsize=8)
 def cpu_peak(threads: int) -> float:
-    """The best float32 matmul rate of this process at `threads` torch threads (the caller's, pinned per run)."""
+    """The best float32 matmul rate of this process at `threads` torch threads. The caller pins them per run."""
     import torch
 
     a = torch.randn(_SIZE, _SIZE, generator=torch.Generator().manual_seed(0))
@@ -49,7 +50,7 @@ def cpu_peak(threads: int) -> float:
 
 
 def gpu_peak(name: str) -> float:
-    """The dense bf16 peak of a GPU by its name (torch.cuda.get_device_name), NaN for one not listed."""
+    """A GPU's dense bf16 peak, by its name (torch.cuda.get_device_name). NaN for one not listed."""
     return next((peak for part, peak in GPU_PEAKS if part.lower() in name.lower()), math.nan)
 
 

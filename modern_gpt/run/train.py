@@ -1,10 +1,10 @@
 """One training run: (ModelConfig, corpus, TrainConfig, seed) -> RunResult.
 
-Everything random comes from the seed through separate streams (weight init,
-batch order, dropout), so that two variants trained with the same seed differ
-only in their architecture, and the same run twice on a CPU gives bitwise
-identical losses. The evaluation windows come from the data alone: every run,
-whatever its seed, is measured on the same tokens.
+Everything random comes from the seed, through separate streams: weight init,
+batch order, dropout. So two variants trained with the same seed differ only in
+their architecture. The same run twice on a CPU gives bitwise identical losses.
+The evaluation windows come from the data alone: every run, whatever its seed,
+is measured on the same tokens (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -36,18 +36,16 @@ STREAMS = ("init", "batches", "dropout", "placebo")
 # logits (and their log-softmax) of a chunk stay under EVAL_LOGITS_BYTES with a large vocabulary.
 EVAL_CHUNK_TOKENS = {"cpu": 2048, "cuda": 65536}
 EVAL_LOGITS_BYTES = 1 << 28
-# On CUDA the loss stays on the GPU and is read back every SYNC_EVERY steps and at every evaluation: reading it
-# (loss.item()) stalls the host until the GPU has caught up, once per step, which for a small model costs more
-# than the step. A run whose loss turns NaN or infinite is still caught within SYNC_EVERY steps, and its record
-# names the last step whose loss was finite, as on a CPU. Off CUDA the loss is read, and checked, every step.
+# Steps between reads of the loss on CUDA (LossReader). Reading it (loss.item()) stalls the host until the GPU
+# has caught up; once per step, that costs a small model more than the step.
 SYNC_EVERY = 25
 ADAMW_EPS = 1e-8
 
 
 class Spikes:
-    """Counts loss spikes: after warm-up, each time the training loss goes from within SPIKE nats of its
-    running minimum to more than SPIKE above it. A run that spikes and recovers still trains to a loss; the
-    spike says its learning rate is at the edge of stable."""
+    """Counts loss spikes after warm-up. A spike: the training loss goes from within SPIKE nats of its running
+    minimum to more than SPIKE above it. A run that spikes and recovers still trains to a loss. The spike says
+    its learning rate is at the edge of stable."""
 
     def __init__(self, warmup: int):
         self.warmup, self.low, self.up, self.count = warmup, math.inf, False, 0
@@ -128,7 +126,7 @@ def resolve_device(name: str) -> str:
 
 
 def memory_bytes(device: str) -> int | None:
-    """The memory a run on this device can have at most: the machine's RAM, or the GPU's; None when unknown."""
+    """The most memory a run on this device can have: the machine's RAM, or the GPU's. None when unknown."""
     try:
         if device == "cuda":
             return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
@@ -140,9 +138,9 @@ def memory_bytes(device: str) -> int | None:
 
 
 def check_memory(model_cfg: ModelConfig, cfg: TrainConfig, device: str) -> None:
-    """Refuse, naming the flags, a run whose model or one training step cannot fit in the device's memory at all.
-    A rough lower bound (float32 weights, gradients, AdamW's moments, logits and activations): what passes may
-    still run out of memory, and is then recorded as a failed run."""
+    """Refuse a run whose model or one training step cannot fit in the device's memory at all, naming the
+    flags. The estimate is a rough lower bound: float32 weights, gradients, AdamW's moments, logits
+    and activations. What passes may still run out of memory, and is then recorded as a failed run."""
     total = memory_bytes(device)
     if total is None:
         return
@@ -185,7 +183,7 @@ def sync_interval(device: str) -> int:
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup to the peak, then cosine decay to min_lr_ratio of it at the last step."""
+    """Linear warmup to the peak, then cosine decay. It reaches min_lr_ratio of the peak at the last step."""
     warmup = min(cfg.warmup_steps, cfg.steps)
     if step < warmup:
         return cfg.lr * (step + 1) / warmup
@@ -197,23 +195,23 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 class AdamW:
     """Adam with decoupled weight decay, computed as torch.optim.AdamW computes it.
 
-    Used on the CPU, because the first use of torch.optim imports torch's compiler stack
-    (torch._dynamo, about 800 modules): in a fresh process on this project's 2-core CPU
-    machine (torch 2.13.0 CPU build, measured while another job loaded it), constructing a
-    torch.optim.AdamW and taking its first step took 0.8-1.4 s (median 1.3 s over 5
-    processes; constructing alone, 1.8-1.9 s in 3 earlier ones), against 1-2 ms for this
-    class, while a smoke run trains in about a second. tests/run/test_train.py checks it against
-    torch.optim.AdamW (plain, foreach and fused). On CUDA make_optimizer uses torch's fused
-    AdamW instead.
+    Used on the CPU, where the first use of torch.optim imports torch's compiler stack
+    (torch._dynamo, about 800 modules). On the 2-core machine, a fresh process took 0.8-1.4 s
+    to construct a torch.optim.AdamW and take its first step. This class takes 1-2 ms, and a
+    smoke run trains in about a second (docs/measurements.md). On CUDA make_optimizer uses
+    torch's fused AdamW instead.
 
-    Flat (when every parameter has one dtype and device): the parameters become views into one
-    buffer and each moment is one buffer, so that a step is about ten operations on one tensor.
-    On a CPU torch's _foreach ops loop over the tensors one at a time, and each wraps its Python
-    scalar in a tensor: at the smoke size (29 parameters) clipping and this step took 1.1 ms of
-    a 6 ms training step, 0.6 ms flat (docs/measurements.md). Every operation is elementwise, so
-    the values are bitwise those of the per-tensor path (tests/run/test_train.py); a step where a
-    parameter has no gradient takes the per-tensor path on views of the same buffers. release()
-    gives each parameter its own storage back: safetensors refuses to save tensors that share one.
+    Flat, when every parameter has one dtype and device. The parameters become views into one
+    buffer, and each moment is one buffer. A step is then about ten operations on one tensor.
+    On a CPU, torch's _foreach ops loop over the tensors one at a time. Each wraps its Python
+    scalar in a tensor. At the smoke size (29 parameters), clipping and the step took 1.1 ms of
+    a 6 ms training step; flat, 0.6 ms (docs/measurements.md). Every operation is elementwise,
+    so the values are bitwise those of the per-tensor path. A step where a parameter has no
+    gradient takes the per-tensor path, on views of the same buffers. release() gives each
+    parameter its own storage back: safetensors refuses to save tensors that share one.
+
+    tests/run/test_train.py checks it against torch.optim.AdamW (plain, foreach and fused), and
+    the flat step against the per-tensor one.
     """
 
     def __init__(
@@ -250,7 +248,7 @@ class AdamW:
         return views
 
     def release(self) -> None:
-        """Each parameter in its own storage again (the moments stay in theirs); later steps are per tensor."""
+        """Each parameter in its own storage again. The moments stay in theirs, and later steps are per tensor."""
         if self.flat is not None:
             for g in self.param_groups:
                 for p in g["params"]:
@@ -259,7 +257,7 @@ class AdamW:
 
     @torch.no_grad()
     def step(self, max_norm: float = 0.0) -> None:
-        """One update; first, when max_norm > 0, the gradients clipped to that norm as clip_grad_norm_ clips them."""
+        """One update. When max_norm > 0, the gradients are first clipped to it, as clip_grad_norm_ clips them."""
         grads = [p.grad for g in self.param_groups for p in g["params"]]
         if self.flat is None or any(g is None for g in grads):
             if max_norm > 0:
@@ -309,14 +307,14 @@ class AdamW:
 
 
 def release(opt: AdamW | torch.optim.AdamW) -> None:
-    """The hand-written AdamW's parameters each in its own storage again (AdamW.release); torch's own holds none."""
+    """The hand-written AdamW's parameters, each in its own storage again (AdamW.release). torch's holds none."""
     if isinstance(opt, AdamW):
         opt.release()
 
 
 def clip_factor(params: list, max_norm: float) -> torch.Tensor:
-    """The factor (at most 1) that brings the gradients' total norm to max_norm, computed as
-    torch.nn.utils.clip_grad_norm_ computes it (the same operations in the same order: the same bits)."""
+    """The factor, at most 1, that brings the gradients' total norm to max_norm. It is computed as
+    torch.nn.utils.clip_grad_norm_ computes it. The same operations in the same order give the same bits."""
     norms = torch._foreach_norm([p.grad for p in params if p.grad is not None])
     total = torch.linalg.vector_norm(torch.stack(norms))
     return torch.clamp(max_norm / (total + 1e-6), max=1.0)
@@ -330,13 +328,13 @@ def param_groups(model: GPT, cfg: TrainConfig) -> list[dict]:
 
 
 def torch_adamw(groups: list[dict], cfg: TrainConfig, fused: bool) -> torch.optim.AdamW:
-    """torch's AdamW with the settings of the hand-written one: fused (one kernel for every parameter) or foreach."""
+    """torch's AdamW with the hand-written one's settings. Fused (one kernel for every parameter) or foreach."""
     kind = {"fused": True} if fused else {"foreach": True}
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=ADAMW_EPS, **kind)
 
 
 def make_optimizer(model: GPT, cfg: TrainConfig, device: str = "cpu") -> AdamW | torch.optim.AdamW:
-    """AdamW: torch's fused one on CUDA, where its start-up cost is lost in the run's; the hand-written one elsewhere."""
+    """AdamW: torch's fused one on CUDA, its start-up cost lost in the run's. The hand-written one elsewhere."""
     groups = param_groups(model, cfg)
     if device == "cuda":
         return torch_adamw(groups, cfg, fused=True)
@@ -344,8 +342,8 @@ def make_optimizer(model: GPT, cfg: TrainConfig, device: str = "cpu") -> AdamW |
 
 
 def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
-    """A batch onto the device. On CUDA through pinned memory without blocking: a copy from pageable memory
-    would wait for the GPU to finish its queue, a host sync every step."""
+    """A batch onto the device. On CUDA, through pinned memory without blocking. A copy from pageable memory
+    would wait for the GPU to finish its queue: a host sync every step."""
     if device == "cuda":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
@@ -358,7 +356,7 @@ def _autocast(device: str):
 
 
 def eval_chunk(context: int, vocab: int, device: str) -> int:
-    """Windows per forward pass when evaluating: about EVAL_CHUNK_TOKENS tokens, fewer with a large vocabulary."""
+    """Windows per forward pass when evaluating. About EVAL_CHUNK_TOKENS tokens, fewer with a large vocabulary."""
     tokens = min(EVAL_CHUNK_TOKENS.get(device, EVAL_CHUNK_TOKENS["cpu"]), EVAL_LOGITS_BYTES // (8 * vocab))
     return max(1, tokens // context)
 
@@ -367,9 +365,9 @@ def eval_chunk(context: int, vocab: int, device: str) -> int:
 def window_losses(
     model: GPT, parts: list[tuple[np.ndarray, np.ndarray]], context: int, device: str, per_token: bool = False
 ):
-    """Each window's summed loss (nats over its context targets, float64) for each (ids, offsets) part, in one
-    pass: the windows of every part share the forward passes, of eval_chunk windows each. No host sync per chunk.
-    per_token: also each part's per-token losses (windows x context, float32), for the metrics of evaluation.py."""
+    """Each window's summed loss (nats over its context targets, float64), for each (ids, offsets) part. One
+    pass: every part's windows share the forward passes, of eval_chunk windows each. No host sync per chunk.
+    per_token: also each part's per-token losses (windows x context, float32), for evaluation.py's metrics."""
     sizes = [len(offsets) for _, offsets in parts]
     pairs = [windows(ids, offsets, context) for ids, offsets in parts if len(offsets)]
     if not pairs:
@@ -396,12 +394,12 @@ def window_losses(
 
 
 def mean_loss(sums: np.ndarray, context: int) -> float:
-    """Mean loss per token of windows from their summed losses (window_losses); NaN for no window."""
+    """Mean loss per token of windows, from their summed losses (window_losses). NaN for no window."""
     return float(sums.sum()) / (len(sums) * context) if len(sums) else math.nan
 
 
 def evaluate(model: GPT, ids: np.ndarray, offsets: np.ndarray, context: int, device: str) -> float:
-    """Mean loss in nats per token over the windows starting at offsets (every window has context targets)."""
+    """Mean loss in nats per token over the windows starting at offsets. Each window has context targets."""
     return mean_loss(window_losses(model, [(ids, offsets)], context, device)[0], context)
 
 
@@ -414,24 +412,24 @@ def is_oom(e: BaseException) -> bool:
 
 
 def curve_windows(cfg: TrainConfig, windows: int) -> int:
-    """The validation windows of an intermediate evaluation (the curve, and so best_val_loss): --eval-batches
-    batches of the final evaluation's `windows`, or all of them when they are fewer (data.subset)."""
+    """How many validation windows an intermediate evaluation uses (the curve, and so best_val_loss).
+    --eval-batches batches of the final evaluation's `windows`, or all when fewer (data.subset)."""
     return min(cfg.eval_batches * cfg.batch_size, windows)
 
 
 def update_overflowed(e: RuntimeError) -> bool:
-    """torch's error for a step size or weight-decay factor beyond float32 (lr about 3.4e37 and up): the run diverged."""
+    """torch's error for a step size or weight-decay factor past float32 (lr about 3.4e37 and up): the run diverged."""
     return "without overflow" in str(e)
 
 
 class LossReader:
     """The training loss, from the device to the host. Off CUDA it is read, and checked, every step, before the
-    update. On CUDA the losses stay on the GPU and are read together every `every` steps and at every evaluation
-    (SYNC_EVERY). Spikes are counted over every step's loss, as they are read.
+    update. On CUDA the losses stay on the GPU. They are read together every `every` steps (SYNC_EVERY) and at
+    every evaluation. Spikes are counted over every step's loss, as they are read.
 
     A loss that is not finite ends the run as diverged; steps_done is then the steps before it. Read every step,
-    it stops the run before its update; read every N steps, up to N - 1 more steps run first, so a diverged
-    run's model may hold non-finite weights (it is never evaluated)."""
+    it stops the run before its update. Read every N steps, up to N - 1 more steps run first. So a diverged
+    run's model may hold non-finite weights; it is never evaluated."""
 
     def __init__(self, every: int, device: str, warmup: int):
         if every < 1:
@@ -441,7 +439,7 @@ class LossReader:
         self.spikes = Spikes(warmup)
 
     def keep(self, step: int, loss: torch.Tensor) -> bool:
-        """Hold this step's loss, or read it now when read every step: False when it is read and not finite."""
+        """Hold this step's loss, or read it now when reading every step. False when read and not finite."""
         if self.losses is not None:
             self.losses[self.pending] = loss.detach()
             self.pending += 1
@@ -457,7 +455,7 @@ class LossReader:
         return self.losses is None or evaluating or step % self.every == 0
 
     def read(self, step: int) -> int | None:
-        """Read the losses held up to this step: None when all are finite, else the steps before the first that
+        """Read the losses held up to this step. None when all are finite. Else the steps before the first that
         is not (the run's steps_done). On CUDA the host waits here for the GPU, once per `every` steps."""
         if self.losses is None:
             return None
@@ -473,8 +471,8 @@ class LossReader:
 
 
 class TrainClock:
-    """Seconds spent in training steps, for tokens_per_s: from a step's start to the next loss read (on CUDA the
-    steps queued before a read finish during it), evaluations left out."""
+    """Seconds spent in training steps, for tokens_per_s, evaluations left out. It runs from a step's start to
+    the next loss read. On CUDA the steps queued before a read finish during it."""
 
     def __init__(self):
         self.secs, self.since = 0.0, None
@@ -512,7 +510,7 @@ class EvalWindows:
 
 @dataclass(frozen=True)
 class FinalLosses:
-    """A run's losses at the end, on the full fixed sets; all NaN for a run that diverged or failed."""
+    """A run's losses at the end, on the full fixed sets. All NaN for a run that diverged or failed."""
 
     train_loss: float = math.nan
     val_loss: float = math.nan
@@ -532,7 +530,7 @@ def set_lr(opt: AdamW | torch.optim.AdamW, lr: float) -> None:
 
 
 def update(model: GPT, opt: AdamW | torch.optim.AdamW, loss: torch.Tensor, grad_clip: float) -> bool:
-    """Backward and one optimizer step; False when the update overflows float32, which ends the run as diverged."""
+    """Backward and one optimizer step. False when the update overflows float32, which ends the run as diverged."""
     loss.backward()
     try:
         if isinstance(opt, AdamW):
@@ -558,9 +556,9 @@ def curve_point(model: GPT, corpus: Corpus, windows: EvalWindows, context: int, 
 def final_losses(
     model: GPT, corpus: Corpus, windows: EvalWindows, context: int, last: dict, device: str
 ) -> FinalLosses:
-    """The losses on the full fixed sets, in one pass (the train loss is the last curve point's when that was all
-    of them); all NaN when one is not finite. val_loss averages the two halves' tokens: alternate windows, each
-    evenly spread over the split."""
+    """The losses on the full fixed sets, in one pass. The train loss is the last curve point's when that used
+    all of them. All NaN when one is not finite. val_loss averages the two halves' tokens: alternate windows,
+    each evenly spread over the split."""
     full_train = len(windows.train_final) > len(windows.train)
     parts = [(corpus.val, windows.val_final)] + ([(corpus.train, windows.train_final)] if full_train else [])
     sets = [(s.ids, offsets) for s, offsets in zip(corpus.evals, windows.sets, strict=True)]
@@ -588,8 +586,8 @@ def final_losses(
 
 
 def long_loss(model: GPT, corpus: Corpus, windows: EvalWindows, context: int, device: str) -> tuple[float, dict]:
-    """ctx2x_loss: the loss on the validation split's windows of LONG x context, and a note where there is none
-    (the learned position table's wall, a split too short): NaN then, and no error."""
+    """ctx2x_loss: the loss on the validation split's windows of LONG x context. Where there is none, NaN and a
+    note, not an error: a learned position table's wall, or a split too short."""
     long = LONG * context
     if model.pos_emb is not None:
         return math.nan, {"ctx2x_loss": f"wall: the learned position table has {context} rows, {long} needed"}
@@ -603,8 +601,8 @@ def long_loss(model: GPT, corpus: Corpus, windows: EvalWindows, context: int, de
 
 
 def oom_error(e: BaseException, step: int, device: str) -> str:
-    """The record's error for a run that ran out of memory; frees what CUDA's allocator holds for the next run.
-    Any other error is raised again: it is a defect, not a run's outcome."""
+    """The record's error for a run that ran out of memory. It frees what CUDA's allocator holds, for the next
+    run. Any other error is raised again: it is a defect, not a run's outcome."""
     if not is_oom(e):
         raise e
     if device == "cuda":
@@ -619,7 +617,7 @@ def finite(point: dict) -> bool:
 
 @dataclass
 class Outcome:
-    """What a run's loop leaves: the steps it took, its curve, and its final losses or its error."""
+    """What a run's loop leaves. The steps it took, its curve, and its final losses or its error."""
 
     steps_done: int = 0
     curve: list[dict] = field(default_factory=list)
@@ -641,8 +639,8 @@ class Outcome:
         return value
 
     def close(self, started: float, t0: float) -> float:
-        """The run's seconds since t0 (time.perf_counter), with its training steps (train_secs), its start (Unix
-        time) and what no part accounts for ("other") written into timing."""
+        """The run's seconds since t0 (time.perf_counter). Into timing go its training steps (train_secs), its
+        start (Unix time) and what no part accounts for ("other")."""
         secs = time.perf_counter() - t0
         self.timing.update(train_steps=self.train_secs, started=started)
         parts = ("startup", "train_steps", "curve_evals", "final_eval")
@@ -651,13 +649,13 @@ class Outcome:
 
     @property
     def diverged(self) -> bool:
-        """Neither failed nor ended with finite losses: a loss, an update or an evaluation was not finite."""
+        """Neither failed nor ended with finite losses. A loss, an update or an evaluation was not finite."""
         return not (self.error or self.final.finite)
 
 
 def check_run(model_cfg: ModelConfig, corpus: Corpus, cfg: TrainConfig) -> tuple[ModelConfig, str]:
-    """The settings checked against the corpus and the device: the model (its vocabulary, the tokenizer's) and
-    the device to train on."""
+    """The settings checked against the corpus and the device. Returns the model, with the tokenizer's
+    vocabulary, and the device to train on."""
     cfg.validate()
     model_cfg = replace(model_cfg, vocab_size=corpus.tokenizer.vocab_size)
     check_length(corpus, model_cfg.context)
@@ -669,7 +667,7 @@ def check_run(model_cfg: ModelConfig, corpus: Corpus, cfg: TrainConfig) -> tuple
 def build(
     model_cfg: ModelConfig, cfg: TrainConfig, seed: int, init: str, device: str
 ) -> tuple[GPT, torch.nn.Module, AdamW | torch.optim.AdamW]:
-    """The model from its weight-init stream, the module each step calls (compiled or not), and the optimizer."""
+    """The model from its weight-init stream, and the optimizer. Also the module each step calls, compiled or not."""
     torch.manual_seed(stream_seed(seed, init))
     model = GPT(model_cfg).to(device)
     torch.manual_seed(stream_seed(seed, "dropout"))  # from here on, torch's generator serves dropout alone
@@ -737,7 +735,7 @@ def run_result(
 
 
 def pin_threads(cfg: TrainConfig, threads: int | None = None) -> int:
-    """torch's threads for a run, pinned before it trains: CPU results depend on them."""
+    """torch's threads for a run, pinned before it trains. CPU results depend on them."""
     threads = threads or cfg.threads or default_threads()
     torch.set_num_threads(threads)
     return threads
@@ -756,8 +754,8 @@ def train_run(
     """Train one model and evaluate it. progress(step, loss) is called after every step whose loss is read.
     init names the weight-init stream: "init", or "placebo" for the placebo row. sync_every: steps between
     host reads of the loss (LossReader); None is sync_interval(device). Any value gives the same losses.
-    A loss, update or evaluation that is not finite ends the run as diverged, and an out-of-memory error
-    ends it with its message; neither raises."""
+    A loss, update or evaluation that is not finite ends the run as diverged. An out-of-memory error ends
+    it with its message. Neither raises."""
     started, t0, out = time.time(), time.perf_counter(), Outcome()
     model_cfg, device = check_run(model_cfg, corpus, cfg)
     threads = pin_threads(cfg, threads)
