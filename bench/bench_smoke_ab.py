@@ -1,13 +1,16 @@
-"""`make smoke` (`modern-gpt ablate --seeds 3 --smoke`) side by side: this tree against another commit's package,
-run interleaved (A, B, then B, A, ...) in one process, so that both arms see the same load.
+"""`make smoke` (`modern-gpt ablate --seeds 3 --smoke`) side by side: this tree against another commit's package
+(and any further trees), run in rounds whose order rotates, so that every arm sees the same load.
 
-    python bench/bench_smoke_ab.py --before a2f2157 [--pairs 4]
+    python bench/bench_smoke_ab.py --before a2f2157 [--pairs 4] [--tree noctx=/tmp/noctx]
 
-Prints each pair's wall seconds, the medians and the machine, for docs/measurements.md.
+Prints each round's wall seconds (and CPU seconds of every process, by `perf stat`, where perf runs), then per
+arm the median and each other arm's paired median change against `before`, with the machine, for
+docs/measurements.md. A --tree is a folder holding a `modern_gpt` package, e.g. this tree with one pass skipped.
 """
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -18,19 +21,31 @@ from pathlib import Path
 from common import ablate_command, machine
 
 ROOT = Path(__file__).resolve().parent.parent
+PERF = shutil.which("perf")
 
 
-def timed(tree: Path, out: str) -> float:
+def timed(tree: Path, out: str) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (all processes, the workers included; NaN without perf) of one smoke."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    perf = [PERF, "stat", "-x,", "-e", "task-clock"] if PERF else []
     t = time.perf_counter()
-    subprocess.run(ablate_command(out, "--smoke"), check=True, capture_output=True, env=env, cwd=tree)
-    return time.perf_counter() - t
+    done = subprocess.run([*perf, *ablate_command(out, "--smoke")], capture_output=True, env=env, cwd=tree, text=True)
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise SystemExit(f"the smoke in {tree} failed:\n{done.stderr[-2000:]}")
+    lines = [line for line in done.stderr.splitlines() if ",task-clock" in line]
+    try:
+        cpu = float(lines[-1].split(",")[0]) / 1000  # task-clock is in milliseconds
+    except (IndexError, ValueError):  # perf refused (a container without perf events)
+        cpu = float("nan")
+    return wall, cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="the commit whose package is the other arm")
-    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--pairs", type=int, default=4, help="rounds, each running every arm once")
+    parser.add_argument("--tree", action="append", default=[], help="NAME=FOLDER: a further arm")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "before"
@@ -39,18 +54,28 @@ def main() -> None:
             ["git", "archive", args.before, "modern_gpt"], cwd=ROOT, capture_output=True, check=True
         )
         subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
-        arms = {"before": before, "after": ROOT}
-        times: dict[str, list[float]] = {"before": [], "after": []}
+        arms = {"before": before, "after": ROOT, **{t.split("=", 1)[0]: Path(t.split("=", 1)[1]) for t in args.tree}}
+        names = list(arms)
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
         for i in range(args.pairs):
-            for name in ("before", "after") if i % 2 == 0 else ("after", "before"):
+            for name in names[i % len(names) :] + names[: i % len(names)]:  # the order rotates
                 times[name].append(timed(arms[name], os.path.join(tmp, f"{name}-{i}")))
-            print(f"pair {i + 1}: before {times['before'][-1]:.2f} s, after {times['after'][-1]:.2f} s", flush=True)
-    b, a = statistics.median(times["before"]), statistics.median(times["after"])
-    print(
-        f"median before {b:.2f} s ({min(times['before']):.2f}-{max(times['before']):.2f}), after {a:.2f} s "
-        f"({min(times['after']):.2f}-{max(times['after']):.2f}): {100 * (a - b) / b:+.1f}%; {machine()}, "
-        f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} at the end"
-    )
+            said = ", ".join(f"{n} {times[n][-1][0]:.2f} s" for n in names)
+            print(f"round {i + 1}: {said}", flush=True)
+    base = times["before"]
+    for name in names:
+        walls, cpus = [w for w, _ in times[name]], [c for _, c in times[name]]
+        line = f"{name}: median {statistics.median(walls):.2f} s ({min(walls):.2f}-{max(walls):.2f})"
+        line += f", CPU {statistics.median(cpus):.2f} s" if PERF else ""
+        if name != "before":
+            paired = [100 * (w / b[0] - 1) for (w, _), b in zip(times[name], base, strict=True)]
+            line += f"; paired against before: median {statistics.median(paired):+.1f}%"
+            line += f", median of medians {100 * (statistics.median(walls) / statistics.median(b for b, _ in base) - 1):+.1f}%"
+            if PERF:
+                cpu_paired = [100 * (c / b[1] - 1) for (_, c), b in zip(times[name], base, strict=True)]
+                line += f", CPU paired median {statistics.median(cpu_paired):+.1f}%"
+        print(line)
+    print(f"{machine()}, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
