@@ -1,6 +1,5 @@
 """Plugin files: components of your own (components.Component). Each file runs as a module of its own (load).
 It is sent to workers by value (jobs_plugins) and recorded by sha256 (records, check_recorded).
-
 A plugin is the user's own trusted code, as in litgpt and torchtitan. Only what would silently change the table
 is guarded: torch's global numeric state (numeric_guard) and causality (check_forward). Torch-free to import."""
 
@@ -177,9 +176,8 @@ def loaded_records() -> list[dict]:  # every plugin loaded in this process, used
 
 
 def check_recorded(recorded, where, read_only: bool = False) -> list[str]:
-    """Load each plugin a folder recorded, from a --plugin copy or else its recorded file. The source's sha256
-    must match. With read_only (a report), a missing file's components get stand-ins. The missing files are
-    returned, for a footnote."""
+    """Load each plugin a folder recorded (a --plugin copy, else its file), its sha256 checked. With read_only
+    (a report), a missing file's components get stand-ins, and its files are returned for a footnote."""
     missing = []
     for r in recorded or []:
         if r["sha256"] in LOADED:
@@ -307,9 +305,8 @@ def numeric_guard(where: str, when: str):
 
 
 def check_forward(cfg: ModelConfig) -> None:
-    """Two sequences forward and backward, before any training. It refuses a factory that raises, a wrong shape
-    and a failing backward. It refuses a numeric_guard change and a leak of later tokens. Shapes are checked past
-    (1, 1), where a pooled axis would pass."""
+    """Two sequences forward and backward, before training. Refused: a factory that raises, a wrong shape (checked
+    past (1, 1), where a pooled axis passes), a failing backward, a numeric_guard change, a leak of later tokens."""
     if not cfg.extra_components:
         return
     cfg, T = replace(cfg, dropout=0.0), min(16, cfg.context)  # 16: a shift by up to 15 positions is seen
@@ -387,9 +384,8 @@ def _shape(output):
 
 @contextlib.contextmanager
 def guarded_run(cfg: ModelConfig, train: bool = False):
-    """A plugin row's run under numeric_guard. A change made mid-run, past the check, is that run's error.
-    With train (`modern-gpt train`), there is no next run to go on with. Then what the plugin raises, an exit
-    too, is one sentence."""
+    """A plugin row's run under numeric_guard: a change made mid-run is that run's error. With train
+    (`modern-gpt train`, no next run to go on with), what the plugin raises, an exit too, is one sentence."""
     try:
         with numeric_guard(files_of(cfg), "while training") if cfg.extra_components else contextlib.nullcontext():
             yield
