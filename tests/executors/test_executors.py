@@ -249,16 +249,16 @@ def test_a_dead_local_worker_has_its_run_started_again_then_recorded_as_failed(t
 @pytest.mark.slow
 def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 8)  # a machine with more cores than runs to do
-    started = []
-    start = LocalPool._start
-    monkeypatch.setattr(LocalPool, "_start", lambda self, *a: started.append(1) or start(self, *a))
+    pools = []
+    run = LocalPool.run
+    monkeypatch.setattr(LocalPool, "run", lambda self, *a: pools.append(self) or run(self, *a))
     settings = resolve(None, True, {"train.steps": 5, "train.eval_every": 5, "train.eval_tokens": 1024})
     spec = planning.plan_spec(
         settings, planning.Request("ablate", "custom", variants="classic;rope", seeds="1", placebo=False)
     )
     ablation = running.start(spec, tmp_path / "r", "test")
     ablation.run(Quiet())
-    assert len(started) == 2 and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
+    assert [p.started for p in pools] == [2] and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
     assert local.workers("auto", "cpu", 3) == 3 and local.workers("auto", "cpu", 20) == 8
 
 
