@@ -1,16 +1,15 @@
 """A ladder: the plan's rows at K model sizes (rungs), each rung an ordinary ablation folder, and one scale table.
 
-DIR/ladder.json holds the ladder (the rungs, their tokens and learning rates, the rule that chose them, and each
-rung's Spec); DIR/rung-0 ... DIR/rung-K-1 are ablation folders like any other (report, --resume, the trackers
-read them as they are); DIR/runs.csv is the runs the scale table reads (one row per run, with its rung and its
-training FLOPs; with --lrs, each row's chosen learning rate), so that `modern-gpt judge DIR/runs.csv
---compute-col flops` gives the same table; DIR/summary.csv is the scale table (verdict/ladder.py's columns).
+DIR/ladder.json holds the ladder: the rungs, their tokens and learning rates, the rule that chose them, and each
+rung's Spec. DIR/rung-0 ... DIR/rung-K-1 are ablation folders like any other: report, --resume and the trackers
+read them as they are. DIR/runs.csv holds the runs the scale table reads, one row per run, with its rung and
+training FLOPs (with --lrs, each row's chosen learning rate). So `modern-gpt judge DIR/runs.csv --compute-col
+flops` gives the same table. DIR/summary.csv is the scale table (verdict/ladder.py's columns).
 
-Fairness holds at every rung as in any ablation: a rung's rows see the same batches and evaluation tokens per
-seed. The sizes: each rung keeps the config's heads and KV heads (so GQA's ratio is the same at every size) and
-changes the width (and the depth, where asked). The tokens: each rung's tokens are its non-embedding parameters
-(of the plan's first row) times one ratio, by default the config's own (its steps, batch and context over its
-size), so that a ladder whose top rung is the config trains it exactly as `ablate` does.
+Each rung is as fair as any ablation (docs/statistics.md). It keeps the config's heads and KV heads, so
+GQA's ratio is the same at every size. It changes the width, and the depth where asked. Its tokens are its
+non-embedding parameters (of the plan's first row) times one ratio. By default that is the config's own: its
+steps, batch and context over its size. So a ladder whose top rung is the config trains it exactly as `ablate` does.
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ MAX_RUNG_STEPS = 10**8  # more steps than anyone waits for is a typing mistake (
 
 @dataclass(frozen=True)
 class Rung:
-    """One size: its width and depth, its steps (and the warm-up and evaluation interval scaled with them), its
-    learning rate (None with --lrs: every row at each), and the plan's first row's non-embedding parameters."""
+    """One size: its width and depth, its steps (the warm-up and evaluation interval scaled with them), its lr.
+    lr is None with --lrs: every row trains at each. params: the plan's first row's non-embedding parameters."""
 
     dim: int
     layers: int
@@ -71,7 +70,7 @@ class Ladder:
     command: str = ""
 
     def with_table_choices(self, trend_margin: float | None, target_compute: float | None) -> Ladder:
-        """The ladder with the table's own choices, those given (None: kept), checked: they change the scale
+        """The ladder with the table's own choices, those given (None: kept), checked. They change the scale
         table, not the rungs, so a --resume takes them too."""
         why = table_choices_problem(trend_margin, target_compute)
         if why:
@@ -140,7 +139,7 @@ def _rung(r, i: int) -> Rung:
 
 
 def _agree(rungs: list[Rung], specs: list[Spec]) -> None:
-    """Each rung as its spec trains it, and the rungs growing: a hand-edited rung would label another's numbers."""
+    """Each rung as its spec trains it, and the rungs growing. A hand-edited rung would label another's numbers."""
     for i, (r, spec) in enumerate(zip(rungs, specs, strict=True)):
         m, t = spec.settings.model, spec.settings.train
         if (m.dim, m.layers, t.steps) != (r.dim, r.layers, r.steps):
@@ -152,7 +151,7 @@ def _agree(rungs: list[Rung], specs: list[Spec]) -> None:
 
 
 def is_ladder(folder) -> bool:
-    """A folder holding ladder.json, of any kind (a pipe or a folder so named is then named by read)."""
+    """A folder holding ladder.json, of any kind. A pipe or a folder so named is then named by read."""
     return os.path.lexists(Path(folder) / LADDER_FILE)
 
 
@@ -161,8 +160,8 @@ def rung_folder(folder: Path, i: int) -> Path:
 
 
 def read(folder: Path, read_only: bool = False) -> Ladder:
-    """ladder.json, checked, with the plugins its rungs recorded loaded first (their specs name their
-    components); read_only (a report): a missing plugin file is stood in for (_missing_note)."""
+    """ladder.json, checked, after loading the plugins its rungs recorded (their specs name their components).
+    read_only (a report): a missing plugin file is stood in for (_missing_note)."""
     path = Path(folder) / LADDER_FILE
     if not os.path.lexists(path):
         raise UserError(_no_ladder(Path(folder)))
@@ -187,7 +186,7 @@ def read(folder: Path, read_only: bool = False) -> Ladder:
 
 
 def _no_ladder(folder: Path) -> str:
-    """Why a folder given as a ladder holds none: it does not exist, it is an ablation (a rung), or something else."""
+    """Why a folder given as a ladder holds none. It does not exist, it is an ablation (a rung), or something else."""
     if not folder.exists():
         return f"{folder} does not exist; give the folder modern-gpt scale wrote (the one holding ladder.json)."
     if (folder / "meta.json").exists():
@@ -212,9 +211,9 @@ def write(folder: Path, ladder: Ladder) -> None:
 
 
 def check_rungs(folder: Path, ladder: Ladder) -> None:
-    """Each rung folder's own meta.json against ladder.json (the plan, the rows, the seeds, the size, the data),
-    before a number is read: rungs are matched by position, so a rung copied from another ladder, or two rungs
-    swapped, would lend their runs to the wrong rows or size."""
+    """Each rung folder's own meta.json against ladder.json (plan, rows, seeds, size, data), before a number is
+    read. Rungs are matched by position. A rung copied from another ladder, or two rungs swapped, would lend
+    their runs to the wrong rows or size."""
     from .results import ResultsDir
 
     for i, want in enumerate(ladder.specs):
@@ -254,7 +253,7 @@ def resume_command(folder) -> str:
 # Planning: the rungs' sizes, tokens and learning rates
 # ---------------------------------------------------------------------------
 def _numbers(text: str, flag: str, kind=int) -> list:
-    """A comma list of whole numbers; an empty entry ('32,,64', a trailing comma) is a typing mistake, not a skip."""
+    """A comma list of whole numbers. An empty entry ('32,,64', a trailing comma) is a typing mistake, not a skip."""
     parts = [x.strip() for x in str(text).split(",")]
     if not any(parts):
         raise UserError(f"{flag} is empty; give numbers separated by commas.")
@@ -267,7 +266,7 @@ def _numbers(text: str, flag: str, kind=int) -> list:
 
 
 def parse_widths(text: str | int | None, dim: int) -> list[int]:
-    """--rungs: a count (the config's width halved at each rung down) or widths separated by commas."""
+    """--rungs: a count (the config's width halved at each rung down), or widths separated by commas."""
     text = str(DEFAULT_RUNGS if text is None else text).strip()
     if "," not in text:
         try:
@@ -290,7 +289,7 @@ def parse_widths(text: str | int | None, dim: int) -> list[int]:
 
 
 def _rung_model(base: ModelConfig, dim: int, layers: int) -> ModelConfig:
-    """The config at another width and depth: the same heads and KV heads, an explicit MLP width scaled with dim."""
+    """The config at another width and depth. The heads and KV heads stay; an explicit MLP width scales with dim."""
     hidden = None if base.mlp_hidden is None else max(1, round(base.mlp_hidden * dim / base.dim))
     return replace(base, dim=dim, layers=layers, mlp_hidden=hidden)
 
@@ -300,8 +299,8 @@ def _body(model: ModelConfig, components: tuple[str, ...]) -> int:
 
 
 def plan_ladder(settings: Settings, request: Request) -> Ladder:
-    """The ladder of a new `modern-gpt scale`: its rungs and each rung's Spec (plan_spec's, at that size), from
-    the request's ladder choices (request.ladder)."""
+    """The ladder of a new `modern-gpt scale`: its rungs and each rung's Spec (plan_spec's, at that size).
+    It is planned from the request's ladder choices (request.ladder)."""
     base, asked = settings.model, request.ladder
     widths = parse_widths(asked.rungs, base.dim)
     layers = _numbers(asked.depths, "--depths") if asked.depths is not None else [base.layers] * len(widths)
@@ -344,7 +343,7 @@ def rung_settings(settings: Settings, r: Rung) -> Settings:
 
 
 def _check_shape(base: ModelConfig, dim: int, layers: int) -> None:
-    """A rung's shape, before its config is made: heads dividing the width, and RoPE's even head width."""
+    """A rung's shape, checked before its config is made. The heads divide the width; RoPE's head width is even."""
     why = None
     if dim % base.heads:
         why = f"the width {dim} is not divisible by the {base.heads} heads"
@@ -407,7 +406,7 @@ def _steps(
 def _learning_rates(
     settings: Settings, sizes: list[int], rule: str | None, request: Request
 ) -> tuple[str, list[float | None]]:
-    """Each rung's learning rate and the rule, in words; with --lrs every rung trains every row at each."""
+    """Each rung's learning rate and the rule, in words. With --lrs, every rung trains every row at each."""
     grid = request.lrs is not None or request.lr_sweep is not None
     if grid:
         if rule is not None:
@@ -433,8 +432,8 @@ def rung_models(spec: Spec) -> list[ModelConfig]:
 # ---------------------------------------------------------------------------
 @dataclass
 class LadderReport:
-    """A ladder folder's tables: the ladder, the scale design, rows and footnotes, each rung's ordinary Report,
-    and the runs the scale table read (runs.csv's frame)."""
+    """A ladder folder's tables: the ladder, the scale design, rows and footnotes, each rung's ordinary Report.
+    runs: the runs the scale table read (runs.csv's frame)."""
 
     ladder: Ladder
     design: object  # verdict.ladder.LadderDesign
@@ -468,7 +467,7 @@ RUN_FRAME = [
 
 
 def load(folder) -> LadderReport:
-    """The scale table of a ladder folder from its files alone (each rung's meta.json and runs/)."""
+    """The scale table of a ladder folder from its files alone: each rung's meta.json and runs/."""
 
     from ..verdict.design import Row
     from ..verdict.ladder import LadderDesign, LadderError, holdout_check, ladder_table
@@ -523,7 +522,7 @@ def load(folder) -> LadderReport:
 
 
 def _run_frame(ladder: Ladder, reps: list, columns: list[str]):
-    """Every rung's runs in one frame: each run's rung, its row's name, reference and placebo mark."""
+    """Every rung's runs in one frame, each with its rung, its row's name, reference and placebo mark."""
     import pandas as pd
 
     frames = []
@@ -539,7 +538,7 @@ def _run_frame(ladder: Ladder, reps: list, columns: list[str]):
 
 
 def _edge_rows(reps: list) -> tuple[int, ...]:
-    """The rows whose best learning rate is at the edge of the grid at any rung (with --lrs): no prediction."""
+    """The rows whose best learning rate is at the grid's edge at any rung (with --lrs). They get no prediction."""
     out = set()
     for rep in reps:
         sweep = rep.design.sweep
@@ -550,7 +549,7 @@ def _edge_rows(reps: list) -> tuple[int, ...]:
 
 
 def _missing_note(missing: list[str]) -> list[str]:
-    """A ladder whose plugin file is gone: its scale table is read from the runs alone."""
+    """A ladder whose plugin file is gone. Its scale table is read from the runs alone."""
     if not missing:
         return []
     return [
@@ -560,7 +559,7 @@ def _missing_note(missing: list[str]) -> list[str]:
 
 
 def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
-    """What a rung's own table warns of that the scale table inherits: memorised training splits, unfinished
+    """What a rung's own table warns of that the scale table inherits. Memorised training splits, unfinished
     or failed runs, and a best learning rate at the edge of its grid."""
     from ..verdict.table import failure_notes, unfinished_notes
 
@@ -579,8 +578,8 @@ def _rung_notes(ladder: Ladder, reps: list) -> list[str]:
 
 
 def _edge_notes(r: Rung, design) -> list[str]:
-    """With --lrs: the rows whose best learning rate at this rung is the smallest or largest of the grid, where
-    a better one may lie outside it (a wrong rate at one rung reads as a gain that changes with scale)."""
+    """With --lrs: the rows whose best learning rate at this rung is the grid's smallest or largest. A better one
+    may lie outside it. A wrong rate at one rung reads as a gain that changes with scale."""
     if design.sweep is None or design.sweep.at is not None:
         return []
     low, high = min(design.sweep.lrs), max(design.sweep.lrs)

@@ -1,7 +1,7 @@
-"""Each table row's Δ and 95% CI at more than one point, for the trackers' margin charts (trackers.records.Margins):
-at each look of --seeds auto, on the seeds that look saw, or at each learning rate of --lrs, every row at that
-rate. Computed as the table is (verdict.table's lr_view and summarize), so the last look's points are the
-table's own; a look's interval is that look's plain 95% CI, not the boundary the verdict was held to."""
+"""Each table row's Δ and 95% CI at more than one point, for the trackers' margin charts (trackers.records.Margins).
+With --seeds auto, a point per look, on the seeds it saw. With --lrs, a point per learning rate, every row at it.
+Computed as the table is (verdict.table's lr_view and summarize): the last look's points are the table's own.
+A look's interval is its plain 95% CI, not the boundary the verdict was held to."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .results import ResultsDir
 
 
 def margins(folder) -> Margins:
-    """The folder's margins (folder: a path or its ResultsDir); empty for a table of one point per row."""
+    """The folder's margins (folder: a path or its ResultsDir). Empty for a table of one point per row."""
     results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
     design = design_of(results.read_meta(), results.spec, results.path)
     runs = results.scan().runs()

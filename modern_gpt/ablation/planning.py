@@ -1,7 +1,7 @@
 """Planning an ablation: its rows (plans of variants, the placebo, --match-params), its seeds, and the Spec.
 
-The Spec is everything that decides the numbers; meta.json stores it and --resume compares it. Nothing here
-trains, reads data or starts a process: the command line asks this module what to run, and running.py runs it.
+The Spec is everything that decides the numbers. meta.json stores it and --resume compares it. Nothing here
+trains, reads data or starts a process. The command line asks this module what to run; running.py runs it.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Variant:
         return out if self.lr is None else {**out, "lr": self.lr}
 
     def row(self) -> Row:
-        """This run row as a table's Row (its facts, params and the rest, come from the folder's meta.json)."""
+        """This run row as a table's Row. Its facts, params and the rest, come from the folder's meta.json."""
         return Row(self.name, self.reference, self.placebo, self.lr, self.components)
 
     @classmethod
@@ -76,9 +76,9 @@ TABLE_CHOICES = ("trend_margin", "target_compute")  # they change the scale tabl
 
 @dataclass(frozen=True)
 class LadderRequest:
-    """scale's ladder choices, as typed (ladder.plan_ladder parses them): the rungs' sizes, tokens and learning
-    rates, fixed when a ladder starts, and the scale table's own (TABLE_CHOICES), which a --resume may change.
-    None: nobody chose it (its default holds); the other commands' requests leave every one None."""
+    """scale's ladder choices, as typed; ladder.plan_ladder parses them. The rungs' sizes, tokens and learning
+    rates are fixed when a ladder starts. A --resume may change the scale table's own (TABLE_CHOICES).
+    None: nobody chose it, so its default holds. The other commands' requests leave every one None."""
 
     rungs: str | int | None = None  # a count, or widths separated by commas
     depths: str | None = None
@@ -90,16 +90,15 @@ class LadderRequest:
 
     @property
     def rung_choices(self) -> list[str]:
-        """The choices given that fix the rungs (not the table's), in the flags' order: --resume refuses them."""
+        """The choices given that fix the rungs, not the table's, in the flags' order. --resume refuses them."""
         return [f.name for f in fields(self) if f.name not in TABLE_CHOICES and getattr(self, f.name) is not None]
 
 
 @dataclass(frozen=True)
 class Request:
-    """One command's plan and statistical choices (and scale's ladder), built once from its flags or keywords
-    (session.request_of): plan_spec plans from it and the Spec keeps it; --resume compares it with the folder's
-    spec. None: nobody chose it (no flag, no config file's key), so its default holds and --resume does not
-    compare it."""
+    """One command's plan and statistical choices (and scale's ladder), built once (session.request_of).
+    plan_spec plans from it and the Spec keeps it; --resume compares it with the folder's spec. None: nobody
+    chose it (no flag, no config file's key). Then its default holds, and --resume does not compare it."""
 
     command: str  # ablate, duel, power or scale
     plan: str | None = None  # --plan; None: the command's own (DEFAULT_PLAN)
@@ -142,8 +141,8 @@ def parse_components(text: str | None) -> tuple[str, ...]:
 
 
 def parse_variant(name: str) -> tuple[str, ...]:
-    """'classic', 'modern', or components joined by '+' (e.g. 'rmsnorm+rope'), on top of classic or modern if named
-    first ('classic+rope' is 'rope'; 'modern+relu2' is the six with relu2 in swiglu's slot)."""
+    """'classic', 'modern', or components joined by '+' (e.g. 'rmsnorm+rope'). They go on top of classic or
+    modern if named first. 'classic+rope' is 'rope'; 'modern+relu2' is the six with relu2 in swiglu's slot."""
     name = name.strip()
     if name == "classic":
         return ()
@@ -194,8 +193,8 @@ def make_plan(plan: str, components: tuple[str, ...] = COMPONENTS, variants: str
 
 
 def _check_repeats(rows: list[Variant]) -> None:
-    """Two rows of one model would train it again and add a zero row to the table's family of tests: refused,
-    naming both spellings (a deliberate repeat is what the placebo row is for)."""
+    """Two rows of one model would train it again, adding a zero row to the table's family of tests. Refused,
+    naming both spellings. A deliberate repeat is what the placebo row is for."""
     seen: dict[tuple[str, ...], str] = {}
     for v in rows:
         if v.components in seen:
@@ -209,8 +208,8 @@ def _check_repeats(rows: list[Variant]) -> None:
 
 
 def add_placebo(rows: list[Variant]) -> list[Variant]:
-    """The plan with its first row repeated right under it, with only the weight-init stream changed and
-    compared with the first row: its delta shows what initialisation alone does on this data and budget."""
+    """The plan with its first row repeated right under it, only the weight-init stream changed. It is compared
+    with the first row: its delta shows what initialisation alone does on this data and budget."""
     first = rows[0]
     placebo = replace(first, name=f"{first.name} (placebo)", reference=0, placebo=True)
     shifted = [replace(v, reference=v.reference + 1 if v.reference else v.reference) for v in rows[1:]]
@@ -224,7 +223,7 @@ MAX_LRS = 20
 
 
 def parse_lrs(lrs: str | None, sweep: str | None) -> list[float] | None:
-    """--lrs 1e-3,3e-3,1e-2 or --lr-sweep LOW:HIGH:N (N log-spaced from LOW to HIGH, both included), sorted."""
+    """--lrs 1e-3,3e-3,1e-2 or --lr-sweep LOW:HIGH:N, sorted. The sweep is N log-spaced, LOW and HIGH included."""
     if lrs is not None and sweep is not None:
         raise UserError("--lrs and --lr-sweep both choose the learning rates; give one of them.")
     if lrs is None and sweep is None:
@@ -265,8 +264,8 @@ def parse_lrs(lrs: str | None, sweep: str | None) -> list[float] | None:
 
 
 def expand_lrs(rows: list[Variant], lrs: list[float]) -> list[Variant]:
-    """One run row per table row and learning rate, variant-major: row i at lrs[k] is run row i * K + k, and
-    is compared with its reference at the same learning rate (the table then picks each row's best)."""
+    """One run row per table row and learning rate, variant-major: row i at lrs[k] is run row i * K + k.
+    Each is compared with its reference at the same rate; the table then picks each row's best."""
     k = len(lrs)
     return [
         replace(v, lr=lr, reference=None if v.reference is None else run_row(v.reference, j, k))
@@ -294,8 +293,8 @@ def parse_seeds(text: str | int | None) -> int | str | None:
 
 
 def _seed_range(text: str) -> list[int]:
-    """One entry of --seed-list: a seed, or a range a-b of seeds (both included, as a table's footnote prints the
-    fresh seeds of a rerun)."""
+    """One entry of --seed-list: a seed, or a range a-b of seeds. Both ends are included, as a table's footnote
+    prints the fresh seeds of a rerun."""
     low, dash, high = text.strip().partition("-")
     if not dash:
         return [int(low)]
@@ -359,8 +358,8 @@ def variant_config(base: ModelConfig, v: Variant) -> ModelConfig:
 # The specification: everything that decides the numbers. --resume compares it.
 # ---------------------------------------------------------------------------
 class SpecError(UserError):
-    """A Spec that cannot be: its message names the key (spec.alpha, spec.variants[3].reference, ...), so that
-    a damaged meta.json is one sentence (results.check_meta says which file)."""
+    """A Spec that cannot be. Its message names the key (spec.alpha, spec.variants[3].reference, ...). So a
+    damaged meta.json is one sentence; results.check_meta says which file."""
 
 
 @dataclass
@@ -401,8 +400,8 @@ class Spec:
 
     @classmethod
     def from_dict(cls, d: dict) -> Spec:
-        """meta.json's spec (checked against results.META_SCHEMA first); a key an older folder lacks takes its
-        default. Its settings must be complete: a missing one would silently take its default, and runs be redone."""
+        """meta.json's spec, checked against results.META_SCHEMA first. A key an older folder lacks takes its default.
+        Its settings must be complete: a missing one would silently take its default, and runs be redone."""
         found = saved_settings_problem(d["settings"])
         missing = [k for k in ALL if k.split(".")[1] not in d["settings"][k.split(".")[0]] and k not in OPTIONAL]
         if found or missing:
@@ -425,8 +424,8 @@ class Spec:
 
     @staticmethod
     def command_in(meta: dict) -> str:
-        """The command of the plan a meta.json names, read even when the rest of it is damaged (for advice);
-        ablate's when it names none or an unknown one."""
+        """The command of the plan a meta.json names, read even when the rest is damaged (for advice). ablate's
+        when it names none or an unknown one."""
         plan = (
             meta.get("spec", {}).get("plan") if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else None
         )
@@ -435,8 +434,8 @@ class Spec:
     # -- the table it plans: its Design ---------------------------------------------------------------------
     @property
     def design(self) -> Design:
-        """The table this spec plans, as the verdict engine reads it: the rows (without the facts a folder's
-        meta.json adds: ablation/report.py), the seeds, the learning-rate grid and the statistics settings."""
+        """The table this spec plans, as the verdict engine reads it: rows, seeds, learning-rate grid, statistics
+        settings. The rows lack the facts a folder's meta.json adds (ablation/report.py)."""
         rows = tuple(v.row() for v in self.variants)
         return Design(
             rows,
@@ -453,7 +452,7 @@ class Spec:
 
     @property
     def table_variants(self) -> list[Variant]:
-        """The table's rows: each table row's first run row (run row b * K + j is table row b at lrs[j])."""
+        """The table's rows: each table row's first run row. Run row b * K + j is table row b at lrs[j]."""
         k = len(self.lrs) if self.lrs else 1
         return self.variants[::k]
 
@@ -494,7 +493,7 @@ class Spec:
         return self._plan_problem()
 
     def _plan_problem(self) -> str | None:
-        """Why a plan's name and its rows disagree (what report reads for a duel or power folder), or None."""
+        """Why a plan's name and its rows disagree, or None. report reads the name for a duel or power folder."""
         names = [v.name for v in self.variants if not v.placebo]
         if self.plan == "duel" and sorted(set(names)) != ["classic", "modern"]:
             return f"spec.plan is duel, but its rows are {names[:4]}, not classic and modern"
@@ -504,8 +503,8 @@ class Spec:
 
 
 def run_row(row: int, j: int, k: int) -> int:
-    """The layout of an ablation over K learning rates, variant-major: table row `row` at lrs[j] is run row
-    row * K + j (Spec.run_row and Spec.place read it; expand_lrs writes it)."""
+    """The layout of an ablation over K learning rates, variant-major. Table row `row` at lrs[j] is run row
+    row * K + j. Spec.run_row and Spec.place read it; expand_lrs writes it."""
     return row * k + j
 
 
@@ -567,7 +566,7 @@ def plan_spec(settings: Settings, request: Request) -> Spec:
 def _learning_rates(
     settings: Settings, plan: str, lrs: str | None, lr_sweep: str | None
 ) -> tuple[Settings, list[float] | None]:
-    """--lrs or --lr-sweep: two or more learning rates; one is a plain ablation at it (the settings' lr)."""
+    """--lrs or --lr-sweep: two or more learning rates. One is a plain ablation at it (the settings' lr)."""
     rates = parse_lrs(lrs, lr_sweep)
     if rates is not None and "train.lr" in settings.typed:  # else one of them would be silently dropped
         raise UserError(
@@ -589,8 +588,8 @@ def _rows(
     placebo: bool | None,
     rates: list[float] | None,
 ) -> list[Variant]:
-    """The run rows: the plan's rows, matched in size, with the placebo (on unless --no-placebo; always for
-    power), one per learning rate."""
+    """The run rows: the plan's rows, matched in size, with the placebo, one per learning rate. The placebo is
+    on unless --no-placebo, and always for power."""
     if plan == "custom" and components is not None:
         raise UserError("--components does not go with --plan custom, whose rows --variants names; leave one out.")
     rows = make_plan(plan, parse_components(components), variants)
@@ -625,9 +624,9 @@ READ_BY = {"model.kv_heads": "gqa", "model.rope_base": "rope", "model.multiple_o
 
 
 def check_read(settings: Settings, models: list[tuple[str, ...]], plan: bool = False) -> None:
-    """Refuse a setting given (by a flag or the config file) that none of these models (the components of
-    each; plan: a plan's rows) reads: --kv-heads without gqa, --rope-base without rope, --multiple-of without
-    swiglu or with --mlp-hidden, which overrides it. Silently ignored, it would look like a choice that was made."""
+    """Refuse a setting given, by a flag or the config file, that none of these models reads. models: the
+    components of each (plan: a plan's rows). Such are --kv-heads without gqa, --rope-base without rope, --multiple-of
+    without swiglu or with --mlp-hidden, which overrides it. Ignored, it would look like a choice that was made."""
     have = {c for components in models for c in components}
     for key, component in READ_BY.items():
         if key not in settings.given:
@@ -663,8 +662,8 @@ def _token_data(settings: Settings) -> bool:
 
 
 def _check_windows(settings: Settings) -> None:
-    """--eval-tokens below one window of the context would be rounded up to one window without a word: the final
-    losses would average more tokens than were asked for."""
+    """--eval-tokens below one context window would silently be rounded up to one window. The final losses
+    would average more tokens than were asked for."""
     asked, context = settings.train.eval_tokens, settings.model.context
     if asked < context:
         given = "--eval-tokens" if "train.eval_tokens" in settings.typed else "eval_tokens (in the config file)"
@@ -675,9 +674,8 @@ def _check_windows(settings: Settings) -> None:
 
 
 def resume_differences(stored: Spec, settings: Settings, request: Request) -> list[str]:
-    """What the flags given with --resume ask for that the folder's spec does not hold, as 'what: stored ->
-    given'. Only what was given is compared: a default that nobody typed is no difference (the request's None,
-    and match_params off)."""
+    """What the flags given with --resume ask for that the folder's spec does not hold: 'what: stored -> given'.
+    Only what was given is compared. A default nobody typed is no difference: the request's None, match_params off."""
     out = []
 
     def differ(what: str, a, b) -> None:
@@ -712,8 +710,8 @@ def resume_differences(stored: Spec, settings: Settings, request: Request) -> li
 
 
 def seeds_problem(stored: Spec, request: Request) -> str | None:
-    """Why the seeds given with --resume are not the folder's: they are fixed when a folder starts, and
-    --resume cannot add any (its runs are paired seed by seed); None when none are given or they agree."""
+    """Why the seeds given with --resume are not the folder's, or None when none are given or they agree. Seeds
+    are fixed when a folder starts. --resume cannot add any, as its runs are paired seed by seed."""
     seeds, text = parse_seeds(request.seeds), request.seed_list
     low, high = request.min_seeds, request.max_seeds
     if seeds is None and text is None and low is None and high is None:
@@ -735,8 +733,8 @@ def seeds_problem(stored: Spec, request: Request) -> str | None:
 
 
 def check_resume(folder, stored: Spec, settings: Settings, request: Request) -> None:
-    """Flags given with --resume must agree with the folder (stored: its spec); one sentence naming what
-    differs among what was given, or saying that seeds cannot be added."""
+    """Flags given with --resume must agree with the folder (stored: its spec). Else one sentence names what
+    differs among what was given, or says that seeds cannot be added."""
     why = seeds_problem(stored, request)
     if why:
         raise UserError(f"{folder}: {why}.")

@@ -1,6 +1,6 @@
-"""The figures of a results folder: curves.png (validation loss against step, the mean over seeds and a min-max
-band, one colour per run row) and, for a folder trained at several learning rates, lr.png (final val loss against
-learning rate, one line per table row)."""
+"""The figures of a results folder. curves.png: validation loss against step, the mean over seeds and a min-max
+band, one colour per run row. For a folder trained at several learning rates, lr.png: final val loss against
+learning rate, one line per table row."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def _pyplot():
 
 
 def warm() -> None:
-    """Import matplotlib (about 0.4 s) in a background thread, once: called while the last runs of an ablation
-    train and a core is free (progress.AblationDisplay), so that the figures that follow them start at once."""
+    """Import matplotlib (about 0.4 s) in a background thread, once. It is called while the last runs train and a
+    core is free (progress.AblationDisplay), so the figures that follow them start at once."""
     if not _warming:
         _warming.append(threading.Thread(target=_pyplot, name="import matplotlib", daemon=True))
         _warming[0].start()
@@ -68,9 +68,9 @@ def plot_curves(spec: Spec, design: Design, runs: pd.DataFrame, curves: pd.DataF
 
 
 def plot_lrs(spec: Spec, design: Design, runs: pd.DataFrame, path: Path) -> Path:
-    """lr.png: final val loss (test half) against learning rate on a log axis, one line per table row with its
-    mean and min-max band over seeds; a learning rate at which a run diverged or failed is marked with an x at
-    the top of the axis. A component that buys stability shows as a flatter, wider line."""
+    """lr.png: final val loss (test half) against learning rate on a log axis. One line per table row, with its
+    mean and min-max band over seeds. A rate at which a run diverged or failed gets an x at the top of the axis.
+    A component that buys stability shows as a flatter, wider line."""
     plt = _pyplot()
     bad, table_row = failed(runs), runs["row"].map(lambda run: design.place(run)[0])
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
@@ -109,13 +109,13 @@ def plot_lrs(spec: Spec, design: Design, runs: pd.DataFrame, path: Path) -> Path
 
 
 def _over_seeds(seeds: int) -> str:
-    """The second line of a figure's title: what each line and band is over (the seeds that ran: --seeds auto
-    may stop before its last)."""
+    """The second line of a figure's title: what each line and band is over. That is the seeds that ran, as
+    --seeds auto may stop before its last."""
     return f"mean over {seeds} seed{'s' if seeds != 1 else ''}" + (" (band: min to max)" if seeds > 1 else "")
 
 
 def _finish(fig, ax, xlabel: str, spec, path: Path) -> Path:
-    """Axis labels, grid and legend, then the figure written atomically (a reader never sees half a PNG)."""
+    """Axis labels, grid and legend, then the figure written atomically. A reader never sees half a PNG."""
     plt = _pyplot()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"validation loss (nats per {spec.settings.data.tokenizer} token)")
@@ -130,9 +130,9 @@ def _finish(fig, ax, xlabel: str, spec, path: Path) -> Path:
 
 
 def plot_ladder(rep, path: Path) -> Path:
-    """scale.png: left, val loss against training compute (log axis) per row, the mean over seeds with a
-    min-max band and the shared fit E + A C^-alpha; right, each row's k at each rung with its 95% CI and its
-    trend line (k = 1 dashed)."""
+    """scale.png. Left: val loss against training compute (log axis) per row, the mean over seeds with a min-max
+    band, and the shared fit E + A C^-alpha. Right: each row's k at each rung with its 95% CI, and its trend line
+    (k = 1 dashed)."""
     import numpy as np
 
     from ..verdict.ladder import fitted_curves

@@ -1,5 +1,5 @@
-"""`modern-gpt report DIR --track NAME`: a results folder pushed to a tracker after the fact, once (what a tracker
-that failed midway, or was not asked for, left out)."""
+"""`modern-gpt report DIR --track NAME`: a results folder pushed to a tracker after the fact, once. It logs what a
+tracker that failed midway, or was not asked for, left out."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from .results import ResultsDir
 
 
 def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dict[str, tuple[int, bool]]:
-    """Log every finished run of the folder whose run file has no id of that tracker (by its key: an earlier,
-    interrupted copy is replaced), record the ids, then the summary; the summary again only when runs were added
-    or meta.json records none, so a second push logs nothing. Returns, by
-    tracker, the runs logged and whether the summary was. The folder is locked meanwhile (an ablation still
-    writing it is refused); a tracker that fails is one sentence after the rest is pushed."""
+    """Log each finished run whose file has no id of that tracker, record the ids, then log the summary. A run is
+    logged by its key, so an earlier, interrupted copy is replaced. The summary goes again only when runs were
+    added or meta.json records none: a second push logs nothing. Returns, by tracker, the runs logged and whether
+    the summary was. The folder is locked meanwhile, so an ablation still writing it is refused. A tracker that
+    fails is one sentence, after the rest is pushed."""
     results = ResultsDir(folder)
     meta = results.read_meta()  # not a results folder: one sentence
     names = check_names(names)

@@ -1,8 +1,8 @@
-"""A results folder's table: its Design read from meta.json, the verdict engine's summary and footnotes over
-its runs, the duel's and power's figures, and the files report writes (summary.csv, the figures).
+"""A results folder's table: its Design read from meta.json, and the verdict engine's summary and footnotes over
+its runs. Also the duel's and power's figures, and the files report writes (summary.csv, the figures).
 
-The table is computed from the folder's files alone (meta.json and the run files in runs/, each read once;
-runs.csv and curves.csv are written for you, never read), so `modern-gpt report DIR` shows exactly what
+The table is computed from the folder's files alone: meta.json and the run files in runs/, each read once.
+runs.csv and curves.csv are written for you, never read. So `modern-gpt report DIR` shows exactly what
 `modern-gpt ablate` showed.
 """
 
@@ -26,9 +26,9 @@ from .results import ResultsDir, Scan
 
 
 def design_of(meta: dict, spec: Spec, folder="DIR") -> Design:
-    """The folder's Design: its spec's rows with the facts meta.json holds for each (parameters, MLP width,
-    KV-cache bytes), the --seeds auto looks recorded so far, what finishes the folder and what the table says of
-    a lossy tokenizer."""
+    """The folder's Design. Its spec's rows get the facts meta.json holds for each: parameters, MLP width,
+    KV-cache bytes. It adds the --seeds auto looks recorded so far, what finishes the folder, and what the table
+    says of a lossy tokenizer."""
     design = spec.design
     rows = tuple(
         replace(
@@ -55,8 +55,8 @@ def _lossy(spec: Spec, corpus: dict | None) -> str:
 
 
 class Report(NamedTuple):
-    """A folder's table: its spec, the design as shown (over a grid: each row at its chosen learning rate), the
-    summary rows, the footnotes, for a duel its figures, and the runs/ it was read from (results.Scan: read once)."""
+    """A folder's table: its spec, the design as shown, the summary rows, the footnotes, and a duel's figures.
+    Over a grid, the design shows each row at its chosen rate. scan: the runs/ it was read from, read once."""
 
     spec: Spec
     design: Design
@@ -86,8 +86,8 @@ def title(rep: Report) -> str:
 
 
 def check_sequential(design: Design, runs: pd.DataFrame, folder, spec: Spec) -> None:
-    """A --seeds auto folder's boundary and looks, recomputed from its spec and runs: a meta.json that says
-    otherwise (edited by hand, or written by a version with another rule) is refused, naming the key."""
+    """A --seeds auto folder's boundary and looks, recomputed from its spec and runs. A meta.json that says
+    otherwise is refused, naming the key: edited by hand, or written by a version with another rule."""
     found = looks_problem(design, runs)
     if found:
         raise UserError(
@@ -97,9 +97,9 @@ def check_sequential(design: Design, runs: pd.DataFrame, folder, spec: Spec) -> 
 
 
 def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
-    """The folder's table from its files alone (folder: a path or its ResultsDir), meta.json and runs/ each
-    read once; over a grid each row at its best learning rate, or all at at_lr. verdicts=False: the footnotes
-    of a folder shown without its verdict table (power's): every health note and warning, but not the rule."""
+    """The folder's table from its files alone (folder: a path or its ResultsDir); meta.json and runs/ are each
+    read once. Over a grid, each row is at its best learning rate, or all at at_lr. verdicts=False: the footnotes of
+    a folder shown without its verdict table (power's). Every health note and warning, but not the rule."""
     from ..trackers.tracking import notes as tracker_notes
 
     results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
@@ -118,9 +118,9 @@ def load(folder, at_lr: float | None = None, verdicts: bool = True) -> Report:
 
 
 def judged(spec: Spec, design: Design, runs: pd.DataFrame) -> tuple[list[SummaryRow], MetricsVerdict | None]:
-    """The summary rows, and with --eval-data sets every metric judged as one family (verdict/metrics.py), val's
-    verdicts in the summary then the family's. Over a learning-rate grid only val is judged: the grid's choice of
-    each row's rate is made on val's tuning half, which the other metrics do not have."""
+    """The summary rows; with --eval-data sets, every metric judged as one family (verdict/metrics.py). The
+    summary then has val's verdicts, then the family's. Over a learning-rate grid only val is judged: each row's
+    rate is chosen on val's tuning half, which the other metrics do not have."""
     summary = summarize(design, runs)
     names = judged_metrics(runs.columns, [name for name, _ in spec.settings.data.eval_sets])
     if len(names) < 2 or spec.lrs:
@@ -142,12 +142,12 @@ RULE_NOTE = "verdict: "  # how verdict.table.verdict_rule's footnote begins
 
 
 def one_rule(notes: list[str], result: MetricsVerdict | None) -> list[str]:
-    """With several metrics the family's footnote states the rule: the one-metric rule's footnote goes."""
+    """With several metrics the family's footnote states the rule. The one-metric rule's footnote goes."""
     return notes if result is None else [n for n in notes if not n.startswith(RULE_NOTE)]
 
 
 def lossy_sets(corpus) -> list[str]:
-    """A footnote per --eval-data set that the tokenizer does not give back whole (meta.json's corpus.eval_sets)."""
+    """A footnote per --eval-data set the tokenizer does not give back whole (meta.json's corpus.eval_sets)."""
     sets = corpus.get("eval_sets") if isinstance(corpus, dict) else None
     out = []
     for name, facts in (sets or {}).items() if isinstance(sets, dict) else ():
@@ -162,7 +162,7 @@ def lossy_sets(corpus) -> list[str]:
 
 
 def _missing_note(results: ResultsDir) -> list[str]:
-    """A report of a folder whose plugin file is gone: the table is read from the runs alone."""
+    """A report of a folder whose plugin file is gone. The table is read from the runs alone."""
     if not results.missing_plugins:
         return []
     files = "; ".join(results.missing_plugins)
@@ -173,8 +173,8 @@ def _missing_note(results: ResultsDir) -> list[str]:
 
 
 def _retry_note(results: ResultsDir, runs) -> list[str]:
-    """How to train a run that failed (killed, out of memory, a plugin's error) again: a resume keeps a recorded
-    run, failed or not, so its file goes first. A diverged run is not named: it would diverge again, bit for bit."""
+    """How to train a failed run (killed, out of memory, a plugin's error) again. A resume keeps a recorded run,
+    failed or not, so its file goes first. A diverged run is not named: it would diverge again, bit for bit."""
     errored = runs[(runs["error"].fillna("") != "")] if "error" in runs else runs.iloc[:0]
     if errored.empty:
         return []
@@ -187,8 +187,8 @@ def _retry_note(results: ResultsDir, runs) -> list[str]:
 
 
 def write(folder, draw: bool = True, scan: Scan | None = None) -> list[SummaryRow]:
-    """summary.csv (and, with draw, curves.png) from the runs the folder holds (scan: those runs, when the
-    caller holds them already); returns the summary rows."""
+    """summary.csv, and with draw curves.png, from the runs the folder holds. Returns the summary rows.
+    scan: those runs, when the caller holds them already."""
     results = ResultsDir(folder)
     scan = scan or results.scan()
     design = design_of(results.read_meta(), results.spec, results.path)
@@ -200,14 +200,14 @@ def write(folder, draw: bool = True, scan: Scan | None = None) -> list[SummaryRo
 
 
 def write_report(results: ResultsDir, table: Report) -> None:
-    """summary.csv and the figures of a table load() made: the folder summarised once, at the end of a run."""
+    """summary.csv and the figures of a table load() made. The folder is summarised once, at a run's end."""
     results.write_summary(table.summary, table.metrics)
     plot(results, table.scan)
 
 
 def plot(folder, scan=None) -> list:
-    """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files
-    (folder: a path or its ResultsDir; scan: its runs/, when already read); returns their paths."""
+    """Draw curves.png, and lr.png for a folder trained at several learning rates, from the folder's files.
+    folder: a path or its ResultsDir; scan: its runs/, when already read. Returns their paths."""
     from .plot import plot_curves, plot_lrs
 
     results = folder if isinstance(folder, ResultsDir) else ResultsDir(folder)
@@ -224,7 +224,7 @@ def plot(folder, scan=None) -> list:
 # The duel: all classic against all modern
 # ---------------------------------------------------------------------------
 def duel(spec: Spec, design: Design, runs: pd.DataFrame) -> dict:
-    """Per architecture: params, best val loss and its step, val bits/char, perplexity; and the relative
+    """Per architecture: params, best val loss and its step, val bits/char, perplexity. Also the relative
     perplexity change exp(mean paired delta) - 1, which is perplexity(modern) / perplexity(classic) - 1."""
     good = runs[~failed(runs)]
     sides, rows = {}, {}
@@ -258,8 +258,8 @@ def duel(spec: Spec, design: Design, runs: pd.DataFrame) -> dict:
 
 
 def _duel_bpb(good: pd.DataFrame, rows: dict, names: list[str]) -> dict:
-    """Bits per byte on each set: each side's mean over its seeds, and the relative change modern/classic - 1
-    of the means over the seeds both sides finished with a number (a seed one side lacks would tilt it)."""
+    """Bits per byte on each set: each side's mean over its seeds, and the relative change modern/classic - 1.
+    The change takes the means over the seeds both sides finished with a number: a seed one side lacks would tilt it."""
     out = {"sides": {side: {} for side in rows}, "change": {}}
     by_seed = {side: good[good["row"] == row].set_index("seed") for side, row in rows.items()}
     for name in names:
@@ -275,8 +275,8 @@ def _duel_bpb(good: pd.DataFrame, rows: dict, names: list[str]) -> dict:
 
 
 def _duel_windows(spec: Spec, good: pd.DataFrame) -> dict:
-    """The validation windows of the final loss (all) and of the curve (where best val loss comes from); None
-    when the runs do not say (no run trained, or an older run file without val_tokens)."""
+    """The validation windows of the final loss (all) and of the curve (where best val loss comes from). None
+    when the runs do not say: no run trained, or an older run file without val_tokens."""
     tokens = good["val_tokens"].max() if "val_tokens" in good and len(good) else math.nan
     if not math.isfinite(tokens):
         return {"all": None, "curve": None}
@@ -293,11 +293,11 @@ POWER_TABLE_SEEDS = (3, 5, 10, 20)  # the seed counts power's mde table shows (i
 
 
 def power_info(spec: Spec, summary: list[SummaryRow]) -> dict:
-    """From a power folder's spec and summary (one architecture and its placebo): the paired sd of two inits
-    with its 95% confidence interval, the placebo's own test, and the smallest effect 3, 5, 10 and 20 seeds would
-    detect with 80% power, for one comparison and for a row of the default cumulative table (the adjustment's
-    first step, alpha over its component rows), at the measured sd and over its interval: an sd from 8 pairs (power's default) is
-    known only to within x0.66 to x2.04."""
+    """From a power folder's spec and summary: one architecture and its placebo. It gives the paired sd of
+    two inits with its 95% CI, and the placebo's own test. Then the smallest effect 3, 5, 10 and 20 seeds would
+    detect with 80% power, at the measured sd and over its interval. That is for one comparison, and for a row
+    of the default cumulative table: the adjustment's first step, alpha over its component rows. An sd from 8
+    pairs (power's default) is known only to within x0.66 to x2.04 (docs/statistics.md)."""
     first, placebo = summary[0], summary[1]
     alpha, sd = spec.alpha, placebo.sd
     low, high = sd_interval(sd, placebo.pairs)
@@ -330,9 +330,9 @@ def power_info(spec: Spec, summary: list[SummaryRow]) -> dict:
 
 
 def power_frame(spec: Spec, summary: list[SummaryRow]):
-    """power_info as a DataFrame (modern_gpt.power_info): one row per seed count, the mde for one comparison and
-    for a row of the table, each with its range over the sd's CI; the folder's figures (variant, pairs, paired_sd,
-    sd_low, sd_high, and the placebo's placebo_delta_val, placebo_p, placebo_verdict...) in its attrs."""
+    """power_info as a DataFrame (modern_gpt.power_info): one row per seed count. Each has the mde for one
+    comparison and for a row of the table, with its range over the sd's CI. The folder's figures are in its attrs:
+    variant, pairs, paired_sd, sd_low, sd_high, and the placebo's placebo_delta_val, placebo_p, placebo_verdict..."""
     import pandas as pd
 
     info = power_info(spec, summary)

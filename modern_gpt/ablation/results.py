@@ -146,8 +146,8 @@ METRICS_AFTER = "val_ppl"  # runs.csv's further metric columns come after this o
 
 
 def metric_columns(records: list[dict]) -> list[str]:
-    """The further metrics the runs hold (train.RunResult.metrics: val_bpb, ctx2x_loss, icl_gain, NAME_loss and
-    NAME_bpb per --eval-data set), in the order the first run that has each gives them; none for older folders."""
+    """The further metrics the runs hold (train.RunResult.metrics), in the order of the first run that has each.
+    They are val_bpb, ctx2x_loss, icl_gain, NAME_loss and NAME_bpb per --eval-data set; none for older folders."""
     out: dict[str, None] = {}
     for r in records:
         got = r.get("metrics")
@@ -157,7 +157,7 @@ def metric_columns(records: list[dict]) -> list[str]:
 
 
 def _metrics(record: dict, names: list[str]) -> dict:
-    """A run's further metrics as numbers; NaN for one it lacks (a failed run's, an older run's) or that is no
+    """A run's further metrics as numbers. NaN for one it lacks (a failed run's, an older run's), or one that is no
     number in a hand-edited file."""
     got = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     number = (int, float)
@@ -168,7 +168,7 @@ def _metrics(record: dict, names: list[str]) -> dict:
 
 
 def settings_hash(settings: dict, data_key: str) -> str:
-    """A run's settings and data, in 16 hex digits: a run file carries it so that a foreign one is recognised."""
+    """A run's settings and data, in 16 hex digits. A run file carries it, so a foreign one is recognised."""
     # compile on and off hash as the true and false they were before --compile auto: older run files stay theirs
     train = settings["train"]
     if train.get("compile") in ("on", "off"):
@@ -196,8 +196,8 @@ def check_format(meta, path: Path) -> None:
 
 
 def check_meta(meta, path: Path, missing: list | None = None) -> Spec:
-    """meta.json against META_SCHEMA, its settings, and its spec (which checks itself): one sentence for what is
-    wrong. Returns the spec. Given a list (a report, which needs no model), a recorded plugin whose file is
+    """meta.json against META_SCHEMA, its settings, and its spec (which checks itself). What is wrong is one
+    sentence. Returns the spec. Given a list (a report, which needs no model), a recorded plugin whose file is
     missing is stood in for and named in it, instead of refused."""
     check_format(meta, path)
     found, spec = problem(meta, META_SCHEMA), None
@@ -256,8 +256,8 @@ def _foreign(record: dict, spec: Spec, hashes: dict[float, str]) -> str | None:
 
 
 def _hashes(spec: Spec) -> dict[float, str]:
-    """The settings hash a run of this spec carries, per learning rate: the settings normalised as a run sees
-    them (a setting that meta.json lacks takes its default); with --lrs each run row's hold its own lr."""
+    """The settings hash a run of this spec carries, per learning rate. The settings are normalised as a run sees
+    them: a setting meta.json lacks takes its default. With --lrs, each run row's hold its own lr."""
     settings = spec.settings.to_dict()
     return {
         lr: settings_hash({**settings, "train": {**settings["train"], "lr": lr}}, spec.data_key)
@@ -266,8 +266,8 @@ def _hashes(spec: Spec) -> dict[float, str]:
 
 
 def _reread(frame: pd.DataFrame) -> pd.DataFrame:
-    """A frame exactly as pandas.read_csv reads it back from the CSV file written from it (text columns as
-    text, "" when empty): the table is the same whether computed while the runs are written or later."""
+    """A frame exactly as pandas.read_csv reads it back from its CSV: text columns as text, "" when empty.
+    So the table is the same whether computed while the runs are written or later."""
     import pandas as pd
 
     text = {c: str for c in TEXT_COLUMNS if c in frame}
@@ -279,9 +279,9 @@ def _reread(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Scan:
-    """What runs/ holds, read once: each finished run of the ablation keyed (row, seed), the files left
-    out, each as 'runs/NAME (why)', and the plan's run rows (planning.Variant), which say each run's reference
-    and placebo mark."""
+    """What runs/ holds, read once. records: each finished run of the ablation, keyed (row, seed). rejected:
+    the files left out, each as 'runs/NAME (why)'. variants: the plan's run rows (planning.Variant), which say
+    each run's reference and placebo mark."""
 
     records: dict[tuple[int, int], dict]
     rejected: list[str] = field(default_factory=list)
@@ -291,7 +291,7 @@ class Scan:
         return [self.records[k] for k in sorted(self.records)]
 
     def _marks(self, record: dict) -> dict:
-        """The run's row's reference, by name ("" for none), and whether it is the placebo (None: not in the plan)."""
+        """The run's row's reference by name ("" for none), and whether it is the placebo. None: not in the plan."""
         row, rows = record.get("row"), self.variants
         if not isinstance(row, int) or not 0 <= row < len(rows):
             return {"reference": None, "placebo": None}
@@ -366,7 +366,7 @@ class ResultsDir:
         )
 
     def check_new(self) -> None:
-        """A folder for a new ablation: missing or empty, else refused with the advice that fits what it holds."""
+        """A folder for a new ablation: missing or empty. Else refused, with the advice that fits what it holds."""
         p = self.path
         check_name(p, "--out")
         if not p.exists():
@@ -397,7 +397,7 @@ class ResultsDir:
         raise UserError(f"{p} already exists and is not an empty folder; choose another --out.")
 
     def read_meta(self) -> dict:
-        """meta.json, checked against META_SCHEMA and the Spec: a damaged or foreign file is one sentence naming
+        """meta.json, checked against META_SCHEMA and the Spec. A damaged or foreign file is one sentence naming
         it. Read once; write_meta keeps it current."""
         if self._meta is None:
             self._check_is_results()
@@ -435,7 +435,7 @@ class ResultsDir:
         return self._spec
 
     def check_resumed_by(self, command: str) -> None:
-        """--resume with the command that wrote the folder; another command is refused, naming the right one."""
+        """--resume with the command that wrote the folder. Another command is refused, naming the right one."""
         if self.spec.command != command:
             raise UserError(
                 f"{self.path} was written by modern-gpt {self.spec.command}; resume it with "
@@ -466,9 +466,9 @@ class ResultsDir:
     def scan(self) -> Scan:
         """Every finished run of this folder's ablation, read from runs/ once.
 
-        A file that cannot be parsed, does not match RUN_SCHEMA, or belongs elsewhere (a row or seed outside
-        the plan, another variant, other settings or data: a file copied from another ablation) is left out
-        and named in the scan's rejected; --resume runs its run again.
+        A file is left out, and named in the scan's rejected, if it cannot be parsed or does not match RUN_SCHEMA.
+        So is one that belongs elsewhere: a row or seed outside the plan, another variant, other settings or data
+        (a file copied from another ablation). --resume runs its run again.
         """
         spec = self.spec
         hashes = _hashes(spec)
@@ -500,8 +500,8 @@ class ResultsDir:
         return self.scan().records
 
     def health_notes(self, rejected: list[str]) -> list[str]:
-        """What a reader of the table must know about the folder itself: a writer still at work, one that died
-        or failed (meta.json's status alone can say `running` for a process long gone), run files left out."""
+        """What a reader of the table must know about the folder itself. A writer still at work, one that died or
+        failed (meta.json's status alone can say `running` for a process long gone), and run files left out."""
         meta, owner = self.read_meta(), self.owner()
         notes, status, resume = [], meta.get("status"), self.spec.resume_command(self.path)
         if owner is not None:
@@ -522,22 +522,22 @@ class ResultsDir:
         return notes + [f"{r} is left out of the table: it does not belong to this ablation." for r in rejected]
 
     def write_run(self, record: dict, finished: dict[tuple[int, int], dict]) -> None:
-        """One finished run: its own file first, then added to `finished` (the driver's records, read from runs/
-        once), and runs.csv and curves.csv written from them: no run file is read again."""
+        """One finished run: its own file first, then added to `finished`, the driver's records read from runs/ once.
+        runs.csv and curves.csv are written from them, so no run file is read again."""
         write_json(self.run_file(record["row"], record["seed"]), record)
         finished[(record["row"], record["seed"])] = record
         self.write_tables(finished)
 
     def write_tables(self, finished: dict[tuple[int, int], dict]) -> None:
-        """runs.csv and curves.csv from the finished runs: for you and pandas; report reads runs/ itself."""
+        """runs.csv and curves.csv from the finished runs, for you and pandas. report reads runs/ itself."""
         scan = Scan(finished, variants=self.spec.variants)
         runs, curves = scan.runs_frame(), scan.curves_frame()
         _write_csv(self.path / "runs.csv", runs)
         _write_csv(self.path / "curves.csv", curves)
 
     def write_summary(self, rows: list[SummaryRow], metrics=None) -> None:
-        """summary.csv; with several metrics judged (verdict.metrics.MetricsVerdict), metrics.csv: their long form,
-        one row per (table row, metric)."""
+        """summary.csv. With several metrics judged (verdict.metrics.MetricsVerdict), metrics.csv too: their long
+        form, one row per (table row, metric)."""
         _write_csv(self.path / "summary.csv", summary_frame(rows))
         if metrics is not None:
             _write_csv(self.path / "metrics.csv", metrics.table)

@@ -1,10 +1,10 @@
 """Running an ablation: its jobs, one run (execute), and the ablation bound to its results folder.
 
-start() and resume() check the corpus and the folder and return an Ablation; Ablation.run() trains the
-pending runs, a round of seeds at a time with --seeds auto, on an executor (ablation/executors/), and writes each
-finished run at once, atomically: meta.json, runs/, runs.csv and curves.csv are written here, by the driver,
-never by a worker (report.py then writes summary.csv, and plot.py the figures, from them).
-Runs are written seed by seed, so that an interrupted ablation has complete pairs and resumes where it stopped.
+start() and resume() check the corpus and the folder, and return an Ablation. Ablation.run() trains the pending
+runs on an executor (ablation/executors/), a round of seeds at a time with --seeds auto. It writes each finished
+run at once, atomically. meta.json, runs/, runs.csv and curves.csv are written here, by the driver, never by a
+worker. report.py then writes summary.csv from them, and plot.py the figures. Runs are written seed by seed,
+so an interrupted ablation has complete pairs and resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .results import FORMAT, ResultsDir, Scan, settings_hash
 
 
 def environment(device: str, device_name: str | None = None) -> dict:
-    """The versions and the device; device_name: on Ray, the workers' (this machine may have no GPU)."""
+    """The versions and the device. device_name: on Ray, the workers' (this machine may have no GPU)."""
     versions = {}
     for pkg in ("torch", "numpy", "pandas", "tokenizers", "safetensors", "typer", "rich"):
         try:
@@ -77,16 +77,16 @@ class Job:
         return execute(self, corpus, on_step)
 
     def failure_record(self, corpus: Corpus, error: str) -> dict:
-        """The record of this run when it could not finish (its worker died on every try): a failed run."""
+        """The record of this run when it could not finish, its worker dead on every try: a failed run."""
         cfg = variant_config(self.model, self.variant)
         return _identified(self, cfg, corpus, _failed_record(self, cfg, corpus, error))
 
 
 def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
-    """One run as a results record, on the corpus the driver loaded and hashed (never read again here, so
-    that every run trains on the tokens meta.json's data_key names). on_step(row, seed, step, loss) follows
-    its progress. Running out of memory, even before the first step, is a recorded failure, not an exception,
-    and so is any error, or sys.exit, of a row with a plugin component (run_error)."""
+    """One run as a results record, on the corpus the driver loaded and hashed. It is never read again here, so
+    every run trains on the tokens meta.json's data_key names. on_step(row, seed, step, loss) follows its progress.
+    Running out of memory, even before the first step, is a recorded failure, not an exception. So is any error,
+    or sys.exit, of a row with a plugin component (run_error)."""
     progress = None if on_step is None else lambda step, loss: on_step(job.row, job.seed, step, loss)
     plugins.install_all(job.plugins)  # a worker (or Ray node) runs the plugin's source it was sent
     cfg = variant_config(job.model, job.variant)
@@ -105,9 +105,9 @@ def execute(job: Job, corpus: Corpus, on_step=None) -> dict:
 
 
 def run_error(e: BaseException, cfg: ModelConfig) -> str | None:
-    """The record's error of a run that raised e, or None for one that is no run's outcome (a defect: raised
-    again, the ablation ends). A row with a plugin component owns what it raises, in the plugin's forward or in
-    a backward (whose frames are torch's alone), a sys.exit too: that run's error, and the ablation goes on."""
+    """The record's error of a run that raised e, or None when e is no run's outcome: a defect, raised again,
+    and the ablation ends. A row with a plugin component owns what it raises, sys.exit too. That holds in the
+    plugin's forward or in a backward, whose frames are torch's alone. It is that run's error; the ablation goes on."""
     if isinstance(e, PluginError):  # guarded_run's: it names the plugin and what it changed
         return str(e)
     text = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}".rstrip(": ")
@@ -122,7 +122,7 @@ def run_error(e: BaseException, cfg: ModelConfig) -> str | None:
 
 
 def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dict:
-    """A run's record with its identity: row, variant, components, MLP width and the hash of its settings."""
+    """A run's record with its identity: row, variant, components, MLP width, and its settings' hash."""
     record.update(
         row=job.row,
         variant=job.variant.name,
@@ -182,7 +182,7 @@ def default_folder(plan: str) -> Path:
 
 def start(spec: Spec, out: Path | None, command: str, options: AblationOptions | None = None) -> Ablation:
     """A new ablation: the corpus checked, the executor ready (a Ray cluster connected), the results folder
-    created with its meta.json. options: where the runs train (its seeds and statistics are the spec's)."""
+    created with its meta.json. options: where the runs train; its seeds and statistics are the spec's."""
     options = options or AblationOptions()
     device = _device(spec, options)
     corpus = load_corpus(spec.settings.data)
@@ -233,9 +233,9 @@ def start(spec: Spec, out: Path | None, command: str, options: AblationOptions |
 
 
 def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
-    """An interrupted ablation, with its own settings (the flags given with --resume are checked against them
-    first: planning.check_resume). Any executor finishes a folder that any executor started: the executor
-    decides where runs train, not their numbers."""
+    """An interrupted ablation, with its own settings. The flags given with --resume are checked against them
+    first (planning.check_resume). Any executor finishes a folder any executor started: the executor decides
+    where runs train, not their numbers."""
     options = options or AblationOptions()
     results = ResultsDir(folder)
     meta = results.read_meta()
@@ -268,8 +268,8 @@ def resume(folder: Path, options: AblationOptions | None = None) -> Ablation:
 
 
 def _check_eval_sets(folder: Path, kept, corpus: Corpus) -> None:
-    """An --eval-data set whose contents changed since the ablation started is refused, as the corpus is: its
-    runs would be measured on two sets under one name."""
+    """An --eval-data set whose contents changed since the ablation started is refused, as the corpus is.
+    Its runs would be measured on two sets under one name."""
     was = (kept or {}).get("eval_sets") if isinstance(kept, dict) else None
     for s in corpus.evals:
         before = was.get(s.name) if isinstance(was, dict) else None
@@ -281,18 +281,18 @@ def _check_eval_sets(folder: Path, kept, corpus: Corpus) -> None:
 
 
 def loaded_plugins(recorded) -> list[dict]:
-    """meta.json's loaded_plugins: every plugin the driver loaded, at the start and at each resume, used by a row
-    or not (meta.json's plugins: those the rows use, which a resume needs). A folder from before the key gains it
-    at its next resume. One no row uses is recorded, not required: plugins.py refuses a plugin that changes the
-    process its runs train in, so that its absence changes no run."""
+    """meta.json's loaded_plugins: every plugin the driver loaded, at the start and each resume, used or not.
+    meta.json's plugins are those the rows use, which a resume needs. A folder from before the key gains it at its
+    next resume. One no row uses is recorded, not required. plugins.py refuses a plugin that changes the process
+    its runs train in, so its absence changes no run."""
     kept = [r for r in recorded if isinstance(r, dict)] if isinstance(recorded, list) else []
     seen = {r.get("sha256") for r in kept}
     return kept + [r for r in plugins.loaded_records() if r["sha256"] not in seen]
 
 
 def _choose_compile(spec: Spec, corpus: Corpus, device: str, threads: int) -> dict:
-    """--compile auto decided once, here on the driver, for every run of the ablation (compiling.decide), and
-    written into the spec's settings: every row trains alike, and meta.json and --resume keep the choice."""
+    """--compile auto, decided once on the driver for every run (compiling.decide), into the spec's settings.
+    So every row trains alike, and meta.json and --resume keep the choice."""
     seeds = spec.min_seeds if spec.sequential else len(spec.seeds)  # --seeds auto: its first round, at least
     vocab = corpus.tokenizer.vocab_size
     models = [replace(variant_config(spec.settings.model, v), vocab_size=vocab) for v in spec.variants] * seeds
@@ -302,7 +302,7 @@ def _choose_compile(spec: Spec, corpus: Corpus, device: str, threads: int) -> di
 
 
 def first_threads(finished: dict[tuple[int, int], dict]) -> int | None:
-    """The torch threads of a folder's first finished run (seed-major, as runs are started), None with none."""
+    """The torch threads of a folder's first finished run (seed-major, as runs start), or None with none."""
     for key in sorted(finished, key=lambda rs: (rs[1], rs[0])):
         threads = finished[key].get("threads")
         if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
@@ -348,7 +348,7 @@ class Ablation:
 
     @property
     def total(self) -> int:
-        """The runs planned so far: every variant x seed, or with --seeds auto those of the rounds begun."""
+        """The runs planned so far: every variant x seed. With --seeds auto, those of the rounds begun."""
         seeds = len(self.spec.seeds)
         if self.spec.sequential:
             seq = self.meta.get("sequential") or {}
@@ -382,19 +382,19 @@ class Ablation:
         return Scan(self.finished(), variants=self.spec.variants)
 
     def finished(self) -> dict[tuple[int, int], dict]:
-        """The finished runs keyed (row, seed): runs/ read once, then each run added as it is written."""
+        """The finished runs keyed (row, seed). runs/ is read once, then each run added as it is written."""
         if self.records is None:
             self.records = self.results.finished()
         return self.records
 
     def run_threads(self) -> int:
-        """Torch threads per run: pinned by the folder's first run (meta.json's threads), so that a resume with
-        another --jobs, executor or machine trains with the same threads: CPU results depend on them (about
-        1e-7 apart otherwise). A new folder: --threads, else _auto_threads."""
+        """Torch threads per run, pinned by the folder's first run (meta.json's threads). A resume with another
+        --jobs, executor or machine trains with the same threads. CPU results depend on them (about 1e-7 apart
+        otherwise). A new folder: --threads, else _auto_threads."""
         return self.meta.get("threads") or self.spec.settings.train.threads or self._auto_threads()
 
     def _auto_threads(self) -> int:
-        """Torch threads per run when --threads is not set: the executor's choice (executors' threads)."""
+        """Torch threads per run when --threads is not set: the executor's choice (Executor.threads)."""
         execution = self.options.execution
         return executor_class(execution).threads(execution, _device(self.spec, self.options))
 
@@ -409,8 +409,8 @@ class Ablation:
             self.executor.run(jobs, self.corpus, display.step, on_record)
 
     def _open_tracking(self) -> None:
-        """--track: the trackers opened on this folder, and asked for in meta.json's tracking (the report's
-        footnote counts the runs each lacks; a resume with other trackers keeps the earlier ones' entries)."""
+        """--track: the trackers opened on this folder, and asked for in meta.json's tracking. The report's
+        footnote counts the runs each lacks. A resume with other trackers keeps the earlier ones' entries."""
         if not self.options.tracking.track or self.tracking is not None:
             return
         chosen = self.options.tracking
@@ -418,8 +418,8 @@ class Ablation:
         self.meta["tracking"] = {**tracking_state(self.meta), **self.tracking.state(chosen.track)}
 
     def _track(self, record: dict) -> None:
-        """Log a finished run, already written, to the trackers, then add their ids to its file: a kill between
-        the two leaves the run in the folder, and the tracker's copy is replaced when it is logged again."""
+        """Log a finished run, already written, to the trackers, then add their ids to its file. A kill between the
+        two leaves the run in the folder; the tracker's copy is replaced when it is logged again."""
         if self.tracking is None:
             return
         errors = dict(self.tracking.errors)
@@ -432,8 +432,8 @@ class Ablation:
             self.results.write_meta(self.meta)
 
     def finish_tracking(self, summary: list | None) -> None:
-        """After the report's files are written: the summary rows to the trackers (None: no summary, after
-        Ctrl-C), then closed; a tracker that failed on the way is recorded in meta.json."""
+        """After the report's files are written: the summary rows to the trackers, then closed. None: no summary,
+        after Ctrl-C. A tracker that failed on the way is recorded in meta.json."""
         if self.tracking is None:
             return
         try:
@@ -453,8 +453,8 @@ class Ablation:
             self.tracking = None
 
     def _start_looks(self) -> None:
-        """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run,
-        so that a report of a folder stopped in its first round judges by the boundary."""
+        """With --seeds auto, the boundary and the (empty) list of looks go into meta.json before the first run.
+        So a report of a folder stopped in its first round judges by the boundary."""
         bound = self.spec.boundary()
         if bound is not None:  # recorded for the reader; report recomputes it from the spec and compares
             self.meta["sequential"] = {
@@ -467,9 +467,9 @@ class Ablation:
             }
 
     def _run_rounds(self, display) -> None:
-        """Every pending run: all seeds at once, or with --seeds auto a round of seeds at a time, testing every
-        row after each round and stopping once every row is decided or futile, or at --max-seeds. The looks are
-        recomputed from the finished runs on --resume, so a resumed ablation stops where the first would have."""
+        """Every pending run: all seeds at once, or with --seeds auto a round at a time (docs/statistics.md).
+        Every row is tested after each round. Rounds stop once every row is decided or futile, or at --max-seeds.
+        On --resume the looks are recomputed from the finished runs: a resumed ablation stops where the first would."""
         from ..verdict.table import take_look  # the verdicts, computed as the table computes them
         from .report import design_of
 
@@ -491,7 +491,7 @@ class Ablation:
             n += 1
 
     def run(self, display) -> None:
-        """Run every pending job and write each finished run at once; Ctrl-C keeps them and marks the folder.
+        """Run every pending job and write each finished run at once. Ctrl-C keeps them and marks the folder.
         display: start(total, done), step(row, seed, step, loss), finished(record)."""
         try:
             self.results.lock()

@@ -1,6 +1,6 @@
-"""The session of an ablation, a ladder and a training run: one request built from the keywords or the flags
-(settings_of), planned or checked against its folder (plan), started or resumed, trained (train_pending), and
-read back as a Result. modern_gpt.api (a notebook's calls) and the command line (cli/) both call these."""
+"""The session of an ablation, a ladder and a training run. One request is built from the keywords or flags
+(settings_of), planned or checked against its folder (plan), started or resumed, and trained (train_pending).
+It is read back as a Result. modern_gpt.api (a notebook's calls) and the command line (cli/) both call these."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "tr
 
 
 class Detached(Exception):  # not an error: the runs go on
-    """--detach: the runs are submitted and go on without this process; resume is the command line that collects
-    them (it waits for those still training, submits again those that did not finish, and prints the table)."""
+    """--detach: the runs are submitted and go on without this process. resume is the command line that collects
+    them: it waits for those still training, submits again those that did not finish, and prints the table."""
 
     def __init__(self, what: str, folder: Path, resume: str):
         super().__init__(f"{what}; {resume} collects them and prints the table")
@@ -47,8 +47,8 @@ class Detached(Exception):  # not an error: the runs go on
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM, SIGHUP) stopped an ablation: every finished run is kept in the folder, with the
-    summary of what finished; resume is the command line that finishes it."""
+    """Ctrl-C (or SIGTERM, SIGHUP) stopped an ablation. Every finished run is kept in the folder, with the
+    summary of what finished. resume is the command line that finishes it."""
 
     def __init__(self, finished: int, total: int, folder: Path, resume: str):
         super().__init__(f"{finished} of {total} runs finished and kept in {folder}")
@@ -57,8 +57,8 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass
 class Result:
-    """What an ablation (or a report of its folder) found: the table and the runs as DataFrames, the folder, the
-    footnotes, and `table`, the library's own objects (ablation.report.Report) that the command line renders."""
+    """What an ablation, or a report of its folder, found: the table and the runs as DataFrames, the folder, the
+    footnotes. `table` holds the library's own objects (ablation.report.Report) that the command line renders."""
 
     folder: Path
     summary: pd.DataFrame  # summary.csv's columns
@@ -75,7 +75,7 @@ class Result:
     @property
     def metrics(self) -> pd.DataFrame | None:
         """With --eval-data sets, every metric's verdicts as one family: metrics.csv's long form, one row per
-        (table row, metric); None for a table of val alone."""
+        (table row, metric). None for a table of val alone."""
         judged = getattr(self.table, "metrics", None)
         return None if judged is None else judged.table
 
@@ -112,8 +112,8 @@ def _keys(options: tuple[str, ...], components: bool) -> dict[str, str]:
 
 
 def with_keywords(options: tuple[str, ...] = (), components: bool = False):
-    """A command's real signature: its own keywords, then one per setting and option it reads (from the one
-    settings registry), so that help(), Shift-Tab and inspect.signature list steps, dim, seeds, data..."""
+    """A command's real signature: its own keywords, then one per setting and option it reads (the one
+    settings registry). So help(), Shift-Tab and inspect.signature list steps, dim, seeds, data..."""
     import inspect
 
     every = {**ALL, **OPTIONS}
@@ -146,9 +146,9 @@ def settings_of(
 ) -> tuple[Settings, AblationOptions]:
     """A command's Settings and AblationOptions: the defaults, then --smoke's or --config's file, then the keywords
     (None: not given). flags are keywords by name (steps=60); overrides by key (train.steps), as the command line
-    gives them. plugins: --plugin files (and the installed packages' components); components: a one-model command
-    switches the files' components on. other_options_ok: the file's other [ablation] keys are let be (train reads
-    --track alone)."""
+    gives them. plugins: --plugin files, and the installed packages' components. components: a one-model command
+    switches the files' components on. other_options_ok: the file's other [ablation] keys are let be, as train
+    reads --track alone."""
     keys = _keys(options, components)
     flags = {k: v for k, v in flags.items() if v is not None}  # None: not given, as the signature's defaults say
     if "path" in flags and "data" not in flags:  # data's keyword before it was named as its flag: still read
@@ -184,7 +184,7 @@ def _checked(setting, value, where: str):
 
 
 def token_vocabulary(settings: Settings) -> Settings:
-    """Token files whose vocabulary no --vocab-size declares take it from their largest id (vocab_size 0), not
+    """Token files whose vocabulary no --vocab-size declares take it from their largest id (vocab_size 0). Not
     from the bpe tokenizer's default."""
     if "data.vocab_size" in settings.typed or not settings.data.path:
         return settings
@@ -198,9 +198,9 @@ def token_vocabulary(settings: Settings) -> Settings:
 
 
 def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Settings:
-    """Load the plugin files (a command that builds models: torch loads only now) and the installed packages'
-    (entry points; none, and nothing heavy is imported), and for a one-model command switch the files' components
-    on (a collision with a built-in switch is refused by name)."""
+    """Load the plugin files and the installed packages' plugins (entry points). For a command that builds models,
+    torch loads only now; with no entry point, nothing heavy is imported. A one-model command switches the files'
+    components on. A collision with a built-in switch is refused by name."""
     from dataclasses import replace
 
     from ..model.plugins import load
@@ -213,9 +213,9 @@ def with_plugins(settings: Settings, paths: list[str], switch_on: bool) -> Setti
 
 
 def request_of(command: str, options: AblationOptions, **rows) -> Request:
-    """The command's request (planning.Request), built once: the rows' flags (and scale's ladder flags, its
-    planning.LadderRequest), and the ablation's options that a flag or the config file gave; None for one nobody
-    gave (its default), which --resume does not compare."""
+    """The command's request (planning.Request), built once. It holds the rows' flags, scale's ladder flags
+    (planning.LadderRequest), and the ablation's options a flag or the config file gave. None for one nobody
+    gave: its default, which --resume does not compare."""
     from .planning import LadderRequest, Request
 
     stats = options.statistics  # each of its options is a field of Request's, of the same name
@@ -226,9 +226,9 @@ def request_of(command: str, options: AblationOptions, **rows) -> Request:
 
 @dataclass
 class Trained:
-    """One trained model (`modern-gpt train`): its checkpoint folder, the run's numbers (run.train.RunResult), the
-    settings it trained with (the tokenizer's vocab_size set), the corpus's name and whether its tokenizer gives
-    the validation text back, and the trackers' run ids."""
+    """One trained model (`modern-gpt train`): its checkpoint folder and the run's numbers (run.train.RunResult).
+    Also the settings it trained with (the tokenizer's vocab_size set), the corpus's name, whether its tokenizer
+    gives the validation text back, and the trackers' run ids."""
 
     folder: Path
     result: object
@@ -245,8 +245,8 @@ def train_checkpoint(
     settings: Settings, tracking: TrackingOptions, seed: int, out, force: bool, display=None
 ) -> Trained:
     """The one run of `train`: checked, trained, its checkpoint written (weights only when it trained), and logged
-    to the trackers asked for. display(corpus name) -> a context manager yielding progress(step, loss), or None
-    (views/progress.py's run_progress is one; None: quiet)."""
+    to the trackers asked for. display(corpus name) -> a context manager yielding progress(step, loss), or None.
+    views/progress.py's run_progress is one; None: quiet."""
     import contextlib
     import time
 
@@ -285,8 +285,8 @@ def train_checkpoint(
 
 @dataclass
 class LadderResult:
-    """What a ladder found: the scale table (k, its CI and the trend per row) and its runs as DataFrames, the
-    folder, the footnotes, each rung's Result, and `table`, ablation.ladder.LadderReport, that the CLI renders."""
+    """What a ladder found: the scale table (k, its CI and the trend per row) and its runs as DataFrames. Also the
+    folder, the footnotes, each rung's Result, and `table`: ablation.ladder.LadderReport, which the CLI renders."""
 
     folder: Path
     summary: pd.DataFrame  # the ladder's summary.csv
@@ -312,9 +312,9 @@ def run_ladder(
     display: Callable | None = None,
     command_line: str = "(called from Python)",
 ) -> LadderResult:
-    """Plan the ladder (or check a resume), start every rung's folder (each checked as an ablation is: memory,
-    plugins; the top rung first, so a size that cannot fit is refused before any folder is made), train each
-    rung in turn, then write the scale table. request: scale's (request_of, with its ladder choices). Ctrl-C
+    """Plan the ladder (or check a resume), start every rung's folder, train each rung in turn, write the scale
+    table. Each rung is checked as an ablation is: memory, plugins. The top rung goes first, so a size that cannot
+    fit is refused before any folder is made. request: scale's (request_of, with its ladder choices). Ctrl-C
     raises Interrupted naming the ladder's resume command."""
     from . import ladder as lad
     from .planning import parse_seeds
@@ -355,7 +355,7 @@ def run_ladder(
 
 
 def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: str, fresh: bool) -> None:
-    """Every rung's folder that does not exist yet, the top rung first; ladder.json once they all are. A refusal
+    """Every rung's folder that does not exist yet, the top rung first; ladder.json once they all do. A refusal
     on a fresh ladder removes what this call made."""
     import shutil
 
@@ -390,8 +390,8 @@ def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: s
 
 
 def _check_ladder_resume(folder: Path, ladder, settings: Settings, request: Request, out) -> None:
-    """--resume DIR of a ladder: its rungs are fixed when it starts, and the flags given must agree with it (the
-    table's own choices, planning.TABLE_CHOICES, may change)."""
+    """--resume DIR of a ladder. Its rungs are fixed when it starts; the flags given must agree with it. The
+    table's own choices (planning.TABLE_CHOICES) may change."""
     from dataclasses import replace
 
     from .planning import check_resume
@@ -412,8 +412,8 @@ def _check_ladder_resume(folder: Path, ladder, settings: Settings, request: Requ
 
 
 def ladder_result(folder, draw: bool = True) -> LadderResult:
-    """A ladder folder's scale table from its files (`modern-gpt report DIR` of a ladder); writes its runs.csv and
-    summary.csv, and with draw scale.png."""
+    """A ladder folder's scale table from its files (`modern-gpt report DIR` of a ladder). Writes its runs.csv
+    and summary.csv, and with draw scale.png."""
     import pandas as pd
 
     from . import ladder as lad
@@ -431,18 +431,18 @@ def ladder_result(folder, draw: bool = True) -> LadderResult:
 
 
 def folder_result(folder: Path, at_lr: float | None) -> Result:
-    """A results folder's Result, read from its files (nothing trains: a missing plugin file is a footnote)."""
+    """A results folder's Result, read from its files. Nothing trains: a missing plugin file is a footnote."""
     from .report import load
     from .results import ResultsDir
 
-    results = ResultsDir(folder, read_only=True)  # nothing trains: a missing plugin file is a footnote
+    results = ResultsDir(folder, read_only=True)
     table = load(results, at_lr, verdicts=results.spec.plan != "power")
     return Result(folder, summary_frame(table.summary), table.scan.runs_frame(), table.notes, table)
 
 
 def plan(settings: Settings, request: Request, out, resume):
-    """The Spec of a new ablation, or None with resume, whose flags given must agree with its folder; and the
-    learning rates, for at_lr."""
+    """The Spec of a new ablation, and the learning rates, for at_lr. With resume the Spec is None, and the
+    flags given must agree with its folder."""
     from .planning import check_resume, parse_seeds, plan_spec
 
     if request.command == "power" and parse_seeds(request.seeds) == AUTO:
@@ -470,8 +470,8 @@ def run_ablation(
     display: Callable | None = None,
     command_line: str = "(called from Python)",
 ) -> Result:
-    """Plan (or check a resume), start or resume on the chosen executor and train what is pending with a display,
-    then write summary.csv and the figures, log the summary to the trackers, and return the table. request: the
+    """Plan (or check a resume), start or resume on the chosen executor, and train what is pending with a display.
+    Then write summary.csv and the figures, log the summary to the trackers, and return the table. request: the
     command's (request_of). display(ablation) -> a context manager with start, step and finished
     (views/progress.py's; None: quiet). Ctrl-C raises Interrupted once the summary of what finished is written."""
     check_main_guard(request.command, options.execution)
@@ -502,8 +502,8 @@ def run_ablation(
 
 
 def train_pending(ablation, display: Callable):
-    """Train what is pending; then read the folder once into its table (ablation.report.Report, returned), write
-    its files and log its summary to the trackers. Ctrl-C: the summary of what finished is written, the
+    """Train what is pending. Then read the folder once into its table (ablation.report.Report, returned), write
+    its files and log its summary to the trackers. On Ctrl-C, the summary of what finished is written, the
     trackers closed without one, and Interrupted raised."""
     from . import report
     from .executors import Detached as Handed
@@ -566,10 +566,10 @@ def _quiet(ablation) -> _Quiet:
 # A plain script: its workers would run it again
 # ---------------------------------------------------------------------------
 def unguarded_call() -> tuple[str, int] | None:
-    """(file, line) of the top-level line of the __main__ script that is calling now, outside any
-    `if __name__ == "__main__":` block; None otherwise (a notebook, python -c, a call from a function or under
-    the guard). The worker processes of multiprocessing's spawn and forkserver run that script again as they
-    start (its own check, spawn._check_not_importing_main, then ends them with a traceback)."""
+    """(file, line) of the top-level line of the __main__ script calling now, outside any
+    `if __name__ == "__main__":` block. None otherwise: a notebook, python -c, a call from a function or under
+    the guard. The workers of multiprocessing's spawn and forkserver run that script again as they start.
+    Its own check, spawn._check_not_importing_main, then ends them with a traceback."""
     import ast
     import sys
 
@@ -606,9 +606,9 @@ def _is_main_test(test) -> bool:
 
 
 def check_main_guard(command: str, execution: ExecutionOptions) -> None:
-    """Refuse, before anything is read or started, a call at the top level of a plain script whose runs may
-    train in worker processes (jobs above 1, or auto): each worker would run the script again. On a GPU jobs=auto
-    trains one run at a time, as jobs=1 does, but the rule is the same on every machine."""
+    """Refuse, before anything is read or started, a top-level call in a plain script whose runs may train in
+    worker processes (jobs above 1, or auto). Each worker would run the script again. On a GPU jobs=auto trains
+    one run at a time, as jobs=1 does, but the rule is the same on every machine."""
     if execution.executor != "local" or execution.jobs == 1:
         return
     where = unguarded_call()

@@ -1,5 +1,5 @@
-"""The checks before anything trains: each tracker installed, its store reachable and writable, and a resume
-logging into the store its earlier runs are in. Each failure is one sentence naming the flag or URI."""
+"""The checks before anything trains. Each tracker must be installed, its store reachable and writable.
+A resume logs into the store its earlier runs are in. Each failure is one sentence naming the flag or URI."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def mlflow_uri(given: str | None) -> tuple[str, str]:
 
 
 def _local_store(uri: str) -> Path | None:
-    """The file a sqlite:/// URI names, or the folder of a file: URI or a plain path; None for a server."""
+    """The file a sqlite:/// URI names, or the folder a file: URI or plain path names. None for a server."""
     if uri.startswith("sqlite:///"):
         return Path(uri[len("sqlite:///") :])
     if uri.startswith("file:"):
@@ -55,7 +55,7 @@ def _local_store(uri: str) -> Path | None:
 
 
 def store_id(uri: str) -> str:
-    """An MLflow URI as the store it names, the same from any folder: a local store's path made absolute."""
+    """An MLflow URI as the store it names, the same from any folder. A local store's path is made absolute."""
     store = _local_store(uri)
     if store is None:
         return uri.rstrip("/")
@@ -71,7 +71,7 @@ def other_store(meta: dict, mlflow_uri_given: str | None) -> str | None:
 
 
 def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | None) -> None:
-    """--resume --track mlflow logs into the store the earlier runs are in: another would split the ablation."""
+    """--resume --track mlflow logs into the store the earlier runs are in. Another would split the ablation."""
     recorded = other_store(meta, mlflow_uri_given) if "mlflow" in check_names(names) else None
     if recorded:
         _, where = mlflow_uri(mlflow_uri_given)
@@ -82,8 +82,8 @@ def check_resume_store(folder: Path, meta: dict, names, mlflow_uri_given: str | 
 
 
 def check(names, mlflow_uri_given: str | None = None) -> None:
-    """Before anything trains: every --track name known and installed, MLflow's store reachable and writable,
-    W&B able to log."""
+    """Before anything trains: every --track name known and installed. MLflow's store must be reachable and
+    writable, and W&B able to log."""
     from .wandb import check_wandb  # here: the backends' modules load only for a tracker asked for
 
     names = check_names(names)
@@ -100,7 +100,7 @@ def check(names, mlflow_uri_given: str | None = None) -> None:
 
 
 def _check_mlflow(uri: str, where: str) -> None:
-    """MLflow's store: a scheme it takes, reachable and writable; a sqlite file made here is removed if it fails."""
+    """MLflow's store: a scheme it takes, reachable and writable. A sqlite file made here is removed if it fails."""
     store = _local_store(uri)
     if uri.rstrip("/") == "sqlite:":
         raise UserError(f"{where}: an in-memory sqlite store is lost when modern-gpt exits; give sqlite:///PATH.db.")
@@ -126,7 +126,7 @@ def _check_mlflow(uri: str, where: str) -> None:
 
 
 def _check_writable(path: Path, where: str, is_file: bool) -> None:
-    """A local store's file (sqlite) or folder (file:) is one, in a folder that exists, and can be written."""
+    """A local store's file (sqlite) or folder (file:) must be one, in a folder that exists, and writable."""
     if path.exists() and not (path.is_file() if is_file else path.is_dir()):  # a FIFO is neither
         raise UserError(f"{where}: {path} is not a {'file' if is_file else 'folder'}; give another store.")
     folder = path.parent if is_file or not path.exists() else path
@@ -181,8 +181,8 @@ def _check_server(uri: str, where: str) -> None:
 
 
 def _check_sqlite(path: Path, where: str) -> None:
-    """The sqlite file takes a write lock within LOCK_WAIT_S: a read-only file, a database another process holds,
-    a file of other bytes or a link to nowhere is one sentence, not MLflow's ten retries over ~100 s."""
+    """The sqlite file takes a write lock within LOCK_WAIT_S. A read-only file, a database another process
+    holds, a file of other bytes or a dead link is one sentence. MLflow would retry ten times over ~100 s."""
     import sqlite3
 
     try:
@@ -199,7 +199,7 @@ def _check_sqlite(path: Path, where: str) -> None:
 
 @contextlib.contextmanager
 def quiet_store():
-    """MLflow's INFO lines while it makes a sqlite store's tables kept off stderr (its warnings still show)."""
+    """Keeps MLflow's INFO lines off stderr while it makes a sqlite store's tables. Its warnings still show."""
     loggers = {logger: logger.level for logger in map(logging.getLogger, ("mlflow.store.db", "alembic"))}
     for logger in loggers:
         logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))

@@ -1,6 +1,6 @@
-"""MLflow: one experiment per results folder, one run per (row, seed); once the table is written, a run per table
-row named by its verdict with its seeds nested under it, a "summary" run, and the answer as the description.
-judge leaves out the row and summary runs by their tags.kind (they have no variant tag)."""
+"""MLflow: one experiment per results folder, one run per (row, seed). Once the table is written, each table
+row gets a run named by its verdict, its seeds nested under it. A "summary" run comes too, and the answer as
+the description. judge leaves out the row and summary runs by their tags.kind, as they have no variant tag."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ class MlflowBackend:
             self.experiment_id = self._experiment(rec.TRAIN_EXPERIMENT if train else self.folder.name, shared=train)
 
     def _experiment(self, name: str, shared: bool) -> str:
-        """The folder's experiment, found again on resume; a name another folder took gets the folder's start
-        time added. shared: every `train` run's one."""
+        """The folder's experiment, found again on resume. A name another folder took gets the folder's start time
+        added. shared: every `train` run's one."""
         owner = "" if shared else f"{self.folder.resolve()}|{self.tracked.started}"
         for attempt in (name, f"{name} ({self.tracked.started})"):
             found = self.client.get_experiment_by_name(attempt)
@@ -50,7 +50,7 @@ class MlflowBackend:
         raise UserError(f"MLflow's experiments {name!r} and {attempt!r} belong to other folders; give another --out.")
 
     def _new_run(self, key: str, name: str, tags: dict[str, str], start_time: int | None = None) -> str:
-        """A run under key, replacing what an earlier attempt logged under it (its id never reached the run file)."""
+        """A run under key, replacing what an earlier attempt logged under it. That id never reached the run file."""
         for run in self.client.search_runs([self.experiment_id], filter_string=f"tags.`modern_gpt.key` = '{key}'"):
             self.client.delete_run(run.info.run_id)
         return self.client.create_run(self.experiment_id, start_time, {**tags, "modern_gpt.key": key}, name).info.run_id
@@ -69,7 +69,7 @@ class MlflowBackend:
             self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_run(self, record: dict) -> str:
-        """A run spanning its own training time: its settings as params, curve and final metrics, tags."""
+        """A run spanning its own training time. It logs settings as params, curve and final metrics, and tags."""
         tags = rec.run_tags(self.tracked, record, self.folder)
         start, end = rec.run_times(record)
         run_id = self._new_run(tags.pop("modern_gpt.key"), rec.run_name(self.tracked, record), tags, start)
@@ -83,9 +83,9 @@ class MlflowBackend:
         return run_id
 
     def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
-        """The answer and the verdict tables as the experiment's description; the summary run (summary.csv,
-        metrics.csv, the figures, the table as verdicts.json); a run per table row, a millisecond apart so that
-        the newest-first runs table lists them in the table's order, with its seeds' runs nested under it."""
+        """The answer and the verdict tables go in as the experiment's description. The summary run holds
+        summary.csv, metrics.csv, the figures, and the table as verdicts.json. Each table row gets a run, with its
+        seeds' runs nested under it. They are a millisecond apart, so the newest-first runs table keeps their order."""
         rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
         text = f"**{rec.answer(rows)}**\n\n{rec.verdict_table(rows, metrics)}\n\n{rec.ABOUT}\n\n{LAYOUT}"
         now, key = int(time.time() * 1000), rec.run_key(folder, self.tracked, None)
@@ -117,7 +117,7 @@ class MlflowBackend:
         self.client.set_experiment_tag(self.experiment_id, "mlflow.note.content", text[:20000])  # MLflow's limit
 
     def _log_table(self, run_id: str, table: tuple[list[str], list[list]]) -> None:
-        """mlflow.log_table's verdicts.json (the UI's artifact view shows it), written again at full precision:
+        """mlflow.log_table's verdicts.json, which the UI's artifact view shows, written again at full precision.
         log_table keeps 10 decimals, where a p of 1e-12 would read 0."""
         import pandas as pd
 

@@ -1,4 +1,4 @@
-"""What is logged: pure functions of a run's record, what is tracked of its folder (Tracked) and the table."""
+"""What is logged: pure functions of a run's record, of its folder (Tracked), and of the table."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ METRIC_STATS = ("delta", "ci_low", "ci_high", "p", "p_adj", "mde")  # metrics.cs
 
 @dataclass(frozen=True)
 class Tracked:
-    """What a tracker is told of the folder its runs come from: its settings (meta.json's spec), plan ("train"
-    for `modern-gpt train`), when it was started (part of each run's key), and with --lrs the grid and rows."""
+    """What a tracker is told of the folder its runs come from. settings: meta.json's spec. plan: "train" for
+    `modern-gpt train`. started: part of each run's key. With --lrs, the grid and rows."""
 
     settings: dict
     plan: str
@@ -38,26 +38,26 @@ class Tracked:
 
     @classmethod
     def of(cls, meta: dict) -> Tracked:
-        """From a results folder's meta.json (ResultsDir.read_meta checks it against its schema)."""
+        """From a results folder's meta.json. ResultsDir.read_meta checks it against its schema."""
         spec = meta.get("spec") or {}
         lrs, variants = tuple(spec.get("lrs") or ()), tuple(spec.get("variants") or ())
         return cls(spec.get("settings") or {}, str(spec.get("plan", "")), str(meta.get("started")), lrs, variants)
 
 
 def tracked_ids(record: dict) -> dict[str, str]:
-    """A run file's tracker ids; a hand-edited field or id of another type counts as not logged."""
+    """A run file's tracker ids. A hand-edited field, or an id of another type, counts as not logged."""
     ids = record.get("tracked")
     return {k: v for k, v in ids.items() if k in TRACKERS and isinstance(v, str) and v} if isinstance(ids, dict) else {}
 
 
 def tracking_state(meta: dict) -> dict[str, dict]:
-    """meta.json's tracking (per tracker: its error, its summary, MLflow's store); other types count as none."""
+    """meta.json's tracking: per tracker, its error, its summary, MLflow's store. Other types count as none."""
     state = meta.get("tracking")
     return {k: v for k, v in state.items() if k in TRACKERS and isinstance(v, dict)} if isinstance(state, dict) else {}
 
 
 def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
-    """A run's settings flattened (model.dim, train.lr, ...) with the model it trained, and its identity."""
+    """A run's settings flattened (model.dim, train.lr, ...), with the model it trained and its identity."""
     settings = {**tracked.settings, "model": run_model(tracked, record)}
     out: dict[str, object] = {
         f"{section}.{key}": value
@@ -72,8 +72,8 @@ def run_params(tracked: Tracked, record: dict) -> dict[str, object]:
 
 
 def run_model(tracked: Tracked, record: dict) -> dict:
-    """The model a run trained: the folder's settings with the run's components switched on (a `+rmsnorm` run
-    says rmsnorm=True), its row's MLP width and its tokenizer's vocabulary (when its run file records it)."""
+    """The model a run trained: the folder's settings with the run's components on (`+rmsnorm`: rmsnorm=True).
+    It adds its row's MLP width and, when its run file records it, its tokenizer's vocabulary."""
     model = tracked.settings.get("model") or {}
     if tracked.plan == TRAIN:  # `train` logs its settings as trained
         return model
@@ -88,8 +88,8 @@ def run_model(tracked: Tracked, record: dict) -> dict:
 
 
 def run_metrics(record: dict) -> dict[str, float]:
-    """A run's final numbers (NaN for a run that failed), its further metrics (val_bpb, NAME_loss, NAME_bpb,
-    ctx2x_loss, icl_gain), and diverged and failed as 0 or 1."""
+    """A run's final numbers, NaN for a run that failed, and its further metrics (val_bpb, NAME_loss, NAME_bpb,
+    ctx2x_loss, icl_gain). diverged and failed are 0 or 1."""
     out = {k: _number(record.get(k)) for k in FINAL_METRICS}
     out |= {k: _number(v) for k, v in (record.get("metrics") or {}).items() if k not in out}
     out["diverged"] = float(bool(record.get("diverged")))
@@ -98,8 +98,8 @@ def run_metrics(record: dict) -> dict[str, float]:
 
 
 def run_tags(tracked: Tracked, record: dict, folder: Path) -> dict[str, str]:
-    """The tags a run is found by, what `modern-gpt judge` needs from a tracker's export (its row's reference
-    by name and placebo mark, as runs.csv has them) and its key."""
+    """The tags a run is found by, and its key. They hold what `modern-gpt judge` needs from a tracker's export:
+    its row's reference by name and its placebo mark, as runs.csv has them."""
     tags = {"folder": Path(folder).name, "plan": tracked.plan, "row": str(record["row"])}
     tags |= {"variant": record["variant"], "seed": str(record["seed"])}
     if record.get("lr") is not None:
@@ -123,7 +123,7 @@ def run_name(tracked: Tracked, record: dict) -> str:
 
 
 def row_tag(tracked: Tracked, row: dict[str, str]) -> int:
-    """The run row of a summary.csv row: with --lrs, its variant's at the rate the table shows it at."""
+    """The run row of a summary.csv row. With --lrs, its variant's at the rate the table shows."""
     if several_lrs(tracked):
         for i, v in enumerate(tracked.variants):
             if v.get("name") == row.get("variant") and _number(v.get("lr")) == _number(row.get("lr")):
@@ -132,15 +132,15 @@ def row_tag(tracked: Tracked, row: dict[str, str]) -> int:
 
 
 def run_key(folder: Path, tracked: Tracked, record: dict | None) -> str:
-    """A run's (None: the summary's) key in a tracker: its folder, when the folder was started, its (row, seed);
-    the same after a resume, another for a folder deleted and made again."""
+    """A run's key in a tracker (None: the summary's): its folder, when that was started, its (row, seed).
+    It is the same after a resume, another for a folder deleted and made again."""
     where = f"{Path(folder).resolve()}|{tracked.started}"
     what = "summary" if record is None else f"row{record['row']:02d}-seed{record['seed']}"
     return hashlib.sha256(f"{where}|{what}".encode()).hexdigest()[:20]
 
 
 def run_times(record: dict) -> tuple[int | None, int | None]:
-    """When the run started and ended, in Unix milliseconds: its training time, not when it was logged."""
+    """When the run started and ended, in Unix milliseconds. Its training time, not when it was logged."""
     started, secs = _number((record.get("timing") or {}).get("started")), _number(record.get("secs"))
     if not (math.isfinite(started) and started > 0):
         return None, None
@@ -159,7 +159,7 @@ def curve(record: dict) -> list[tuple[int, str, float]]:
 
 
 def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
-    """The summary rows the ablation hands over, as summary.csv writes them: a tracker shows the file's text."""
+    """The summary rows the ablation hands over, as summary.csv writes them. A tracker shows the file's text."""
     return list(csv.DictReader(io.StringIO(summary_frame(rows).to_csv(index=False))))
 
 
@@ -169,8 +169,8 @@ def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def metric_cells(folder: Path) -> list[dict[str, str]]:
-    """metrics.csv's (row, metric) verdicts with --eval-data sets (written just before the trackers are told),
-    but val_loss's, which are the summary's; each Δ also as delta_val, the summary's name."""
+    """metrics.csv's (row, metric) verdicts with --eval-data sets, written just before the trackers are told.
+    val_loss's are left out: they are the summary's. Each Δ is also delta_val, the summary's name."""
     path = Path(folder) / "metrics.csv"
     if not path.is_file():
         return []
@@ -179,15 +179,15 @@ def metric_cells(folder: Path) -> list[dict[str, str]]:
 
 
 def metric_stats(cells: list[dict[str, str]], variant: str) -> tuple[dict[str, float], dict[str, str]]:
-    """A table row's numbers on each further metric (code_loss.delta, code_loss.p_adj, ...), and its verdicts on
-    those it is tested on (code_loss.verdict, ...)."""
+    """A table row's numbers on each further metric (code_loss.delta, code_loss.p_adj, ...). Also its verdicts
+    on those it is tested on (code_loss.verdict, ...)."""
     mine = [c for c in cells if c["variant"] == variant]
     numbers = {f"{c['metric']}.{k}": v for c in mine for k in METRIC_STATS if math.isfinite(v := _number(c[k]))}
     return numbers, {f"{c['metric']}.verdict": c["verdict"] for c in mine if c["verdict"]}
 
 
 def row_stats(row: dict[str, str]) -> dict[str, float]:
-    """A table row's Δ, CI, p, p_adj and mde that it has (the first row, the reference, has none)."""
+    """The Δ, CI, p, p_adj and mde a table row has. The first row, the reference, has none."""
     return {k: v for k in ROW_STATS if math.isfinite(v := _number(row.get(k)))}
 
 
@@ -210,15 +210,15 @@ def artifacts(folder: Path) -> list[Path]:
 
 
 def first_line(e: BaseException) -> str:
-    """An error in one line: its type and first line, or a UserError's own sentence (it says what to do)."""
+    """An error in one line: its type and first line. A UserError keeps its own sentence, which says what to do."""
     text = (str(e).strip().splitlines() or [""])[0][:300]
     return text if isinstance(e, UserError) else f"{type(e).__name__}: {text}".rstrip(": ")
 
 
 @dataclass(frozen=True)
 class Margins:
-    """Each table row's Δ and 95% CI at more than one point, for the margin charts: at each look of --seeds
-    auto (steps: the pairs each look saw) or each learning rate of --lrs (steps: the rate's index in lrs)."""
+    """Each table row's Δ and 95% CI at more than one point, for the margin charts. With --seeds auto, at each
+    look (steps: the pairs it saw). With --lrs, at each learning rate (steps: the rate's index in lrs)."""
 
     axis: str = ""  # "pairs" or "lr"; "" for a table of one point per row
     steps: tuple[int, ...] = ()
@@ -226,7 +226,7 @@ class Margins:
     rows: dict = field(default_factory=dict)  # variant -> ((delta, ci_low, ci_high), ...), one per step
 
     def of(self, variant: str) -> list[tuple[int, float, float, float]]:
-        """A row's points, (step, Δ, low, high), those it has (a look before a row's first pair has none)."""
+        """A row's points, (step, Δ, low, high), those it has. A look before a row's first pair has none."""
         points = zip(self.steps, self.rows.get(variant, ()), strict=False)
         return [(step, *p) for step, p in points if all(math.isfinite(x) for x in p)]
 
@@ -246,13 +246,13 @@ def tracked_records(folder: Path, name: str) -> list[dict]:
 
 
 def row_of(rows: list[dict[str, str]], record: dict) -> tuple[dict[str, str] | None, bool]:
-    """The table row a run belongs to, and whether the table counts it (with --lrs: at the row's chosen rate)."""
+    """The table row a run belongs to, and whether the table counts it. With --lrs: only at the row's rate."""
     row = next((r for r in rows if r["variant"] == record.get("variant")), None)
     return row, row is not None and (not row.get("lr") or _number(row["lr"]) == _number(record.get("lr")))
 
 
 def ci_text(row: dict[str, str]) -> str:
-    """A row's Δ and 95% CI as the table prints them: "Δ -0.0730 [-0.0776, -0.0684]"; "" for the reference."""
+    """A row's Δ and 95% CI as the table prints them: "Δ -0.0730 [-0.0776, -0.0684]". "" for the reference."""
     stats = row_stats(row)
     if "delta_val" not in stats:
         return ""
@@ -268,7 +268,7 @@ def row_title(row: dict[str, str]) -> str:
 
 
 def answer(rows: list[dict[str, str]]) -> str:
-    """The table in one line: the rows found better, worse or the same with Δ and CI, then the inconclusive."""
+    """The table in one line: the rows found better, worse or the same, with Δ and CI. Then the inconclusive count."""
     tested = [r for r in rows if r.get("reference")]
     parts = []
     for verdict in ("better", "worse", "same"):
@@ -289,7 +289,7 @@ ABOUT = (
 
 
 def verdict_table(rows: list[dict[str, str]], metrics: list[dict[str, str]] = ()) -> str:
-    """The verdict table in Markdown (MLflow's description, TensorBoard's text), then each further metric's."""
+    """The verdict table in Markdown, then each further metric's. For MLflow's description and TensorBoard's text."""
     out = ""
     for title, cells, what in (("Δ val", rows, ()), ("Δ", metrics, ("metric",))):
         if not cells:
@@ -312,8 +312,8 @@ def _cell(text: str) -> str:
 
 
 def verdict_columns(rows: list[dict[str, str]], metric: bool = False) -> tuple[list[str], list[list]]:
-    """The verdict table's column names and rows, its numbers typed (None where a row has none), for MLflow's
-    log_table and W&B's wandb.Table; metric: metric_cells' rows, with their metric's name."""
+    """The verdict table's column names and rows, for MLflow's log_table and W&B's wandb.Table. Numbers are typed,
+    None where a row has none. metric: metric_cells' rows, with their metric's name."""
     names = ["variant", *(["metric"] if metric else []), "verdict", *ROW_STATS, "reference"]
     cells = [{**r, **dict.fromkeys(ROW_STATS), **row_stats(r), "reference": r.get("reference") or ""} for r in rows]
     return names, [[c[k] for k in names] for c in cells]

@@ -1,5 +1,5 @@
-"""TensorBoard: one event folder per run under the results folder, and summary/ for the table: the answer chart,
-the verdict text, each row's numbers as scalars and CUSTOM SCALARS' margin charts."""
+"""TensorBoard: one event folder per run under the results folder, and summary/ for the table. summary/ holds
+the answer chart, the verdict text, each row's numbers as scalars and CUSTOM SCALARS' margin charts."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class TensorBoardBackend:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _fresh(self, path: Path):
-        """A writer of a folder emptied of what an earlier, interrupted attempt wrote (no duplicate points)."""
+        """A writer of a folder emptied of what an earlier, interrupted attempt wrote, so no point is doubled."""
         from torch.utils.tensorboard import SummaryWriter
 
         _in_the_way(path)
@@ -62,9 +62,9 @@ class TensorBoardBackend:
         return str(path.relative_to(self.folder))
 
     def _hparams(self, path: Path, record: dict, verdict: str | None = None) -> None:
-        """The run's HPARAMS entry (its settings, variant and, once the table is written, its row's verdict,
-        against its final metrics) in an event file of its own, replaced when the verdict comes: TensorBoard
-        reads a run's first hparams and no later one."""
+        """The run's HPARAMS entry, in an event file of its own: settings and variant against its final metrics.
+        Once the table is written, its row's verdict joins them. TensorBoard reads a run's first hparams only, so
+        the file is then replaced."""
         from torch.utils.tensorboard import SummaryWriter
         from torch.utils.tensorboard.summary import hparams
 
@@ -86,9 +86,9 @@ class TensorBoardBackend:
             writer.close()
 
     def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
-        """summary/: the answer chart (TIME SERIES' first card), the verdict tables (the Text tab's first entry),
-        each row's numbers as scalars (row/NN-variant/delta_val, .../code_loss.delta, ...), CUSTOM SCALARS'
-        margin charts and the figures; then each seed's HPARAMS entry gets its row's verdict."""
+        """summary/: the answer chart (TIME SERIES' first card), the verdict tables (the Text tab's first entry), and
+        each row's numbers as scalars (row/NN-variant/delta_val, .../code_loss.delta, ...). Also CUSTOM SCALARS'
+        margin charts and the figures. Then each seed's HPARAMS entry gets its row's verdict."""
         rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
         writer = self._fresh(self.root / "summary")
         try:
@@ -111,8 +111,8 @@ class TensorBoardBackend:
             self._hparams(self.folder / rec.tracked_ids(record)[self.name], record, row["verdict"] if counted else "")
 
     def _scalars(self, writer, rows: list[dict], metrics: list[dict], margins: rec.Margins) -> dict:
-        """Each row's numbers as scalars, and the custom scalars layout: every row's Δ and CI (step: the run row),
-        then a chart per row named by its verdict (across the looks or learning rates, where it has several)."""
+        """Each row's numbers as scalars, and the custom scalars layout. One chart holds every row's Δ and CI (step:
+        the run row). Then a chart per row, named by its verdict, across its looks or learning rates if several."""
         everyone, charts, steps = [f"table/{k}" for k in SERIES], {}, []  # lower case: after the runs' curves
         for row in rows:
             stats, tag = rec.row_stats(row), rec.row_tag(self.tracked, row)
@@ -140,15 +140,15 @@ class TensorBoardBackend:
 
 
 def _in_the_way(path: Path) -> None:
-    """A file where an event folder (or a folder above it) goes is named: logging again would fail the same way."""
+    """Names a file where an event folder, or a folder above it, goes. Logging again would fail the same way."""
     for p in (path, *path.parents):
         if os.path.lexists(p) and not p.is_dir():
             raise UserError(f"{p} is a file where TensorBoard writes an event folder; move or delete it first")
 
 
 def _answer_image(rows: list[dict[str, str]]):
-    """Each row's Δ val and 95% CI, named on the left, its verdict on the right, under the answer in one line:
-    an RGB array for add_image."""
+    """Each row's Δ val and 95% CI, named on the left, its verdict on the right, under the one-line answer.
+    An RGB array for add_image."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,5 +1,5 @@
-"""The trackers of one ablation (or one `train`): each finished run logged to every backend still working, the
-summary at the end, and the report's footnotes for what a tracker lacks."""
+"""The trackers of one ablation, or one `train`. Each finished run goes to every backend still working,
+then the summary at the end. The report gets footnotes for what a tracker lacks."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ BACKENDS = {"tensorboard": "TensorBoardBackend", "mlflow": "MlflowBackend", "wan
 
 
 def backend(name: str, mlflow_uri_given: str | None = None):
-    """The backend of a tracker's name, from its own module (trackers/NAME.py), imported only when asked for:
-    start(folder, tracked), log_run(record) -> its run id, log_summary(folder, summary rows, margins) and, for
-    W&B, close()."""
+    """The backend of a tracker's name, imported from trackers/NAME.py only when asked for. It has start(folder,
+    tracked), log_run(record) -> its run id, log_summary(folder, summary rows, margins); W&B's also close()."""
     made = getattr(importlib.import_module(f"{__package__}.{name}"), BACKENDS[name])
     return made(mlflow_uri_given) if name == "mlflow" else made()
 
@@ -29,8 +28,8 @@ def warn(text: str) -> None:
 
 
 class Tracking:
-    """The backends an ablation logs to. One that raises is switched off with a warning, its error kept (meta.json's
-    tracking, then a footnote): a tracker's failure never stops or loses a run."""
+    """The backends an ablation logs to. One that raises is switched off with a warning. Its error is kept in
+    meta.json's tracking, then a footnote. A tracker's failure never stops or loses a run."""
 
     def __init__(self, on_warning=warn, mlflow_uri_given: str | None = None, folder: Path | str = "DIR"):
         self.backends: list = []
@@ -63,7 +62,7 @@ class Tracking:
             return None
 
     def log(self, record: dict) -> dict[str, str]:
-        """One finished run to every backend whose id its file lacks; returns its ids so far, by tracker."""
+        """One finished run to every backend whose id its file lacks. Returns its ids so far, by tracker."""
         ids = tracked_ids(record)
         for b in [b for b in self.backends if b.name not in ids]:
             run_id = self._safely(b, b.log_run, record)
@@ -72,7 +71,7 @@ class Tracking:
         return ids
 
     def finish(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
-        """The summary (each row's verdicts, the figures, the margins of --seeds auto or --lrs) to every backend."""
+        """The summary to every backend: each row's verdicts, the figures, the margins of --seeds auto or --lrs."""
         for b in list(self.backends):
             self._safely(b, b.log_summary, folder, summary, margins)
 
@@ -82,14 +81,14 @@ class Tracking:
         self.backends = []
 
     def state(self, names) -> dict[str, dict]:
-        """meta.json's tracking: per tracker, its error (None while it works); MLflow's store, the run ids' own."""
+        """meta.json's tracking: per tracker, its error (None while it works). MLflow's has its run ids' store."""
         store = {"mlflow": {"uri": store_id(mlflow_uri(self.mlflow_uri_given)[0])}}
         return {name: {"error": self.errors.get(name), **store.get(name, {})} for name in check_names(names)}
 
 
 def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed: int, metrics: dict) -> dict[str, str]:
     """`modern-gpt train --track`'s one run, in MLflow's "modern-gpt train" experiment and the checkpoint's
-    tensorboard/; returns its ids by tracker."""
+    tensorboard/. Returns its ids by tracker."""
     components = "+".join(settings.model.components)
     record = {**metrics, "row": 0, "seed": seed, "variant": components or "classic", "components": components}
     tracked = Tracked(settings.to_dict(), TRAIN, dt.datetime.now().isoformat())
@@ -101,7 +100,7 @@ def log_train(names, mlflow_uri_given: str | None, folder: Path, settings, seed:
 
 
 def push(name: str, folder: Path | str = "DIR", uri: str | None = None) -> str:
-    """The command that logs what a tracker lacks: MLflow's into the store its runs are in (uri)."""
+    """The command that logs what a tracker lacks. MLflow's logs into the store its runs are in (uri)."""
     store = f" --mlflow-uri {shlex.quote(uri)}" if name == "mlflow" and isinstance(uri, str) else ""
     return f"modern-gpt report {shlex.quote(str(folder))} --track {name}{store} logs what is missing."
 

@@ -1,5 +1,5 @@
-"""Weights & Biases: one group per results folder, offline unless WANDB_MODE says otherwise (`wandb sync` uploads
-later): a run per (row, seed), its id the run's key, then its row's verdict; and a run named "summary"."""
+"""Weights & Biases: one group per results folder, offline unless WANDB_MODE says otherwise. `wandb sync`
+uploads later. A run per (row, seed), its id the run's key, later its row's verdict; a run named "summary"."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ WANDB_MODES = ("online", "offline", "dryrun", "disabled", "run", "shared")  # wh
 
 
 def wandb_mode() -> str:
-    """WANDB_MODE if set, else offline: an ablation never waits on a login prompt or the network."""
+    """WANDB_MODE if set, else offline. An ablation never waits on a login prompt or the network."""
     return os.environ.get("WANDB_MODE") or "offline"
 
 
@@ -36,7 +36,7 @@ def check_wandb() -> None:
 
 
 def _netrc_key() -> bool:
-    """A key saved by `wandb login` (in ~/.netrc, or the file NETRC names)."""
+    """A key saved by `wandb login`, in ~/.netrc or the file NETRC names."""
     try:
         return netrc.netrc(os.environ.get("NETRC")).authenticators("api.wandb.ai") is not None
     except (OSError, netrc.NetrcParseError):
@@ -58,7 +58,7 @@ class WandbBackend:
         self.group = rec.TRAIN_EXPERIMENT if tracked.plan == rec.TRAIN else self.folder.name
 
     def _init(self, key: str, name: str, job_type: str, tags: list[str], config: dict):
-        """A new W&B run with the id key, after removing an earlier attempt's offline folder of that id."""
+        """A new W&B run with the id key. An earlier attempt's offline folder of that id is removed first."""
         for old in (self.root / "wandb").glob(f"offline-run-*-{key}"):
             shutil.rmtree(old, ignore_errors=True)
         resume = "allow" if wandb_mode() not in WANDB_OFFLINE else None  # online, an attempt continues the run
@@ -70,8 +70,8 @@ class WandbBackend:
         )
 
     def log_run(self, record: dict, verdict: str | None = None) -> str:
-        """One run; with its row's verdict (log_summary), the same run again with the verdict in its config and
-        tags (offline its folder is written anew; online it is resumed and its history not sent twice)."""
+        """One run. With its row's verdict (log_summary), the same run again, the verdict in its config and tags.
+        Offline its folder is written anew; online it is resumed, its history not sent twice."""
         tags = rec.run_tags(self.tracked, record, self.folder)
         key = tags.pop("modern_gpt.key")
         if verdict is not None:
@@ -95,7 +95,7 @@ class WandbBackend:
 
     def log_summary(self, folder: Path, summary: list, margins=None) -> None:
         """The summary run: the wandb.Tables "verdicts", "metrics" (each further metric's) and "summary", the
-        figures, each row's verdicts and numbers (row02.verdict, row02.code_loss.delta, ...); then each seed's run
+        figures, each row's verdicts and numbers (row02.verdict, row02.code_loss.delta, ...). Then each seed's run
         gets its row's verdict."""
         rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
         config, key = {"folder": Path(folder).name, "plan": self.tracked.plan}, rec.run_key(folder, self.tracked, None)

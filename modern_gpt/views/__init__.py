@@ -1,2 +1,2 @@
-"""What a user sees of a result: the terminal's tables (render.py), the page to share (page.py) and the live
-display (progress.py). Above the library (ablation/, verdict/, trackers/), below api.py and the command line."""
+"""What a user sees of a result: render.py's terminal tables, page.py's page to share, progress.py's live
+display. Above the library (ablation/, verdict/, trackers/), below api.py and the command line."""

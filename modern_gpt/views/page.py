@@ -1,8 +1,8 @@
-"""A result as one page to share (`report DIR --html FILE` / `--markdown FILE`, `judge FILE --html PAGE`,
-`modern_gpt.share`): the table in render.py's cells with its footnotes, where the numbers come from, the figures,
-the runs seed by seed and as CSV, and the claim test a reader runs on that CSV. Nothing here computes a statistic.
-The HTML is one file, its Content-Security-Policy allowing nothing but inline styles and data: figures; every text
-from a file is escaped (a variant named <script> is those characters)."""
+"""A result as one page to share: `report DIR --html FILE` / `--markdown FILE`, `judge FILE --html PAGE`,
+`modern_gpt.share`. It holds the table in render.py's cells with its footnotes, and where the numbers come from.
+Then the figures, the runs seed by seed and as CSV, and the claim test a reader runs on that CSV. Nothing here
+computes a statistic. The HTML is one file. Its Content-Security-Policy allows only inline styles and data:
+figures. Every text from a file is escaped: a variant named <script> is those characters."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def _ladder_page(result) -> Page:
 
 
 def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> Page:
-    """Runs judged from a file or a DataFrame (source) with JudgeSettings s: judge's table, the runs as a CSV."""
+    """Runs judged from a file or a DataFrame (source) with JudgeSettings s: judge's table, and the runs as a CSV."""
     from ..trackers.records import answer
     from ..verdict.judge import judge_columns, title
 
@@ -165,8 +165,8 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> 
 
 
 def judged_ladder_page(design, rows, notes: list[str], source, s, ls) -> Page:
-    """A ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV (a CSV as its own
-    text, whose sha256 the header gives: pandas would blank an NA name), its command."""
+    """A ladder of runs judged from a file (judge --compute-col): the scale table, the file as CSV, its command.
+    A CSV file is shown as its own text, whose sha256 the header gives: pandas would blank an NA name."""
     import pandas as pd
 
     table = ladder_table(SimpleNamespace(design=design, rows=rows, notes=notes, size_col=ls.size_col))
@@ -197,7 +197,7 @@ def _by(version, commit, dirty) -> str:
 
 
 def components(rows, meta: dict) -> str:
-    """Each component the table's rows use, with its summary (a plugin's as its file says it, and the file)."""
+    """Each component the table's rows use, with its summary. A plugin's is as its file says, and names the file."""
     from ..core.components import COMPONENT_SUMMARY, PLUGINS
 
     plugins = [p for p in meta.get("plugins") or [] if isinstance(p, dict) and isinstance(p.get("components"), list)]
@@ -212,7 +212,7 @@ def components(rows, meta: dict) -> str:
 
 
 def folder_header(metas: list[dict], runs, components: str, command: str | None = None) -> list[tuple[str, str]]:
-    """A folder's header from its meta.json (a ladder's: one per rung, the top rung's versions) and its runs."""
+    """A folder's header from its meta.json and its runs. A ladder has one per rung: the top rung's versions show."""
     import pandas as pd
 
     meta = metas[-1] if metas else {}
@@ -251,7 +251,7 @@ def folder_header(metas: list[dict], runs, components: str, command: str | None 
 
 
 def judged_header(source, runs: int, variants: int) -> list[tuple[str, str]]:
-    """What judge had (the file, with its sha256, or a DataFrame), and that the training is not recorded."""
+    """What judge had: the file, with its sha256, or a DataFrame. It says the training is not recorded."""
     import platform
     from importlib import metadata
     from importlib.util import find_spec
@@ -278,7 +278,7 @@ CAPTIONS = {
 
 
 def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """The PNG files named that the folder holds, and why each other one there is left out (a pipe: never opened)."""
+    """The PNG files named that the folder holds, and why each other one there is left out. A pipe is never opened."""
     found, missing = [], []
     for name, path in ((n, Path(folder) / n) for n in names):
         what, data = not_regular(path), b""
@@ -294,7 +294,7 @@ def figures(folder: Path, names: list[str]) -> tuple[list[tuple[str, bytes]], li
 
 
 def seed_grids(names: list[str], references: list, runs, fmt: str, metric: str) -> list[Table]:
-    """The runs the table read (row: its row, val_loss: the metric) per row and seed, and each row's paired Δs."""
+    """The runs the table read, per row and seed, and each row's paired Δs. row: its row; val_loss: the metric."""
     from ..verdict.table import failed
 
     def shown(d, err, x) -> str:
@@ -347,13 +347,13 @@ def p_same(row, ref, margin={margin!r}):  # two one-sided tests of |Δ| < margin
 
 
 def lit(text: str) -> str:
-    """A Python string literal of text on one line (repr escapes what is not printable), double-quoted if it can."""
+    """A Python string literal of text on one line, double-quoted if it can. repr escapes what is not printable."""
     r = repr(str(text))
     return f'"{r[1:-1]}"' if r.startswith("'") and '"' not in text and "'" not in text else r
 
 
 def _safe(text: str) -> str:
-    """Text for a Python comment: a newline in a name would end the comment and make the rest code."""
+    """Text for a Python comment. A newline in a name would end the comment and make the rest code."""
     return "".join(c if c.isprintable() else "?" for c in str(text))
 
 
@@ -364,7 +364,7 @@ def _says(p: float, p_adj: float, verdict: str, **_) -> str:
 
 
 def claim_code(columns: str, value: str, tests: list[tuple[str, str, str]], margin=None, extra=()) -> str:
-    """Python printing each (row, reference, what the table says) test's paired t-test (and TOST with a margin)."""
+    """Each test's paired t-test, and TOST with a margin, as Python. tests: (row, reference, what the table says)."""
     code = CODE.format(also=", ttest_1samp" if margin else "", value=lit(value), columns=lit(columns))
     code += P_SAME.format(margin=float(margin)) if margin else ""
     same = "\nprint(p_same({}, {}))" if margin else ""
@@ -415,7 +415,7 @@ def folder_claim(rep, folder) -> Claim:
 
 
 def _folder_command(rep, folder) -> tuple[str, str]:
-    """judge on the CSV where it gives the table's p_adj and verdicts, else report on the folder; and why."""
+    """judge on the CSV where it gives the table's p_adj and verdicts, else report on the folder. Also why."""
     d, report = rep.design, f"modern-gpt report {shlex.quote(str(folder))}"
     if d.sequential:
         return report, (
@@ -434,7 +434,7 @@ def _folder_command(rep, folder) -> tuple[str, str]:
 
 
 def ladder_claim(design, flags: str | None = None) -> Claim:
-    """judge's command for the scale table: flags as given (a judged file's), or a ladder folder's runs.csv's."""
+    """judge's command for the scale table. flags: as given (a judged file's), else a ladder folder's runs.csv's."""
     from ..verdict.design import ALPHA
 
     if flags is None:
@@ -446,8 +446,8 @@ def ladder_claim(design, flags: str | None = None) -> Claim:
 
 
 def judged_runs(design, s, runs):
-    """The runs judge read as a CSV judge reads back into the same table with --metric alone (the rows' order,
-    references and placebo as columns, the failed runs marked), and the metric's column."""
+    """The runs judge read, as a CSV judge reads back into the same table with --metric alone; the metric's column.
+    The rows' order, references and placebo are columns, and the failed runs are marked."""
     import pandas as pd
 
     reserved = ("row", "variant", "reference", "placebo", "seed", "diverged", "error")  # the CSV's other columns
@@ -541,8 +541,8 @@ def to_html(page: Page) -> str:
 
 
 def md(text) -> str:
-    """Text as Markdown that shows those characters: <, > and & as entities, Markdown's marks and a table's |
-    escaped, a line break a space (it would end a table row or a list item)."""
+    """Text as Markdown that shows those characters. <, > and & are entities; Markdown's marks and a table's | are
+    escaped. A line break is a space: it would end a table row or a list item."""
     return re.sub(r"([\\`*\[\]|])", r"\\\1", html.escape(" ".join(str(text).splitlines()), quote=False))
 
 
@@ -559,7 +559,7 @@ def _fence(text: str, lang: str = "") -> list[str]:
 
 
 def to_markdown(page: Page) -> str:
-    """The page as one Markdown file: the runs' CSV inside it, the figures named (the HTML page holds them)."""
+    """The page as one Markdown file, the runs' CSV inside it. The figures are named; the HTML page holds them."""
     c, lines = page.claim, [f"# {md(page.title)}", "", *[f"**{md(page.answer)}**", ""] * bool(page.answer)]
     lines += [line for t in page.tables for line in _md_table(t)]
     lines += [*(md(line) + "\n" for line in page.lines), *(f"- {md(n)}" for n in page.notes), ""]
@@ -592,8 +592,8 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def check_output(path, flag: str, inputs=(), force: bool = False) -> Path:
-    """A file to write a page to, or one sentence: no folder, pipe or device, no file the command reads (one of
-    inputs, or a file already in an input folder, even with --force), and no file already there without force."""
+    """A file to write a page to, or one sentence why not. Never a folder, pipe or device, nor a file there without
+    force. Even with --force, never a file the command reads: one of inputs, or a file already in an input folder."""
     example = "result.html" if flag == "--html" else "RESULT.md"
     if str(path) in ("", "-"):
         what = "an empty path" if str(path) == "" else "-, but a page is written to a file (the table goes to stdout)"
@@ -626,7 +626,7 @@ def check_pages(html_path=None, markdown_path=None, inputs=(), force: bool = Fal
 
 
 def write(page: Page, html_path=None, markdown_path=None, inputs=(), force: bool = False) -> list[Path]:
-    """The page as HTML and/or Markdown, each one file renamed onto its path when whole (the folders above made)."""
+    """The page as HTML and/or Markdown. Each is one file, renamed onto its path when whole; folders above are made."""
     checked = check_pages(html_path, markdown_path, inputs, force)
     paths = [(path, flag) for path, flag in zip(checked, ("--html", "--markdown"), strict=True) if path]
     for path, flag in paths:
@@ -645,8 +645,8 @@ LADDER_KEYS = ("compute_col", "size_col", "rung_col", "trend_margin", "target_co
 
 
 def share(source, html=None, markdown=None, *, force: bool = False, at_lr=None, plugins=(), **judge) -> Page:
-    """The page of a results folder (a ladder's too), a Result or LadderResult, or runs to judge (a file or a
-    DataFrame, with modern_gpt.judge's keywords), written to html and/or markdown (docs/sharing.md)."""
+    """The page of a results folder (a ladder's too), a Result or LadderResult, or runs to judge (docs/sharing.md).
+    Runs to judge: a file or a DataFrame, with modern_gpt.judge's keywords. Written to html and/or markdown."""
     import pandas as pd
 
     from ..ablation.ladder import is_ladder

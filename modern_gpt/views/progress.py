@@ -1,4 +1,4 @@
-"""Progress displays: a live rich bar on a terminal, nothing (or one plain line per run) in logs."""
+"""Progress displays: a live rich bar on a terminal. In logs, nothing, or one plain line per run."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def _bar(console: Console) -> Progress:
 
 @contextlib.contextmanager
 def working(console: Console, description: str, after: float = 1.0):
-    """A spinner with the time elapsed, on a terminal, for work of unknown length (judge on a large file) that
-    has taken more than `after` seconds: nothing for quick work, nor in a log or a pipe."""
+    """A spinner with the time elapsed, on a terminal, for work of unknown length (judge on a large file).
+    It shows after `after` seconds, so never for quick work. Nothing in a log or a pipe."""
     if not console.is_terminal:
         yield
         return
@@ -89,13 +89,13 @@ def run_progress(console: Console, steps: int, description: str):
 class AblationDisplay:
     """What an ablation shows while it runs.
 
-    On a terminal: a live bar of runs done (with time left) and one bar per run in
+    On a terminal: a live bar of runs done, with time left, and one bar per run in
     progress (variant, seed, step, loss). Elsewhere: one plain line per finished run
-    on stderr, so that CI logs stay readable and stdout stays clean for --format.
+    on stderr. CI logs stay readable, and stdout stays clean for --format.
     """
 
     def __init__(self, console: Console, log: Console, variants: list[str], steps: int, live: bool, last_runs=None):
-        """last_runs: called once, when runs are left but fewer than train at once: a core is free."""
+        """last_runs: called once, when runs are left but fewer than train at once. A core is then free."""
         self.console, self.log, self.variants, self.steps, self.live = console, log, variants, steps, live
         self.last_runs = last_runs
         self.bar = _bar(console) if live else None
@@ -113,7 +113,7 @@ class AblationDisplay:
             self.bar.__exit__(*exc)
 
     def start(self, total: int, done: int) -> None:
-        """Called once, or with --seeds auto once per round of seeds (the total grows)."""
+        """Called once. With --seeds auto, once per round of seeds, as the total grows."""
         self.total, self.done, self.rounds = total, done, self.rounds + 1
         if self.bar and self.rounds > 1:
             self.bar.update(self.overall, total=total, completed=done)
@@ -133,7 +133,7 @@ class AblationDisplay:
         self.bar.update(self.tasks[key], completed=step, status=f"loss {loss:.4f}")
 
     def _estimate(self, record: dict) -> None:
-        """Once, after the first run that trained: the time the runs left will take, at its pace."""
+        """Once, after the first run that trained: how long the runs left will take, at its pace."""
         left = self.total - self.done
         if self.estimated or record["error"] or record["diverged"] or not record["secs"] or left <= 0:
             return
@@ -173,8 +173,8 @@ class AblationDisplay:
 
 
 def ablation_display(ablation, console: Console, log: Console) -> AblationDisplay:
-    """The display of an ablation about to train (running.Ablation): the run count and its folder on log, then
-    bars on a terminal console, plain lines elsewhere; curves.png's import warmed while the last runs train."""
+    """The display of an ablation about to train (running.Ablation). The run count and its folder go to log.
+    Then bars on a terminal, plain lines elsewhere. curves.png's import is warmed while the last runs train."""
     from ..ablation.plot import warm
 
     spec, folder = ablation.spec, ablation.results.path
@@ -184,7 +184,7 @@ def ablation_display(ablation, console: Console, log: Console) -> AblationDispla
 
 
 def run_count(spec, total: int, folder: Path) -> str:
-    """Printed before the first run: the rows, learning rates and seeds, their product and the folder."""
+    """Printed before the first run: the rows, learning rates and seeds, their product, and the folder."""
     rows = f"{len(spec.table_variants)} rows x " + (f"{len(spec.lrs)} learning rates x " if spec.lrs else "")
     seeds = (
         f"{spec.min_seeds} to {len(spec.seeds)} seeds (--seeds auto)" if spec.sequential else f"{len(spec.seeds)} seeds"
@@ -198,8 +198,8 @@ def run_names(spec) -> list[str]:
 
 
 def display_of(progress: bool | None):
-    """The live display on stderr for session.run_ablation and run_ladder, or None (quiet): progress=None shows it
-    when stderr is a terminal or in IPython."""
+    """The live display on stderr for session.run_ablation and run_ladder, or None (quiet). progress=None
+    shows it when stderr is a terminal or in IPython."""
     import sys
 
     if progress is None:

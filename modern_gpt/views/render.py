@@ -1,8 +1,8 @@
-"""What the command line prints: every table, sentence and JSON document, rendered from what the library
-computes (report.py for a results folder, config.py for a model's price, train.py, extrapolate.py, explain.py).
+"""What the command line prints: every table, sentence and JSON document. Each is rendered from what the library
+computes: report.py for a results folder, config.py for a model's price, train.py, extrapolate.py, explain.py.
 
-cli/commands.py parses the flags, calls the library and prints what these functions return; nothing here computes a
-number that a table shows (the verdicts, the means and the parameter counts are computed where they live).
+cli/commands.py parses the flags, calls the library and prints what these functions return. Nothing here computes
+a number that a table shows: the verdicts, the means and the parameter counts are computed where they live.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # JSON
 # ---------------------------------------------------------------------------
 def clean(x):
-    """JSON has no NaN or infinity: None stands for a number that does not exist."""
+    """JSON has no NaN or infinity. None stands for a number that does not exist."""
     if isinstance(x, dict):
         return {k: clean(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
@@ -128,7 +128,7 @@ METRIC_LABELS = {
 
 
 def metric_rows(result) -> list[tuple[str, str]]:
-    """The run's further metrics (run/evaluation.py), each with its note's first word where it has none (wall)."""
+    """The run's further metrics (run/evaluation.py). One with no value shows its note's first word (wall)."""
     rows = []
     for name, value in (result.metrics or {}).items():
         what = METRIC_LABELS.get(name) or name.replace("_bpb", " bits/byte").replace("_loss", " loss (nats/token)")
@@ -139,7 +139,7 @@ def metric_rows(result) -> list[tuple[str, str]]:
 
 
 def train_windows(result, settings) -> dict:
-    """A run's validation windows: of its final loss (all) and of its curve (where best val loss comes from)."""
+    """A run's validation windows. all: its final loss's. curve: its curve's, where best val loss comes from."""
     from ..run.train import curve_windows
 
     every = result.val_tokens // settings.model.context
@@ -268,7 +268,7 @@ def duel_table(d: dict) -> Table:
 
 
 def duel_cells(d: dict) -> tuple[str, list[str], list[list[str]]]:
-    """The duel's table as plain cells (its title, headers and rows), which the terminal and the share page show."""
+    """The duel's table as plain cells: its title, headers and rows. The terminal and the share page show them."""
     rows = [
         ("params", lambda x: f"{x['params']:,}"),
         ("val loss (test half)" if d.get("test_half") else "val loss", lambda x: _num(x["val_loss"], ".4f")),
@@ -286,8 +286,8 @@ def duel_cells(d: dict) -> tuple[str, list[str], list[list[str]]]:
 
 
 def best_label(windows: dict | None, step: str, all_said: bool = False) -> str:
-    """The best val loss's row label: it comes from the curve, whose evaluations use --eval-batches batches of
-    the final loss's windows; the label says so when they are fewer than all of them."""
+    """The best val loss's row label. That loss comes from the curve, evaluated on --eval-batches batches of
+    the final loss's windows. The label says so when they are fewer than all of them."""
     every, curve = (windows or {}).get("all"), (windows or {}).get("curve")
     if every and curve == every:
         return f"best val loss ({step}, all windows)" if all_said else f"best val loss ({step})"
@@ -321,7 +321,7 @@ def power_table(info: dict) -> Table:
 
 
 def power_cells(info: dict) -> tuple[str, list[str], list[list[str]]]:
-    """power's mde table as plain cells (its title, headers and rows), which the terminal and the share page show."""
+    """power's mde table as plain cells: its title, headers and rows. The terminal and the share page show them."""
     n = info["table_rows"]
     headers = ["seeds", f"one comparison (α {info['alpha']:g})", "over the sd's 95% CI"]
     headers += [f"a row of a {n}-row table (α/{n})", "over the sd's 95% CI"]
@@ -372,8 +372,8 @@ def _num(x, spec: str) -> str:
 
 
 def cell(row: SummaryRow, name: str, fmt: str | None = None) -> str:
-    """One cell of the table as printed: by the column's fmt (SummaryRow's metadata, unless given), a format
-    spec or a named cell that reads more than its own column."""
+    """One cell of the table as printed. fmt is the column's (SummaryRow's metadata) unless given. It is a
+    format spec, or a named cell that reads more than its own column."""
     fmt = fmt or next(f.metadata["fmt"] for f in fields(SummaryRow) if f.name == name)
     x = getattr(row, name)
     if fmt in ("variant", "verdict"):
@@ -404,7 +404,7 @@ def cell(row: SummaryRow, name: str, fmt: str | None = None) -> str:
 
 
 def _columns(rep: Report) -> list:
-    """The table's columns (SummaryRow's fields that have one): mlp with --match-params, lr and stable over a grid."""
+    """The table's columns: SummaryRow's fields that have one. mlp with --match-params; lr and stable over a grid."""
     return table_columns(rep.spec.match_params, bool(rep.spec.lrs))
 
 
@@ -416,7 +416,7 @@ VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "bold blue
 
 
 def rich_table(rep: Report, compact: tuple[str, ...] = ()) -> Table:
-    """The folder's table: every column, or compact (the columns named left to summary.csv, the CI as ±)."""
+    """The folder's table: every column, or compact. Compact leaves the columns named to summary.csv, the CI as ±."""
     from ..ablation.report import title  # here: it loads pandas, which `params` never needs
 
     table = Table(title=title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -443,8 +443,8 @@ COMPACT_FMTS = {"delta_val": "pm"}
 
 
 def folder_table(console: Console, rep: Report) -> Table:
-    """The table a terminal shows: the full one where it fits, and wherever the output is not a terminal (a file,
-    a pipe, a log), else the compact one."""
+    """The table a terminal shows: the full one where it fits, else the compact one. A file, a pipe or a log
+    always gets the full one."""
     table, leaves = rich_table(rep), ()
     if not console.is_terminal:
         return table
@@ -466,11 +466,11 @@ def _natural_width(console: Console, table: Table) -> int:
 
 
 def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: tuple[str, ...]) -> Table:
-    """A table whose numbers are never cut: each number column as wide as its widest cell and never wrapped, the
-    text columns (names: the first column of each header in text) folded where the terminal is narrow, down to
-    10 characters or their own width. Widths are terminal cells (a CJK character or an emoji takes two). Each
-    column's width is fixed here and by fit() (rich's own shrinking of a table wider than the terminal dropped
-    whole columns, the names first: numbers that belonged to no row); print it with print_table."""
+    """A table whose numbers are never cut. Each number column is as wide as its widest cell, never wrapped.
+    Text columns (names: the first column of each header in text) fold where the terminal is narrow, down to
+    10 characters or their own width. Widths are terminal cells: a CJK character or an emoji takes two. Widths
+    are fixed here and by fit(). rich's own shrinking of a too-wide table dropped whole columns, names first,
+    leaving numbers that belonged to no row. Print it with print_table."""
     names = {headers.index(h) for h in text if h in headers}  # a metric named "vs" is a number column
     for i, column in enumerate(table.columns):
         widest = max([cell_len(headers[i]), *(cell_len(r[i]) for r in plain)])
@@ -481,9 +481,9 @@ def unbreakable(table: Table, headers: list[str], plain: list[list[str]], text: 
 
 
 def fit(console: Console, table: Table) -> int:
-    """The width to print an unbreakable table at: the terminal's, where its name columns can fold to fit (the
-    widest first, a cell at a time), else the table's own, unfolded (crop=False: the terminal wraps the lines,
-    and no column is lost; folding names would not make it fit)."""
+    """The width to print an unbreakable table at. It is the terminal's where the name columns can fold to fit,
+    the widest first, a cell at a time. Else it is the table's own, unfolded, as folding would not make it fit.
+    crop=False then lets the terminal wrap the lines, and no column is lost."""
 
     def width() -> int:
         return Measurement.get(console, console.options.update_width(10**5), table).maximum
@@ -502,8 +502,8 @@ def fit(console: Console, table: Table) -> int:
 
 
 def print_table(console: Console, table: Table) -> None:
-    """An unbreakable table at fit()'s width: the console is made that wide while it prints (print's own width=
-    is capped at the console's), then follows the terminal again as before."""
+    """An unbreakable table at fit()'s width. The console is made that wide while it prints, then follows the
+    terminal again. print's own width= is capped at the console's."""
     width, before = fit(console, table), console.__dict__.get("_width")
     console.width = width
     try:
@@ -513,7 +513,7 @@ def print_table(console: Console, table: Table) -> None:
 
 
 def print_notes(console: Console, notes: list[str]) -> None:
-    """Footnotes as "- " items wrapped at the terminal's width, never inside a word: a path stays whole, to copy."""
+    """Footnotes as "- " items wrapped at the terminal's width, never inside a word. A path stays whole, to copy."""
     for note in notes:
         lines = textwrap.wrap(note, max(console.width - 2, 20), break_long_words=False, break_on_hyphens=False)
         console.print("- " + "\n  ".join(lines), highlight=False, markup=False, soft_wrap=True)
@@ -579,8 +579,8 @@ def json_text(rep: Report) -> str:
 # judge: the verdict table of runs modern-gpt did not train (judge.py)
 # ---------------------------------------------------------------------------
 def _val_cell(val: str, row) -> str:
-    """A row's val cell: its mean, and how many of its runs diverged and how many failed (killed, an error),
-    which a resume treats differently (a diverged run would diverge again; a failed one can be trained again)."""
+    """A row's val cell: its mean, and how many of its runs diverged and how many failed (killed, an error).
+    A resume treats them differently: a diverged run would diverge again; a failed one can be trained again."""
     errored = getattr(row, "errored", 0)
     diverged = row.diverged - errored
     kinds = [f"{n} {what}" for n, what in ((diverged, "diverged"), (errored, "failed")) if n]
@@ -618,13 +618,13 @@ JUDGE_NUMBERS = {
 
 
 def _judge_formats(rows: list[dict]) -> dict[str, str]:
-    """Each number column's format, from its own values (a metric can be of any scale): the digits that show its
-    finest step to two significant digits: for the mean the smallest difference between two rows' means, for a
-    difference (Δ, the CI's ends, spread, mde) its smallest size. At least report's 4 decimals below 1, 2 above;
-    a step below 1e-7 is printed in powers of ten (eight decimals printed an error rate of 3e-9 as 0.00000000),
-    in that column alone, with the digits that show it beside the column's largest number. A step or size below
-    ROUND_OFF of the means it comes from is float64's rounding (0.1 + 0.2 + 0.3 against 0.3 + 0.2 + 0.1), not a
-    digit of the data: it chooses no format (each value against its own row's mean, not the table's largest)."""
+    """Each number column's format, from its own values: a metric can be of any scale. The digits show its
+    finest step to two significant digits. A mean's step is the smallest difference between two rows' means.
+    A difference's (Δ, the CI's ends, spread, mde) is its smallest size. At least report's 4 decimals below 1,
+    2 above. A step below 1e-7 is printed in powers of ten, in that column alone, with the digits that show it
+    beside the column's largest number. Eight decimals printed an error rate of 3e-9 as 0.00000000. A step or
+    size below ROUND_OFF of the means it comes from (not the table's largest) is float64's rounding, as
+    0.1 + 0.2 + 0.3 against 0.3 + 0.2 + 0.1. It is no digit of the data, and chooses no format."""
 
     def scale(r: dict) -> float:
         m = r["mean"]
@@ -640,7 +640,7 @@ ROUND_OFF = 1e-12  # float64 holds about 16 digits; a mean of a few runs and a d
 
 
 def _format_of(values: list[tuple], differences: bool) -> str:
-    """values: (a number, the size of the mean it comes from) pairs; differences: the steps between them count."""
+    """values: (a number, the size of the mean it comes from) pairs. differences: the steps between them count."""
     finite = sorted((x, sc) for x, sc in values if isinstance(x, float) and math.isfinite(x))
     sizes = [abs(x) for x, sc in finite if abs(x) > ROUND_OFF * sc]
     steps = (
@@ -679,8 +679,8 @@ def _judge_cells(row: dict, f: dict[str, str]) -> list[str]:
 
 
 def judge_table(design: Design, s: JudgeSettings, rows: list[dict], compact: tuple[str, ...] = ()) -> Table:
-    """judge's table: every column, or compact as a folder's (the columns named left to --format csv, the CI
-    as ±)."""
+    """judge's table: every column, or compact as a folder's. Compact leaves the columns named to --format csv,
+    the CI as ±."""
     from rich.markup import escape
 
     from ..verdict.judge import title as judge_title
@@ -708,7 +708,7 @@ JUDGE_LEAVES = (("spread", "p", "need", "pairs"), ("mean", "mde"))
 
 
 def _judge_compact(headers, plain, rows, formats, metric, left):
-    """The compact table's headers and cells: the columns left out and the CI, the Δ with the CI's half-width."""
+    """The compact table's headers and cells. The columns left out and the CI go; the Δ has the CI's half-width."""
     keep = [i for i, h in enumerate(headers) if h not in (*left, "95% CI")]
     delta = headers.index(f"Δ {metric}")
     out = []
@@ -725,7 +725,7 @@ def _judge_compact(headers, plain, rows, formats, metric, left):
 
 
 def judged_table(console: Console, design: Design, s: JudgeSettings, rows: list[dict]) -> Table:
-    """judge's table in a terminal: full where it fits (and in every file or pipe), else compact."""
+    """judge's table in a terminal: full where it fits, else compact. Every file or pipe gets the full one."""
     table, leaves = judge_table(design, s, rows), ()
     for more in JUDGE_LEAVES if console.is_terminal else ():
         if _fits(console, table):
@@ -797,14 +797,14 @@ def _metric_headers(metric: str) -> list[str]:
 
 
 def metrics_tables(design: Design, s: JudgeSettings, result) -> list[Table]:
-    """A compact table per metric (the long form's p, p_same and sd are in --format csv and json)."""
+    """A compact table per metric. The long form's p, p_same and sd are in --format csv and json."""
     titles = [_metric_title(design, s, result, k, m) for k, m in enumerate(result.metrics)]
     return _metric_tables(result, titles)
 
 
 def report_metric_titles(result, design: Design) -> list[str]:
-    """A results folder's metric blocks after its verdict table (which is val_loss's): each metric's title, with
-    the alpha its share had: all of it where val's share passed on (verdict/metrics.py decides)."""
+    """Each metric's title, for a results folder's metric blocks after its verdict table (val_loss's). It gives
+    the metric's alpha share: all of alpha where val's share passed on (verdict/metrics.py decides)."""
     share = f"{design.alpha:g} (val's passed on)" if result.passed_on else f"{result.other_alpha:.3g}"
     n = len(result.metrics)
     return [
@@ -814,13 +814,13 @@ def report_metric_titles(result, design: Design) -> list[str]:
 
 
 def report_metric_tables(result, design: Design) -> list[Table]:
-    """The further metrics of a folder judged with --eval-data sets: a compact table each, after val's."""
+    """The further metrics of a folder judged with --eval-data sets. A compact table each, after val's."""
     return _metric_tables(result, report_metric_titles(result, design), skip=1)
 
 
 def metric_plain(result, skip: int = 0) -> list[tuple[list[dict], list[str], list[list[str]]]]:
-    """Each metric's block after the first `skip`: its rows, headers and plain cells (the terminal's and the
-    share page's tables are both drawn from these)."""
+    """Each metric's block after the first `skip`: its rows, headers and plain cells. The terminal's and the
+    share page's tables are both drawn from these."""
     out = []
     for metric, rows in _metric_blocks(result)[skip:]:
         formats = _judge_formats(rows)
@@ -895,7 +895,7 @@ def judge_json(design: Design, s: JudgeSettings, rows: list[dict], notes: list[s
 # The scale table (modern-gpt scale, report of a ladder folder, judge --compute-col)
 # ---------------------------------------------------------------------------
 def _k(k: float, low: float, high: float) -> str:
-    """k with its CI, in as many digits as the interval's width needs (never cut: the table wraps instead)."""
+    """k with its CI, in as many digits as the interval's width needs. Never cut: the table wraps instead."""
     if not math.isfinite(k):
         return ""
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -956,7 +956,7 @@ def ladder_title(rep) -> str:
 
 
 def ladder_table(rep, compact: tuple[str, ...] = ()) -> Table:
-    """The scale table: every column, or compact (the columns named, "k at" for each rung's, left to the CSV)."""
+    """The scale table: every column, or compact. Compact leaves the columns named to the CSV ("k at": each rung's)."""
     table = Table(title=ladder_title(rep), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     headers, plain = ladder_headers(rep), ladder_cells(rep)
     if compact:
@@ -982,7 +982,7 @@ def ladder_table(rep, compact: tuple[str, ...] = ()) -> Table:
 
 
 def scale_table(console: Console, rep) -> Table:
-    """The scale table in a terminal: full where it fits (and in every file or pipe), else compact."""
+    """The scale table in a terminal: full where it fits, else compact. Every file or pipe gets the full one."""
     table, leaves = ladder_table(rep), ()
     for more in LADDER_LEAVES if console.is_terminal else ():
         if _fits(console, table):
@@ -1065,7 +1065,7 @@ def _published_cell(row: dict, key: str, fmt: str) -> str:
 
 
 def _published_columns(rows: list[dict]) -> list[tuple[str, str, str]]:
-    """The columns some row has a value in: a table of threshold claims alone shows no Δ."""
+    """The columns some row has a value in. A table of threshold claims alone shows no Δ."""
     return [c for c in PUBLISHED_SHOWN if any(_published_cell(r, c[0], c[2]) for r in rows)]
 
 

@@ -1,6 +1,6 @@
-"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry (core.config.EXECUTORS):
-local (this process, or a pool: --jobs), ray (a task per run), slurm (a job array per round). docs/scaling.md tells
-their faults. Neither torch nor Ray is imported here: a Ray worker imports this cheaply."""
+"""Executors: where an ablation's runs train, behind one interface (Executor) and one registry (core.config.EXECUTORS).
+local trains in this process, or a pool (--jobs); ray, a task per run; slurm, a job array per round. docs/scaling.md
+tells their faults. Neither torch nor Ray is imported here, so a Ray worker imports this cheaply."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ PROGRESS_INTERVAL = 0.25  # seconds between two step updates of one run: enough 
 
 
 class Executor(Protocol):
-    """Made as cls(options, threads, device) for an ablation's life; before that, the class says its runs' device,
-    their torch threads without --threads, whether their memory is checked here, and what starts before torch. A
-    subclass inherits prestart, device_name and close doing nothing."""
+    """Made as cls(options, threads, device) for an ablation's life. Before that, the class gives device_of, threads
+    (without --threads), local_memory (is memory checked here?) and prestart (what starts before torch).
+    A subclass inherits prestart, device_name and close doing nothing."""
 
     local_memory: bool
 
@@ -45,7 +45,7 @@ class Executor(Protocol):
 
 
 class Cluster(Executor):
-    """What Ray and Slurm share: a run reserves CPUs and GPUs (then cuda) on a node, where its memory is checked."""
+    """What Ray and Slurm share. A run reserves CPUs and GPUs (then cuda) on a node, where its memory is checked."""
 
     local_memory = False
     NAME = ""  # as a sentence names the cluster: "Ray", "Slurm"
@@ -77,7 +77,7 @@ def executor_class(options: ExecutionOptions) -> type:
 
 
 def resume_options(meta: dict, folder, options: ExecutionOptions) -> ExecutionOptions:
-    """The options a resume runs with: those given, unless the folder's recorded executor has its own say."""
+    """The options a resume runs with: those given, unless the recorded executor's resume_options says otherwise."""
     recorded = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
     kind = EXECUTORS.get(recorded.get("name")) if isinstance(recorded.get("name"), str) else None
     hook = getattr(kind.load(), "resume_options", None) if kind is not None else None
@@ -94,7 +94,7 @@ def need(module: str, name: str, executor: str):
 
 
 def spent(tries: dict, job, max_retries: int) -> int:
-    """Counts a try that ended without the run's record (a dead worker): 0 while it may go again, else the tries."""
+    """Counts a try that ended without the run's record (a dead worker). 0 while it may go again, else the tries."""
     key = f"{job.row},{job.seed}"
     n = tries[key] = tries.get(key, 0) + 1
     return n if n > max_retries else 0
@@ -118,7 +118,7 @@ class RemoteTraceback(Exception):
 
 
 def portable(e: BaseException) -> tuple[BaseException, str]:
-    """A run's exception as the driver raises it (a RuntimeError naming it if it cannot be pickled), and its traceback."""
+    """A run's exception as the driver raises it, and its traceback. An unpicklable one is a RuntimeError naming it."""
     text = "".join(traceback.format_exception(e))
     try:
         pickle.dumps(e)
@@ -128,7 +128,7 @@ def portable(e: BaseException) -> tuple[BaseException, str]:
 
 
 def cuda_seen(where: str, gpus: float) -> None:
-    """A cluster run that reserved GPUs refuses a node whose torch sees no CUDA (it would train on the CPU)."""
+    """A cluster run that reserved GPUs refuses a node whose torch sees no CUDA. It would train on the CPU."""
     if not gpus:
         return
     import torch

@@ -1,5 +1,5 @@
-"""This machine: one run at a time in this process, else a pool of workers forked from multiprocessing's fork server,
-which imports torch while the driver does (18% of `make smoke`, docs/measurements.md); spawned where there is none."""
+"""This machine: one run at a time in this process, or a pool of workers forked from multiprocessing's fork server.
+The server imports torch while the driver does (18% of `make smoke`, docs/measurements.md); else workers spawn."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ _serverless = False  # the fork server could not start here (an AF_UNIX path too
 
 
 def workers(jobs: int | str, device: str, pending: int) -> int:
-    """Runs at once: auto is a single-thread run per CPU core (1.7x the tokens/s of one two-thread run on 2 cores),
-    RUNS_PER_GPU on CUDA, one elsewhere, never more than the runs to do."""
+    """Runs at once, at most the runs to do. auto: a single-thread run per CPU core, RUNS_PER_GPU on CUDA, else one.
+    On 2 cores, that gave 1.7x the tokens/s of one two-thread run (docs/measurements.md)."""
     if jobs != AUTO:
         return jobs
     per_machine = {"cpu": os.cpu_count() or 1, "cuda": RUNS_PER_GPU}.get(device, 1)
@@ -44,7 +44,7 @@ class Local(Executor):
 
     @staticmethod
     def threads(options: ExecutionOptions, device: str) -> int:
-        """One thread per run with --jobs auto on a CPU (bitwise --jobs 1 --threads 1), else the cores shared."""
+        """One thread per run with --jobs auto on a CPU, bitwise as --jobs 1 --threads 1. Else runs share the cores."""
         from ...run.train import default_threads
 
         auto = options.jobs == AUTO
@@ -70,7 +70,7 @@ class Local(Executor):
 
 
 def _worker_main(conn, corpus, environ: dict) -> None:
-    """Runs each job it is sent until None, with the driver's environ, not the fork server's; the driver has Ctrl-C."""
+    """Runs each job it is sent until None, with the driver's environ, not the fork server's. The driver has Ctrl-C."""
     for s in (signal.SIGINT, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
@@ -98,8 +98,8 @@ def _context():  # a fork server is a fresh process that runs no torch operation
 
 @contextlib.contextmanager
 def _signals_held():
-    """Ctrl-C, SIGTERM and SIGHUP held while a process starts or a job is sent (mid-write, one leaves the worker half
-    a pickle), then delivered: by the mask, which a new process inherits, and in the main thread a noting handler."""
+    """Ctrl-C, SIGTERM and SIGHUP held, then delivered, while a process starts or a job is sent. Mid-write, one
+    leaves the worker half a pickle. The mask holds them (a new process inherits it); in the main thread, a handler."""
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []
     saved = {s: signal.signal(s, lambda n, _: caught.append(n)) for s in STOPS} if main else {}
@@ -129,8 +129,8 @@ def _ensure_server() -> None:
 
 
 def stop_server() -> None:
-    """Stop the fork server at once at a command's end (its own teardown, 0.6 s, keeps stdout open); CPython's
-    private names: where they change, it stops as it would anyway."""
+    """Stop the fork server at once at a command's end: its own teardown, 0.6 s, keeps stdout open. This uses
+    CPython's private names; where they change, the server stops as it would anyway."""
     server = getattr(forkserver, "_forkserver", None)
     pid = getattr(server, "_forkserver_pid", None)  # None: never started
     if pid and hasattr(server, "_stop"):
@@ -142,7 +142,7 @@ def stop_server() -> None:
 
 class _Worker:
     def __init__(self, corpus):
-        """A worker process with the corpus; a fork server found dead (the OOM killer) is started again, once."""
+        """A worker process with the corpus. A fork server found dead (the OOM killer) is started again, once."""
         for attempt in (1, 2):
             _ensure_server()
             ctx = _context()
@@ -179,7 +179,7 @@ class _Worker:
 
 
 class LocalPool:
-    """N workers, each started for a run to do; a dead one's run goes back to the queue up to max_retries times."""
+    """N workers, each started for a run to do. A dead one's run goes back to the queue, up to max_retries times."""
 
     def __init__(self, workers: int, max_retries: int = 2):
         self.workers, self.max_retries = workers, max_retries

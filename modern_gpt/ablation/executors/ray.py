@@ -1,5 +1,5 @@
 """A Ray cluster: one task per run, through Ray's public API. ray.init waits minutes, or for ever, where nothing or
-another service answers or the cluster refuses this machine: the address is checked first, ray.init has a deadline."""
+another service answers or the cluster refuses this host. So the address is checked first; ray.init has a deadline."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 
 
 
 class ProgressBuffer:
-    """A Ray actor (num_cpus=0) holding each run's latest step update; the driver drains it a few times a second."""
+    """A Ray actor (num_cpus=0) holding each run's latest step update. The driver drains it a few times a second."""
 
     def __init__(self):
         self.latest: dict = {}
@@ -43,7 +43,7 @@ class ProgressBuffer:
 
 
 def _ray_task(job, corpus, progress, gpus=0):
-    """One run; its device is resolved on the worker, whose torch may differ from the driver's."""
+    """One run. Its device is resolved on the worker, whose torch may differ from the driver's."""
     cuda_seen("a run on the Ray node", gpus)
     return job(corpus, None if progress is None else _throttled(lambda *step: progress.put.remote(*step)))
 
@@ -65,7 +65,7 @@ class Address:
 
 
 def parse_address(text: str, source: str) -> Address:
-    """host:port (or ray://host:port), checked before anything connects; auto is left to Ray."""
+    """host:port (or ray://host:port), checked before anything connects. auto is left to Ray."""
     if text == "auto":
         return Address(text, source)
     if text.startswith("ray://"):
@@ -86,7 +86,7 @@ def parse_address(text: str, source: str) -> Address:
 
 
 def _token_source() -> str | None:
-    """Where Ray reads the token, in Ray's order, or None; a file that cannot be read is refused (Ray aborts on it)."""
+    """Where Ray reads the token, in Ray's order, or None. An unreadable file is refused, as Ray aborts on it."""
     if os.environ.get("RAY_AUTH_TOKEN", "").strip():
         return "RAY_AUTH_TOKEN"
     named = os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip()
@@ -104,8 +104,8 @@ def _token_source() -> str | None:
 
 
 def use_token() -> str | None:
-    """The token's source, sent (Ray sends none to an address without RAY_AUTH_MODE=token, read at its import); a
-    RAY_AUTH_MODE the user set is obeyed."""
+    """The token's source, sent. Ray sends none to an address without RAY_AUTH_MODE=token, read at its import.
+    A RAY_AUTH_MODE the user set is obeyed."""
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None and mode.strip().lower() != "token":
         return None  # disabled, or a mode of Ray's own (Kubernetes)
@@ -118,7 +118,7 @@ def use_token() -> str | None:
 
 
 def check_reachable(address: Address) -> None:
-    """A TCP connection to host:port, then a gRPC greeting (Ray's GCS is a gRPC server; the dashboard is not)."""
+    """A TCP connection to host:port, then a gRPC greeting. Ray's GCS is a gRPC server; the dashboard is not."""
     if address.host is None:
         return
     try:
@@ -141,7 +141,7 @@ def check_reachable(address: Address) -> None:
 
 
 def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
-    """ray.init in a thread under INIT_DEADLINE_S, its C++ log of refused tries captured (read for InvalidAuthToken)."""
+    """ray.init in a thread under INIT_DEADLINE_S. Its C++ log of refused tries is captured, for InvalidAuthToken."""
     outcome: list = []
 
     def init() -> None:
@@ -193,7 +193,7 @@ def connect(ray, address: Address, token: str | None, too_late: bool) -> None:
 
 
 class Ray(Cluster):
-    """One task per run; the corpus goes to the object store once; Ray retries a task whose worker or node dies."""
+    """One task per run. The corpus goes to the object store once. Ray retries a task whose worker or node dies."""
 
     NAME = "Ray"
     CUDA_HINT = "--gpus-per-run 1 (or a fraction)"

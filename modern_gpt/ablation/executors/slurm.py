@@ -1,5 +1,5 @@
-"""A Slurm cluster through submitit's public API: a job array per round of runs, each task one run or --runs-per-task
-of them; docs/scaling.md tells the folder (slurm/done/, slurm/state.json), preemption and --detach."""
+"""A Slurm cluster through submitit's public API: a job array per round of runs. Each task trains one run, or
+--runs-per-task of them. docs/scaling.md tells the folder (slurm/done/, slurm/state.json), preemption and --detach."""
 
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ def _recorded(folder: Path, job, corpus) -> bool:
 
 
 def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
-    """One array task: its runs in turn, each record to done/; [("raised", row, seed, error, traceback)] if one
-    raised. Submitit's USR2 before the time limit is ignored: Slurm ends the task, as TIMEOUT."""
+    """One array task: its runs in turn, each record to done/. If one raised: [("raised", row, seed, error, traceback)].
+    Submitit's USR2 before the time limit is ignored: Slurm ends the task, as TIMEOUT."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     corpus = pickle.loads(Path(corpus_file).read_bytes())
     for job in jobs:
@@ -128,8 +128,8 @@ def task(jobs: list, corpus_file: str, folder: str, gpus: int = 0) -> list:
 
 
 class Book:
-    """state.json: a token naming the folder's jobs (mgpt-TOKEN-N), each array (name, job id, each task's runs, the
-    tasks settled), and each run's attempts."""
+    """state.json: a token naming the folder's jobs (mgpt-TOKEN-N), and each run's attempts. Each array has its
+    name, job id, each task's runs, and the tasks settled."""
 
     def __init__(self, folder: Path):
         self.path = folder / "slurm" / "state.json"
@@ -141,14 +141,14 @@ class Book:
         write_json(self.path, {"token": self.token, "waves": self.waves, "attempts": self.attempts})
 
     def tasks(self) -> list[tuple[dict, str, list]]:
-        """(wave, task id, its runs) of each task submitted; a lone task's id has no array index."""
+        """(wave, task id, its runs) of each task submitted. A lone task's id has no array index."""
         return [
             (w, w["job_id"] if len(w["packs"]) == 1 else f"{w['job_id']}_{i}", p)
             for w in self.waves if w.get("job_id") for i, p in enumerate(w["packs"])
         ]  # fmt: skip
 
     def live(self) -> dict[str, str]:
-        """The folder's tasks in the queue, id -> state; a wave whose id a killed driver never wrote learns it here."""
+        """The folder's tasks in the queue, id -> state. A wave whose id a killed driver never wrote learns it here."""
         if not self.waves:
             return {}
         names = ",".join(w["name"] for w in self.waves)
@@ -164,7 +164,7 @@ class Book:
 
 
 def why_ended(task_id: str) -> str:
-    """JobState, the signal or exit code and the reason (scontrol; sacct where there is accounting)."""
+    """JobState, the signal or exit code, and the reason. From scontrol, or sacct where there is accounting."""
     said = subprocess.run(["scontrol", "show", "job", "-o", task_id], capture_output=True, text=True)
     if said.returncode == 0:
         fields = dict(t.split("=", 1) for t in said.stdout.split() if "=" in t)
@@ -193,7 +193,7 @@ class Slurm(Cluster):
 
     @staticmethod
     def resume_options(meta: dict, folder: Path, options: ExecutionOptions) -> ExecutionOptions:
-        """On Slurm with the recorded settings (flags given win); another executor only once no task is queued."""
+        """On Slurm with the recorded settings; flags given win. Another executor only once no task is queued."""
         chosen = options.choice("executor")
         if chosen not in (None, "slurm"):
             live = Book(Path(folder)).live() if shutil.which("squeue") else {}  # a folder copied off the cluster
@@ -317,7 +317,7 @@ class Slurm(Cluster):
             raise
 
     def _collect(self, pending: dict, on_record) -> int:
-        """Each record a task wrote to done/ into the folder, then its file removed; returns the runs still pending."""
+        """Each record a task wrote to done/ goes into the folder, its file removed. Returns the runs still pending."""
         names = set(os.listdir(self.folder / "slurm" / "done"))  # one listing: a shared filesystem shows it fresh
         for key in sorted(pending, key=lambda k: (k[1], k[0])):
             f = _done_file(self.folder, *key)
@@ -333,7 +333,7 @@ class Slurm(Cluster):
         return len(pending)
 
     def _settle(self, live: dict, gone: dict, pending: dict, corpus, on_record) -> None:
-        """Tasks out of the queue for GRACE_S: a run's error is raised; each run without a record counts an attempt,
+        """Tasks out of the queue for GRACE_S: a run's error is raised. Each run without a record counts an attempt,
         and is recorded as failed after max_retries + 1."""
         now = time.monotonic()
         for wave, tid, keys in self.book.tasks():
@@ -362,7 +362,7 @@ class Slurm(Cluster):
             self.book.save()
 
     def _submit(self, jobs: list, corpus_file: Path) -> None:
-        """One job array, a task per pack of runs; its name into state.json before sbatch, its job id after."""
+        """One job array, a task per pack of runs. Its name goes into state.json before sbatch, its job id after."""
         packs = [jobs[i : i + self.per_task] for i in range(0, len(jobs), self.per_task)]
         wave = {"name": f"mgpt-{self.book.token}-{len(self.book.waves) + 1}", "job_id": None, "settled": []}
         wave["packs"] = [[[j.row, j.seed] for j in pack] for pack in packs]
