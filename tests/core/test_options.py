@@ -219,14 +219,16 @@ def test_the_request_is_built_once_frozen_and_kept_by_the_spec(tmp_path):
 
 
 def test_scales_ladder_choices_are_one_frozen_part_of_its_request():
-    """scale's ladder flags as typed, one frozen planning.LadderRequest in its Request (the other commands' empty):
-    a --resume refuses those given that fix the rungs, named in the flags' order, and takes the table's own."""
+    """scale's ladder flags as typed, one frozen planning.LadderRequest in its Request, built by request_of from
+    the keywords LadderRequest names (the other commands' empty): a --resume refuses those given that fix the
+    rungs, named in the flags' order, and takes the table's own."""
     from modern_gpt.ablation.session import request_of, settings_of
 
     _, options = settings_of("scale", {}, cli.ABLATE_OPTIONS)
-    ladder = planning.LadderRequest(lr_rule="constant", rungs="32,64,128", trend_margin=1.1, target_compute=1e18)
-    request = request_of("scale", options, plan="single", ladder=ladder)
-    assert request.ladder is ladder and request_of("ablate", options).ladder == planning.LadderRequest()
+    given = dict(lr_rule="constant", rungs="32,64,128", trend_margin=1.1, target_compute=1e18)
+    request, ladder = request_of("scale", options, plan="single", **given), planning.LadderRequest(**given)
+    assert request.ladder == ladder and request.plan == "single"
+    assert request_of("ablate", options).ladder == planning.LadderRequest()
     assert ladder.rung_choices == ["rungs", "lr_rule"] and planning.LadderRequest(trend_margin=1.2).rung_choices == []
     assert planning.TABLE_CHOICES == ("trend_margin", "target_compute")
     with pytest.raises(dataclasses.FrozenInstanceError):
