@@ -1,2 +1,2 @@
-"""The facts everything else reads, torch-free and pandas-free: errors, the components, the settings dataclasses
-and their flags, the JSON checks and the folder's files (atomic writes, the lock)."""
+"""The facts everything else reads, torch-free and pandas-free. Here are the errors, the components, and the
+settings dataclasses with their flags. Also the JSON checks and the folder's files: atomic writes, the lock."""

@@ -1,6 +1,6 @@
-"""The modern components: the one list every consumer imports, with a line each on what it replaces.
+"""The modern components: the one list every consumer imports, each with a line on what it replaces.
 
-Torch-free on purpose: the command line builds its switches and help from this module, and `--help` or an
+Torch-free on purpose. The command line builds its switches and help from this module. `--help` or an
 unknown component must not wait a second or more for torch to load.
 """
 
@@ -30,8 +30,8 @@ COMPONENT_SUMMARY = {
 
 
 def component_problem(names) -> str | None:
-    """The one check of component names given by a user or read from a file: the first name that is not one of
-    COMPONENTS, as 'unknown component 'x'; the components are ...', or None when every name is one."""
+    """The one check of component names, given by a user or read from a file. Returns the first unknown name
+    as 'unknown component 'x'; the components are ...'. None when every name is known."""
     unknown = next((n for n in names if n not in COMPONENTS and n not in PLUGINS), None)
     if unknown is None:
         return None
@@ -59,8 +59,8 @@ SLOT_SIGNATURES = {
 
 @dataclass(frozen=True)
 class Component:
-    """One component of your own: its name (as --components and --variants take it), its one-line
-    'classic -> yours' summary, the slot it fills (see SLOTS) and the factory that builds its module."""
+    """One component of your own. Its name is what --components and --variants take. Its summary is one line,
+    'classic -> yours'. It fills a slot (see SLOTS), and its factory builds its module."""
 
     name: str
     summary: str
@@ -70,7 +70,7 @@ class Component:
     source: str = field(default="", compare=False)  # the plugin file it came from (plugins.py sets it)
 
     def build(self, *args):
-        """The factory's module; a factory that raises or returns no module is the plugin's error, by name."""
+        """The factory's module. A factory that raises or returns no module is the plugin's error, by name."""
         settings = dict(getattr(args[0], "__dict__", {})) if args else {}
         try:
             module = self.factory(*args)
@@ -86,7 +86,7 @@ class Component:
 
     @staticmethod
     def _changed(cfg, settings: dict) -> str:
-        """A field a factory set on the frozen config it was given (object.__setattr__), put back; "" for none."""
+        """Put back what a factory set on its frozen config (by object.__setattr__). Names the first, or "" for none."""
         now = dict(vars(cfg))
         gone = object()
         changed = [k for k in settings.keys() | now.keys() if not _same(settings.get(k, gone), now.get(k, gone))]
@@ -121,13 +121,13 @@ BUILT_COUNTS: list[Callable] = []
 
 
 def plugin_for(cfg, slot: str) -> Component | None:
-    """The plugin component on in cfg that fills this slot, or None (ModelConfig.validate allows one a slot)."""
+    """The plugin component on in cfg that fills this slot, or None. ModelConfig.validate allows one a slot."""
     return next((PLUGINS[n] for n in cfg.extra_components if PLUGINS[n].slot == slot), None)
 
 
 def label(components) -> str:
-    """The name of a set of components, as parse_variant reads it back: 'classic' for none, else the names
-    joined by '+' (e.g. 'rmsnorm+rope'). Checkpoint folders, tables and messages name a model by it."""
+    """The name of a set of components, as parse_variant reads it back. 'classic' for none, else the names
+    joined by '+', as 'rmsnorm+rope'. Checkpoint folders, tables and messages name a model by it."""
     return "+".join(components) or "classic"
 
 

@@ -1,10 +1,10 @@
-"""The settings dataclasses (ModelConfig, TrainConfig, DataConfig; AblationOptions for ablate, duel and power)
-and a model's price by arithmetic alone.
+"""The settings dataclasses, and a model's price by arithmetic alone.
 
-Each field carries its default and its help (errors.setting), the one source of its flag, its TOML key and
-docs/settings.md's tables (settings.py), and each dataclass checks its values when it is made. param_counts
-and kv_cache_bytes_per_token read a ModelConfig (or explain's Shapes of a config.json) without building a
-model. Torch-free on purpose: `modern-gpt --help`, an argument error and `params` never wait for torch.
+ModelConfig, TrainConfig and DataConfig are a run's settings; AblationOptions are an ablation's. Each field
+carries its default and its help (errors.setting). That help is the one source of its flag, its TOML key and
+docs/settings.md's tables (settings.py). Each dataclass checks its values when it is made. param_counts and
+kv_cache_bytes_per_token read a ModelConfig, or explain's Shapes of a config.json, without building a model.
+Torch-free on purpose: `modern-gpt --help`, an argument error and `params` never wait for torch.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class ModelConfig:
             )
 
     def _check_plugins(self) -> None:
-        """Each plugin component loaded, and alone in its slot: a built-in that is on fills it too (two MLPs)."""
+        """Each plugin component is loaded and alone in its slot. A built-in that is on fills it too (two MLPs)."""
         taken = {slot: builtin for slot, builtin in SLOTS.items() if builtin and getattr(self, builtin)}
         for name in self.extra_components:
             if name not in PLUGINS:
@@ -97,7 +97,7 @@ class ModelConfig:
 
     @property
     def bias(self) -> bool:
-        """Whether every Linear layer (but the output head) and LayerNorm has a bias; no_bias removes them all."""
+        """Whether every Linear layer but the output head, and every LayerNorm, has a bias. no_bias removes them."""
         return not self.no_bias
 
     @property
@@ -112,7 +112,7 @@ class ModelConfig:
 
     @property
     def mlp_width(self) -> int:
-        """The MLP's hidden width (what --mlp-hidden sets outright, else 4*dim or SwiGLU's rule)."""
+        """The MLP's hidden width: --mlp-hidden outright, else 4*dim or SwiGLU's rule."""
         if self.mlp_hidden is not None:
             return self.mlp_hidden
         if not self.swiglu:
@@ -154,9 +154,9 @@ PIECES = ("token_embedding", "position_table", "attention", "mlp", "norms", "bia
 class Shapes:
     """Everything a parameter count depends on: the one description that param_counts reads.
 
-    modern-gpt's own models fill it from a ModelConfig (Shapes.of); `explain` fills it
-    from a Hugging Face config.json, which can have biases on some projections only, a
-    head_dim that is not dim / heads, or QK-norm gains over the whole projection (OLMo-2).
+    modern-gpt's own models fill it from a ModelConfig (Shapes.of). `explain` fills it from a
+    Hugging Face config.json. That may have biases on some projections only, or a head_dim that
+    is not dim / heads. It may have QK-norm gains over the whole projection (OLMo-2).
     """
 
     vocab_size: int
@@ -201,9 +201,9 @@ class Shapes:
 def param_counts(cfg: ModelConfig | Shapes) -> dict[str, int]:
     """Parameters per piece (see PIECES) and their total, from the settings alone.
 
-    Arithmetic rather than a built model, so that it costs nothing for any size
-    (a config.json of a 70B model included); tests/model/test_model.py checks it against
-    counting the parameters of a real GPT for every variant.
+    Arithmetic rather than a built model, so it costs nothing at any size, a 70B model's
+    config.json included. tests/model/test_model.py checks it against a real GPT's parameters,
+    for every variant.
     """
     if isinstance(cfg, ModelConfig) and cfg.extra_components:  # no formula for your own piece: count it built
         return BUILT_COUNTS[0](cfg)
@@ -233,7 +233,7 @@ def non_embedding_params(counts: dict[str, int]) -> int:
 
 
 def kv_cache_bytes_per_token(cfg: ModelConfig | Shapes, bytes_per_value: int = 2) -> int:
-    """Bytes a KV cache holds per token when serving (keys and values, every layer), at bf16 by default."""
+    """Bytes a KV cache holds per token when serving: keys and values, every layer. At bf16 by default."""
     s = cfg if isinstance(cfg, Shapes) else Shapes.of(cfg)
     return 2 * s.layers * s.kv_heads * s.head_dim * bytes_per_value
 
@@ -302,7 +302,7 @@ COMPILE_CHOICES = ("auto", "on", "off")
 
 
 def compile_choice(value: str | bool) -> str:
-    """--compile's value as auto, on or off: true and false (before auto existed) are on and off."""
+    """--compile's value as auto, on or off. True and false, from before auto existed, are on and off."""
     if isinstance(value, bool):
         return "on" if value else "off"
     choice = value.strip().lower() if isinstance(value, str) else value
@@ -318,8 +318,8 @@ TOKENIZERS = ("char", "byte", "bpe")  # or the path of a pretrained Hugging Face
 
 
 def lossy_note(tokenizer: str, lost: int | None, chars: int | None) -> str:
-    """The one sentence for a tokenizer that does not give back the validation text (train's note, report's
-    footnote)."""
+    """The one sentence for a tokenizer that does not give back the validation text. It is train's note and the
+    report's footnote."""
     share = ""
     if lost and chars:  # a share too small for one decimal keeps two significant digits (0.0033%, not 0.0%)
         pct = 100 * lost / chars
@@ -334,7 +334,7 @@ BUILT_IN_CORPUS = "tinyshakespeare"  # --data's one built-in name: the whole pub
 
 
 def built_in(path: str) -> bool:
-    """--data names the built-in corpus: its name, where no file or folder of that name is in the way."""
+    """Whether --data names the built-in corpus. A file or folder of that name comes first."""
     return path == BUILT_IN_CORPUS and not os.path.lexists(path)
 
 
@@ -412,7 +412,7 @@ EVAL_NAME = "a letter, then letters, digits or _"
 
 
 def check_eval_data(specs: tuple[str, ...]) -> None:
-    """Each --eval-data is NAME=PATH, NAME a short identifier (it names columns), no NAME twice."""
+    """Each --eval-data is NAME=PATH, no NAME twice. NAME is a short identifier, since it names columns."""
     seen = set()
     for spec in specs:
         name, sep, path = spec.partition("=") if isinstance(spec, str) else ("", "", "")
@@ -452,12 +452,12 @@ POWER_SEEDS = 8  # `modern-gpt power` without --seeds: seeds of its variant and 
 
 
 class _Chosen:
-    """given: the names a config file or a flag gave (as Settings.given); a default nobody typed is no choice."""
+    """given: the names a config file or a flag gave, as Settings.given. A default nobody typed is no choice."""
 
     given: tuple[str, ...]
 
     def choice(self, name: str):
-        """The option's value when a config file or a flag gave it, else None (the default: nobody chose it)."""
+        """The option's value when a config file or a flag gave it. None for a default nobody chose."""
         return getattr(self, name) if name in self.given else None
 
 
@@ -468,7 +468,7 @@ def _given():
 
 @dataclass
 class StatisticsOptions(_Chosen):
-    """The statistical choices: the seeds and the verdicts' tests (planning.Request reads those given)."""
+    """The statistical choices: the seeds and the verdicts' tests. planning.Request reads those given."""
 
     # Each help is the one source of the flag's help and docs/settings.md's options table (see settings.py).
     seeds: int | str = setting(  # 80% power at 3 seeds needs 8.0 paired sds in a 6-component table; at 5, 2.8
@@ -551,8 +551,8 @@ class ExecutionOptions(_Chosen):
             raise ConfigError(f"--max-retries must not be negative, got {self.max_retries}.")
 
     def _check_executor(self) -> None:
-        """The executor is one of EXECUTORS, no other executor's option is given (it would be silently ignored),
-        and its own options pass its check."""
+        """The executor is one of EXECUTORS, and its own options pass its check. Another executor's option is
+        refused, since it would be silently ignored."""
         kind = EXECUTORS.get(self.executor)
         if kind is None:
             raise ConfigError(f"unknown executor {self.executor!r}; choose {' or '.join(EXECUTORS)}.")
@@ -590,9 +590,9 @@ class TrackingOptions:
 
 @dataclass
 class AblationOptions:
-    """An ablation's options (ablate, duel, power and scale; train reads the trackers), by concern. Their fields
-    are the flags and a config file's [ablation] keys, in this order (settings.py); the seeds and the statistics
-    are checked as the Spec is planned (planning.py)."""
+    """An ablation's options, by concern: ablate's, duel's, power's and scale's; train reads the trackers. Their
+    fields are the flags and a config file's [ablation] keys, in this order (settings.py). The seeds and the
+    statistics are checked as the Spec is planned (planning.py)."""
 
     statistics: StatisticsOptions = field(default_factory=StatisticsOptions)
     execution: ExecutionOptions = field(default_factory=ExecutionOptions)
@@ -605,8 +605,8 @@ class AblationOptions:
 
     @classmethod
     def of(cls, values: dict[str, object]) -> AblationOptions:
-        """The options from {name: value} (a config file's [ablation] keys, then the flags given): each part is
-        made (and checks itself) in turn with its own, and records them as given."""
+        """The options from {name: value}: a config file's [ablation] keys, then the flags given. Each part in
+        turn is made from its own, checks itself and records them as given."""
         parts = {}
         for name, part in cls.parts().items():
             mine = {f.name for f in fields(part) if f.name != "given"}
@@ -649,8 +649,8 @@ def _check_ray(o: ExecutionOptions) -> None:
 
 
 def slurm_minutes(value: int | str) -> int:
-    """--time-limit in whole minutes: a number of minutes, or Slurm's MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-    (seconds rounded up to a minute)."""
+    """--time-limit in whole minutes, seconds rounded up. It is a number of minutes, or Slurm's MM:SS,
+    HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."""
     text = str(value).strip()
     days, _, clock = text.rpartition("-") if "-" in text else ("0", "", text)
     parts = clock.split(":")
@@ -707,7 +707,7 @@ EXECUTORS: dict[str, ExecutorKind] = {
 
 
 def _jobs(jobs: int | str) -> int | str:
-    """--jobs: a whole number of 1 or more, or auto (the best use of this machine); returns it parsed."""
+    """--jobs parsed: a whole number of 1 or more, or auto (the best use of this machine)."""
     if isinstance(jobs, str):
         if jobs.strip().lower() == AUTO:
             return AUTO

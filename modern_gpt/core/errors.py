@@ -1,7 +1,7 @@
-"""The one exception type for mistakes a user can fix: the CLI prints its message and exits with code 2.
+"""The one exception type for mistakes a user can fix. The CLI prints its message and exits with code 2.
 
-Also `setting`, how the settings dataclasses (ModelConfig, TrainConfig, DataConfig) declare a field with its
-help: that help is the one source of the flag's help, the TOML key and docs/settings.md's settings table.
+Also `setting`, which declares a field of ModelConfig, TrainConfig or DataConfig with its help. That help is
+the one source of the flag's help, the TOML key and docs/settings.md's settings table.
 """
 
 import difflib
@@ -13,20 +13,20 @@ class UserError(Exception):
 
 
 class ConfigError(UserError, ValueError):
-    """A setting of ModelConfig, TrainConfig or DataConfig that cannot be used, raised when the config is made."""
+    """A setting of ModelConfig, TrainConfig or DataConfig that cannot be used. Raised when the config is made."""
 
 
 def first_line(text: str, default: str = "") -> str:
-    """A message's first non-blank line without its full stop, to quote inside one sentence (default: none)."""
+    """A message's first non-blank line without its full stop, to quote inside a sentence. default if none."""
     return next((line.strip() for line in text.splitlines() if line.strip()), default).rstrip(".")
 
 
 def setting(default, help: str):
-    """A settings dataclass field with its default and its one-line help (see modern_gpt/core/settings.py)."""
+    """A settings dataclass field with its default and one-line help. See modern_gpt/core/settings.py."""
     return field(default=default, metadata={"help": help})
 
 
 def did_you_mean(name: str, known, otherwise: str, shown=str) -> str:
-    """A sentence's end for an unknown name: the closest known one (shown as shown() gives it), else otherwise."""
+    """A sentence's end for an unknown name: the closest known one, else otherwise. shown() words a name."""
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"; did you mean {shown(close[0])}?" if close else otherwise

@@ -1,5 +1,7 @@
-"""Atomic file writes (a temporary file in the same folder, then a rename, so a reader never sees half a file),
-the checks on a folder about to be written, and the lock of a folder that one process writes."""
+"""Atomic file writes, the checks on a folder about to be written, and the lock of a folder one process writes.
+
+A write goes to a temporary file in the same folder, then a rename. So a reader never sees half a file.
+"""
 
 from __future__ import annotations
 
@@ -29,12 +31,11 @@ def temporary_beside(path: Path) -> Path:
 
 @contextlib.contextmanager
 def atomic_path(path: Path, failed=None):
-    """Yields a temporary path beside `path`; on success it is renamed onto `path`, on failure removed.
+    """Yields a temporary path beside `path`. On success it is renamed onto `path`, on failure removed.
 
-    The temporary file is created with the umask's permissions (not mkstemp's 0600), so that what is
-    written is as readable as any other file the user creates. A write that fails (a full disk, a
-    folder that cannot be written) is a UserError naming the folder, or failed(error)'s sentence for an
-    OSError where the caller words it (a share page names its flag).
+    The temporary file gets the umask's permissions, not mkstemp's 0600. So it is as readable as any other
+    file the user creates. A failed write (a full disk, a folder that cannot be written) is a UserError
+    naming the folder. A caller may word an OSError itself with failed(error): a share page names its flag.
     """
     path = Path(path)
     tmp = temporary_beside(path)
@@ -57,7 +58,7 @@ def atomic_path(path: Path, failed=None):
 
 
 def reason(e: BaseException) -> str:
-    """Why a write failed, in a few words: an OSError's strerror, or the message inside safetensors' error."""
+    """Why a write failed, in a few words. An OSError's strerror, or the message inside safetensors' error."""
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     text = str(e)
@@ -66,7 +67,7 @@ def reason(e: BaseException) -> str:
 
 
 def not_regular(path: Path) -> str | None:
-    """What a path is when it is not a regular file (or a symbolic link to one), as a phrase; None when it is one,
+    """What a path is, as a phrase, when it is not a regular file or a symbolic link to one. None when it is one,
     or when nothing is there. A pipe (FIFO) or a device must never be opened for reading: it can block forever."""
     try:
         mode = os.stat(path).st_mode
@@ -96,8 +97,8 @@ FREE = "free some space or make the folder writable, or choose another folder"
 
 
 def advice(e: BaseException, folder: str = "the folder", instead: str = "choose another folder") -> str:
-    """What to do about a write that failed, fitting its error: a full disk, a folder that cannot be written, a
-    read-only file system, or one that holds no new files (/proc); FREE where the error says nothing."""
+    """What to do about a failed write, fitting its error. It tells a full disk, a folder that cannot be written,
+    a read-only file system, and one that holds no new files (/proc). FREE where the error says nothing."""
     import errno
 
     code = getattr(e, "errno", None)
@@ -122,8 +123,8 @@ def write_json(path: Path, obj) -> None:
 
 
 def check_name(path: Path, flag: str) -> None:
-    """Each name in the path within the file system's limit (255 bytes on most): otherwise the first stat or mkdir
-    raises ENAMETOOLONG, a traceback where one sentence belongs."""
+    """Each name in the path is within the file system's limit, 255 bytes on most. Otherwise the first stat or
+    mkdir raises ENAMETOOLONG, a traceback where one sentence belongs."""
     at = Path(path).absolute()
     existing = next((p for p in (at, *at.parents) if os.path.isdir(p)), Path("/"))
     try:
@@ -140,8 +141,9 @@ def check_name(path: Path, flag: str) -> None:
 
 
 def check_free(folder: Path, flag: str, force: bool, source: Path | None = None) -> None:
-    """A folder to write a checkpoint or an export into: missing or empty, or holding files and --force given.
-    Never `source` (the checkpoint an export reads), nor a folder in or above it: --force would replace its files."""
+    """A folder to write a checkpoint or an export into. It is missing or empty, or holds files and --force is
+    given. Never `source` (the checkpoint an export reads) or a folder in or above it. --force would replace
+    its files."""
     check_name(folder, flag)
     if source is not None:
         try:
@@ -167,7 +169,7 @@ def check_free(folder: Path, flag: str, force: bool, source: Path | None = None)
 class FolderLock:
     """A folder taken by one process: an exclusive flock on its .lock file.
 
-    The kernel releases a flock when its owner dies, however it dies, so a dead owner's lock is free and two
+    The kernel releases a flock when its owner dies, however it dies. So a dead owner's lock is free, and two
     live processes can never both hold it. The pid written into the file only names the owner in messages.
     Without flock (Windows) there is no lock.
     """
@@ -210,7 +212,7 @@ class FolderLock:
             os.close(fd)
 
     def _still_ours(self, fd: int) -> bool:
-        """Whether the locked file is still .lock: the owner that unlocked it just before may have removed it."""
+        """Whether the locked file is still .lock. The owner that unlocked it just before may have removed it."""
         try:
             return os.stat(self.path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
@@ -225,8 +227,8 @@ class FolderLock:
         os.close(fd)
 
     def _check_file(self) -> None:
-        """.lock is missing or a regular file; anything else (a folder, a link, a pipe that would block every
-        reader) is one sentence naming it."""
+        """.lock is missing or a regular file. Anything else is one sentence naming it: a folder, a link, or a
+        pipe that would block every reader."""
         try:
             mode = os.lstat(self.path).st_mode
         except FileNotFoundError:
@@ -242,8 +244,7 @@ class FolderLock:
         raise UserError(f"{self.path} is {what}, not a lock file; remove it and run again.")
 
     def owner(self) -> int | None:
-        """The pid of the live process that holds the lock (0 when it has not written it yet), or None when no
-        process holds it."""
+        """The pid of the live process that holds the lock, 0 if not written yet. None when no process holds it."""
         if fcntl is None:
             return None
         self._check_file()
@@ -267,8 +268,8 @@ class FolderLock:
 
 
 def git_state(where: Path | None = None) -> tuple[str | None, bool | None]:
-    """The commit of the git checkout that holds `where` (this package by default) and whether it has uncommitted
-    changes to tracked files: (None, None) outside a checkout, or without git."""
+    """The commit of the git checkout that holds `where` (this package by default), and whether tracked files
+    have uncommitted changes. (None, None) outside a checkout, or without git."""
     cwd = Path(where or Path(__file__).parent)  # this package's checkout by default
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)

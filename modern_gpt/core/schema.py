@@ -1,4 +1,4 @@
-"""A small checker for the JSON that modern-gpt reads back, so that a damaged or foreign file is one sentence.
+"""A small checker for the JSON that modern-gpt reads back. A damaged or foreign file is then one sentence.
 
 A schema is plain data, declared beside the code that writes the file:
 
@@ -22,7 +22,7 @@ NAMES = {
 
 
 def problem(value, schema, where: str = "") -> str | None:
-    """The first way value fails schema, as 'where must be ..., got ...', or None when it matches."""
+    """The first way value fails schema, as 'where must be ..., got ...'. None when it matches."""
     if isinstance(schema, tuple):
         if any(problem(value, alt, where) is None for alt in schema):
             return None
@@ -77,11 +77,11 @@ def _name(schema) -> str:
 
 
 def short(value, limit: int = 40) -> str:
-    """repr(value), cut to `limit` characters with '...': a value quoted in a one-sentence message."""
+    """repr(value), cut to `limit` characters with '...', to quote in a one-sentence message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def count(n, noun: str) -> str:
-    """'1 step', '7 steps': a count and its noun in a message ('?' or any non-1 value takes the plural)."""
+    """'1 step', '7 steps': a count and its noun in a message. '?' or any value but 1 takes the plural."""
     return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -1,10 +1,9 @@
 """Settings: the dataclass defaults, then a TOML file, then command-line flags, each overriding the one before.
 
-The settings dataclasses (ModelConfig, TrainConfig, DataConfig, and AblationOptions, in config.py) are the
-one source of truth: each field carries its default and its help (errors.setting), and
-each checks its values when it is made. This module maps TOML sections, CLI
-flags and docs/settings.md's tables (markdown_table) onto their fields. A run's settings (Settings: model, train,
-data) are saved with it; an ablation's options ([ablation]) are read by ablate, duel and power alone.
+The settings dataclasses of config.py are the one source of truth (see there). This module maps TOML
+sections, CLI flags and docs/settings.md's tables (markdown_table) onto their fields. A run's settings
+(Settings: model, train, data) are saved with it. An ablation's options ([ablation]) are read by ablate,
+duel and power alone.
 """
 
 from __future__ import annotations
@@ -70,12 +69,12 @@ class Setting:
 
     @property
     def keyword(self) -> str:
-        """The Python API's keyword: the first flag's name with '_' for '-' (data for --data, dim for --dim)."""
+        """The Python API's keyword: the first flag's name with '_' for '-'. data for --data, dim for --dim."""
         return self.flags[0][2:].replace("-", "_")
 
     @property
     def annotation(self):
-        """The keyword's type, None included (None: not given); a repeatable flag's is a list of strings."""
+        """The keyword's type, or None for not given. A repeatable flag's is a list of strings."""
         return (list[str] if self.is_list else self.type) | None
 
     @property
@@ -94,12 +93,12 @@ class Setting:
 
     @property
     def is_component(self) -> bool:
-        """A component switch: a flag that only switches it on (--rope), with --modern for all of them."""
+        """A component switch: a flag that only switches it on (--rope). --modern switches on all of them."""
         return self.section == "model" and self.name in COMPONENTS
 
 
 def _settings(section: str) -> list[Setting]:
-    """A section's settings, in its fields' order; [ablation]'s are those of AblationOptions' parts in turn."""
+    """A section's settings, in its fields' order. [ablation]'s are those of AblationOptions' parts in turn."""
     classes = AblationOptions.parts().values() if section == ABLATION else [TABLES[section]]
     return [s for cls in classes for s in _fields(section, cls)]
 
@@ -127,16 +126,16 @@ OPTIONS = {s.key: s for s in _settings(ABLATION)}  # an ablation's
 
 
 def cli_settings(sections: tuple[str, ...], exclude: tuple[str, ...] = ()) -> list[Setting]:
-    """The settings that become flags: every field of the sections but the components (they get switches)."""
+    """The settings that become flags: every field of the sections but the components, which get switches."""
     return [s for s in ALL.values() if s.section in sections and not s.is_component and s.key not in exclude]
 
 
 def markdown_table(sections: tuple[str, ...] = tuple(SECTIONS)) -> str:
-    """docs/settings.md's table of every setting of these sections (or of the ablation's options: (ABLATION,)): its
-    TOML key, its flags, its default and its help.
+    """docs/settings.md's table of every setting of these sections: its TOML key, flags, default and help.
+    (ABLATION,) gives the ablation's options.
 
-    tests/core/test_settings.py and tests/core/test_options.py check that docs/settings.md holds exactly these, so the two cannot
-    drift apart."""
+    tests/core/test_settings.py and tests/core/test_options.py check that docs/settings.md holds exactly these.
+    So the two cannot drift apart."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("*", "\\*")
@@ -183,8 +182,8 @@ def find_config(name: str) -> Path:
 
 
 def check_value(setting: Setting, value, where: str):
-    """A value given outside the command line (a TOML file, a keyword of the Python API) as the setting's type:
-    one sentence naming where, the key and the value when it is not."""
+    """A value given outside the command line (a TOML file, a Python API keyword), as the setting's type. A
+    value of another type is one sentence naming where, the key and the value."""
     if value is None and setting.optional:
         return None
     if setting.key == "data.eval_data" and isinstance(value, dict):  # [data.eval_data] code = "code.jsonl"
@@ -289,8 +288,8 @@ def resolve(config: str | None, smoke: bool, overrides: dict[str, object]) -> Se
 
 
 def resolve_values(file: dict[str, object], overrides: dict[str, object]) -> Settings:
-    """A run's settings: the defaults, then a config file's values (its [ablation] section aside), then the
-    flags given (None means not given)."""
+    """A run's settings: the defaults, then a config file's values, then the flags given. The file's
+    [ablation] section is left aside; a flag's None means not given."""
     values = {k: v for k, v in file.items() if k in ALL}
     values.update({k: v for k, v in overrides.items() if v is not None})
     parts = {section: {} for section in SECTIONS}
@@ -314,9 +313,9 @@ def resolve_values(file: dict[str, object], overrides: dict[str, object]) -> Set
 def resolve_options(
     file: dict[str, object], overrides: dict[str, object], command: str, names: tuple[str, ...]
 ) -> AblationOptions:
-    """An ablation's options: the defaults, then a config file's [ablation] section, then the flags given (None
-    means not given). names: those the command reads; a key of the file's that it does not read is refused,
-    since it would change nothing, silently."""
+    """An ablation's options: the defaults, then a config file's [ablation] section, then the flags given. A
+    flag's None means not given. names: the options the command reads. A key of the file's that it does not
+    read is refused, since it would change nothing, silently."""
     unread = [k.split(".")[1] for k in file if k in OPTIONS and k.split(".")[1] not in names]
     if unread:
         raise UserError(f"{command} does not read the config file's [{ABLATION}] {', '.join(unread)}; leave it out.")
@@ -326,8 +325,8 @@ def resolve_options(
 
 
 def saved_settings_problem(d) -> str | None:
-    """What is wrong with settings read back from a file (a missing section, an unknown key, a wrong type, an
-    invalid value), as a phrase; None when they are fine."""
+    """What is wrong with settings read back from a file, as a phrase; None when they are fine. A section may be
+    missing, or a key unknown, or a value of the wrong type or invalid."""
     if not isinstance(d, dict) or any(not isinstance(d.get(section), dict) for section in SECTIONS):
         return f"the settings need the sections {', '.join(SECTIONS)}, each an object"
     try:
@@ -347,5 +346,5 @@ def saved_settings_problem(d) -> str | None:
 
 
 def from_dict(d: dict) -> Settings:
-    """Settings saved by Settings.to_dict (in a checkpoint or a results folder)."""
+    """Settings saved by Settings.to_dict, in a checkpoint or a results folder."""
     return Settings(ModelConfig(**d["model"]), TrainConfig(**d["train"]), DataConfig(**d["data"]))

@@ -1,1 +1,1 @@
-"""Hugging Face: a config.json explained in terms of the components, and a checkpoint exported as a transformers model."""
+"""Hugging Face: a config.json explained in terms of the components. A checkpoint exported as a transformers model."""

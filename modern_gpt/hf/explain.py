@@ -1,14 +1,14 @@
 """Read a Hugging Face style config.json in terms of components.COMPONENTS.
 
-Every field it knows gets one sentence; fields it does not know are listed as
-unknown, never guessed. Each model type explain knows is one row of families.FAMILIES: what
-its transformers class builds (norms per block, gated MLP or not, which bias fields
-it reads, its QK-norm, its class defaults for the fields a file leaves out). A model
-type without a row is not guessed at: explain says which components it cannot tell
-and counts nothing. The parameter count and the KV-cache bytes per token come from
-config.param_counts and config.kv_cache_bytes_per_token, the formulas modern-gpt counts
-its own models with, fed the shapes read from the file; tests/hf/test_explain.py checks
-them against the transformers model built from each config on the meta device.
+Every field it knows gets one sentence. Fields it does not know are listed as unknown, never
+guessed. Each model type explain knows is one row of families.FAMILIES, which says what its
+transformers class builds. A model type without a row is not guessed at either: explain says
+which components it cannot tell, and counts nothing.
+
+The parameter count and the KV-cache bytes per token are modern-gpt's own formulas
+(config.param_counts, config.kv_cache_bytes_per_token), fed the shapes read from the file.
+tests/hf/test_explain.py checks them against the transformers model that each config builds
+on the meta device.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _theta_problem(v) -> bool:
 
 
 def check_fields(cfg: dict, source: str = "the config") -> None:
-    """Every field explain computes with holds a usable value; else one sentence naming the field and the file."""
+    """Every field explain computes with holds a usable value. Else one sentence names the field and the file."""
     _check_scalars(cfg, source)
     _check_rope_blocks(cfg, source)
     kind = cfg.get("model_type")
@@ -148,7 +148,7 @@ def _check_rope_blocks(cfg: dict, source: str) -> None:
 
 
 def _get(cfg: dict, *names, default=None):
-    """The first of several field names that is present (GPT-2 and Llama name the same thing differently)."""
+    """The first of several field names that is present. GPT-2 and Llama name the same thing differently."""
     for n in names:
         if cfg.get(n) is not None:
             return cfg[n]
@@ -158,9 +158,9 @@ def _get(cfg: dict, *names, default=None):
 def _rope(cfg: dict, fam: Family) -> dict:
     """RoPE's base, scaling and rotated share as the config class reads them (transformers 5.x).
 
-    rope_scaling (the older field) wins over rope_parameters, as in transformers; a base
-    inside the block wins over the legacy field (rope_theta, GPT-NeoX's rotary_emb_base).
-    Gemma-3 keeps one block per layer type: full attention and the sliding window.
+    rope_scaling, the older field, wins over rope_parameters, as in transformers. A base inside
+    the block wins over the legacy field (rope_theta, GPT-NeoX's rotary_emb_base). Gemma-3 keeps
+    one block per layer type: full attention and the sliding window.
     """
     block = cfg.get("rope_scaling") or cfg.get("rope_parameters") or fam.default_rope or {}
     if fam.rope_per_layer_type:
@@ -188,7 +188,7 @@ def _rope(cfg: dict, fam: Family) -> dict:
 
 
 def _layers_of(cfg: dict, kind: str) -> tuple[dict, Family | None, str]:
-    """The config whose shapes are counted (text_config for a multimodal wrapper), its family and why not all."""
+    """The config whose shapes are counted, its family, and why not all. A multimodal wrapper's is text_config."""
     text = cfg.get("text_config")
     if kind in FAMILIES or not isinstance(text, dict):  # a text model's class reads no text_config
         return cfg, FAMILIES.get(kind), ""
@@ -198,9 +198,9 @@ def _layers_of(cfg: dict, kind: str) -> tuple[dict, Family | None, str]:
 
 
 def architecture(cfg: dict, source: str = "the config") -> dict:
-    """The architecture in one vocabulary, with each family's class defaults for fields the file leaves out.
+    """The architecture in one vocabulary. The family's class defaults fill the fields the file leaves out.
 
-    For a model type explain does not know, what only the class could say is None (not guessed).
+    For a model type explain does not know, what only the class could say is None, not guessed.
     """
     check_fields(cfg, source)
     kind = cfg.get("model_type", "")
@@ -254,7 +254,7 @@ def architecture(cfg: dict, source: str = "the config") -> dict:
 
 
 def _sizes(text: dict, fam: Family | None, source: str, where: str) -> tuple[int, int, int]:
-    """The hidden size, head count and layer count, under the names the family's class reads."""
+    """The hidden size, head count and layer count, by the names the family's class reads."""
     names = (("hidden_size", "n_embd"), ("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer"))
     if fam is None:  # an unknown type: any of the names in use, for the description only
         names = (("hidden_size", "n_embd", "d_model"), *names[1:])
@@ -312,7 +312,7 @@ def _head_dim(given: dict, fam: Family | None, dim: int, heads: int, source: str
 
 
 def _unknown_blocks(text: dict, given: dict) -> dict:
-    """A model type explain does not know: what its fields say, None for what only its class could."""
+    """A model type explain does not know: what its fields say. None for what only its class could say."""
     attention_bias = given.get("attention_bias")
     qk = next((text[f] for f in QK_NORM_FIELDS if f in given), None)
     rope = True if any(text.get(f) is not None for f in (*ROPE_BLOCKS, "rope_theta", "rotary_emb_base")) else None
@@ -349,7 +349,7 @@ def _known_blocks(text: dict, given: dict, fam: Family, dim: int) -> dict:
 
 
 def _tie(cfg: dict, text: dict, fam: Family | None, part: str, kind: str) -> bool | None:
-    """Whether the output layer is the token embedding: the wrapper's own switch ties it, for a wrapper explain knows."""
+    """Whether the output layer is the token embedding. For a wrapper explain knows, the wrapper's switch says."""
     tie_default = WRAPPERS[kind][3] if part == "vision" else (fam.tie if fam else None)
     tie_source = cfg if part == "vision" else text
     return tie_source.get("tie_word_embeddings", tie_default)
@@ -367,7 +367,7 @@ def _family_name(kind: str, text: dict, fam: Family | None, part: str) -> str:
 
 
 def not_counted(s: dict) -> str:
-    """Why explain gives no parameter count, or '' when it gives one (of the text model only, for a wrapper)."""
+    """Why explain gives no parameter count, or '' when it gives one. A wrapper's counts its text model only."""
     if not s["known"]:
         why = (
             f"a mixture-of-experts model ({', '.join(s['moe'])}), and explain has no formula for expert MLPs"
@@ -381,7 +381,7 @@ def not_counted(s: dict) -> str:
 
 
 def counted_shapes(s: dict) -> Shapes:
-    """The shapes as config.param_counts reads them (only for a counted model: see not_counted)."""
+    """The shapes as config.param_counts reads them. Only for a counted model: see not_counted."""
     hd = s["head_dim"]
     return Shapes(
         vocab_size=s["vocab"],
@@ -405,12 +405,12 @@ def counted_shapes(s: dict) -> Shapes:
 
 
 def param_count(s: dict) -> int | None:
-    """Parameters from the shapes, with the formula modern-gpt counts its own models with; None: see not_counted."""
+    """Parameters from the shapes, by modern-gpt's own formula. None: see not_counted."""
     return None if not_counted(s) else param_counts(counted_shapes(s))["total"]
 
 
 def kv_cache_bytes(s: dict) -> int | None:
-    """None for a model type explain does not know (its attention may cache something else)."""
+    """None for a model type explain does not know. Its attention may cache something else."""
     if not s["known"]:
         return None
     only = {"layers": s["layers"], "kv_heads": s["kv_heads"], "head_dim": s["head_dim"]}  # what the cache depends on
@@ -443,12 +443,12 @@ def components(s: dict) -> list[str]:
 
 
 def cannot_tell(s: dict) -> list[str]:
-    """Components this config does not settle (its model type is unknown and no field says)."""
+    """Components this config does not settle: its model type is unknown and no field says."""
     return [c for c in COMPONENTS if c in DETECTORS and DETECTORS[c](s) is None]
 
 
 def not_detected() -> list[str]:
-    """The components explain cannot tell from a config.json (none today; a new one until it gets a detector)."""
+    """The components explain cannot tell from a config.json. None today; a new one, until it gets a detector."""
     return [c for c in all_components() if c not in DETECTORS]  # a plugin's (--plugin) never has one
 
 
@@ -458,7 +458,8 @@ def biases(s: dict) -> dict[str, bool | None]:
 
 
 def closest(s: dict) -> list[str]:
-    """The components of modern-gpt's closest variant: a gated MLP of another activation (GeGLU) is --swiglu's shape."""
+    """The components of modern-gpt's closest variant. A gated MLP of another activation (GeGLU) has --swiglu's
+    shape."""
     return [c for c in COMPONENTS if c in components(s) or (c == "swiglu" and s["gated"])]
 
 
@@ -477,7 +478,7 @@ def notes(s: dict, cfg: dict) -> list[str]:
 
 
 def _kind_notes(s: dict, fam: Family | None) -> list[str]:
-    """An unknown model type, the text model of a multimodal one, and the family's own note."""
+    """Notes for an unknown model type and for a multimodal one's text model. Then the family's own note."""
     out = []
     if not s["known"]:
         told = ", ".join(components(s))
@@ -519,7 +520,7 @@ def _qk_norm_notes(s: dict, fam: Family | None) -> list[str]:
 
 
 def _mlp_notes(s: dict) -> list[str]:
-    """An MLP that is not modern-gpt's (SwiGLU, or the classic GELU one), and an activation with parameters."""
+    """An MLP that is neither SwiGLU nor the classic GELU one, and an activation with parameters."""
     out = []
     if s["gated"] and not s["swiglu"]:
         out.append(
@@ -537,7 +538,7 @@ def _mlp_notes(s: dict) -> list[str]:
 
 
 def _rope_notes(s: dict, text: dict) -> list[str]:
-    """RoPE that modern-gpt's cannot follow (rescaled, two bases, partly rotated), and a sliding window."""
+    """RoPE that modern-gpt's cannot follow: rescaled, two bases, partly rotated. And a sliding window."""
     out = []
     if s["known"] and s["rope"]:
         if s["rope_scaling"]:
@@ -609,7 +610,7 @@ def _count_notes(s: dict) -> list[str]:
 
 
 def _class_notes(s: dict, fam: Family | None, text: dict, cfg: dict) -> list[str]:
-    """Fields the class does not read, another head named in architectures, an unknown wrapper, and the
+    """Fields the class does not read, and another head named in architectures. An unknown wrapper, and the
     components explain cannot tell from a config."""
     out = []
     if fam is not None:
@@ -663,7 +664,7 @@ def flags_problem(s: dict) -> str:
 
 
 def flags(s: dict) -> list[str]:
-    """modern-gpt flags of the closest variant (the same shapes wherever modern-gpt's model can express them)."""
+    """modern-gpt flags of the closest variant. Its shapes are the same wherever modern-gpt's model can say them."""
     out = ["--" + c.replace("_", "-") for c in closest(s)]
     out += [
         "--vocab-size",

@@ -1,13 +1,13 @@
-"""Write a trained model as a Hugging Face transformers model folder: config.json and
+"""Write a trained model as a Hugging Face transformers model folder. It holds config.json and
 model.safetensors, plus tokenizer.json and tokenizer_config.json for its tokenizer.
 
-Export is by construction. TARGETS says, for each transformers class, which state of
-each component it holds (the classic piece, the modern one, or either) and how each
-tensor maps; TABLE, derived from it and components.COMPONENTS, names for every combination
-of components the one class that holds it exactly. A combination that no class holds
-is refused with a sentence naming the pieces that have no counterpart. A component
-that TARGETS does not mention (a new one) is held by no class when it is on, so it is
-refused until someone maps it. Nothing here imports transformers: the folder is plain files.
+Export is by construction. TARGETS says, for each transformers class, which state of each
+component it holds: the classic piece, the modern one, or either. It also says how each tensor
+maps. TABLE, derived from it and components.COMPONENTS, names for every combination of
+components the one class that holds it exactly. A combination that no class holds is refused,
+naming the pieces that have no counterpart. A new component that TARGETS does not mention is
+held by no class when it is on. So it is refused until someone maps it. Nothing here imports
+transformers: the folder is plain files.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ GPT2_RULES: list[Rule] = [
 
 def _llama_family(norm1: str, norm2: str, mlp: dict[str, str]) -> list[Rule]:
     """The Llama layout (model.layers.N.self_attn.q_proj, ...) that Starcoder2, StableLM, Arcee, Apertus and Qwen3
-    share, with the class's names for the two norms of a block and for the MLP's matrices (ours -> theirs)."""
+    share. The class names a block's two norms and the MLP's matrices (ours -> theirs)."""
     return [
         (r"tok_emb\.weight", "model.embed_tokens.weight", COPY),
         (r"blocks\.(\d+)\.norm1\.(weight|bias)", rf"model.layers.\1.{norm1}.\2", COPY),
@@ -219,7 +219,7 @@ def _apertus_config(cfg: ModelConfig, target: Target) -> dict:
 
 @dataclass(frozen=True)
 class Target:
-    """A transformers class: the component states it holds, how each tensor maps, and its config.json."""
+    """A transformers class: the component states it holds, how each tensor maps, its config.json."""
 
     name: str
     model_type: str
@@ -343,7 +343,7 @@ def _piece(component: str, on: bool) -> str:
 
 
 def target_for(cfg: ModelConfig) -> Target:
-    """The transformers class that holds this model exactly, or a UserError naming the pieces that have none."""
+    """The transformers class that holds this model exactly. Else a UserError names the pieces that have none."""
     if cfg.extra_components:  # your own piece: transformers has no class that holds it
         mine = ", ".join(f"{n} (from the plugin {PLUGINS[n].source})" for n in cfg.extra_components)
         raise UserError(f"{mine} does not export: a plugin component has no transformers counterpart.")
@@ -367,8 +367,8 @@ def architecture(cfg: ModelConfig) -> str:
 
 
 def _repeat_kv(tensor: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
-    """A qkv weight (or bias) with each shared K/V head repeated for the query heads it serves: query head h reads
-    K/V head h // (heads / kv_heads), as torch's enable_gqa and modern-gpt's fallback do."""
+    """A qkv weight or bias, each shared K/V head repeated for the query heads it serves. Query head h reads K/V
+    head h // (heads / kv_heads), as torch's enable_gqa and modern-gpt's fallback do."""
     group, hd = cfg.heads // cfg.n_kv_heads, cfg.head_dim
     q, k, v = tensor.split([cfg.heads * hd, cfg.n_kv_heads * hd, cfg.n_kv_heads * hd])
     per_head = [t.reshape(cfg.n_kv_heads, hd, *t.shape[1:]).repeat_interleave(group, 0) for t in (k, v)]
@@ -376,7 +376,7 @@ def _repeat_kv(tensor: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
 
 
 def map_tensors(model: GPT, target: Target) -> dict[str, torch.Tensor]:
-    """The model's tensors under the class's names; a tensor no rule maps is refused by name."""
+    """The model's tensors under the class's names. A tensor no rule maps is refused by name."""
     cfg = model.config
     q, kv = cfg.heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     out: dict[str, torch.Tensor] = {}
@@ -408,7 +408,7 @@ def map_tensors(model: GPT, target: Target) -> dict[str, torch.Tensor]:
 # The tokenizer, as the `tokenizers` library writes it, so that AutoTokenizer loads it.
 # ---------------------------------------------------------------------------
 def _byte_symbols() -> dict[int, str]:
-    """GPT-2's printable stand-in for each byte value (what the ByteLevel pre-tokenizer and decoder use)."""
+    """GPT-2's printable stand-in for each byte value, as the ByteLevel pre-tokenizer and decoder use."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     symbols, extra = {b: chr(b) for b in printable}, 0
     for b in range(256):
@@ -444,13 +444,15 @@ def hf_tokenizer(tokenizer):
 
 
 def special_tokens(tokenizer) -> dict[str, tuple[str, int]]:
-    """{'bos': (token, id), 'eos': (token, id)} as a pretrained tokenizer.json defines them: the special tokens its
-    post-processor puts before (bos) and after (eos) the text, in a TemplateProcessing (Llama's '<s> $A') or a
-    RobertaProcessing or BertProcessing (cls, sep). A role the file does not define is absent: no name is guessed.
+    """{'bos': (token, id), 'eos': (token, id)} as a pretrained tokenizer.json defines them. They are the special
+    tokens its post-processor puts before (bos) and after (eos) the text. The post-processor is a
+    TemplateProcessing (Llama's '<s> $A'), or a RobertaProcessing or BertProcessing (cls, sep). A role the file
+    does not define is absent: no name is guessed.
 
-    A role counts only when its id is one of the file's special added tokens, and is named by that token: a template
-    may call id 1 '[BOS]' where the vocabulary says '<s>' (transformers would add '[BOS]' as a new id, outside the
-    embedding), or put a plain token before the text (naming it bos would make it special, and split text anew)."""
+    A role counts only when its id is one of the file's special added tokens. It is named by that token. A
+    template may call id 1 '[BOS]' where the vocabulary says '<s>'. transformers would add '[BOS]' as a new id,
+    outside the embedding. A template may also put a plain token before the text. Naming it bos would make it
+    special, and split text anew."""
     tok = getattr(tokenizer, "tok", None)
     if tok is None:
         return {}
@@ -504,7 +506,7 @@ def write_tokenizer(tokenizer, folder: Path, context: int) -> None:
 
 
 def write_model(model: GPT, folder: Path, target: Target, tokenizer=None) -> None:
-    """config.json and model.safetensors for this class (with the tokenizer's bos and eos ids, when it defines them)."""
+    """config.json and model.safetensors for this class. With the tokenizer's bos and eos ids, when it defines them."""
     tensors = map_tensors(model, target)
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_path(folder / "model.safetensors") as tmp:
@@ -535,7 +537,8 @@ KEPT = ("*.md", "LICENSE*", ".git*", ".cache", ".DS_Store")
 
 
 def _stale_and_foreign(folder: Path) -> tuple[list[Path], list[Path]]:
-    """(what transformers would read and this export replaces or removes, what it does not know and refuses)."""
+    """(stale, foreign). Stale: what transformers would read, which this export replaces or removes. Foreign:
+    what it does not know, and refuses."""
     if not folder.is_dir():
         return [], []
     stale, foreign = [], []
@@ -553,8 +556,8 @@ def _stale_and_foreign(folder: Path) -> tuple[list[Path], list[Path]]:
 
 
 def clear_for_export(folder: Path) -> list[str]:
-    """Remove from `folder` every file transformers would read (a file this export writes is rewritten anyway);
-    refuse, before removing anything, a file it does not know. Returns the names removed."""
+    """Remove from `folder` every file transformers would read; a file this export writes is rewritten anyway. A
+    file it does not know is refused before anything is removed. Returns the names removed."""
     stale, foreign = _stale_and_foreign(folder)
     if foreign:
         names = ", ".join(
@@ -573,8 +576,8 @@ def clear_for_export(folder: Path) -> list[str]:
 
 
 def export_hf(model: GPT, folder: Path, tokenizer=None) -> str:
-    """Write the folder (with the tokenizer when one is given); returns the transformers class it loads as.
-    Anything in the folder that transformers would read is removed first, and anything unknown refused."""
+    """Write the folder, with the tokenizer when one is given. Returns the transformers class it loads as.
+    clear_for_export first removes what transformers would read, and refuses anything unknown."""
     target = target_for(model.config)
     folder = Path(folder)
     try:

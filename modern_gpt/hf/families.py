@@ -1,7 +1,7 @@
-"""The model types explain knows: one Family a type, what its transformers class builds as far as parameters
-and components go (norms per block, a gated MLP or not, the bias fields it reads, its QK-norm, RoPE, its class
-defaults for the fields a file leaves out), and where a type reads a field of its own. A row is data: explain.py
-reads every family through the same fields, and a family that differs says how in one of them."""
+"""The model types explain knows, one Family a type: what its transformers class builds, as far as parameters
+and components go. That is its norms per block, a gated MLP or not, the bias fields it reads, its QK-norm and
+RoPE. It is also its class defaults for the fields a file leaves out, and where it reads a field of its own.
+A row is data. explain.py reads every family through the same fields; a family that differs says how in one."""
 
 from __future__ import annotations
 

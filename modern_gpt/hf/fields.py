@@ -1,5 +1,5 @@
 """One sentence per config.json field explain knows: the field, the component it tells (or None), and the
-sentence its value gives, read with the architecture explain.architecture found (s)."""
+sentence its value gives. The sentence reads the architecture that explain.architecture found (s)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import json
 
 
 def number(x) -> str:
-    """A number exactly, as short as it goes (RoPE's base 500000, not 5e+05; 999999.4420358813, not 1e+06)."""
+    """A number exactly, as short as it goes. RoPE's base 500000, not 5e+05; 999999.4420358813, not 1e+06."""
     x = float(x)
     return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
 
 
 def mlp_name(s: dict) -> str:
-    """The MLP as a reader names it: SwiGLU, GeGLU, or a (gated) MLP of its activation."""
+    """The MLP as a reader names it: SwiGLU, GeGLU, or a gated or plain MLP of its activation."""
     act = s["act"]
     if s["swiglu"]:
         return "SwiGLU"

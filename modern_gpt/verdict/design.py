@@ -1,13 +1,14 @@
 """A table's design, and the one definition of its summary rows.
 
-A Design is what the verdict engine reads besides the runs: the rows (each with the row it is compared with,
-the placebo marked), the learning-rate grid, the seeds, alpha, --margin and the --seeds auto boundary, and
-what the table's footnotes say of where the runs came from. An ablation builds its Design from its Spec and
-its folder (ablation/report.py); judge builds one from a file of anyone's runs. Nothing here knows how a run
-was trained, and a Design checks itself when it is made.
+A Design is what the verdict engine reads besides the runs. It holds the rows, each with the row it is
+compared with and the placebo marked. It holds the learning-rate grid, the seeds, alpha, --margin and the
+--seeds auto boundary. And it holds what the table's footnotes say of where the runs came from.
 
-SummaryRow is the one list of the summary's columns: summary.csv, the JSON document, judge's table, the
-trackers and the rich table all read its fields (a new statistic is one field here).
+An ablation builds its Design from its Spec and its folder (ablation/report.py). judge builds one from a
+file of anyone's runs. Nothing here knows how a run was trained. A Design checks itself when it is made.
+
+SummaryRow is the one list of the summary's columns. summary.csv, the JSON document, judge's table, the
+trackers and the rich table all read its fields. A new statistic is one field here.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ NAN = math.nan
 
 @dataclass(frozen=True)
 class Row:
-    """One run row: its name, the run row it is compared with (None: none), whether it is the placebo (the first
-    row again with only its weight init changed), its learning rate on a grid, and its facts (NaN: unknown)."""
+    """One run row: its name, and the run row it is compared with (None: none). Whether it is the placebo: the
+    first row again, with only its weight init changed. Its learning rate on a grid, and its facts (NaN: unknown)."""
 
     name: str
     reference: int | None = None
@@ -46,7 +47,7 @@ class Row:
 
 @dataclass(frozen=True, eq=False)
 class Sweep:
-    """A table over a learning-rate grid, as lr_view made it: the grid, --at-lr, and every run it chose from."""
+    """A table over a learning-rate grid, as lr_view made it: the grid, --at-lr and every run it chose from."""
 
     lrs: tuple[float, ...]
     at: float | None
@@ -58,8 +59,8 @@ class Sweep:
 
 @dataclass(frozen=True, eq=False)
 class Design:
-    """What a table compares and how it decides; see the module's docstring. rows are run rows: with a grid of K
-    learning rates, table row b at lrs[j] is run row b * K + j, compared with its reference at the same rate."""
+    """What a table compares and how it decides; see the module's docstring. rows are run rows. With a grid of K
+    learning rates, table row b at lrs[j] is run row b * K + j. It is compared with its reference at that rate."""
 
     rows: tuple[Row, ...]
     seeds: tuple[int, ...]
@@ -89,7 +90,7 @@ class Design:
     # -- the layout of run rows over a learning-rate grid ------------------------------------------------
     @property
     def runs_per_row(self) -> int:
-        """K: the run rows of each table row (its learning rates; 1 without a grid)."""
+        """K: the run rows of each table row, one per learning rate. 1 without a grid."""
         return len(self.lrs) if self.lrs else 1
 
     def run_row(self, row: int, j: int = 0) -> int:
@@ -112,13 +113,13 @@ class Design:
 
     @property
     def tested_rows(self) -> int:
-        """The component rows with a reference: the family whose false positives the rule controls (the placebo is
-        tested alone)."""
+        """The component rows with a reference: the family whose false positives the rule controls. The placebo
+        is tested alone."""
         return sum(r.reference is not None and not r.placebo for r in self.table_rows)
 
     def family_boundary(self, placebo: bool = False) -> Boundary:
         """The thresholds a table is judged by: alpha / r for a fixed number of seeds, or the --seeds auto
-        boundary; for the placebo, a family of one. Recomputed from the design, never read from a file."""
+        boundary. The placebo is a family of one. Recomputed from the design, never read from a file."""
         rows = 1 if placebo else max(1, self.tested_rows)
         if not self.sequential:
             return Boundary(self.alpha, (len(self.seeds),), tuple((self.alpha / r,) for r in range(1, rows + 1)), FIXED)
@@ -137,8 +138,8 @@ class Design:
 
     # -- checks ------------------------------------------------------------------------------------------------
     def problem(self) -> str | None:
-        """Why these fields are not a table's, naming the key (with prefix "spec.": meta.json's); None when
-        they are."""
+        """Why these fields are not a table's, naming the key; None when they are. With prefix "spec.", the key
+        is meta.json's."""
         if not self.rows:
             return f"{self.prefix}{self.rows_key} is empty"
         return (
@@ -152,7 +153,7 @@ class Design:
         return f"{self.prefix}{self.rows_key}[{i}]"
 
     def _lrs_problem(self) -> str | None:
-        """On a grid: two or more distinct positive learning rates, and each table row's run rows at them in order."""
+        """On a grid: two or more distinct positive learning rates. Each table row's run rows are at them, in order."""
         lrs, rows = self.lrs, self.rows
         if self.sweep is not None:  # a view of a grid: each table row at the learning rate chosen for it
             return None
@@ -173,8 +174,8 @@ class Design:
         return None
 
     def _rows_problem(self) -> str | None:
-        """Each run row compared with a row above it at its own learning rate (the first table row with none). With
-        any_reference (judge), a reference may be any other row, or none."""
+        """Each run row is compared with a row above it at its own learning rate; the first table row with none.
+        With any_reference (judge), a reference may be any other row, or none."""
         for i, r in enumerate(self.rows):
             ref, (row, j) = r.reference, self.place(i)
             if self.any_reference:
@@ -199,13 +200,13 @@ class Design:
 
 
 class DesignError(UserError):
-    """A Design that cannot be: its message names the key (spec.alpha, spec.variants[3].reference, ...), so that
-    a damaged meta.json is one sentence (results.check_meta says which file)."""
+    """A Design that cannot be. Its message names the key (spec.alpha, spec.variants[3].reference, ...). So a
+    damaged meta.json is one sentence; results.check_meta says which file."""
 
 
 def statistics_problem(alpha, margin, name=lambda key: f"--{key}") -> str | None:
-    """Why alpha or margin cannot be a table's, named as name(key) says (a flag, or meta.json's spec.alpha);
-    None when both can."""
+    """Why alpha or margin cannot be a table's; None when both can. name(key) names them: a flag, or meta.json's
+    spec.alpha."""
     if not 0 < alpha < 1:
         return f"{name('alpha')} must be between 0 and 1, got {alpha!r}"
     if alpha < MIN_ALPHA:  # a row's level alpha/rows/looks near 1e-16 is 1 - q == 0 for the t quantile
@@ -243,15 +244,17 @@ def column(
     table_at: int | None = None,
     when: str | None = None,
 ):
-    """A summary column with its one-line help, and where it goes:
+    """A summary column with its one-line help, and where it goes.
 
-    verdict: filled by the verdict step (after the paired test; the JSON document lists these last);
-    csv: a column of summary.csv; training: it describes a training run, so judge (anyone's runs) has none;
-    tracked: the trackers log it with each row's verdict; judge: judge's name for it, where it differs, and
-    judge_at its place in judge's table (a column without one comes after those with one);
-    header, fmt and table_at: its column in the terminal and Markdown tables, its format there (a format spec, or
-    one of render.py's named cells) and its place; when: shown only in a table with --match-params ("match") or
-    over a learning-rate grid ("sweep").
+    verdict: filled by the verdict step, after the paired test. The JSON document lists these last.
+    csv: a column of summary.csv.
+    training: it describes a training run, so judge (anyone's runs) has none.
+    tracked: the trackers log it with each row's verdict.
+    judge: judge's name for it, where it differs.
+    judge_at: its place in judge's table. A column without one comes after those with one.
+    header, fmt and table_at: its column in the terminal and Markdown tables, its format there and its place.
+    fmt is a format spec, or one of render.py's named cells.
+    when: shown only in a table with --match-params ("match") or over a learning-rate grid ("sweep").
     """
     meta = dict(
         help=help,
@@ -384,7 +387,7 @@ TRACKED = tuple(f.name for f in fields(SummaryRow) if f.metadata["tracked"])  # 
 
 
 def judge_columns() -> list[tuple[str, str]]:
-    """judge's columns in its order: (the field, judge's name for it); a training column has none."""
+    """judge's columns in its order: (the field, judge's name for it). A training column is not one."""
     mine = [f for f in fields(SummaryRow) if not f.metadata["training"]]
     placed = sorted((f for f in mine if f.metadata["judge_at"] is not None), key=lambda f: f.metadata["judge_at"])
     later = [f for f in mine if f.metadata["judge_at"] is None]
@@ -392,8 +395,8 @@ def judge_columns() -> list[tuple[str, str]]:
 
 
 def summary_frame(rows: list[SummaryRow]):
-    """The summary rows as a DataFrame of summary.csv's columns: the file, the CSV printed, the API's and the
-    trackers' table are this one frame."""
+    """The summary rows as a DataFrame of summary.csv's columns. The file, the CSV printed, and the API's and
+    the trackers' tables are this one frame."""
     import pandas as pd
 
     names = [r.variant for r in rows]
@@ -402,7 +405,7 @@ def summary_frame(rows: list[SummaryRow]):
 
 
 def _cell(row: SummaryRow, column: str, names: list[str]):
-    """A summary row's cell; its reference by name, as runs.csv and a ladder's summary name it ("" for none)."""
+    """A summary row's cell. Its reference is by name, as runs.csv and a ladder's summary name it ("" for none)."""
     value = getattr(row, column)
     if column == "reference":
         return names[int(value)] if isinstance(value, int | float) and math.isfinite(value) else ""
@@ -410,8 +413,8 @@ def _cell(row: SummaryRow, column: str, names: list[str]):
 
 
 def table_columns(match: bool, sweep: bool) -> list:
-    """The terminal and Markdown table's columns in order, as fields (their metadata: header and fmt): those of
-    --match-params (mlp) and of a learning-rate grid (lr, stable) only in such a table."""
+    """The terminal and Markdown table's columns in order, as fields; their metadata holds header and fmt. The
+    columns of --match-params (mlp) and of a learning-rate grid (lr, stable) come only in such a table."""
     shown = {None, *(["match"] if match else []), *(["sweep"] if sweep else [])}
     cols = [f for f in fields(SummaryRow) if f.metadata["header"] and f.metadata["when"] in shown]
     return sorted(cols, key=lambda f: f.metadata["table_at"])

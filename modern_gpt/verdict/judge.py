@@ -1,9 +1,9 @@
 """`modern-gpt judge FILE` and `modern_gpt.judge(df)`: the verdict table for runs that modern-gpt did not train.
 
-A long table, one row per run (variant, seed, metric), becomes what a results folder gives report.py: a meta
-dict (alpha, margin, the rows and their references) and a runs frame. report.summarize and report.footnotes
-then compute the table exactly as for `modern-gpt report`, so that judge follows every change to the
-statistics. What is judge's own is the input: it is checked cell by cell, and nothing is guessed.
+A long table, one row per run (variant, seed, metric), becomes what a results folder gives report.py. That is
+a meta dict (alpha, margin, the rows and their references) and a runs frame. report.summarize and
+report.footnotes then compute the table exactly as for `modern-gpt report`. So judge follows every change to
+the statistics. What is judge's own is the input: it is checked cell by cell, and nothing is guessed.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ from .reading import (
 
 
 def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
-    """The Design and runs frame that the verdict engine (table.summarize, table.footnotes) reads, from a
-    checked table."""
+    """The Design and runs frame, from a checked table. The verdict engine (table.summarize, table.footnotes)
+    reads them."""
     design, frame, _ = read_runs(source, s)
     return design, frame
 
@@ -66,11 +66,13 @@ def runs_from(source: Source, s: JudgeSettings) -> tuple[Design, pd.DataFrame]:
 def read_runs(
     source: Source, s: JudgeSettings, api: bool = False, extra: tuple[str, ...] = ()
 ) -> tuple[Design, pd.DataFrame, list[str]]:
-    """runs_from's Design and runs, and judge's own footnotes on them (where the rows' order came from, a tracker's
-    unfinished runs). Each column is parsed at once; the first refused cell, in the file's order, is the sentence
-    the cell-by-cell reader gave. api: the settings are modern_gpt.judge's keywords (a sentence names them so).
-    extra: more metric columns, judged with the first as one family (metrics.py): in the frame as extra_column(k),
-    an empty cell a value that could not be measured (a wall)."""
+    """runs_from's Design and runs, and judge's own footnotes on them. The footnotes say where the rows' order came
+    from, and name a tracker's unfinished runs. Each column is parsed at once. The first refused cell, in the
+    file's order, is the sentence the cell-by-cell reader gave.
+
+    api: the settings are modern_gpt.judge's keywords, and a sentence names them so. extra: more metric columns,
+    judged with the first as one family (metrics.py). In the frame they are extra_column(k). An empty cell there
+    is a value that could not be measured (a wall)."""
     check_settings(s)
     flags = API_FLAGS if api else CLI_FLAGS
     s = replace(  # the columns as the file names them: MLflow's export holds variant as tags.variant
@@ -100,13 +102,13 @@ def read_runs(
 
 
 def extra_column(k: int) -> str:
-    """The runs frame's name of judge's (k + 1)-th metric: never one of the frame's own columns."""
+    """The runs frame's name of judge's (k + 1)-th metric. Never one of the frame's own columns."""
     return f"metric {k + 1}"
 
 
 def _extra_metric(source: Source, s: JudgeSettings, metric: str, flag: str) -> np.ndarray:
-    """Another metric column's values: numbers, NaN where empty (a row that cannot be measured there: a learned
-    position table past its context); anything else is one sentence, as the first metric's cells are."""
+    """Another metric column's values: numbers, or NaN where empty. An empty cell is a row that cannot be measured
+    there, as a learned position table past its context. Anything else is one sentence, as for the first metric."""
     col = source.real(metric, flag)
     if col not in source.columns:
         raise UserError(
@@ -130,8 +132,8 @@ KIND, SUMMARY, ROW_KIND = "kind", "summary", "row"
 
 
 def _no_column(source: Source, s: JudgeSettings, col: str, what: str) -> str:
-    """The sentence for a column judge needs and the file or frame lacks: with the pandas call that makes a
-    DataFrame of it, where it is one (a wide table, a column per variant; its index holds the column)."""
+    """The sentence for a column judge needs and the file or frame lacks. It gives the pandas call that makes a
+    DataFrame of it, where there is one: for a wide table (a column per variant), or an index that holds it."""
     name, needed = source.name, (s.variant_col, s.seed_col, s.metric)
     numeric = [
         c
@@ -162,8 +164,8 @@ HOLDERS = (SUMMARY, ROW_KIND)  # the kinds of modern-gpt's MLflow runs that hold
 
 
 def _without_summary(source: Source, s: JudgeSettings) -> Source:
-    """The runs without modern-gpt's summary run and row runs of an MLflow experiment (tags.kind summary or row,
-    no variant): they hold the table and a row's figures, not a run."""
+    """The runs without an MLflow experiment's summary run and row runs from modern-gpt. Those have tags.kind
+    summary or row, and no variant. They hold the table and a row's figures, not a run."""
     col = source.real(KIND)
     if col not in source.cells or col in (s.variant_col, s.seed_col, s.metric):
         return source
@@ -181,7 +183,7 @@ def _without_summary(source: Source, s: JudgeSettings) -> Source:
 
 @dataclass
 class _Runs:
-    """Every run's parsed cells, a column each, and per column the cells refused (checked in this order)."""
+    """Every run's parsed cells, a column each, and per column the cells refused. Checked in this order."""
 
     variant: list
     seed: list
@@ -197,7 +199,7 @@ class _Runs:
 
 
 def _columns(source: Source, s: JudgeSettings) -> _Runs:
-    """Each column parsed by its cell parser; a failed run (a diverged or error mark) may have an empty metric."""
+    """Each column parsed by its cell parser. A failed run (a diverged or error mark) may have an empty metric."""
     diverged_col, error_col = source.real(DIVERGED), source.real(ERROR)  # MLflow's metrics.diverged, tags.error
     markers = [
         c for c in (diverged_col, error_col) if c in source.cells and c not in (s.variant_col, s.seed_col, s.metric)
@@ -227,7 +229,7 @@ def _columns(source: Source, s: JudgeSettings) -> _Runs:
 
 
 class _Metric:
-    """The metric's parser per run: _metric, or for a failed run _number_or_empty (its value is left out)."""
+    """The metric's parser per run: _metric. For a failed run, _number_or_empty; its value is left out."""
 
     def __init__(self, failed: np.ndarray):
         self.failed = failed
@@ -237,8 +239,8 @@ class _Metric:
 
 
 def _first_refusal(source: Source, s: JudgeSettings, runs: _Runs) -> None:
-    """The first run with a refused cell, a metric that is not finite, or a variant and seed already seen: its
-    sentence, in the order the cells were checked one by one (variant, seed, diverged, error, metric)."""
+    """The sentence for the first run with a refused cell, a metric that is not finite, or a variant and seed
+    already seen. The cells are checked in the cell-by-cell order: variant, seed, diverged, error, metric."""
     finished = ~runs.failed
     infinite = finished & ~runs.refused[-1][2] & ~np.isfinite(runs.value)
     ok = ~np.logical_or.reduce([bad for _, _, bad in runs.refused])
@@ -271,7 +273,7 @@ def _first_refusal(source: Source, s: JudgeSettings, runs: _Runs) -> None:
 
 
 def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: _Runs) -> None:
-    """Every variant has a run (finished or failed) for every seed: pairs are never guessed."""
+    """Every variant has a run, finished or failed, for every seed. Pairs are never guessed."""
     per = Counter(runs.variant)  # no run is there twice: a variant's runs are its seeds
     every = len(set(runs.seed))
     short = next((v for v in rows if per[v] < every), None)
@@ -290,16 +292,16 @@ def _check_pairs(source: Source, s: JudgeSettings, rows: list[str], runs: _Runs)
 
 
 def _design(source: Source, s: JudgeSettings, rows: list[str], refs: list, runs: _Runs, placebo: str | None) -> Design:
-    """The table's Design: the file's variants as rows (each with its reference, any other row, and the
-    placebo marked), its seeds as labels that pair the runs, and judge's alpha and margin."""
+    """The table's Design. The file's variants are rows, each with its reference (any other row), the placebo
+    marked. Its seeds are labels that pair the runs. alpha and margin are judge's."""
     table = [Row(v, ref, placebo=v == placebo) for v, ref in zip(rows, refs, strict=True)]
     seeds = sorted(set(runs.seed))
     return Design(table, seeds, s.alpha, s.margin, any_reference=True, source=source.name)
 
 
 def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs, extra=()) -> pd.DataFrame:
-    """The verdict engine's runs: the metric as val_loss (negated when higher is better: summarize reads lower
-    as better), any other metric as extra_column(k); a run has no training columns."""
+    """The verdict engine's runs. The metric is val_loss, negated when higher is better, since summarize reads
+    lower as better. Any other metric is extra_column(k). A run has no training columns."""
     index = {v: i for i, v in enumerate(rows)}
     sign = -1.0 if s.higher_is_better else 1.0
     frame = pd.DataFrame(
@@ -321,16 +323,16 @@ def _runs_frame(s: JudgeSettings, rows: list[str], runs: _Runs, extra=()) -> pd.
 # The table: report's statistics, shown in the metric's own direction
 # ---------------------------------------------------------------------------
 def _honest(row: SummaryRow, flip: bool) -> SummaryRow:
-    """A summary row in the metric's direction: with higher-is-better the mean, Δ and CI were computed on the
-    negated metric, so they are negated back (and the CI's ends swapped); p-values, sds and mde are unsigned."""
+    """A summary row in the metric's direction. With higher-is-better, the mean, Δ and CI were computed on the
+    negated metric. So they are negated back, and the CI's ends swapped. p-values, sds and mde are unsigned."""
     if not flip:
         return row
     return row.with_(val_loss=-row.val_loss, delta_val=-row.delta_val, ci_low=-row.ci_high, ci_high=-row.ci_low)
 
 
 def _in_units(note: str, metric: str) -> str:
-    """report's footnotes speak of the val loss in nats, and of ablate's flags; judge's of the metric, in its own
-    units, and of the file's seeds."""
+    """report's footnotes speak of the val loss in nats, and of ablate's flags. judge's speak of the metric in its
+    own units, and of the file's seeds."""
     note = note.replace("use --seeds 3 or more, or --seeds auto", "give every variant 3 or more seeds")
     if metric == "val_loss":
         return note
@@ -341,7 +343,7 @@ def _in_units(note: str, metric: str) -> str:
 
 def _unmarked_placebo(design: Design) -> str | None:
     """A row named as modern-gpt names its placebo ('classic (placebo)' under 'classic') that --placebo does not
-    name: judged as a component, it is the row above the next one, which report compares with the first row."""
+    name. Judged as a component, it is the row above the next one. report compares that one with the first row."""
     names = [r.name for r in design.rows]
     twin = f"{names[0]} (placebo)"
     if twin not in names or any(r.placebo for r in design.rows):
@@ -374,8 +376,9 @@ def _their_runs(note: str) -> str:
 def judge(
     design: Design, s: JudgeSettings, runs: pd.DataFrame, own: bool = False, first: tuple | list = ()
 ) -> tuple[list[dict], list[str]]:
-    """The table's rows (judge's columns, in its order) and its footnotes, from runs_from's design and runs; `own`:
-    the runs are a modern-gpt results folder's, whose placebo is a weight init; `first`: read_runs' footnotes."""
+    """The table's rows (judge's columns, in its order) and its footnotes, from runs_from's design and runs.
+    `own`: the runs are a modern-gpt results folder's, whose placebo is a weight init. `first`: read_runs'
+    footnotes."""
     from .table import footnotes, summarize
 
     metric, flip = s.metric, s.higher_is_better
@@ -402,8 +405,8 @@ def judge(
 
 
 def named_columns(rows: list[dict], metric: str) -> list[dict]:
-    """judge's rows with summary.csv's names for the metric's mean and Δ: val_loss and delta_val, or for another
-    metric its own name and delta_<metric> (the table and Markdown headers name them already)."""
+    """judge's rows with summary.csv's names for the metric's mean and Δ: val_loss and delta_val. Another metric
+    keeps its own name and delta_<metric>. The table and Markdown headers name them already."""
     names = {"mean": "val_loss", "delta": "delta_val"} if metric == "val_loss" else {"delta": f"delta_{metric}"}
     names.setdefault("mean", metric)
     return [{names.get(k, k): v for k, v in row.items()} for row in rows]
@@ -432,8 +435,8 @@ def judge_file_runs(path, s: JudgeSettings) -> tuple[Design, pd.DataFrame, list[
 
 
 def judge_file_metrics(path, s: JudgeSettings, metrics: tuple[str, ...]):
-    """judge FILE with several --metric columns: the design, the runs, the verdict over every (row, metric) as
-    one family (metrics.judge_metrics, its metric names the file's) and the footnotes."""
+    """judge FILE with several --metric columns: the design, the runs, the verdict and the footnotes. The
+    verdict is over every (row, metric) as one family (metrics.judge_metrics), by the file's metric names."""
     check_settings(s)
     check_metrics(metrics, s.higher_is_better)
     source = read_file(path)
@@ -444,7 +447,7 @@ def judge_file_metrics(path, s: JudgeSettings, metrics: tuple[str, ...]):
 
 
 def check_metrics(metrics, higher_is_better: bool) -> None:
-    """Several --metric columns: distinct, and each lower-is-better (one family, one direction)."""
+    """Several --metric columns: distinct, and each lower-is-better. One family, one direction."""
     twice = next((m for m in metrics if list(metrics).count(m) > 1), None)
     if twice is not None:
         raise UserError(f"--metric {twice} is given twice; give each metric column once.")
@@ -456,8 +459,9 @@ def check_metrics(metrics, higher_is_better: bool) -> None:
 
 
 def judge_several(design: Design, s: JudgeSettings, runs: pd.DataFrame, metrics, own: bool = False, first=()):
-    """The verdict over several metrics (the first primary) and the footnotes: judge's own on the first metric's
-    runs, with the one-metric rule's sentence replaced by the rule over all of them and the signal-to-noise line."""
+    """The verdict over several metrics, the first primary, and the footnotes. They are judge's own on the first
+    metric's runs. The one-metric rule's sentence gives way to the rule over all of them and the signal-to-noise
+    line."""
     from .metrics import judge_metrics, snr_note
 
     _, notes = judge(design, s, runs, own=own, first=first)
@@ -474,8 +478,8 @@ def judge_several(design: Design, s: JudgeSettings, runs: pd.DataFrame, metrics,
 
 
 def _empty_cells(runs: pd.DataFrame, columns, metrics) -> list[str]:
-    """Runs that trained with no value in a further metric: left out of its pairs. Judged alone, that metric's
-    empty cell is refused by its line; here it may be a wall (a metric a row cannot give), so it is said."""
+    """Runs that trained with no value in a further metric are left out of its pairs. Judged alone, that
+    metric's empty cell is refused by its line. Here it may be a wall, a metric a row cannot give: so it is said."""
     from .table import failed
 
     trained = runs[~failed(runs)]
@@ -493,7 +497,7 @@ def _empty_cells(runs: pd.DataFrame, columns, metrics) -> list[str]:
 
 
 def _folder_spec(path: Path) -> dict | None:
-    """The spec in the meta.json beside FILE: the file is then a modern-gpt results folder's runs."""
+    """The spec in the meta.json beside FILE. The file is then a modern-gpt results folder's runs."""
     try:
         spec = json.loads((path.parent / "meta.json").read_text(encoding="utf-8")).get("spec", {})
     except (OSError, ValueError, AttributeError):
@@ -502,8 +506,8 @@ def _folder_spec(path: Path) -> dict | None:
 
 
 def _folder_note(path: Path) -> list[str]:
-    """A results folder's runs.csv from a --seeds auto ablation is judged here at the fixed level, not against
-    the boundary its ablation stopped on: say so, and name the command whose table is the folder's own."""
+    """A --seeds auto ablation's runs.csv is judged here at the fixed level, not at the boundary it stopped on.
+    The note says so, and names the command whose table is the folder's own."""
     spec = _folder_spec(path)
     if spec is None or spec.get("min_seeds") is None:  # min_seeds: only --seeds auto has them
         return []
@@ -524,7 +528,7 @@ def api_settings(
     alpha: float = ALPHA,
     margin: float | None = None,
 ) -> JudgeSettings:
-    """modern_gpt.judge's keywords as judge's settings, each checked (a sentence names the keyword)."""
+    """modern_gpt.judge's keywords as judge's settings, each checked. A sentence names the keyword."""
     if not isinstance(higher_is_better, bool | np.bool_):  # "no" would be truthy: the table turned upside down
         raise UserError(f"higher_is_better must be True or False, not {_shown(higher_is_better)}.")
     for key, x in (("alpha", alpha), ("margin", margin)):
@@ -562,28 +566,28 @@ def verdict(
     log_pattern: str | None = None,
     **unknown,
 ) -> pd.DataFrame:
-    """modern-gpt's verdict table for a DataFrame of your own runs, one row per run (variant, seed, metric), or
-    for the path of a .csv, .jsonl or .parquet file of them (as `modern-gpt judge FILE` reads it).
+    """modern-gpt's verdict table for your own runs. df is a DataFrame with one row per run (variant, seed,
+    metric). Or it is the path of a .csv, .jsonl or .parquet file of them, read as `modern-gpt judge FILE` does.
 
-    With compute_col (each run's training FLOPs) or size_col, the runs are a ladder of sizes and the table is
-    `modern-gpt scale`'s: each row's compute multiplier k (k, k_low, k_high, p_adj, verdict), its trend per 10x
-    compute (trend_per_10x, trend_low, trend_high, trend), the crossover and per rung k_i (docs/scale.md).
+    Each variant is compared with the row above, or with `reference`, by a paired t-test over their shared
+    seeds. The verdict rule is docs/statistics.md's, as `modern-gpt judge` and `modern-gpt report` apply it.
+    A frame with modern-gpt's row, reference and placebo columns gives report's table with no keyword. Such a
+    frame is a results folder's runs.csv read by pandas, or Result.runs. Or it is mlflow.search_runs of its
+    MLflow runs: tags.variant, metrics.val_loss, ... are read as variant, val_loss, ..., the summary run left out.
 
-    Each variant is compared with the row above (or with `reference`) by a paired t-test over the seeds they
-    share, adjusted across the table (Hommel; Holm-Shaffer with margin), exactly as `modern-gpt judge` and
-    `modern-gpt report` do. A frame with
-    modern-gpt's row, reference and placebo columns (a results folder's runs.csv read by pandas, Result.runs,
-    or mlflow.search_runs of its MLflow runs, whose tags.variant, metrics.val_loss, ... are read as variant,
-    val_loss, ...; its summary run is left out) gives report's table with no keyword. Returns
-    one row per variant: mean, delta, ci_low, ci_high, p, p_adj, verdict, mde, seeds_needed, pairs, ...;
-    `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the
-    input raises modern_gpt.UserError with one sentence naming the row and the column (and each setting as its
-    keyword: order=, not --order).
+    Returns one row per variant: mean, delta, ci_low, ci_high, p, p_adj, verdict, mde, seeds_needed, pairs, ...
+    `.attrs["footnotes"]` holds the table's footnotes and `.attrs["title"]` its title. A problem with the input
+    raises modern_gpt.UserError, one sentence naming the row and the column, and each setting as its keyword.
 
-    df may also be a folder of training logs (one subfolder per variant, one file per run), judged by Welch's
-    t-test as runs that share no seeds; threshold= tests each variant's claim against a target; at_step= and
-    log_pattern= read the logs (docs/statistics.md, "Published runs").
-    A list of metric columns is judged as one family (docs/statistics.md, "Several metrics"): the long form.
+    With compute_col (each run's training FLOPs) or size_col, the runs are a ladder of sizes. The table is then
+    `modern-gpt scale`'s (docs/scale.md). Each row has its compute multiplier k (k, k_low, k_high, p_adj,
+    verdict) and its trend per 10x compute (trend_per_10x, trend_low, trend_high, trend). It has the crossover,
+    and k_i per rung.
+
+    df may also be a folder of training logs, one subfolder per variant and one file per run. They are judged
+    by Welch's t-test, as runs that share no seeds. threshold= tests each variant's claim against a target.
+    at_step= and log_pattern= read the logs (docs/statistics.md, "Published runs"). A list of metric columns is
+    judged as one family, the long form (docs/statistics.md, "Several metrics").
     """
     if unknown:  # a misspelt keyword is a UserError naming the closest, as the other API functions give
         _no_keyword(next(iter(unknown)))
@@ -610,7 +614,7 @@ JUDGE_FLAGS = re.compile(
 
 
 def as_keywords(sentence: str) -> str:
-    """A judge sentence as modern_gpt.judge says it: each flag as its keyword (--order as order=)."""
+    """A judge sentence as modern_gpt.judge says it: each flag as its keyword, --order as order=."""
     return JUDGE_FLAGS.sub(lambda m: m.group(1).replace("-", "_") + "=", sentence)
 
 

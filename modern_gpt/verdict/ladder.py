@@ -1,27 +1,27 @@
 """The scale verdict: a compute multiplier k per row of a ladder of model sizes, with seed noise in its CI.
 
-k is how many times the reference's compute would reach the row's loss: k = 2 is worth doubling the
-reference's training FLOPs. Each row is charged its own compute (GQA and SwiGLU change the FLOPs per token).
+k is how many times the reference's compute would reach the row's loss. k = 2 is worth doubling the
+reference's training FLOPs. Each row is charged its own compute, since GQA and SwiGLU change the FLOPs per token.
 
 The model, and what it assumes (docs/statistics.md, "The scale verdict", says it for users):
-- Every row's mean val loss falls with its training compute C as L(C) = E + A_row * C^-alpha: one irreducible
-  loss E and one exponent alpha shared by every row, one scale A_row per row, by least squares in loss: for a
-  fixed alpha the model is linear in E and the A_row, solved exactly, and alpha is searched by a grid and golden
-  section. E is bounded above by the smallest mean loss and not below, so a curve straight in ln C fits as its
-  log-linear limit (alpha -> 0, E -> -inf) instead of being bent at E = 0. Separate fits per row are
-  ill-conditioned with three rungs; only the shape of the curve is read from the fit, never a row's own A.
-- At each rung, the row's loss and its reference's are mapped through that curve to the compute each stands for:
-  ln k = -(1/alpha) ln((L_row - E) / (L_ref - E)) + ln(C_ref / C_row). The reference's own fit residual cancels,
-  and near one size this is the local form ln k = -delta / slope, the slope being -dL/d ln C.
-- k over the ladder is the geometric mean of the rungs' k; the trend is the least-squares slope of ln k against
-  log10 of the row's compute (k's factor per 10x compute), and the crossover is where that line meets k = 1.
-- Seed noise: a seed pairs the batches of every row at a rung, so the seeds are resampled jointly, by the
-  delete-one-seed jackknife of the whole computation, the fit included; each interval is a t interval on the
-  jackknife's standard error with (seeds - 1) degrees of freedom. For a mean of paired differences this is
-  exactly the paired t interval; tests/verdict/test_ladder.py measures its coverage and error rates on simulated ladders.
-- "k != 1" and "k changes" are two families, each Holm-corrected over the component rows at alpha; the placebo
-  row is tested alone, as in every table.
-Nothing here knows how a run was trained: the ablation's ladder (ablation/ladder.py) and judge --compute-col
+- Every row's mean val loss falls with its training compute C as L(C) = E + A_row * C^-alpha. One irreducible
+  loss E and one exponent alpha are shared by every row; each row has its own scale A_row. `fit` finds them by
+  least squares in loss. Separate fits per row are ill-conditioned with three rungs. Only the shape of the
+  curve is read from the fit, never a row's own A.
+- At each rung, the row's loss and its reference's are mapped through that curve to the compute each stands
+  for: ln k = -(1/alpha) ln((L_row - E) / (L_ref - E)) + ln(C_ref / C_row). The reference's own fit residual
+  cancels. Near one size this is the local form ln k = -delta / slope, the slope being -dL/d ln C.
+- k over the ladder is the geometric mean of the rungs' k. The trend is the least-squares slope of ln k against
+  log10 of the row's compute: k's factor per 10x compute. The crossover is where that line meets k = 1.
+- Seed noise: a seed pairs the batches of every row at a rung, so the seeds are resampled jointly. The
+  delete-one-seed jackknife reruns the whole computation, the fit included. Each interval is a t interval on
+  the jackknife's standard error, with seeds - 1 degrees of freedom. For a mean of paired differences this is
+  exactly the paired t interval. tests/verdict/test_ladder.py measures its coverage and error rates on
+  simulated ladders.
+- "k != 1" and "k changes" are two families, each Holm-corrected over the component rows at alpha. The
+  placebo row is tested alone, as in every table.
+
+Nothing here knows how a run was trained. The ablation's ladder (ablation/ladder.py) and judge --compute-col
 both hand it a frame of runs (row, rung, seed, val_loss, flops) and a LadderDesign.
 """
 
@@ -46,7 +46,7 @@ _GOLDEN = 45  # golden-section steps between grid neighbours: ln alpha to about 
 
 
 class LadderError(UserError):
-    """A ladder that cannot be fitted or judged, in one sentence (its full stop added here)."""
+    """A ladder that cannot be fitted or judged, in one sentence. Its full stop is added here."""
 
     def __init__(self, message: str):
         super().__init__(message if message.endswith(".") else f"{message}.")
@@ -54,9 +54,9 @@ class LadderError(UserError):
 
 @dataclass(frozen=True, eq=False)
 class LadderDesign:
-    """What a ladder's table compares: its rows (each with its reference, the placebo marked), its rungs (labels,
-    smallest first), the seeds, alpha, the trend's equivalence margin (a factor of k per 10x compute: `steady`
-    when the trend is shown to be within it) and the compute to extrapolate k to."""
+    """What a ladder's table compares. Its rows, each with its reference, the placebo marked. Its rungs: labels,
+    smallest first. The seeds and alpha. trend_margin: the trend's equivalence margin, a factor of k per 10x
+    compute; `steady` when the trend is shown to be within it. target: the compute to extrapolate k to."""
 
     rows: tuple[Row, ...]
     rungs: tuple[str, ...]
@@ -87,13 +87,13 @@ class LadderDesign:
 
     @property
     def tested(self) -> list[int]:
-        """The component rows: those with a reference that are not the placebo (Holm's family)."""
+        """The component rows, Holm's family: those with a reference that are not the placebo."""
         return [i for i, r in enumerate(self.rows) if r.reference is not None and not r.placebo]
 
 
 def table_choices_problem(trend_margin, target) -> str | None:
-    """Why --trend-margin or --target-compute cannot be a table's (the one check: scale, --resume, judge), or
-    None."""
+    """Why --trend-margin or --target-compute cannot be a table's, or None. The one check, for scale, --resume
+    and judge."""
     for name, x in (("trend margin", trend_margin), ("target compute", target)):
         if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
             return f"the {name} must be a number, not {x!r}"
@@ -109,8 +109,8 @@ def table_choices_problem(trend_margin, target) -> str | None:
 # The fit: shared E and alpha, a scale per row; batched over any leading axes
 # ---------------------------------------------------------------------------
 def _profile(loss: np.ndarray, u: np.ndarray, alpha: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For a fixed alpha (shape (...)) the model is linear in E and each row's A: the least-squares E, at most
-    m, and the squared error, each row's A projected out. loss, u (ln C, centred): (..., rows, rungs)."""
+    """For a fixed alpha (shape (...)) the model is linear in E and each row's A. Returns the least-squares E,
+    at most m, and the squared error, each row's A projected out. loss, u (ln C, centred): (..., rows, rungs)."""
     a = alpha[..., None, None]
     g = np.exp(-a * u)
     h = np.expm1(-a * u) / a  # 1 = g - alpha h: h keeps E's column exact as alpha -> 0 (the log-linear limit)
@@ -128,9 +128,11 @@ def _profile(loss: np.ndarray, u: np.ndarray, alpha: np.ndarray, m: np.ndarray) 
 
 
 def fit(loss: np.ndarray, flops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(E, alpha) of L = E + A_row C^-alpha by least squares in loss, E at most the smallest mean loss and
-    unbounded below (so a straight curve in ln C fits as its log-linear limit, not bent at E = 0); alpha by a
-    grid and golden section, E and each A exact for each alpha. loss, flops: (..., rows, rungs)."""
+    """(E, alpha) of L = E + A_row C^-alpha, by least squares in loss. loss, flops: (..., rows, rungs).
+
+    E is at most the smallest mean loss, and unbounded below. So a curve straight in ln C fits as its
+    log-linear limit (alpha -> 0, E -> -inf), not bent at E = 0. alpha is found by a grid and golden section.
+    For each alpha, E and each A are exact."""
     x = np.log(flops)
     u = x - x.mean((-1, -2), keepdims=True)
     span = u.max((-1, -2)) - u.min((-1, -2))
@@ -159,8 +161,8 @@ def fit(loss: np.ndarray, flops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def log_k(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
-    """ln k of each row at each rung against its reference (NaN for a row without one), and the fit's alpha:
-    shape (..., rows, rungs) and (...)."""
+    """ln k of each row at each rung against its reference, NaN for a row without one, and the fit's alpha.
+    Shapes (..., rows, rungs) and (...)."""
     e, alpha = fit(loss, flops)
     out = np.full(loss.shape, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -174,8 +176,8 @@ def log_k(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[
 
 @dataclass
 class Estimates:
-    """What is estimated from one set of mean losses, per row: ln k at each rung, its mean over the rungs (ln k
-    over the ladder, at the rungs' mean log10 compute) and its slope per decade of compute."""
+    """What is estimated from one set of mean losses, per row: ln k at each rung, and its mean over the rungs.
+    That mean is ln k over the ladder, at the rungs' mean log10 compute. Then its slope per decade of compute."""
 
     rungs: np.ndarray  # (..., rows, rungs)
     level: np.ndarray  # (..., rows)
@@ -193,8 +195,8 @@ def estimate(loss: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> Est
 
 
 def jackknife(runs: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tuple[Estimates, Estimates]:
-    """The estimates from every seed, and the delete-one-seed estimates (a leading axis of seeds). runs: (...,
-    seeds, rows, rungs) of final val losses; flops: (..., rows, rungs)."""
+    """The estimates from every seed, and the delete-one-seed estimates on a leading axis of seeds.
+    runs: (..., seeds, rows, rungs) of final val losses. flops: (..., rows, rungs)."""
     n = runs.shape[-3]
     total = runs.sum(-3)
     full = estimate(total / n, flops, refs)
@@ -203,8 +205,8 @@ def jackknife(runs: np.ndarray, flops: np.ndarray, refs: list[int | None]) -> tu
 
 
 def jack_var(left: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
-    """The jackknife (co)variance from the delete-one values along the seeds axis (-1 here, moved there by the
-    caller): (n - 1) / n times the sum of products of deviations."""
+    """The jackknife (co)variance from the delete-one values along the seeds axis; the caller moves it to -1.
+    It is (n - 1) / n times the sum of products of deviations."""
     n = left.shape[-1]
     with np.errstate(invalid="ignore"):  # a delete-one fit at E's bound gives an infinite ln k: NaN, inconclusive
         d = left - left.mean(-1, keepdims=True)
@@ -260,7 +262,7 @@ class LadderRow:
 
 
 def ladder_table(design: LadderDesign, runs) -> tuple[list[LadderRow], list[str]]:
-    """The scale table's rows and footnotes from a frame of runs with columns row, rung (0 = smallest), seed,
+    """The scale table's rows and footnotes from a frame of runs. Its columns are row, rung (0 = smallest), seed,
     val_loss, flops and failed (a run that diverged or errored)."""
     loss, flops, seeds, notes = _arrays(design, runs)
     refs = [r.reference for r in design.rows]
@@ -294,8 +296,8 @@ def ladder_table(design: LadderDesign, runs) -> tuple[list[LadderRow], list[str]
 
 
 def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[int], list[str]]:
-    """(seeds, rows, rungs) of val losses over the seeds at which every row trained at every rung, the rows'
-    compute at each rung (the mean over those runs), those seeds, and a footnote for the seeds left out."""
+    """(seeds, rows, rungs) of val losses, over the seeds at which every row trained at every rung. Then the
+    rows' compute at each rung (the mean over those runs), those seeds, and a footnote on the seeds left out."""
     nrows, nrungs = len(design.rows), len(design.rungs)
     ok = runs[~runs["failed"].astype(bool) & np.isfinite(runs["val_loss"].astype(float))]
     flops = ok["flops"].astype(float)
@@ -335,8 +337,8 @@ def _arrays(design: LadderDesign, runs) -> tuple[np.ndarray, np.ndarray, list[in
 
 
 def _check_falls(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> None:
-    """Every row's compute must grow from rung to rung, and its loss fall as it does; else no curve maps a loss to
-    a compute."""
+    """Every row's compute must grow from rung to rung, and its loss fall as it does. Else no curve maps a loss
+    to a compute."""
     for i, r in enumerate(design.rows):
         if not np.all(np.diff(flops[i]) > 0):
             shown = ", ".join(f"{x:.3g}" for x in flops[i])
@@ -355,8 +357,8 @@ def _check_falls(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> N
 
 
 def _check_floor(design: LadderDesign, loss: np.ndarray, flops: np.ndarray) -> None:
-    """The fit's E must stay below every mean loss: at its bound the curve flattens onto the smallest one, which
-    then stands for unbounded compute, and no k can be read there."""
+    """The fit's E must stay below every mean loss. At its bound the curve flattens onto the smallest one. That
+    loss then stands for unbounded compute, and no k can be read there."""
     e, _ = fit(loss, flops)
     if e < loss.min():
         return
@@ -386,8 +388,8 @@ def _fill_points(rows: list[LadderRow], est: Estimates, flops: np.ndarray, desig
 def _fill_intervals(
     rows: list[LadderRow], design: LadderDesign, full: Estimates, left: Estimates, flops: np.ndarray, n: int
 ) -> list[str]:
-    """CIs, tests, Holm and verdicts from the jackknife; the crossover and the extrapolation from the line. Returns
-    the rows whose seeds agree to round-off, whose tests are left undone."""
+    """CIs, tests, Holm and verdicts from the jackknife; the crossover and the extrapolation from the line.
+    Returns the rows whose seeds agree to round-off; their tests are left undone."""
     q = t_ppf(0.975, n - 1)
     lv, ls = np.moveaxis(left.level, 0, -1), np.moveaxis(left.slope, 0, -1)  # (rows, seeds)
     with np.errstate(invalid="ignore"):
@@ -461,8 +463,8 @@ def _trend(slope: float, p_holm: float, p_steady: float, alpha: float) -> str:
 
 
 def _crossover(a, b, va, vb, cab, q, centre) -> tuple[float, float, float]:
-    """Where a + b u = 0 (u: log10 compute from the centre), in FLOPs, with Fieller's interval: the u at which the
-    line's t interval holds 0 (unbounded, NaN ends, when the slope's own interval does)."""
+    """Where a + b u = 0 in FLOPs (u: log10 compute from the centre), with Fieller's interval. That interval is
+    the u at which the line's t interval holds 0. It is unbounded, NaN ends, when the slope's own interval does."""
     at = centre - a / b if b != 0 else NAN
     if not abs(at) < 300:  # 0 or infinite FLOPs is never an answer
         return NAN, NAN, NAN
@@ -512,8 +514,8 @@ def ladder_notes(design: LadderDesign, rows: list[LadderRow], flops: np.ndarray)
 
 
 def _target_note(target: float, bottom: float, top: float) -> str:
-    """Where --target-compute lies against the ladder: past its top (far past: a guess), within it (the trend
-    line read between rungs, where each rung's own k is measured), or below its bottom rung (a guess too)."""
+    """Where --target-compute lies against the ladder. Past its top; far past is a guess. Within it, the trend
+    line is read between rungs, where each rung's own k is measured. Below its bottom rung is a guess too."""
     at = f"k at {target:.3g} FLOPs"
     if target > top:
         far = target > FAR * top
@@ -532,8 +534,8 @@ def _target_note(target: float, bottom: float, top: float) -> str:
 
 
 def fitted_curves(design: LadderDesign, runs) -> dict:
-    """What the figure draws: per row and rung the mean, min and max val loss over the complete seeds and the
-    row's compute, and the shared fit (E, alpha, each row's ln A)."""
+    """What the figure draws. Per row and rung, the mean, min and max val loss over the complete seeds, and the
+    row's compute. And the shared fit: E, alpha, each row's ln A."""
     loss, flops, _, _ = _arrays(design, runs)
     mean = loss.mean(0)
     e, alpha = fit(mean, flops)
@@ -551,7 +553,7 @@ PREDICTION = 0.90  # the prediction interval's level
 
 def predict_delta(loss: np.ndarray, flops: np.ndarray, top: np.ndarray, refs: list[int | None]) -> np.ndarray:
     """Each row's delta against its reference at the compute top (rows,), from mean losses at lower rungs
-    (..., rows, rungs): k there along the row's trend line, mapped through the reference's fitted curve."""
+    (..., rows, rungs). k there is read along the row's trend line, and mapped through the reference's curve."""
     est = estimate(loss, flops, refs)
     e, alpha = fit(loss, flops)
     x = np.log(flops)
@@ -573,10 +575,12 @@ def predict_delta(loss: np.ndarray, flops: np.ndarray, top: np.ndarray, refs: li
 def predict_top(
     runs: np.ndarray, flops: np.ndarray, refs: list[int | None]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The top rung's predicted delta per row from the rungs below it, the standard error of a prediction of the
-    top rung's mean delta over the seeds (the fit's, by the delete-one-seed jackknife of the lower rungs, and the
-    top rung's own seed noise, independent of it), and its degrees of freedom (Welch-Satterthwaite: two variances
-    of seeds - 1 each). runs: (..., seeds, rows, rungs); flops: (rows, rungs)."""
+    """The top rung's predicted delta per row from the rungs below it, with a standard error and its degrees of
+    freedom. runs: (..., seeds, rows, rungs); flops: (rows, rungs).
+
+    The error is that of a prediction of the top rung's mean delta over the seeds. It adds the fit's, by the
+    delete-one-seed jackknife of the lower rungs, and the top rung's own seed noise, independent of it. The
+    degrees of freedom are Welch-Satterthwaite's, for two variances of seeds - 1 each."""
     n = runs.shape[-3]
     lower, top = runs[..., :-1], flops[:, -1]
     total = lower.sum(-3)
@@ -594,9 +598,9 @@ def predict_top(
 
 @dataclass
 class HeldOut:
-    """One row's check at the top rung: the delta the rungs below predicted, with its 90% prediction interval,
-    and the delta observed there, with its 95% CI; inside (the interval holds it) and sign_right (for a row
-    decided there: its CI excludes 0), None where the row gets no prediction."""
+    """One row's check at the top rung: the delta the rungs below predicted, with its 90% prediction interval.
+    And the delta observed there, with its 95% CI. inside: the interval holds it. sign_right: for a row decided
+    there (its CI excludes 0), the sign was right. Both are None where the row gets no prediction."""
 
     variant: str
     reference: str
@@ -612,9 +616,9 @@ class HeldOut:
 
 
 def holdout_check(design: LadderDesign, runs, skip: tuple[int, ...] = ()) -> tuple[list[HeldOut], list[str]]:
-    """Predict, then verify: fit k and its trend on every rung but the top one, predict each row's delta at the
-    top rung, and compare with what the top rung measured. skip: rows given no prediction (a best learning rate
-    at its grid's edge). Needs four rungs (three below the top) and two seeds."""
+    """Predict, then verify. Fit k and its trend on every rung but the top one, and predict each row's delta at
+    the top rung. Then compare with what the top rung measured. skip: rows given no prediction, as for a best
+    learning rate at its grid's edge. Needs four rungs (three below the top) and two seeds."""
     loss, flops, seeds, _ = _arrays(design, runs)
     refs = [r.reference for r in design.rows]
     n = len(seeds)

@@ -1,9 +1,9 @@
 """judge --compute-col (and modern_gpt.judge(df, compute_col=...)): the scale table of anyone's ladder of sizes.
 
-A long table, one row per run (variant, seed, a loss, and each run's training compute or model size) at three or
-more sizes, becomes what a ladder folder gives ablation/ladder.py: a LadderDesign and a runs frame (row, rung,
-seed, val_loss, flops, failed), which verdict/ladder.py turns into the table, exactly as for `modern-gpt scale`.
-Every cell is checked by judge.py's readers, and nothing is guessed.
+A long table has one row per run: variant, seed, a loss, and each run's training compute or model size. At
+three or more sizes, it becomes what a ladder folder gives ablation/ladder.py. That is a LadderDesign and a runs
+frame (row, rung, seed, val_loss, flops, failed). verdict/ladder.py turns them into the table, exactly as for
+`modern-gpt scale`. judge.py's readers check every cell, and nothing is guessed.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from .reading import (
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LadderSettings:
-    """What judge --compute-col (or --size-col) adds: the column of each run's training compute (or model size),
-    the column naming its rung (None: the file's `rung` column if it has one, else each variant's distinct
-    computes, smallest first), the trend's equivalence margin and the compute to extrapolate to."""
+    """What judge --compute-col (or --size-col) adds. The column of each run's training compute, or model size.
+    The column naming its rung; None takes the file's `rung` column if it has one, else each variant's distinct
+    computes, smallest first. The trend's equivalence margin, and the compute to extrapolate to."""
 
     compute_col: str | None = None
     size_col: str | None = None
@@ -83,9 +83,9 @@ def _label(v) -> str:
 
 
 def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings, api: bool = False):
-    """The LadderDesign, the runs frame (row, rung, seed, val_loss, flops, failed) and the footnote on where the
-    rows' order and references came from, of a file of runs at several sizes, checked cell by cell as judge checks
-    any file. api: a sentence names modern_gpt.judge's keywords."""
+    """A file of runs at several sizes, checked cell by cell as judge checks any file. Returns the LadderDesign,
+    the runs frame (row, rung, seed, val_loss, flops, failed), and a footnote. It says where the rows' order and
+    references came from. api: a sentence names modern_gpt.judge's keywords."""
     if (ls.compute_col is None) == (ls.size_col is None):
         raise UserError("give one of --compute-col (each run's training FLOPs) or --size-col (its model size).")
     check_settings(s, {"--compute-col": ls.compute_col, "--size-col": ls.size_col, "--rung-col": ls.rung_col})
@@ -126,8 +126,8 @@ def ladder_from(source: Source, s: JudgeSettings, ls: LadderSettings, api: bool 
 
 
 def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str | None) -> tuple[list[dict], dict]:
-    """Each run of a ladder file, checked cell by cell: variant, seed, rung, metric, compute and whether it failed;
-    and where each variant first appears."""
+    """Each run of a ladder file, checked cell by cell: variant, seed, rung, metric, compute, whether it failed.
+    And where each variant first appears."""
     name = source.name
     diverged_col, error_col = source.real(DIVERGED), source.real(ERROR)  # MLflow's metrics.diverged, tags.error
     markers = [c for c in (diverged_col, error_col) if c in source.columns]
@@ -162,8 +162,8 @@ def _ladder_records(source: Source, s: JudgeSettings, axis: str, rung_col: str |
 
 
 def _rungs(name: str, rows: list[str], runs: list[dict], rung_col: str | None) -> list:
-    """The rungs, smallest first: a rung column's labels ordered by the first row's mean compute, or the first
-    row's distinct computes; every variant must have as many."""
+    """The rungs, smallest first. A rung column's labels, ordered by the first row's mean compute, or the first
+    row's distinct computes. Every variant must have as many."""
     per = {v: {} for v in rows}
     for r in runs:
         per[r["variant"]].setdefault(r["rung"], []).append(r["flops"])
@@ -193,8 +193,8 @@ UNEVEN = 1.01  # the seeds of one row at one rung train one model for one budget
 
 
 def _uneven_computes(runs: pd.DataFrame, axis: str) -> list[str]:
-    """A footnote naming each row and rung whose seeds' computes differ (a rung column holds them together),
-    which the table averages (geometrically) without a word otherwise."""
+    """A footnote naming each row and rung whose seeds' computes differ; a rung column holds them together.
+    Otherwise the table would average them (geometrically) without a word."""
     trained = runs[~runs["failed"]]  # a run that diverged early recorded the compute of the steps it did
     spread = trained.groupby(["variant", "rung"], sort=False)["flops"].agg(["min", "max"])
     uneven = spread[spread["max"] > UNEVEN * spread["min"]]
@@ -210,7 +210,7 @@ def _uneven_computes(runs: pd.DataFrame, axis: str) -> list[str]:
 
 
 def judge_ladder(path_or_frame, s: JudgeSettings, ls: LadderSettings, api: bool = False):
-    """The scale table of a file (or a DataFrame) of runs at several sizes: (design, rows, notes); api: as
+    """The scale table of a file or DataFrame of runs at several sizes: (design, rows, notes). api: as
     modern_gpt.judge words it."""
     is_path = isinstance(path_or_frame, str | os.PathLike)
     source = read_file(path_or_frame) if is_path else from_frame(path_or_frame)  # from_frame refuses a non-frame

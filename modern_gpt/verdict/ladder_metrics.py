@@ -1,10 +1,10 @@
 """k on the further metrics of a ladder (--eval-data sets): each set's loss and ctx2x_loss, read as val's k is.
 
 The same fit, jackknife and CI as the scale table's (verdict/ladder.py), run on another loss column. The further
-metrics' k are descriptive: each with its 95% CI and no verdict. The scale table's verdicts are val's alone, with
-their error control unchanged (a verdict per further metric would need alpha shared across metrics, and val's
-share would shrink: its table would change). icl_gain is a difference of two losses, not a loss that falls with
-compute, and is not read as k.
+metrics' k are descriptive: each with its 95% CI, and no verdict. The scale table's verdicts are val's alone,
+their error control unchanged. A verdict per further metric would need alpha shared across metrics. Then val's
+share would shrink, and its table would change. icl_gain is a difference of two losses, not a loss that falls
+with compute, so it is not read as k.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ NOT_K = ("icl_gain",)  # a difference of losses (late band minus early band): no
 
 
 def further_metrics(columns, sets: list[str]) -> list[str]:
-    """The metrics read as k besides val: each set's loss, then ctx2x_loss, those the runs hold."""
+    """The metrics read as k besides val that the runs hold: each set's loss, then ctx2x_loss."""
     wanted = [f"{name}_loss" for name in sets] + ["ctx2x_loss"]
     return [m for m in wanted if m in set(columns)] if sets else []
 
 
 def metric_ks(design: LadderDesign, runs: pd.DataFrame, names: list[str]) -> tuple[list[dict], list[str]]:
-    """Per metric: {metric, rows: [{variant, reference, k, k_low, k_high, rungs}]} for each compared row, or the
-    one footnote that says why no k is read; and the footnotes (the rule once, then one per metric without k)."""
+    """Per metric: {metric, rows: [{variant, reference, k, k_low, k_high, rungs}]}, a row each compared row. Or
+    the one footnote that says why no k is read. Then the footnotes: the rule once, then one per metric without k."""
     out, notes = [], []
     for name in names:
         why = _no_k(design, runs, name)
@@ -77,8 +77,8 @@ def _k(r: dict) -> str:
 
 
 def _no_k(design: LadderDesign, runs: pd.DataFrame, name: str) -> str | None:
-    """Why the metric gives no k, or None: a row with no value at some rung (ctx2x_loss at a learned position
-    table's wall), or a reference whose mean does not fall as compute grows across the rungs."""
+    """Why the metric gives no k, or None. A row may have no value at some rung: ctx2x_loss at a learned position
+    table's wall. Or a reference's mean may not fall as compute grows across the rungs."""
     ok = runs[~runs["failed"].astype(bool)]
     values = ok[name].astype(float)
     for i, row in enumerate(design.rows):

@@ -1,10 +1,13 @@
 """A folder of training logs as runs: subfolders are variants, files are runs, each run's final evaluation its number.
 
-Recognised (docs/statistics.md, "Published runs"): modded-nanogpt and llm.c (`step:N/M val_loss:X`), nanoGPT's
-train.py (`step N: train loss X, val loss Y`), the HF Trainer's trainer_state.json (`log_history` with
-`eval_loss`), a Lightning or litgpt metrics.csv (a `val_loss` column), and `--log-pattern` with a named group
-`loss`. A line must start with the pattern: the training script's own source, which modded-nanogpt's logs open
-with, holds it only inside code. Every file is streamed, so a log of gigabytes costs its read, not its size in RAM.
+Recognised (docs/statistics.md, "Published runs"):
+- modded-nanogpt and llm.c: `step:N/M val_loss:X`.
+- nanoGPT's train.py: `step N: train loss X, val loss Y`.
+- the HF Trainer's trainer_state.json: `log_history` with `eval_loss`.
+- a Lightning or litgpt metrics.csv: a `val_loss` column.
+- `--log-pattern`, with a named group `loss`.
+A line must start with the pattern. modded-nanogpt's logs open with the training script's own source, which
+holds it only inside code. Every file is streamed, so a log of gigabytes costs its read, not its size in RAM.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Run:
 
 
 def pattern(regex: str) -> re.Pattern:
-    """--log-pattern: a regex with a named group `loss` (and optionally `step`, `total`), matched per line."""
+    """--log-pattern: a regex with a named group `loss`, and optionally `step` and `total`. Matched per line."""
     try:
         compiled = re.compile(regex, re.M)
     except re.error as e:
@@ -55,7 +58,7 @@ def pattern(regex: str) -> re.Pattern:
 
 
 def _encoding(path: Path) -> str:
-    """UTF-8 unless the first bytes say otherwise: a BOM, or the zero bytes of UTF-16 text."""
+    """UTF-8, unless the first bytes say otherwise: a BOM, or the zero bytes of UTF-16 text."""
     with open(path, "rb") as f:
         head = f.read(4096)
     for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
@@ -136,7 +139,7 @@ def _kind(path: Path, custom: re.Pattern | None) -> str | None:
 
 
 def read_run(path: Path, variant: str, custom: re.Pattern | None = None) -> Run | None:
-    """One file's evaluations, or None when the file is not a kind of log (a README, the training script)."""
+    """One file's evaluations. None when the file is not a kind of log: a README, the training script."""
     kind = _kind(path, custom)
     if kind is None:
         return None
@@ -160,7 +163,7 @@ def read_run(path: Path, variant: str, custom: re.Pattern | None = None) -> Run 
 
 
 def _checkpoint_copies(paths: list[Path]) -> list[Path]:
-    """HF's output folder keeps a trainer_state.json in each checkpoint-N/: a run is its own folder's state, or
+    """HF's output folder keeps a trainer_state.json in each checkpoint-N/. A run is its own folder's state, or
     else its newest checkpoint's."""
     keep, states = [], {}
     for p in paths:
@@ -182,8 +185,8 @@ def is_log_folder(folder: Path) -> bool:
 
 
 def read_folder(folder: Path, custom: re.Pattern | None = None) -> list[Run]:
-    """Every run under folder: each subfolder a variant (its files, at any depth, its runs); files directly in
-    folder are one variant named after it."""
+    """Every run under folder. Each subfolder is a variant, and its files at any depth are its runs. Files
+    directly in folder are one variant named after it."""
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder of logs.")
     subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -207,7 +210,7 @@ def read_folder(folder: Path, custom: re.Pattern | None = None) -> list[Run]:
 
 
 def final(run: Run, at_step: int | None) -> float | None:
-    """The run's number: its last evaluation, or its evaluation at at_step (None where it has none there)."""
+    """The run's number: its last evaluation, or its evaluation at at_step. None where it has none there."""
     if not run.losses:
         return None
     if at_step is None:
@@ -217,9 +220,9 @@ def final(run: Run, at_step: int | None) -> float | None:
 
 
 def runs_frame(runs: list[Run], at_step: int | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """One row per run that gives a number (variant, run, loss, steps), and the footnotes on the runs left out or
-    flagged: no evaluation, cut short, no evaluation at --at-step, same-seed repeats, another encoding, mixed
-    formats."""
+    """One row per run that gives a number (variant, run, loss, steps), and footnotes on the runs left out or
+    flagged. Flags: no evaluation, cut short, no evaluation at --at-step, same-seed repeats, another encoding,
+    mixed formats."""
     rows, notes = [], []
     empty = [r for r in runs if not r.losses]
     if empty:
@@ -250,7 +253,7 @@ def _files(runs: list[Run], limit: int = 4) -> str:
 
 
 def _repeats(runs: list[Run]) -> list[str]:
-    """Runs whose whole evaluation sequence is identical (two or more evaluations): the same seed run twice."""
+    """Runs whose whole evaluation sequence (two or more evaluations) is identical: the same seed run twice."""
     seen: dict[str, list[Run]] = {}
     for r in runs:
         if len(r.losses) >= 2:
@@ -277,7 +280,7 @@ def _formats(runs: list[Run]) -> list[str]:
 
 
 def step_variants(frame: pd.DataFrame) -> dict[str, list[str]]:
-    """Variants that differ only in their steps (baseline and baseline-s1480): base name -> the variants."""
+    """Variants that differ only in their steps, as baseline and baseline-s1480: base name -> the variants."""
     groups: dict[str, list[str]] = {}
     for v in frame["variant"].unique():
         m = STEPS_SUFFIX.match(v)
@@ -316,8 +319,8 @@ def judge_logs(
 
 
 def exchange_notes(frame: pd.DataFrame) -> list[str]:
-    """The loss a step buys, from variants that differ only in their steps: the slope of the variants' mean loss
-    over their steps, by least squares weighted by each mean's standard error, with a 95% CI."""
+    """The loss a step buys, from variants that differ only in their steps. It is the slope of their mean loss
+    over their steps, with a 95% CI. Least squares, weighted by each mean's standard error."""
     from .unpaired import exchange_rate
 
     notes = []

@@ -1,28 +1,29 @@
-"""Several metrics, one verdict: every (row, metric) of a table judged in one family whose chance of any wrong
+"""Several metrics, one verdict: every (row, metric) of a table judged in one family. Its chance of any wrong
 better/worse (or same) is at most alpha.
 
-The rule (docs/statistics.md, "Several metrics") is a weighted Bonferroni split between two families, each
-judged by the rule a table already uses:
+The rule (docs/statistics.md, "Several metrics") is a weighted Bonferroni split between two families. Each is
+judged by the rule a table already uses.
 
-- the primary metric, val_loss, gets VAL_SHARE of alpha over its component rows: Hommel's procedure at fixed
-  seeds, as a one-metric table is judged;
-- the other metrics get the rest, over every (row, metric) with a test: Holm's step-down, valid under any
-  dependence between metrics (a domain's loss and val's correlate; the in-context gain may not, and its sign can
-  flip from row to row, where Simes' test is not known to hold);
-- at fixed seeds without --margin, a family whose every test is rejected passes its share on to the other (the
-  graphical procedure of Bretz et al. 2009): the closed test whose intersection of val's hypotheses I and the
-  others' J is Simes(I) at share * alpha or Bonferroni(J) at (1 - share) * alpha, each at its whole alpha when
-  the other is empty. Each intersection test is of level alpha (Simes' assumptions within val, as today), and the
-  shortcut rejects only what that closed test rejects, so the family-wise error is at most alpha;
-- with --margin, each family is one Holm-Shaffer step-down at its share (no passing on: a row's second null is
-  never rejected, so a family is never exhausted); with --seeds auto, each family is stepped down against its
-  own boundary (stats.boundary at its share of alpha), val's decides when the ablation stops, and the others are
-  read at every look up to that stop (as the placebo is), which a group-sequential boundary allows whatever the
-  stopping time.
+- The primary metric, val_loss, gets VAL_SHARE of alpha over its component rows. At fixed seeds that is
+  Hommel's procedure, as a one-metric table is judged.
+- The other metrics get the rest, over every (row, metric) with a test, by Holm's step-down. It is valid under
+  any dependence between metrics. A domain's loss and val's correlate. The in-context gain may not, and its
+  sign can flip from row to row, where Simes' test is not known to hold.
+- At fixed seeds without --margin, a family whose every test is rejected passes its share on to the other.
+  This is the graphical procedure of Bretz et al. 2009. It is a closed test: the intersection of val's
+  hypotheses I and the others' J is tested by Simes(I) at share * alpha or Bonferroni(J) at
+  (1 - share) * alpha. Each is at its whole alpha when the other is empty. Each intersection test is of level
+  alpha (Simes' assumptions within val, as today). The shortcut rejects only what that closed test rejects.
+  So the family-wise error is at most alpha.
+- With --margin, each family is one Holm-Shaffer step-down at its share. Nothing is passed on: a row's second
+  null is never rejected, so a family is never exhausted.
+- With --seeds auto, each family is stepped down against its own boundary (stats.boundary at its share of
+  alpha). Val's decides when the ablation stops. The others are read at every look up to that stop, as the
+  placebo is. A group-sequential boundary allows that, whatever the stopping time.
 
-A (row, metric) with no value (a wall: a learned position table past its context) is "not tested": outside the
-family, costing the others nothing. The placebo row is a diagnostic per metric, tested alone at alpha. With only
-val_loss, the family is today's, exactly.
+A (row, metric) with no value is "not tested": a wall, as a learned position table past its context. It is
+outside the family, and costs the others nothing. The placebo row is a diagnostic per metric, tested alone at
+alpha. With only val_loss, the family is today's, exactly.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ LONG_COLUMNS = [
 # The rule, vectorised: (..., metrics, rows) p-values in, adjusted p-values on alpha's scale out
 # ---------------------------------------------------------------------------
 def shares(p, share: float = VAL_SHARE) -> tuple[np.ndarray, np.ndarray]:
-    """Each family's starting share of alpha, along (..., metrics, rows): val's `share` and the others' 1 - share,
-    or the whole of it where the other family has no test."""
+    """Each family's starting share of alpha, along (..., metrics, rows): val's `share`, the others' 1 - share.
+    A family gets the whole of alpha where the other has no test."""
     p = np.asarray(p, dtype=float)
     has_v = np.any(~np.isnan(p[..., 0, :]), axis=-1)
     has_o = np.any(~np.isnan(p[..., 1:, :].reshape(*p.shape[:-2], -1)), axis=-1)
@@ -91,9 +92,11 @@ def shares(p, share: float = VAL_SHARE) -> tuple[np.ndarray, np.ndarray]:
 
 
 def adjust_metrics(p, p_same=None, alpha: float = ALPHA, share: float = VAL_SHARE):
-    """The fixed-seed rule over a table's metrics (axis -2, val first) and component rows (axis -1). Returns the
-    adjusted p-values on alpha's scale (below alpha exactly when the test is rejected), for the t-tests and the
-    equivalence tests, and each family's share of alpha as spent ((...) arrays for val and for the others)."""
+    """The fixed-seed rule over a table's metrics (axis -2, val first) and component rows (axis -1).
+
+    Returns the adjusted p-values on alpha's scale, for the t-tests and for the equivalence tests. They are
+    below alpha exactly when the test is rejected. Also each family's share of alpha as spent: (...) arrays
+    for val and for the others."""
     p = np.asarray(p, dtype=float)
     q = np.full(p.shape, np.nan) if p_same is None else np.broadcast_to(np.asarray(p_same, dtype=float), p.shape)
     lead = p.shape[:-2]
@@ -121,8 +124,8 @@ def adjust_metrics(p, p_same=None, alpha: float = ALPHA, share: float = VAL_SHAR
 
 @dataclass(frozen=True)
 class Auto:
-    """--seeds auto over several metrics: verdicts and p_adj (..., metrics, rows) where the rule stopped; stop:
-    the look at which val's rows stopped the ablation; bounds: val's and the others' boundaries."""
+    """--seeds auto over several metrics: verdicts and p_adj (..., metrics, rows) where the rule stopped.
+    stop: the look at which val's rows stopped the ablation. bounds: val's and the others' boundaries."""
 
     verdict: np.ndarray
     p_adj: np.ndarray
@@ -133,16 +136,16 @@ class Auto:
 
 
 def _tests(p: np.ndarray) -> int:
-    """The most tests a family has at any look of any table (its boundary's rows)."""
+    """The most tests a family has at any look of any table: its boundary's rows."""
     return max(1, int(np.max(np.sum(~np.isnan(p), axis=-1), initial=0)))
 
 
 def sequential_metrics(
     delta, sd, pairs, p, p_same, alpha: float, min_seeds: int, max_seeds: int, margin=None, share: float = VAL_SHARE
 ) -> Auto:
-    """--seeds auto over a table's metrics: inputs (..., looks, metrics, rows). Val's rows are stepped down against
-    the boundary of val's share of alpha and decide when the ablation stops (every val row decided or futile);
-    every other (row, metric) is stepped down against the boundary of the rest, at the looks up to that stop."""
+    """--seeds auto over a table's metrics: inputs (..., looks, metrics, rows). Val's rows are stepped down
+    against the boundary of val's share of alpha. They decide when the ablation stops: every val row decided or
+    futile. Every other (row, metric) is stepped down against the boundary of the rest, up to that stop."""
     arrays = [np.asarray(x, dtype=float) for x in (delta, sd, pairs, p, p_same)]
     lead, looks, metrics, rows = arrays[0].shape[:-3], *arrays[0].shape[-3:]
     has_o = metrics > 1 and not np.isnan(arrays[3][..., 1:, :]).all()
@@ -172,11 +175,13 @@ def sequential_metrics(
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SignalToNoise:
-    """A metric's signal-to-noise ratio over a table's rows: the spread of the rows' means (max - min, the
-    paper's dispersion) over the seed noise (the pooled sd of one row's runs over seeds, the paper's noise; both
-    are relative to the same mean there, which cancels). low, high: the 95% interval from the noise's chi-square
-    interval alone (the spread is itself measured); floor: what the spread of as many rows with no difference
-    between them gives on average, in the same units; rows and seeds: what it was measured on."""
+    """A metric's signal-to-noise ratio over a table's rows: the spread of the rows' means over the seed noise.
+    The spread is max - min, the paper's dispersion. The noise is the pooled sd of one row's runs over seeds,
+    the paper's noise. The paper takes both relative to the same mean, which cancels.
+
+    low, high: the 95% interval from the noise's chi-square interval alone; the spread is itself measured.
+    floor: the average spread of as many rows with no difference between them, in the same units. rows and
+    seeds: what it was measured on."""
 
     metric: str
     snr: float
@@ -189,7 +194,7 @@ class SignalToNoise:
 
 @lru_cache(maxsize=64)
 def expected_range(k: int) -> float:
-    """The expected range (max - min) of k independent standard normals: the integral of 1 - F^k - (1 - F)^k."""
+    """The expected range (max - min) of k independent standard normals. It is the integral of 1 - F^k - (1 - F)^k."""
     if k < 2:
         return 0.0
     x = np.linspace(-9.0, 9.0, 20_001)
@@ -198,7 +203,7 @@ def expected_range(k: int) -> float:
 
 
 def signal_to_noise(metric: str, groups: list) -> SignalToNoise:
-    """The signal-to-noise ratio of a metric from its runs' values, one array per table row (over seeds)."""
+    """The signal-to-noise ratio of a metric from its runs' values: one array per table row, over seeds."""
     groups = [np.asarray(g, dtype=float) for g in groups]
     groups = [g[np.isfinite(g)] for g in groups]
     groups = [g for g in groups if len(g)]
@@ -238,9 +243,9 @@ def snr_note(ratios: list[SignalToNoise]) -> str | None:
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MetricsVerdict:
-    """judge_metrics' answer: the long frame (one row per table row and metric, LONG_COLUMNS), each metric's
-    signal-to-noise ratio, the alpha each family was given (val's and the others', before any passing on), and
-    with --seeds auto the look (index) at which val's rows stopped the ablation."""
+    """judge_metrics' answer. The long frame: one row per table row and metric, LONG_COLUMNS. Each metric's
+    signal-to-noise ratio. The alpha each family was given, val's and the others', before any passing on. With
+    --seeds auto, the look (index) at which val's rows stopped the ablation."""
 
     table: pd.DataFrame
     snr: list[SignalToNoise]
@@ -252,7 +257,7 @@ class MetricsVerdict:
     passed_on: bool = False  # val's share went on to the others (every val test rejected; the fixed rule alone)
 
     def decisive(self) -> list[str]:
-        """The metrics from the most to the least decisive (highest signal-to-noise first)."""
+        """The metrics from the most to the least decisive: highest signal-to-noise first."""
         return [r.metric for r in sorted((r for r in self.snr if math.isfinite(r.snr)), key=lambda r: -r.snr)]
 
     def verdicts(self) -> pd.DataFrame:
@@ -308,7 +313,7 @@ def _values(design: Design, runs: pd.DataFrame, metrics, seeds=None) -> dict:
 
 
 def _paired_stats(design: Design, values: dict, metrics, rows: list[int]) -> dict:
-    """Per (metric, row): mean, delta, sd, pairs, ci, p and p_same, and whether the cell is a wall; arrays
+    """Per (metric, row): mean, delta, sd, pairs, ci, p and p_same, and whether the cell is a wall. Arrays
     (metrics, rows)."""
     shape = (len(metrics), len(rows))
     out = {k: np.full(shape, np.nan) for k in ("delta", "sd", "pairs", "p", "p_same", "ci_low", "ci_high")}
@@ -328,8 +333,9 @@ def _paired_stats(design: Design, values: dict, metrics, rows: list[int]) -> dic
 
 
 def judge_metrics(design: Design, runs: pd.DataFrame, metrics, share: float = VAL_SHARE) -> MetricsVerdict:
-    """Every (table row, metric) of a table judged in one family (the module's rule): metrics are runs columns,
-    the first the primary val_loss, each lower-is-better. A learning-rate grid is read as lr_view gives it."""
+    """Every (table row, metric) of a table judged in one family, by the module's rule. metrics are runs
+    columns, each lower-is-better; the first is the primary val_loss. A learning-rate grid is read as lr_view
+    gives it."""
     metrics = tuple(metrics)
     if not metrics or metrics[0] != VAL or len(set(metrics)) < len(metrics):
         raise ValueError(f"metrics must be distinct and begin with {VAL!r}, got {metrics!r}")
@@ -367,7 +373,7 @@ def judge_metrics(design: Design, runs: pd.DataFrame, metrics, share: float = VA
 
 
 def _first_steps(p: np.ndarray, val_alpha: float, other_alpha: float) -> np.ndarray:
-    """Each test's first-step level, which every test is sure to be tested at: its family's alpha over its tests."""
+    """Each test's first-step level, which every test is sure to meet: its family's alpha over its tests."""
     out = np.full(p.shape, np.nan)
     n_v, n_o = int(np.sum(~np.isnan(p[0]))), int(np.sum(~np.isnan(p[1:])))
     out[0] = val_alpha / max(1, n_v)
@@ -404,7 +410,7 @@ def _auto(design, runs, metrics, tested, comp, plac, share, verdict, p_adj, q_ad
 
 
 def _long(design, values, metrics, tested, now, verdict, p_adj, q_adj, levels) -> pd.DataFrame:
-    """The long frame: one row per (table row, metric), the first row (no reference) with its mean alone."""
+    """The long frame: one row per (table row, metric). The first row, with no reference, has its mean alone."""
     records = []
     names = [r.name for r in design.rows]
     for a, m in enumerate(metrics):
@@ -438,22 +444,22 @@ def _long(design, values, metrics, tested, now, verdict, p_adj, q_adj, levels) -
 
 
 def _snr(design: Design, by_row: dict, metric: str) -> SignalToNoise:
-    """A metric's signal-to-noise over the table's rows (the placebo, a copy of the first row, left out)."""
+    """A metric's signal-to-noise over the table's rows. The placebo, a copy of the first row, is left out."""
     groups = [list(by_row[i].values()) for i, r in enumerate(design.rows) if not r.placebo]
     return signal_to_noise(metric, groups)
 
 
 def wrong_verdicts(verdict: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """Which verdicts are wrong better/worse given the true deltas: better or worse where the truth is 0, or the
-    opposite sign (the simulations' count)."""
+    """Which verdicts are wrong better/worse, given the true deltas: the simulations' count. Wrong is better or
+    worse where the truth is 0, or of the opposite sign."""
     truth = np.broadcast_to(truth, verdict.shape)
     return ((verdict == BETTER) & (truth >= 0)) | ((verdict == WORSE) & (truth <= 0))
 
 
 def judged_metrics(columns, sets: list[str]) -> list[str]:
-    """The metrics a results folder's table judges: val_loss alone, or, when its runs were evaluated on further
-    sets (--eval-data), val_loss then each set's loss, ctx2x_loss and icl_gain, those the runs hold. Bits per byte
-    are shown, not tested: within one table they are a fixed multiple of the loss."""
+    """The metrics a results folder's table judges: val_loss alone, or more with further sets (--eval-data).
+    Then it is val_loss, then each set's loss, ctx2x_loss and icl_gain, those the runs hold. Bits per byte are
+    shown, not tested: within one table they are a fixed multiple of the loss."""
     if not sets:
         return [VAL]
     wanted = [f"{name}_loss" for name in sets] + ["ctx2x_loss", "icl_gain"]
@@ -461,8 +467,8 @@ def judged_metrics(columns, sets: list[str]) -> list[str]:
 
 
 def with_family(design: Design, summary: list, result: MetricsVerdict) -> list:
-    """The summary rows with val's verdicts, p_adj and mde from the family over every metric (placebo rows are
-    tested alone, as in a one-metric table, so theirs stay). need is planned at val's share's first step."""
+    """The summary rows with val's verdicts, p_adj and mde from the family over every metric. Placebo rows are
+    tested alone, as in a one-metric table, so theirs stay. need is planned at val's share's first step."""
     val = result.table[result.table["metric"] == VAL].set_index("row")
     tested = [i for i, r in enumerate(design.rows) if r.reference is not None and not r.placebo]
     level = result.val_alpha / max(1, len(tested))

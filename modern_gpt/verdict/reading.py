@@ -1,6 +1,6 @@
-"""What judge reads: a file or DataFrame of anyone's runs (CSV, JSON lines, Parquet), checked cell by cell, and
-judge's settings (which columns, the rows' order and references). judge.py (one size) and ladder_judge.py (a
-ladder of sizes) build their tables on these readers; nothing here computes a statistic.
+"""What judge reads: a file or DataFrame of anyone's runs (CSV, JSON lines, Parquet), checked cell by cell. And
+judge's settings: which columns, the rows' order and references. judge.py (one size) and ladder_judge.py (a
+ladder of sizes) build their tables on these readers. Nothing here computes a statistic.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class JudgeSettings:
 
 @dataclass
 class Source:
-    """A table read from a file or a DataFrame, by column: each column's cells in the runs' order (a list per
-    column, not a dict per run: a million runs as dicts took 2.3 GB), and where each run is."""
+    """A table read from a file or a DataFrame, by column: each column's cells in the runs' order, and where each
+    run is. A list per column, not a dict per run: a million runs as dicts took 2.3 GB."""
 
     name: str
     columns: list[str]
@@ -86,10 +86,10 @@ class Source:
         return self.cells[col] if col in self.cells else [_MISSING] * self.size
 
     def real(self, col: str, flag: str | None = None) -> str:
-        """The column that holds `col`: itself, else in a tracker's export (MLflow's search_runs frame, and the
-        CSV pandas writes of it) the one of tags.COL, params.COL and metrics.COL it has; `col` when none. Two of
-        them that differ are one sentence (flag: how the setting that names the column is written, as in
-        "--seed-col {}", to name one of them)."""
+        """The column that holds `col`: itself, else the one of tags.COL, params.COL and metrics.COL it has. Those
+        are a tracker's export: MLflow's search_runs frame, and the CSV pandas writes of it. `col` when none.
+        Two of them that differ are one sentence. flag: how the setting that names the column is written, as in
+        "--seed-col {}", to name one of them."""
         if col in self.cells:
             return col
         found = [f"{prefix}{col}" for prefix in EXPORT_PREFIXES if f"{prefix}{col}" in self.cells]
@@ -115,7 +115,7 @@ class Source:
 
     @cached_property
     def records(self) -> list[tuple[str, dict]]:
-        """("line 5", {column: value}) per run, for ladder_judge's reader (a JSON line's absent keys absent)."""
+        """("line 5", {column: value}) per run, for ladder_judge's reader. A JSON line's absent keys stay absent."""
         cols = [(c, self.cells[c]) for c in self.columns]
         return [(self.where(i), {c: v[i] for c, v in cols if v[i] is not _MISSING}) for i in range(self.size)]
 
@@ -124,7 +124,7 @@ class Source:
 # Reading: CSV, JSONL, Parquet, or a DataFrame
 # ---------------------------------------------------------------------------
 def read_file(path) -> Source:
-    """FILE as a Source: its suffix (any case) says the format; anything unreadable is one sentence."""
+    """FILE as a Source. Its suffix, in any case, says the format. Anything unreadable is one sentence."""
     path = Path(path)
     suffix = path.suffix.lower()
     if path.is_dir() and not path.is_symlink() and (path / "runs.csv").is_file():  # a results folder
@@ -164,8 +164,8 @@ COMPRESSED = {  # its first bytes, its name, the command that decompresses it to
 
 
 def _compressed(data: bytes):
-    """The COMPRESSED entry a file's first bytes match ("xlsx" for a zip that is an Excel workbook), or None. A
-    bzip2 stream is BZh, a block size digit and the block magic 1AY&SY: a CSV whose header starts BZh is text."""
+    """The COMPRESSED entry a file's first bytes match, or None; "xlsx" for a zip that is an Excel workbook. A
+    bzip2 stream is BZh, a block size digit and the block magic 1AY&SY. So a CSV whose header starts BZh is text."""
     for magic, kind in COMPRESSED.items():
         if data.startswith(magic):
             if kind[0] == "bzip2" and not re.match(rb"BZh[1-9]1AY&SY", data):
@@ -177,7 +177,7 @@ def _compressed(data: bytes):
 
 
 def _text(path: Path, data: bytes) -> str:
-    """The file as UTF-8 text; UTF-16 (Excel's "Unicode text") and a compressed file are named with their fix,
+    """The file as UTF-8 text. UTF-16 (Excel's "Unicode text") and a compressed file are named with their fix,
     not as a bad byte."""
     packed = _compressed(data)
     if packed == "xlsx":
@@ -218,8 +218,8 @@ def _csv(path: Path, text: str) -> Source:
 
 
 def _plain_csv(path: Path, lines: list[str]) -> Source:
-    """A CSV without quotes or lone carriage returns, split by column: the csv module's records and lines
-    exactly, at the cost of str.split (a field per comma, a record per non-blank line)."""
+    """A CSV without quotes or lone carriage returns, split by column. The csv module's records and lines
+    exactly, at the cost of str.split: a field per comma, a record per non-blank line."""
     header = lines[0].split(",")
     _no_repeats(path, header, "line 1 (the header)")
     body = lines[1:]
@@ -238,7 +238,7 @@ def _plain_csv(path: Path, lines: list[str]) -> Source:
 
 
 def _quoted_csv(path: Path, text: str) -> Source:
-    """Any CSV the csv module reads (quotes, a field across lines, lone carriage returns): record by record."""
+    """Any CSV the csv module reads, record by record: quotes, a field across lines, lone carriage returns."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     rows, starts, end = [], [], 0
     try:
@@ -262,7 +262,7 @@ def _quoted_csv(path: Path, text: str) -> Source:
 
 
 def _not_excels(path: Path, text: str) -> None:
-    """Excel's CSVs that are not comma-separated, each named with its fix: a `sep=` first line, and columns
+    """Excel's CSVs that are not comma-separated, each named with its fix. A `sep=` first line, and columns
     separated by ';' (where the decimal separator is a comma) or tabs."""
     first = text.split("\n", 1)[0].rstrip("\r")
     if re.fullmatch(r"sep=.?", first, re.IGNORECASE):
@@ -287,8 +287,8 @@ def _not_excels(path: Path, text: str) -> None:
 
 
 def _json_float(text: str):
-    """A JSON number as a float, or as its text where float64 cannot hold it (1e400 is not infinity): the
-    cell's check then names it as it names the CSV's digits."""
+    """A JSON number as a float, or as its text where float64 cannot hold it; 1e400 is not infinity. The cell's
+    check then names it as it names the CSV's digits."""
     x = float(text)
     return x if math.isfinite(x) else text
 
@@ -316,7 +316,7 @@ def _jsonl(path: Path, text: str) -> Source:
 
 
 class _Twice(Exception):
-    """A JSON object with a key twice: json.loads would keep the last value without a word."""
+    """A JSON object with a key twice. json.loads would keep the last value without a word."""
 
 
 def _once(pairs: list[tuple[str, object]]) -> dict:
@@ -343,8 +343,8 @@ def _parquet(path: Path) -> Source:
 
 
 def from_frame(frame, name: str = "the DataFrame", first: int = 0, given: bool = True) -> Source:
-    """A DataFrame as a Source, its records named by position (row 0, 1, ... or from `first`), and by index
-    label when the index is not the default one; given: handed to modern_gpt.judge (not read from a file)."""
+    """A DataFrame as a Source. Its records are named by position (row 0, 1, ... or from `first`), and by index
+    label when the index is not the default one. given: handed to modern_gpt.judge, not read from a file."""
     if isinstance(frame, pd.Series) and any(n is not None for n in frame.index.names):
         raise UserError(
             "judge takes a pandas DataFrame with one row per run, not a Series; series.reset_index() makes one, "
@@ -379,8 +379,8 @@ def from_frame(frame, name: str = "the DataFrame", first: int = 0, given: bool =
 
 
 def _cells(column: pd.Series) -> list:
-    """A column's cells as DataFrame.to_dict("records") gives them (the values every sentence has shown):
-    Python scalars of a NumPy column, an object column's values boxed the same way."""
+    """A column's cells as DataFrame.to_dict("records") gives them, the values every sentence has shown. Python
+    scalars of a NumPy column, and an object column's values boxed the same way."""
     if column.dtype == object:
         from pandas.core.dtypes.cast import maybe_box_native  # to_dict's own boxing
 
@@ -402,7 +402,7 @@ def _no_repeats(name, columns: list[str], where: str) -> None:
 
 
 def _mlflow_ui(source: Source) -> Source:
-    """The CSV of MLflow's UI with its cells as logged: a ' that MLflow put before = + - @ taken off again."""
+    """The CSV of MLflow's UI with its cells as logged. A ' that MLflow put before = + - @ is taken off again."""
     if source.columns[: len(MLFLOW_UI_HEADER)] != MLFLOW_UI_HEADER:
         return source
     for values in source.cells.values():
@@ -413,7 +413,7 @@ def _mlflow_ui(source: Source) -> Source:
 
 
 def _as_text(v) -> str:
-    """A cell as text, to compare two columns that hold one key ("" for an empty one)."""
+    """A cell as text, to compare two columns that hold one key. "" for an empty one."""
     if _empty(v) or (isinstance(v, float) and math.isnan(v)):
         return ""
     return str(v).strip()
@@ -430,7 +430,7 @@ def _empty(v) -> bool:
 
 
 def _number(v) -> float:
-    """A number as written (NaN and infinity included: the caller decides); ValueError with the reason."""
+    """A number as written, NaN and infinity included: the caller decides. ValueError with the reason."""
     if _empty(v):
         raise ValueError("is empty")
     if isinstance(v, bool | np.bool_):
@@ -449,7 +449,7 @@ def _number(v) -> float:
 
 
 def _metric(v) -> float:
-    """A run's metric: a number of a size the statistics hold (NaN and infinity: the caller decides)."""
+    """A run's metric: a number of a size the statistics hold. NaN and infinity: the caller decides."""
     x = _number(v)
     if math.isfinite(x) and x != 0 and not SMALLEST <= abs(x) <= LARGEST:
         raise ValueError(
@@ -474,8 +474,8 @@ def _seed(v) -> int:
 
 
 def _whole(v: str | Decimal) -> int | None:
-    """A whole number as written, exactly ('7', '7.0', '-2', '1e3': pandas writes a seed column that had a gap as
-    floats); None for anything else ('0.5', 'nan', 'x')."""
+    """A whole number as written, exactly: '7', '7.0', '-2', '1e3'. pandas writes a seed column that had a gap
+    as floats. None for anything else ('0.5', 'nan', 'x')."""
     if isinstance(v, str) and not _NUMBER.fullmatch(v.strip()):
         return None
     try:
@@ -511,7 +511,7 @@ def _name(v) -> str:
 
 
 def _flag(v) -> bool:
-    """true or false; also 1 and 0, and 1.0 and 0.0 (MLflow's diverged metric, a float)."""
+    """true or false. Also 1 and 0, and 1.0 and 0.0: MLflow's diverged metric is a float."""
     if isinstance(v, bool | np.bool_):
         return bool(v)
     if isinstance(v, int | float | np.integer | np.floating) and v in (0, 1):
@@ -539,8 +539,8 @@ def _message(v) -> str:
 # Columns: every cell of one column parsed at once, refusals as a mask (the sentence comes from the parser again)
 # ---------------------------------------------------------------------------
 def parsed(values: list, parse) -> tuple[list, np.ndarray]:
-    """Each cell through `parse` (a cell parser above), a text parsed once per distinct value (a seed or a variant
-    repeats down a long column); the value None and True where `parse` refuses the cell."""
+    """Each cell through `parse`, a cell parser above. A text is parsed once per distinct value, since a seed or a
+    variant repeats down a long column. The value None and True where `parse` refuses the cell."""
     out, bad, seen = [None] * len(values), np.zeros(len(values), bool), {}
     for i, v in enumerate(values):
         if type(v) is str and v in seen:  # only text: 1, 1.0 and True are one key of a dict, and not one cell
@@ -557,8 +557,8 @@ def parsed(values: list, parse) -> tuple[list, np.ndarray]:
 
 
 def numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """_number of every cell as float64 (NaN where refused) and the mask of refused cells: Python's float() over
-    the column when every cell is an ASCII number as written (the million-run case), else cell by cell."""
+    """_number of every cell as float64 (NaN where refused), and the mask of refused cells. Python's float() runs
+    over the column when every cell is an ASCII number as written (the million-run case). Else cell by cell."""
     x = None
     if all(type(v) is str for v in values):
         joined = "\x1f".join(values)  # a separator float() refuses: one check of the whole column
@@ -579,7 +579,7 @@ def numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def out_of_range(x: np.ndarray) -> np.ndarray:
-    """Where _metric refuses a number that _number read: nonzero and outside the sizes float64 statistics hold."""
+    """Where _metric refuses a number that _number read: nonzero, outside the sizes float64 statistics hold."""
     with np.errstate(invalid="ignore"):
         size = np.abs(x)
         return np.isfinite(x) & (x != 0) & ((size < SMALLEST) | (size > LARGEST))
@@ -594,7 +594,7 @@ def _refuses(parse, v) -> bool:
 
 
 def refusal(parse, v) -> str:
-    """What `parse` says of a cell it refuses, for the one sentence; a JSON line's absent key is missing."""
+    """What `parse` says of a cell it refuses, for the one sentence. A JSON line's absent key is missing."""
     if v is _MISSING:
         return "is missing"
     try:
@@ -613,8 +613,8 @@ def _shown(v) -> str:
 # A Source and settings -> report.py's meta and runs
 # ---------------------------------------------------------------------------
 def names(text: str | list | tuple | None, what: str = "order") -> tuple[str, ...] | None:
-    """--order A,B,C (or a list or tuple, from Python) as a tuple of names. Anything else is refused: a set has no
-    order, so the rows, their references and verdicts would change from run to run (with PYTHONHASHSEED)."""
+    """--order A,B,C, or a list or tuple from Python, as a tuple of names. Anything else is refused. A set has no
+    order: the rows, their references and verdicts would change from run to run (with PYTHONHASHSEED)."""
     if text is None:
         return None
     if isinstance(text, str):
@@ -630,7 +630,7 @@ def names(text: str | list | tuple | None, what: str = "order") -> tuple[str, ..
 
 
 def check_settings(s: JudgeSettings, more: dict | None = None) -> None:
-    """alpha, margin, and the columns each setting names (more: a ladder's, by flag), each its own."""
+    """alpha, margin, and the columns each setting names, each its own. more: a ladder's columns, by flag."""
     check_statistics(s.alpha, None)
     if s.margin is not None and not 0 < s.margin < math.inf:
         raise UserError(f"--margin must be a positive number in the units of {s.metric}, got {s.margin}.")
@@ -643,12 +643,12 @@ def check_settings(s: JudgeSettings, more: dict | None = None) -> None:
 
 
 def _number_or_empty(v) -> float:
-    """A failed run's metric: a number, or empty (NaN), as in modern-gpt's runs.csv; it is left out anyway."""
+    """A failed run's metric: a number, or empty (NaN), as in modern-gpt's runs.csv. It is left out anyway."""
     return math.nan if _empty(v) else _number(v)
 
 
 def _failed_value(record: dict, col: str) -> float:
-    """A failed run's steps_done, for the footnote that names it (NaN when there is none)."""
+    """A failed run's steps_done, for the footnote that names it. NaN when there is none."""
     try:
         return _number(record.get(col, _MISSING))
     except ValueError:
@@ -693,13 +693,13 @@ def _order(source: Source, s: JudgeSettings, found: list[str]) -> list[str]:
 
 
 def _look(name: str) -> str:
-    """What a name looks like on screen: Unicode's compatibility form, without invisible characters or the spaces
-    around it."""
+    """What a name looks like on screen: Unicode's compatibility form, without invisible characters or the
+    spaces around it."""
     return "".join(c for c in unicodedata.normalize("NFKC", name) if unicodedata.category(c) != "Cf").strip()
 
 
 def _no_look_alikes(source: Source, s: JudgeSettings, found: list[str]) -> None:
-    """Two variants that print alike would read as one row twice, and --reference or --order could pick either."""
+    """Two variants that print alike would read as one row twice. --reference or --order could pick either."""
     seen: dict[str, str] = {}
     for n in found:
         other = seen.setdefault(_look(n), n)
@@ -711,7 +711,7 @@ def _no_look_alikes(source: Source, s: JudgeSettings, found: list[str]) -> None:
 
 
 def _references(source: Source, s: JudgeSettings, rows: list[str]) -> list[int | None]:
-    """Each row's reference: --reference, else the row above (never the placebo); the placebo's is the first row."""
+    """Each row's reference: --reference, else the row above, never the placebo. The placebo's is the first row."""
     if s.placebo is not None and s.placebo == rows[0]:
         raise UserError(
             f"--placebo {s.placebo!r} is the first row, which the placebo is compared with; put it lower with --order."
@@ -770,9 +770,9 @@ def _is_placebo(v) -> bool:
 
 @dataclass
 class _Marks:
-    """What the file says of its table's rows, as modern-gpt's runs.csv (and its MLflow runs' tags) say it: each
-    variant's row number (the order), its reference by name and the placebo; None where the file does not say
-    (or a setting does: --order, --reference, --placebo). `runs` holds each run's variant (.variant), in the
+    """What the file says of its table's rows, as modern-gpt's runs.csv and its MLflow runs' tags say it. Each
+    variant's row number (the order), its reference by name, and the placebo. None where the file does not say,
+    or a setting does: --order, --reference, --placebo. `runs` holds each run's variant (.variant), in the
     source's order."""
 
     order: tuple[str, ...] | None = None
@@ -797,8 +797,8 @@ class _Marks:
         return marks
 
     def references(self, source: Source, s: JudgeSettings, rows: list[str], flags: dict) -> tuple[str | None, list]:
-        """The placebo (--placebo, else the file's) and each row's reference (--reference, else the file's, else
-        the row above)."""
+        """The placebo: --placebo, else the file's. Each row's reference: --reference, else the file's, else the
+        row above."""
         placebo = s.placebo if s.placebo is not None else self.placebo
         if s.placebo is None and placebo is not None:  # the file's: its problems name its column
             col = self.placebo_col
@@ -838,8 +838,8 @@ class _Marks:
         return placebo, refs
 
     def order_notes(self, source: Source, s: JudgeSettings, rows: list[str], found: list[str], flags: dict) -> list:
-        """Where the rows' order came from, when the file gave it: its row column (when the variants appear in
-        another order), or the order they first appear in, where each row is compared with the row above."""
+        """Where the rows' order came from, when the file gave it. Its row column, when the variants appear in
+        another order. Or the order they first appear in, where each row is compared with the row above."""
         if s.order is not None:
             return []
         if self.order is not None:
@@ -862,7 +862,7 @@ class _Marks:
 
 def _row_order(source: Source, col: str, runs, found: list[str]) -> tuple[str, ...] | None:
     """The variants in the order of their numbers in the row column, when it gives each variant one number of its
-    own (runs.csv's plan row); None when it does not (another file's row column: the order is then the file's)."""
+    own (runs.csv's plan row). None when it does not; another file's row column leaves the file's order."""
     numbers, bad = parsed(source.column(col), _seed)  # a whole number, as a seed is
     if bad.any():
         return None
@@ -875,7 +875,7 @@ def _row_order(source: Source, col: str, runs, found: list[str]) -> tuple[str, .
 
 
 def _file_references(source: Source, s: JudgeSettings, col: str, runs, found: list[str]) -> dict:
-    """Each variant's reference from the reference column: a variant of the file, by name, or empty for none; the
+    """Each variant's reference from the reference column: a variant of the file, by name, or empty for none. The
     same on every run of the variant."""
     name, cells, first = source.name, source.column(col), {}
     for i, v in enumerate(runs.variant):
@@ -914,7 +914,7 @@ def _named(ref: str | None) -> str:
 
 
 def _file_placebo(source: Source, col: str, runs, found: list[str]) -> str | None:
-    """The variant the placebo column marks true on every run (false on every run of the others), or None."""
+    """The variant the placebo column marks true on every run, and false on every run of the others. Or None."""
     name, flags, bad = source.name, *parsed(source.column(col), _is_placebo)
     if bad.any():
         i = int(np.argmax(bad))
@@ -944,8 +944,8 @@ NOT_FINITE = f"(a failed run is marked true in a {DIVERGED} column, or has a mes
 
 
 def unfinished_states(source: Source, s: JudgeSettings, variant: list, seed: list, failed, rung=None) -> list[str]:
-    """A footnote per State/status column that says some counted run did not finish, naming those runs (each
-    run's variant, seed, failed mark and, in a ladder, rung: a list each, in the file's order)."""
+    """A footnote per State/status column that says some counted run did not finish, naming those runs. Each
+    run's variant, seed, failed mark and, in a ladder, rung: a list each, in the file's order."""
     notes = []
     for col in source.columns:
         if col.lower() not in STATE_COLUMNS or col in (s.variant_col, s.seed_col, s.metric):

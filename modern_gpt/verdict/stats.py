@@ -1,11 +1,11 @@
 """Pure statistics for paired, multi-seed comparisons: no I/O, no torch, numbers in and numbers out.
 
-The verdict rule is stated once, in docs/statistics.md ("The verdict rule"); here it is code: paired t-tests
-(and TOST with a margin), adjusted across the component rows by `adjust` (Hommel's procedure; Holm-Shaffer's
-step-down with a margin), decided by `decide`, and with --seeds auto stepped down against `boundary`.
+The verdict rule is stated once, in docs/statistics.md ("The verdict rule"). Here it is code: paired t-tests,
+and TOST with a margin. `adjust` adjusts them across the component rows: Hommel's procedure, or Holm-Shaffer's
+step-down with a margin. `decide` decides. With --seeds auto, rows are stepped down against `boundary`.
 
-The functions take numpy arrays as well as scalars, so that the simulation tests
-run the very rule the report uses on tens of thousands of tables at once.
+The functions take numpy arrays as well as scalars. So the simulation tests run the very rule the report
+uses, on tens of thousands of tables at once.
 """
 
 from __future__ import annotations
@@ -109,9 +109,9 @@ def t_sf(t, df):
 
 @lru_cache(maxsize=4096)
 def t_ppf(q: float, df: float) -> float:
-    """The q-quantile (q > 0.5) of Student's t: Newton's method from the Cornish-Fisher expansion (three or
-    four tail evaluations), by bisection when that does not settle. The two-sided tail is convex in t > 0, so
-    Newton's steps approach the root from below without overshooting it once they are below it."""
+    """The q-quantile (q > 0.5) of Student's t. Newton's method from the Cornish-Fisher expansion takes three or
+    four tail evaluations; bisection takes over when that does not settle. The two-sided tail is convex in t > 0.
+    So once Newton's steps are below the root, they approach it without overshooting."""
     target = 2.0 * (1.0 - q)
     z = NormalDist().inv_cdf(q)
     t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
@@ -147,7 +147,7 @@ def normal_cdf(x):
 
 
 def _erfc(a: np.ndarray) -> np.ndarray:
-    """math.erfc elementwise: map over a list takes about 0.7x the time of np.vectorize, with the same values."""
+    """math.erfc elementwise. Mapping over a list takes about 0.7x np.vectorize's time, with the same values."""
     return np.fromiter(map(math.erfc, a.ravel().tolist()), float, a.size).reshape(a.shape)
 
 
@@ -178,7 +178,7 @@ def paired(deltas: Sequence[float], confidence: float = 0.95) -> Paired:
 
 
 def tost_p(deltas: Sequence[float], margin: float) -> float:
-    """Two one-sided tests of |mean delta| < margin: a small p says the difference is smaller than the margin."""
+    """Two one-sided tests of |mean delta| < margin. A small p says the difference is smaller than the margin."""
     n = len(deltas)
     if n < 2 or not margin > 0:
         return math.nan
@@ -190,20 +190,22 @@ def tost_p(deltas: Sequence[float], margin: float) -> float:
 
 
 def holm(p_values) -> np.ndarray | list[float]:
-    """Holm-Bonferroni adjusted p-values along the last axis, in the input order; NaN entries (rows without a
-    test) are left out of the count and stay NaN. A list in, a list out. Holm-Shaffer's step-down with no
-    equivalence tests (shaffer) is exactly Holm's, so it is that one piece of code."""
+    """Holm-Bonferroni adjusted p-values along the last axis, in the input order. NaN entries, rows without a
+    test, are left out of the count and stay NaN. A list in, a list out. Holm-Shaffer's step-down (shaffer)
+    with no equivalence tests is exactly Holm's, so this calls it."""
     p = np.asarray(p_values, dtype=float)
     adjusted = shaffer(p, np.full(p.shape, np.nan))[0]
     return adjusted.tolist() if isinstance(p_values, list | tuple) else adjusted
 
 
 def hommel(p_values) -> np.ndarray | list[float]:
-    """Hommel's adjusted p-values along the last axis, in the input order; NaN entries (rows without a test) are
-    left out and stay NaN. Hommel's procedure is the closed test of Simes' intersection tests: it rejects every
-    hypothesis Holm rejects, and more when several p-values are moderately small. Simes' test needs the rows'
-    tests to be positively dependent or nearly independent; tests/verdict/test_verdict_rules.py measures its error rate in
-    the plans' own correlations (the chained plan's neighbours correlate -0.5). A list in, a list out."""
+    """Hommel's adjusted p-values along the last axis, in the input order. NaN entries, rows without a test, are
+    left out and stay NaN. A list in, a list out.
+
+    Hommel's procedure is the closed test of Simes' intersection tests. It rejects every hypothesis Holm
+    rejects, and more when several p-values are moderately small. Simes' test needs the rows' tests to be
+    positively dependent or nearly independent. tests/verdict/test_verdict_rules.py measures its error rate in
+    the plans' own correlations; the chained plan's neighbours correlate -0.5."""
     p = np.asarray(p_values, dtype=float)
     if p.size == 0 or p.ndim == 0:  # no rows, or one p: its own
         return (
@@ -225,7 +227,7 @@ def hommel(p_values) -> np.ndarray | list[float]:
 
 
 def _hommel(p: np.ndarray) -> np.ndarray:
-    """Hommel's adjusted p-values of (tables, n) p-values with none missing (the algorithm of R's p.adjust)."""
+    """Hommel's adjusted p-values of (tables, n) p-values with none missing. The algorithm of R's p.adjust."""
     n = p.shape[-1]
     order = np.argsort(p, axis=-1, kind="stable")
     s = np.take_along_axis(p, order, axis=-1)
@@ -250,14 +252,18 @@ def _hommel(p: np.ndarray) -> np.ndarray:
 
 
 def shaffer(p_values, p_same_values) -> tuple[np.ndarray, np.ndarray]:
-    """One step-down over both kinds of test of a table with --margin: each row's t-test (no difference) and its
-    equivalence test (a difference of at least the margin), Holm's step-down with Shaffer's restriction (Shaffer
-    1986, JASA 81:826). The two nulls of a row cannot both be true, so at each step the divisor is the number of
-    rows that still have a test not rejected, not the number of tests: the first step is alpha / rows, as for
-    either kind alone, and the chance of any wrong better, worse or same in the table is at most alpha whatever the
-    dependence between tests. Adjusted p-values along the last axis, for the t-tests and the equivalence tests, in
-    the input order; NaN entries (no test) are left out and stay NaN. Without equivalence tests (all NaN) it is
-    Holm's procedure."""
+    """One step-down over both kinds of test of a table with --margin. Each row has a t-test (null: no
+    difference) and an equivalence test (null: a difference of at least the margin). This is Holm's step-down
+    with Shaffer's restriction (Shaffer 1986, JASA 81:826).
+
+    The two nulls of a row cannot both be true. So at each step the divisor is the number of rows that still
+    have a test not rejected, not the number of tests. The first step is alpha / rows, as for either kind
+    alone. The chance of any wrong better, worse or same in the table is at most alpha, whatever the dependence
+    between tests.
+
+    Returns adjusted p-values along the last axis, for the t-tests and the equivalence tests, in the input
+    order. NaN entries (no test) are left out and stay NaN. Without equivalence tests (all NaN) it is Holm's
+    procedure."""
     p, q = np.broadcast_arrays(np.asarray(p_values, dtype=float), np.asarray(p_same_values, dtype=float))
     rows = p.shape[-1]
     both = np.concatenate([p, q], axis=-1)
@@ -283,9 +289,9 @@ HOMMEL, SHAFFER, SEQUENTIAL = "hommel", "holm-shaffer", "sequential"  # the rule
 
 
 def adjust(p_values, p_same_values=None) -> tuple[np.ndarray, np.ndarray, str]:
-    """The fixed rule's adjusted p-values of a family of rows and the rule's name: Hommel's over the t-tests, or,
-    with equivalence tests (--margin), Holm-Shaffer's one step-down over both kinds (no Simes-type procedure is
-    known to be valid there). Returns (p_adj, p_same_adj, rule)."""
+    """The fixed rule's adjusted p-values of a family of rows, and the rule's name: (p_adj, p_same_adj, rule).
+    Hommel's over the t-tests. With equivalence tests (--margin), Holm-Shaffer's one step-down over both kinds:
+    no Simes-type procedure is known to be valid there."""
     p = np.asarray(p_values, dtype=float)
     q = np.full(p.shape, np.nan) if p_same_values is None else np.asarray(p_same_values, dtype=float)
     if np.isnan(q).all():
@@ -295,7 +301,7 @@ def adjust(p_values, p_same_values=None) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def decide(delta, p_holm, level: float, p_same_holm=np.nan):
-    """The verdict from a row's mean difference and adjusted p-values (adjust's, or --seeds auto's), elementwise."""
+    """The verdict from a row's mean difference and adjusted p-values (adjust's or --seeds auto's). Elementwise."""
     delta, p_holm, p_same = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (delta, p_holm, p_same_holm)))
     out = np.full(delta.shape, INCONCLUSIVE, dtype=object)
     with np.errstate(invalid="ignore"):
@@ -310,9 +316,9 @@ def decide(delta, p_holm, level: float, p_same_holm=np.nan):
 # ---------------------------------------------------------------------------
 @lru_cache(maxsize=4096)  # mde's bisections ask again for the same points: a report is summarised twice (write, print)
 def power(effect: float, sd: float, n: int, level: float) -> float:
-    """The probability that a two-sided paired t-test at `level` with n pairs detects a true mean difference
-    `effect` when the per-pair sd is `sd`: exact, from the noncentral t distribution, by integrating the
-    normal numerator over the chi-distributed denominator."""
+    """The chance that a two-sided paired t-test at `level` with n pairs detects a true mean difference
+    `effect`, at per-pair sd `sd`. Exact, from the noncentral t distribution: the normal numerator is
+    integrated over the chi-distributed denominator."""
     if n < 2 or not sd > 0:
         return math.nan
     df = n - 1
@@ -330,8 +336,9 @@ def power(effect: float, sd: float, n: int, level: float) -> float:
 
 
 def mde(sd: float, n: int, level: float, target: float = POWER) -> float:
-    """The smallest |mean difference| that n pairs with this sd detect with probability `target`: sd times that of
-    a unit sd (power depends on effect / sd alone), so a table of many rows with the same pairs searches once."""
+    """The smallest |mean difference| that n pairs with this sd detect with probability `target`. Power depends
+    on effect / sd alone, so this is sd times a unit sd's. A table of many rows with the same pairs searches
+    once."""
     if n < 2 or not sd > 0:
         return math.nan
     return sd * _unit_mde(n, level, target)
@@ -352,8 +359,8 @@ def _unit_mde(n: int, level: float, target: float) -> float:
 
 
 def pairs_needed(effect: float, sd: float, level: float, target: float = POWER) -> float:
-    """The fewest pairs with which a true difference `effect` is detected with probability `target`
-    (at per-pair sd `sd`); inf when more than MAX_PAIRS would be needed, NaN when unknown."""
+    """The fewest pairs that detect a true difference `effect` with probability `target`, at per-pair sd `sd`.
+    inf when more than MAX_PAIRS would be needed, NaN when unknown."""
     if not (sd > 0 and abs(effect) > 0) or math.isnan(sd) or math.isnan(effect):
         return math.nan
     # Start from the normal approximation, which the t-test needs a little more than: each power() costs a
@@ -412,8 +419,8 @@ def _chi_grid(df: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nct_abs_cdf(x, noncentrality, df: float):
-    """P(|T| <= x) for T of the noncentral t distribution with df degrees of freedom, elementwise: T = (Z + ncp) / s,
-    integrated over s as power() does (equal to SciPy's nct to about 1e-4, tested)."""
+    """P(|T| <= x) for T of the noncentral t distribution with df degrees of freedom, elementwise. T = (Z + ncp) / s,
+    integrated over s as power() does. Tested equal to SciPy's nct to about 1e-4."""
     s, w = _chi_grid(float(df))
     x, lam = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(noncentrality, dtype=float))
     xs = x[..., None] * s
@@ -422,8 +429,8 @@ def nct_abs_cdf(x, noncentrality, df: float):
 
 
 def _phi(x: np.ndarray) -> np.ndarray:
-    """The normal cdf to 1e-7 absolute (Abramowitz & Stegun 7.1.26 for erf), vectorised: normal_cdf maps
-    math.erfc over the elements, too slow for the hundreds of points per row that nct_abs_cdf integrates."""
+    """The normal cdf to 1e-7 absolute (Abramowitz & Stegun 7.1.26 for erf), vectorised. normal_cdf maps
+    math.erfc over the elements: too slow for the hundreds of points per row that nct_abs_cdf integrates."""
     z = np.abs(x) / math.sqrt(2.0)
     k = 1.0 / (1.0 + 0.3275911 * z)
     poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))))
@@ -432,12 +439,15 @@ def _phi(x: np.ndarray) -> np.ndarray:
 
 
 def effect_bound(t, df: float, ceiling: float, confidence: float):
-    """A one-sided lower `confidence` bound on a row's noncentrality |delta| sqrt(n) / sigma, from its |t| with df
-    degrees of freedom, given that the row was inconclusive (|t| below `ceiling`, the critical value it missed; inf
-    for none): the noncentrality at which |t| is the `confidence` quantile of |T| truncated at the ceiling.
-    Conditioning on the truncation corrects the winner's curse of a row reported because it was not decided (its
-    |t| is low for its effect); 0 where even no effect puts |t| below that quantile. Elementwise in t, read off the
-    quantile's curve over the noncentrality (increasing in it), which is computed once per df, ceiling and level."""
+    """A one-sided lower `confidence` bound on a row's noncentrality |delta| sqrt(n) / sigma. It comes from the
+    row's |t| with df degrees of freedom, given that the row was inconclusive. `ceiling` is the critical value
+    its |t| missed (inf for none). The bound is the noncentrality at which |t| is the `confidence` quantile of
+    |T| truncated at the ceiling.
+
+    Conditioning on the truncation corrects a winner's curse. A row reported because it was not decided has a
+    |t| low for its effect. The bound is 0 where even no effect puts |t| below that quantile. Elementwise in t.
+    It is read off the quantile's curve over the noncentrality, which increases in it. The curve is computed
+    once per df, ceiling and level."""
     t = np.abs(np.asarray(t, dtype=float))
     top = float(np.max(np.where(np.isfinite(t), t, 0.0), initial=1.0))
     x, lam = _quantile_curve(float(df), float(ceiling), float(confidence), math.ceil(top) if ceiling == math.inf else 0)
@@ -448,8 +458,8 @@ def effect_bound(t, df: float, ceiling: float, confidence: float):
 
 @lru_cache(maxsize=256)
 def _quantile_curve(df: float, ceiling: float, q: float, reach: int) -> tuple[np.ndarray, np.ndarray]:
-    """The q quantile of |T| given |T| <= ceiling, for noncentralities from 0 up to where it is within 1e-6 of the
-    ceiling (or, with no ceiling, past |t| = reach): the curve effect_bound inverts."""
+    """The q quantile of |T| given |T| <= ceiling: the curve effect_bound inverts. Noncentralities run from 0 up
+    to where it is within 1e-6 of the ceiling. With no ceiling, they run past |t| = reach."""
     top_lam = (ceiling if math.isfinite(ceiling) else reach) * 1.5 + 12.0
     lam = np.concatenate([np.linspace(0.0, 4.0, 41)[:-1], np.geomspace(4.0, top_lam, 60)])
     within = nct_abs_cdf(np.full(lam.shape, ceiling), lam, df) if math.isfinite(ceiling) else np.ones(lam.shape)
@@ -463,12 +473,14 @@ def _quantile_curve(df: float, ceiling: float, q: float, reach: int) -> tuple[np
 
 
 def need_pairs(t: float, n: int, level: float) -> float:
-    """The pairs that detect an inconclusive row's effect with 80% power at `level`, planned on the 80% lower
-    confidence bound of its standardised effect (effect_bound, given that it missed the critical t at level); NaN
-    when the 90% lower bound is zero, i.e. the row's |t| is no larger than one in ten null rows show. Simulated in
-    tests/verdict/test_verdict_rules.py: run again with the same first seeds, the printed number decides the row about 80%
-    of the time when its effect is one paired sd or more (on fresh seeds, as the table advises, 61-93% at 1 sd
-    from 3 to 10 seeds: tests/verdict/test_need_rerun.py), and it is shown for about one null row in ten."""
+    """The pairs that detect an inconclusive row's effect with 80% power at `level`. They are planned on the 80%
+    lower confidence bound of its standardised effect: effect_bound, given that it missed the critical t at
+    level. NaN when the 90% lower bound is zero, i.e. the row's |t| is no larger than one in ten null rows show.
+
+    tests/verdict/test_verdict_rules.py simulates it. Run again with the same first seeds, the printed number
+    decides the row about 80% of the time when its effect is one paired sd or more. On fresh seeds, as the table
+    advises: 61-93% at 1 sd, from 3 to 10 seeds (tests/verdict/test_need_rerun.py). It is shown for about one
+    null row in ten."""
     if n < 2 or math.isnan(t):
         return math.nan
     df = n - 1
@@ -486,7 +498,7 @@ SD_CONFIDENCE = 0.8  # mde and need use this one-sided upper confidence bound on
 
 
 def gamma_p(a: float, x: float) -> float:
-    """The regularised lower incomplete gamma function P(a, x): its series below a + 1, else Lentz's
+    """The regularised lower incomplete gamma function P(a, x). Its series below a + 1, else Lentz's
     continued fraction for 1 - P (Numerical Recipes' gser and gcf)."""
     if x <= 0.0:
         return 0.0
@@ -517,7 +529,7 @@ def gamma_p(a: float, x: float) -> float:
 
 @lru_cache(maxsize=1024)
 def chi2_ppf(q: float, df: float) -> float:
-    """The q-quantile of the chi-square distribution with df degrees of freedom (bisection, in log space)."""
+    """The q-quantile of the chi-square distribution with df degrees of freedom, by bisection in log space."""
     lo, hi = 1e-300, max(1.0, 2.0 * df)
     while gamma_p(df / 2.0, hi / 2.0) < q:
         hi *= 2.0
@@ -530,8 +542,8 @@ def chi2_ppf(q: float, df: float) -> float:
 
 
 def sd_bound(n: int, confidence: float = SD_CONFIDENCE) -> float:
-    """The factor that turns the sample sd of n pairs into a one-sided upper `confidence` bound on the true
-    sd: sqrt((n - 1) / chi2_{1 - confidence}(n - 1)), from (n - 1) s^2 / sigma^2 ~ chi-square(n - 1)."""
+    """The factor that turns the sample sd of n pairs into a one-sided upper `confidence` bound on the true sd.
+    It is sqrt((n - 1) / chi2_{1 - confidence}(n - 1)), since (n - 1) s^2 / sigma^2 ~ chi-square(n - 1)."""
     return math.sqrt((n - 1) / chi2_ppf(1.0 - confidence, n - 1)) if n >= 2 else math.nan
 
 
@@ -544,8 +556,8 @@ def sd_interval(sd: float, n: int, confidence: float = 0.95) -> tuple[float, flo
 
 
 def honest_mde(sd: float, n: int, level: float) -> float:
-    """The smallest |mean difference| detected with 80% power, at the 80% upper confidence bound on the sd:
-    the promise then holds in about 80% of tables, where the sample sd itself keeps it in only 37-44%."""
+    """The smallest |mean difference| detected with 80% power, at the 80% upper confidence bound on the sd. The
+    promise then holds in about 80% of tables. The sample sd itself keeps it in only 37-44%."""
     return mde(sd * sd_bound(n), n, level) if n >= 2 else math.nan
 
 
@@ -561,9 +573,9 @@ OBRIEN_FLEMING, BONFERRONI, FIXED = "obrien-fleming", "bonferroni", "fixed"
 
 @dataclass(frozen=True)
 class Boundary:
-    """Per-row p-value thresholds of --seeds auto. levels[r - 1][k] is the threshold at look k (looks[k] pairs)
-    for a row of a family in which r rows with a test are still undecided: the alpha / r that Holm's step gives
-    one row, spent over the looks. A verdict stands once a row crosses."""
+    """Per-row p-value thresholds of --seeds auto. levels[r - 1][k] is the threshold at look k (looks[k] pairs),
+    when r rows with a test are still undecided. It is the alpha / r that Holm's step gives one row, spent over
+    the looks. A verdict stands once a row crosses."""
 
     alpha: float
     looks: tuple[int, ...]
@@ -571,12 +583,12 @@ class Boundary:
     method: str  # OBRIEN_FLEMING (simulated), BONFERRONI (alpha too small to simulate) or FIXED (one look)
 
     def level(self, open_rows: int, look: int = -1) -> float:
-        """A row's threshold at a look (the last by default) when open_rows rows are undecided."""
+        """A row's threshold at a look, the last by default, when open_rows rows are undecided."""
         return self.levels[max(1, open_rows) - 1][look]
 
 
 def _t_to_z(df: int) -> tuple[np.ndarray, np.ndarray]:
-    """A table of log|t| against the normal quantile with the same two-sided p, for np.interp."""
+    """A table of log|t| against the normal quantile of the same two-sided p, for np.interp."""
     t = np.geomspace(1e-6, 1e9, 3000)
     p = np.asarray(t_sf2(t, df))
     z = np.array([-NormalDist().inv_cdf(x / 2.0) if x > 0 else 40.0 for x in p])
@@ -587,14 +599,16 @@ def _t_to_z(df: int) -> tuple[np.ndarray, np.ndarray]:
 def boundary(alpha: float, rows: int, min_seeds: int, max_seeds: int) -> Boundary:
     """The thresholds of --seeds auto: looks after each round of seeds from min_seeds to max_seeds pairs.
 
-    O'Brien-Fleming-shaped: at look k the z-scale threshold is C * sqrt(max_seeds / n_k), so that early looks
-    are strict and most of alpha is left for the last one. For each r, C is calibrated by simulation (fixed
-    seed) so that a single null row's paired t-test crosses at some look with probability alpha / r, less two
-    Monte-Carlo standard errors (conservative). Holm's step-down over these thresholds, with verdicts that
-    stand, is a closed test of weighted-Bonferroni group-sequential tests (Maurer & Bretz 2013), so the chance
-    of any wrong better/worse is at most alpha whatever the dependence between rows; stopping earlier (every
-    row decided, or futile) only removes chances to be wrong. When alpha / rows is too small for the simulation
-    to resolve, every look gets alpha / r / looks: Bonferroni over the looks.
+    O'Brien-Fleming-shaped: at look k the z-scale threshold is C * sqrt(max_seeds / n_k). So early looks are
+    strict, and most of alpha is left for the last one. For each r, C is calibrated by simulation (fixed seed).
+    A single null row's paired t-test then crosses at some look with probability alpha / r, less two
+    Monte-Carlo standard errors (conservative).
+
+    Holm's step-down over these thresholds, with verdicts that stand, is a closed test of weighted-Bonferroni
+    group-sequential tests (Maurer & Bretz 2013). So the chance of any wrong better/worse is at most alpha,
+    whatever the dependence between rows. Stopping earlier (every row decided, or futile) only removes chances
+    to be wrong. When alpha / rows is too small for the simulation to resolve, every look gets
+    alpha / r / looks: Bonferroni over the looks.
     """
     looks = tuple(range(min_seeds, max_seeds + 1))
     rows = max(1, rows)
@@ -626,20 +640,22 @@ def boundary(alpha: float, rows: int, min_seeds: int, max_seeds: int) -> Boundar
 
 
 def step_down(p, done, levels) -> np.ndarray:
-    """Holm's step-down at one look, along the last axis: a row not yet rejected whose p is below levels[r - 1]
-    is rejected, r being the rows with a test not rejected yet, and again until none is. done: the rows
-    rejected at earlier looks (their verdicts stand). NaN p: no test, not counted. Returns the rejected mask."""
+    """Holm's step-down at one look, along the last axis. Returns the rejected mask. r is the number of rows
+    with a test not rejected yet. A row not yet rejected whose p is below levels[r - 1] is rejected, again until
+    none is. done: the rows rejected at earlier looks, whose verdicts stand. NaN p: no test, not counted."""
     p = np.asarray(p, dtype=float)
     return joint_step_down(p, np.full(p.shape, np.nan), done, np.zeros(p.shape, bool), levels)[0]
 
 
 def joint_step_down(p, p_same, done, same_done, levels):
-    """Holm-Shaffer's step-down at one look over both kinds of test (the t-tests p and, with --margin, the
-    equivalence tests p_same; all NaN without), along the last axis: r is the number of rows with a test not
-    rejected yet (a row's two nulls cannot both be true), and an open test with p below levels[r - 1] is
-    rejected, again until none is. done, same_done: the tests rejected at earlier looks (their verdicts stand).
-    Returns the two rejected masks and, for each test, the r it was held to at this look (the one at which it was
-    rejected, else the last), so that its p can be read on alpha's scale."""
+    """Holm-Shaffer's step-down at one look over both kinds of test, along the last axis. p holds the t-tests.
+    p_same holds the equivalence tests with --margin, and is all NaN without.
+
+    r is the number of rows with a test not rejected yet, since a row's two nulls cannot both be true. An open
+    test with p below levels[r - 1] is rejected, again until none is. done, same_done: the tests rejected at
+    earlier looks, whose verdicts stand. Returns the two rejected masks, and for each test the r it was held to
+    at this look. That is the r at which it was rejected, else the last. So its p can be read on alpha's
+    scale."""
     p, p_same = np.asarray(p, dtype=float), np.asarray(p_same, dtype=float)
     done, same_done = np.array(done, dtype=bool), np.array(same_done, dtype=bool)
     levels = np.asarray(levels, dtype=float)
@@ -661,8 +677,8 @@ def joint_step_down(p, p_same, done, same_done, levels):
 
 def conditional_power(delta, sd, n, final: int, level, margin=None):
     """The chance that a row still undecided after n pairs is decided at `final` pairs, if it goes on as it
-    went (the true difference equal to today's mean, the sd known): by the t-test at `level` (normal
-    approximation), or with a margin by the equivalence test as well. Elementwise."""
+    went. That is, the true difference is today's mean, and the sd is known. Decided by the t-test at `level`
+    (normal approximation), or with a margin by the equivalence test as well. Elementwise."""
     delta, sd, n, level = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (delta, sd, n, level)))
     distinct, where = np.unique(level, return_inverse=True)  # a few levels: one t quantile each
     crit = np.array([t_ppf(1.0 - q / 2.0, final - 1) if q > 0 else math.inf for q in distinct])[where]
@@ -684,7 +700,7 @@ CODES = np.array([INCONCLUSIVE, BETTER, WORSE, SAME], dtype=object)
 
 @dataclass(frozen=True)
 class Looks:
-    """What --seeds auto decided, look by look (arrays over tables, then looks or rows)."""
+    """What --seeds auto decided, look by look: arrays over tables, then looks or rows."""
 
     verdict: np.ndarray  # (..., rows): each row's verdict where the rule stopped
     look: np.ndarray  # (..., rows): the look (index) at which it was decided; -1 for none
@@ -698,13 +714,17 @@ class Looks:
 
 
 def sequential(delta, sd, pairs, p, p_same, bound: Boundary, margin=None, stop_at=None) -> Looks:
-    """The --seeds auto rule over a run of looks (axis -2, the first looks of bound) for each row (axis -1):
-    at each look, Holm's step-down of the t-tests and, with a margin, of the equivalence tests too, in one
-    step-down with Shaffer's restriction (joint_step_down), against the boundary; a row's first crossing is its verdict and stands (better/worse before same at the same look).
-    The rule stops at the first look where every row is decided or futile (its conditional power at the last
-    look below FUTILITY; a row without a test is futile), or at the last look, or at stop_at if given; what
-    crosses after the stop is not a verdict. Given fewer looks than the boundary's (an ablation still running),
-    the rule may not have stopped yet: stop is then -1 and every look given counts."""
+    """The --seeds auto rule over a run of looks (axis -2, the first looks of bound) for each row (axis -1).
+
+    At each look, joint_step_down steps down the t-tests against the boundary. With a margin it takes the
+    equivalence tests too. A row's first crossing is its verdict, and stands. At the same look, better/worse
+    comes before same.
+
+    The rule stops at the first look where every row is decided or futile, else at the last look. A row is
+    futile when its conditional power at the last look is below FUTILITY, or when it has no test. Given
+    stop_at, the rule stops there instead. What crosses after the stop is not a verdict. Given fewer looks than the
+    boundary's (an ablation still running), the rule may not have stopped yet. stop is then -1, and every look
+    given counts."""
     delta, sd, pairs, p, p_same = (np.asarray(v, dtype=float) for v in (delta, sd, pairs, p, p_same))
     shape, looks = delta.shape, delta.shape[-2]
     rows_done = np.zeros(shape[:-2] + shape[-1:], dtype=bool)

@@ -1,11 +1,14 @@
 """From a Design and its runs to what the table says: summary rows, verdicts, footnotes.
 
-summarize(design, runs) is the whole verdict: the means over seeds, each row's paired test against its
-reference, the rule across the component rows (the placebo alone; docs/statistics.md), the verdict, and what
-an inconclusive row would need; with --seeds auto the verdicts of the recorded looks, replayed. runs is a frame with one row per run:
-row, seed, val_loss, diverged and error are what every table reads (train_loss, secs, epochs and the others a
-training run has are read where present). Nothing here knows how the runs were trained: an ablation and judge
-hand their Design and runs to the same functions, so `report` and `judge` share one verdict.
+summarize(design, runs) is the whole verdict. It takes the means over seeds and each row's paired test
+against its reference. It applies the rule across the component rows (docs/statistics.md), the placebo alone.
+It gives the verdict, and what an inconclusive row would need. With --seeds auto it replays the verdicts of
+the recorded looks.
+
+runs is a frame with one row per run. Every table reads row, seed, val_loss, diverged and error. train_loss,
+secs, epochs and a training run's other columns are read where present. Nothing here knows how the runs were
+trained. An ablation and judge hand their Design and runs to the same functions, so `report` and `judge`
+share one verdict.
 """
 
 from __future__ import annotations
@@ -51,17 +54,17 @@ MEMORISED_GAP = 0.5  # nats: val - train beyond this means the training split wa
 
 
 def failed(runs: pd.DataFrame) -> pd.Series:
-    """Which runs diverged or failed: the table leaves them out of its means and the plot out of its curves."""
+    """Which runs diverged or failed. The table leaves them out of its means, and the plot out of its curves."""
     return runs["diverged"].astype(bool) | (runs["error"] != "") | ~np.isfinite(runs["val_loss"].astype(float))
 
 
 def unstable(runs: pd.DataFrame) -> pd.Series:
-    """Which runs did not train stably (what the `stable` column of a grid's table counts): failed, or a spike."""
+    """Which runs did not train stably: failed, or a spike. The `stable` column of a grid's table counts them."""
     return failed(runs) | (runs["spikes"] > 0)
 
 
 def _column(runs: list, name: str) -> list[float]:
-    """A column of these runs' (pandas rows), NaN where the runs have none (judge's have no training columns)."""
+    """A column of these runs (pandas rows), NaN where the runs have none. judge's have no training columns."""
     return [r[name] if name in r else math.nan for r in runs]
 
 
@@ -69,7 +72,7 @@ def _column(runs: list, name: str) -> list[float]:
 # Several learning rates: each table row at its own best one
 # ---------------------------------------------------------------------------
 def at_lr_index(lrs, at_lr: float | None) -> int | None:
-    """The index of --at-lr among a design's learning rates (None without --at-lr); anything else is refused."""
+    """The index of --at-lr among a design's learning rates, None without --at-lr. Anything else is refused."""
     if at_lr is None:
         return None
     if not lrs:
@@ -83,15 +86,15 @@ def at_lr_index(lrs, at_lr: float | None) -> int | None:
 
 
 def lr_view(design: Design, runs: pd.DataFrame, at_lr: float | None = None) -> tuple[Design, pd.DataFrame]:
-    """A design over a learning-rate grid as the table reads it: each row at its best learning rate (or at
-    --at-lr), its runs' losses those of the test half of the evaluation windows. Without a grid, the design as
-    it is.
+    """A design over a learning-rate grid as the table reads it. Each row is at its best learning rate, or at
+    --at-lr. Its runs' losses are those of the test half of the evaluation windows. Without a grid, the design
+    as it is.
 
-    The best learning rate of a row is the one with the fewest runs that diverged or failed, then the lowest
-    mean val loss on the tuning half. Choosing on the tuning half and reporting on the test half removes the
-    optimism that the evaluation tokens' own noise gives the lowest of several losses. It does not remove the
-    optimism of seed noise: both halves measure the same trained models, so a row whose learning rates nearly
-    tie still gets the luckiest of them on both halves; more seeds shrink that, the split does not.
+    A row's best learning rate has the fewest runs that diverged or failed, then the lowest mean val loss on
+    the tuning half. Choosing on the tuning half and reporting on the test half removes one optimism: that of
+    the evaluation tokens' own noise, which flatters the lowest of several losses. It does not remove the
+    optimism of seed noise. Both halves measure the same trained models. So a row whose learning rates nearly
+    tie still gets the luckiest of them on both halves. More seeds shrink that; the split does not.
     """
     at = at_lr_index(design.lrs, at_lr)
     if not design.lrs:
@@ -129,8 +132,8 @@ def lr_view(design: Design, runs: pd.DataFrame, at_lr: float | None = None) -> t
 # The summary: one SummaryRow per table row
 # ---------------------------------------------------------------------------
 def summarize(design: Design, runs: pd.DataFrame) -> list[SummaryRow]:
-    """One SummaryRow per table row: means over seeds, each row's paired test, the verdict rule (stats.adjust) and
-    what an inconclusive row would need; with --seeds auto, the recorded looks replayed."""
+    """One SummaryRow per table row: means over seeds, each row's paired test, the verdict rule (stats.adjust),
+    and what an inconclusive row would need. With --seeds auto, the recorded looks replayed."""
     rows = _paired_rows(design, runs)
     _judge(design, runs, rows)
     return rows
@@ -222,17 +225,15 @@ def _judge(design: Design, runs: pd.DataFrame, rows: list[SummaryRow]) -> None:
 
 def rule_name(design: Design) -> str:
     """The rule a table's component rows are judged by: HOMMEL (fixed seeds), SHAFFER (fixed, --margin) or
-    SEQUENTIAL (--seeds auto: Holm's step-down, Holm-Shaffer's with --margin, against the boundary)."""
+    SEQUENTIAL. SEQUENTIAL is --seeds auto's: Holm's step-down against the boundary, Holm-Shaffer's with --margin."""
     if design.sequential:
         return SEQUENTIAL
     return SHAFFER if design.margin else HOMMEL
 
 
 def need(row: SummaryRow, margin: float | None, level: float) -> float:
-    """The pairs that give 80% power at --margin (at the 80% upper confidence bound of the sd, as for mde), or
-    without a margin those that detect the row's effect with 80% power, planned on the 80% lower confidence bound
-    of its standardised effect given that it was inconclusive (stats.need_pairs); blank for a row whose |t| is no
-    larger than one null row in ten shows."""
+    """The pairs an inconclusive row would need. With --margin, those that give 80% power at the margin, at the
+    sd's upper bound as honest_mde takes it. Without, stats.need_pairs: blank where it gives none."""
     n, sd, delta = row.pairs, row.sd, row.delta_val
     if n < 2 or not sd > 0:
         return math.nan
@@ -245,10 +246,11 @@ def need(row: SummaryRow, margin: float | None, level: float) -> float:
 # --seeds auto: the looks, replayed from the runs
 # ---------------------------------------------------------------------------
 def sequential_verdicts(design: Design, runs: pd.DataFrame, seeds: list[int] | None = None) -> dict:
-    """--seeds auto replayed from the runs: the looks at `seeds` pairs (by default those the design records),
-    each on the first seeds of the design as the ablation saw them (over a grid, each row at its best learning
-    rate on those seeds). Returns the verdicts that stand ({row: verdict}), the seeds at which each was reached,
-    one entry per look (seeds, decided, rows, futile) and the index of the look at which the rule stops."""
+    """--seeds auto replayed from the runs. The looks are at `seeds` pairs, by default those the design records.
+    Each look is on the design's first seeds, as the ablation saw them. Over a grid, each row is at its best
+    learning rate on those seeds. Returns the verdicts that stand ({row: verdict}), and the seeds at which each
+    was reached. Then one entry per look (seeds, decided, rows, futile), and the index of the look at which the
+    rule stops."""
     sweep = design.sweep
     raw, raw_runs, at = (sweep.design, sweep.all, sweep.at) if sweep else (design, runs, None)
     seeds = [look["seeds"] for look in (design.looks or {}).get("looks", [])] if seeds is None else seeds
@@ -292,16 +294,16 @@ def sequential_verdicts(design: Design, runs: pd.DataFrame, seeds: list[int] | N
 
 
 def take_look(design: Design, runs: pd.DataFrame, seeds: int) -> tuple[dict, bool]:
-    """The look of --seeds auto after the round that completes `seeds` pairs, computed as the table computes
-    it (every earlier look replayed): its record, and whether the ablation stops there."""
+    """The look of --seeds auto after the round that completes `seeds` pairs: its record, and whether the
+    ablation stops there. Computed as the table computes it, every earlier look replayed."""
     recorded = [look["seeds"] for look in design.looks["looks"]]
     replay = sequential_verdicts(design, runs, [*recorded, seeds])
     return replay["looks"][-1], 0 <= replay["stop"] <= len(recorded)
 
 
 def looks_problem(design: Design, runs: pd.DataFrame) -> str | None:
-    """Why the recorded boundary and looks of a --seeds auto design are not those its settings and runs give
-    (edited by hand, or written by a version with another rule), naming the key; None when they are."""
+    """Why the recorded boundary and looks of a --seeds auto design are not those its settings and runs give,
+    naming the key. They may be edited by hand, or written by a version with another rule. None when they are."""
     if not design.looks:
         return None
     return _boundary_problem(design) or _replay_problem(design, runs)
@@ -344,8 +346,8 @@ def _replay_problem(design: Design, runs: pd.DataFrame) -> str | None:
 # Footnotes: what a careful reader needs
 # ---------------------------------------------------------------------------
 def no_tested_rows(design: Design) -> str:
-    """The verdict footnote of a table with no component row compared with a reference (one row; or one row and
-    its placebo, as in a power folder)."""
+    """The verdict footnote of a table with no component row compared with a reference. It has one row, or one
+    row and its placebo, as in a power folder."""
     at = f"at {design.alpha:g}" if not design.sequential else "against --seeds auto's one-row boundary"
     also = (
         f"; the placebo row (the first row again with another weight init) is a diagnostic, tested alone {at}"
@@ -394,7 +396,7 @@ def verdict_rule(design: Design) -> str:
 
 
 def _rule_test(design: Design, rule: str) -> tuple[str, str]:
-    """The verdict footnote's test (which tests, adjusted how) and when a row is decided, for each rule."""
+    """For each rule, the verdict footnote's test (which tests, adjusted how) and when a row is decided."""
     alpha, margin, tested = design.alpha, design.margin, design.tested_rows
     rows = f"the {tested} component rows" if tested > 1 else "the 1 component row"
     own = "" if tested > 1 else ": over one row, its own p"
@@ -424,7 +426,7 @@ def _rule_test(design: Design, rule: str) -> tuple[str, str]:
 
 
 def _sequential_scale(design: Design) -> str:
-    """What a --seeds auto table's p_adj is, and the boundary's fallback when alpha is too small to simulate."""
+    """What a --seeds auto table's p_adj is. And the boundary's fallback when alpha is too small to simulate."""
     alpha, bound = design.alpha, design.family_boundary()
     scale = (
         f"; p_adj is the row's p on alpha's scale: its p over the threshold it was held to, times {alpha:g}, at its "
@@ -440,7 +442,7 @@ def _sequential_scale(design: Design) -> str:
 
 def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], verdicts: bool = True) -> list[str]:
     """The warnings a careful reader needs: one seed, parameter mismatch, memorisation, diverged or missing runs.
-    verdicts=False: a table shown without its verdicts (power's), whose own sentences say what the placebo did."""
+    verdicts=False: a table shown without its verdicts (power's). Its own sentences say what the placebo did."""
     seeds = design.seeds_planned()
     notes = _seed_notes(design, summary, seeds) + _mismatch_notes(design, summary) + _memorisation_notes(runs, summary)
     if verdicts:
@@ -459,10 +461,10 @@ def footnotes(design: Design, runs: pd.DataFrame, summary: list[SummaryRow], ver
 
 
 def _rerun_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
-    """What to do with a component row's need (the placebo is a diagnostic, not decided): train on that many
-    fresh seeds and read that table alone. The same seeds again and more (--seeds N) are a second look at runs
-    chosen because they looked promising: a table with no real effect then ends wrong in 6% of simulations at the
-    default alpha (tests/verdict/test_need_rerun.py), fresh seeds in at most alpha."""
+    """What to do with a component row's need: train on that many fresh seeds, and read that table alone. The
+    placebo is a diagnostic, not decided. The same seeds again and more (--seeds N) are a second look at runs
+    chosen because they looked promising. A table with no real effect then ends wrong in 6% of simulations at
+    the default alpha (tests/verdict/test_need_rerun.py). Fresh seeds end wrong in at most alpha."""
     needs = [r.seeds_needed for r in summary if not r.placebo and r.seeds_needed > 0]  # NaN > 0 is False
     if not needs:
         return []
@@ -481,7 +483,7 @@ def _rerun_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
 
 
 def _seed_notes(design: Design, summary: list[SummaryRow], seeds: int) -> list[str]:
-    """One seed (no verdict is possible), or few in a big table (what they can see)."""
+    """One seed, where no verdict is possible. Or few in a big table, and what they can see."""
     notes = []
     if seeds == 1:
         notes.append(
@@ -493,9 +495,9 @@ def _seed_notes(design: Design, summary: list[SummaryRow], seeds: int) -> list[s
 
 
 def _mismatch_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
-    """Rows whose parameters differ from the first row's by more than PARAM_MISMATCH; where the design knows
-    each row's non-embedding parameters (a folder's meta.json does), whether the gap is in the body, which
-    --match-params closes, or in the embeddings alone (the position table RoPE drops), which it need not."""
+    """Rows whose parameters differ from the first row's by more than PARAM_MISMATCH. The design may know each
+    row's non-embedding parameters, as a folder's meta.json does. Then the note says where the gap is. A gap in
+    the body, --match-params closes. A gap in the embeddings alone (the position table RoPE drops), it need not."""
     notes, base = [], summary[0]
     body = [r.body_params for r in design.rows] if len(design.rows) == len(summary) else [math.nan] * len(summary)
     for i, row in enumerate(summary[1:], 1):
@@ -557,7 +559,7 @@ def _placebo_notes(design: Design, summary: list[SummaryRow]) -> list[str]:
 
 
 def failure_notes(runs: pd.DataFrame) -> list[str]:
-    """Each run that diverged or failed, with why: the means leave it out."""
+    """Each run that diverged or failed, with why. The means leave it out."""
     ordered = runs.sort_values(["row", "seed"])
     notes = []
     for _, r in ordered[failed(ordered)].iterrows():
@@ -582,8 +584,8 @@ FEW_SEEDS, FEW_SEEDS_ROWS = 5, 5  # below this many seeds, with at least this ma
 
 
 def few_seeds_note(design: Design, summary: list[SummaryRow], seeds: int) -> str | None:
-    """Below 5 seeds in a table of 5 or more component rows: the effect a row needs to be found, in paired sds
-    and in nats at the rows' observed sds, and what 5 seeds would need."""
+    """Below 5 seeds in a table of 5 or more component rows: the effect a row needs to be found. In paired sds,
+    and in nats at the rows' observed sds. And what 5 seeds would need."""
     tested = design.tested_rows
     if not 2 <= seeds < FEW_SEEDS or tested < FEW_SEEDS_ROWS or design.sequential:
         return None
@@ -622,8 +624,8 @@ def sequential_note(design: Design, runs: pd.DataFrame, summary: list[SummaryRow
 
 
 def sweep_notes(sweep: Sweep) -> list[str]:
-    """What a table over several learning rates must say: how each row's learning rate was chosen, what
-    stable counts, and the runs that diverged at the learning rates not shown."""
+    """What a table over several learning rates must say. How each row's learning rate was chosen, and what
+    stable counts. And the runs that diverged at the learning rates not shown."""
     lrs = ", ".join(f"{x:g}" for x in sweep.lrs)
     if sweep.at is None:
         how = (

@@ -2,8 +2,8 @@
 
 The paired rule (stats.paired) needs each seed in both variants. Published runs rarely pair: 13 baseline runs
 against 14 new ones, with independent seeds. Welch's test assumes neither equal counts nor equal sds
-(Satterthwaite's degrees of freedom). A threshold claim ("the mean is below 3.28 at p < 0.01", the NanoGPT
-speedrun's rule) is a one-sided one-sample t-test. Both are simulated in tests/verdict/test_judge_logs.py.
+(Satterthwaite's degrees of freedom). A threshold claim is a one-sided one-sample t-test. The NanoGPT
+speedrun's rule is one: "the mean is below 3.28 at p < 0.01". tests/verdict/test_judge_logs.py simulates both.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _moments(x) -> tuple[int, float, float]:
 
 
 def welch_arrays(mean, var, n, mean_ref, var_ref, n_ref):
-    """Welch's Δ, standard error, Satterthwaite df and two-sided p, elementwise: the rule the table uses, in the
+    """Welch's Δ, standard error, Satterthwaite df and two-sided p, elementwise. The rule the table uses, in the
     form the simulation tests run on many tables at once."""
     va, vb = np.asarray(var, float) / n, np.asarray(var_ref, float) / n_ref
     delta, se = np.asarray(mean, float) - mean_ref, np.sqrt(va + vb)
@@ -77,8 +77,8 @@ def welch(row, reference, confidence: float = 0.95) -> Welch:
 
 
 def _power_t(shift: float, df: float, level: float, sides: int = 2) -> float:
-    """P(reject) of a t-test with df degrees of freedom when the true mean difference is `shift` standard errors:
-    the noncentral t, integrated over the chi-distributed denominator as stats.power does."""
+    """P(reject) of a t-test with df degrees of freedom, when the true mean difference is `shift` standard
+    errors. The noncentral t, integrated over the chi-distributed denominator as stats.power does."""
     if not (df > 0 and math.isfinite(shift)):
         return math.nan
     s, w = _chi_grid(float(df))
@@ -93,7 +93,7 @@ def _welch_df(sd: float, n: int, sd_ref: float, n_ref: int) -> tuple[float, floa
 
 
 def welch_mde(sd: float, n: int, sd_ref: float, n_ref: int, level: float, target: float = POWER) -> float:
-    """The smallest |mean difference| these runs detect with probability `target` at their observed sds."""
+    """The smallest |mean difference| these runs detect with probability `target`, at their observed sds."""
     if n < 2 or n_ref < 2 or not (sd > 0 or sd_ref > 0):
         return math.nan
     se, df = _welch_df(sd, n, sd_ref, n_ref)
@@ -107,8 +107,8 @@ def welch_mde(sd: float, n: int, sd_ref: float, n_ref: int, level: float, target
 
 
 def welch_need(delta: float, sd: float, sd_ref: float, level: float, target: float = POWER) -> float:
-    """Runs per variant (as many of each) that detect `delta` with probability `target` at these sds; inf past
-    MAX_PAIRS, NaN when unknown. Like stats.need_pairs it answers for the effect as observed: an honest plan
+    """Runs per variant, as many of each, that detect `delta` with probability `target` at these sds. inf past
+    MAX_PAIRS, NaN when unknown. Like stats.need_pairs, it answers for the effect as observed. An honest plan
     takes it as a guess, not a promise."""
     if not (abs(delta) > 0 and (sd > 0 or sd_ref > 0)) or math.isnan(delta):
         return math.nan
@@ -140,7 +140,7 @@ class Threshold:
 
 
 def threshold(x, target: float, level: float, higher_is_better: bool = False) -> Threshold:
-    """The one-sample one-sided t-test of the claim mean < target (mean > target when higher is better)."""
+    """The one-sample one-sided t-test of the claim mean < target; mean > target when higher is better."""
     n, m, s = _moments(x)
     if n < 2:
         return Threshold(n, m, s, math.nan, math.nan, math.nan)
@@ -154,7 +154,7 @@ def threshold(x, target: float, level: float, higher_is_better: bool = False) ->
 
 
 def _runs_needed(gap: float, sd: float, level: float) -> float:
-    """The fewest runs n with gap sqrt(n) / sd past the one-sided critical t at n - 1 degrees of freedom."""
+    """The fewest runs n with gap sqrt(n) / sd past the one-sided critical t, at n - 1 degrees of freedom."""
     if not gap > 0:
         return math.inf
     n = 2
@@ -178,7 +178,7 @@ def claims(p_adj, level: float) -> list[str]:
 
 
 def adjusted(p_values) -> list[float]:
-    """Hommel across the table's rows (NaN rows, with no test, left out), as the paired table adjusts."""
+    """Hommel across the table's rows, as the paired table adjusts. NaN rows, with no test, are left out."""
     return list(hommel([float(p) for p in p_values])) if len(p_values) else []
 
 
@@ -186,8 +186,8 @@ def adjusted(p_values) -> list[float]:
 # The table: each variant against its reference by Welch's t, and each against a threshold
 # ---------------------------------------------------------------------------
 def default_references(variants: list[str], steps: dict[str, float], reference: str | None) -> dict:
-    """Each variant's reference: `reference` for all; else the baseline (a variant whose name holds
-    'baseline'; of several, the one trained longest, the record's schedule); else the first variant."""
+    """Each variant's reference: `reference` for all, else the baseline, else the first variant. The baseline is
+    a variant whose name holds 'baseline'. Of several, it is the one trained longest, the record's schedule."""
     if reference is not None:
         if reference not in variants:
             raise UserError(f"--reference {reference!r} is not a variant; the variants are {', '.join(variants)}.")
@@ -199,9 +199,8 @@ def default_references(variants: list[str], steps: dict[str, float], reference: 
 
 
 def need_runs(w: Welch, sd: float, sd_ref: float, level: float) -> float:
-    """Runs per variant that decide an inconclusive row 80% of the time, planned on the 80% lower confidence bound
-    of its effect given that it missed (stats.effect_bound), shown where the 90% bound is above zero, as the
-    paired table's need is."""
+    """Runs per variant that decide an inconclusive row 80% of the time. Planned on its effect's lower bound
+    (stats.effect_bound), and shown, as stats.need_pairs does for the paired table."""
     if not (w.se > 0 and math.isfinite(w.df)):
         return math.nan
     t, crit = w.delta / w.se, t_ppf(1.0 - level / 2.0, w.df)
@@ -221,8 +220,8 @@ def table(
     higher_is_better: bool = False,
     order: list[str] | None = None,
 ) -> tuple[list[dict], list[str]]:
-    """The rows (one per variant) and footnotes for runs that do not pair: frame has columns variant and metric
-    (and optionally steps)."""
+    """The rows, one per variant, and footnotes for runs that do not pair. frame has columns variant and metric,
+    and optionally steps."""
     if threshold_at is not None and not (_is_number(threshold_at) and math.isfinite(threshold_at)):
         raise UserError(f"--threshold must be a finite number, got {threshold_at!r}.")
     variants = list(order) if order else list(dict.fromkeys(frame["variant"]))
@@ -292,9 +291,9 @@ def _threshold(rows, values, target: float, alpha: float, higher_is_better: bool
 
 
 def exchange_rate(steps: np.ndarray, losses: np.ndarray, groups: np.ndarray):
-    """The slope of mean loss over steps across groups of runs (one step count each), weighted by each mean's
-    variance, with a 95% t-interval: (slope, low, high, points), or None with fewer than two step counts. With two
-    points the slope is their difference over the steps between them, and its CI is Welch's."""
+    """The slope of mean loss over steps across groups of runs, one step count each, with a 95% t-interval.
+    Weighted by each mean's variance. (slope, low, high, points), or None with fewer than two step counts. With
+    two points the slope is their difference over the steps between them, and its CI is Welch's."""
     keys = list(dict.fromkeys(groups))
     x = np.array([steps[groups == g].mean() for g in keys])
     m = np.array([losses[groups == g].mean() for g in keys])
@@ -321,7 +320,7 @@ def exchange_rate(steps: np.ndarray, losses: np.ndarray, groups: np.ndarray):
 
 
 def judge_table_file(path, s, threshold_at: float | None) -> tuple[str, list[dict], list[str]]:
-    """judge FILE without a seed column (or with --threshold): the unpaired table of its variant and metric columns."""
+    """judge FILE without a seed column, or with --threshold: the unpaired table of its variant and metric columns."""
     from .reading import read_file
 
     return _judge_source(read_file(path), s, threshold_at)
@@ -335,8 +334,8 @@ def judge_frame(df, s, threshold_at: float | None) -> tuple[str, list[dict], lis
 
 
 def _judge_source(source, s, threshold_at: float | None) -> tuple[str, list[dict], list[str]]:
-    """The unpaired table of a source's variant and metric columns. With seeds, only the threshold claims are tested
-    here: the paired table is judge FILE's own."""
+    """The unpaired table of a source's variant and metric columns. With seeds, only the threshold claims are
+    tested here; the paired table is judge FILE's own."""
     variant_col, metric = source.real(s.variant_col), source.real(s.metric)
     for col, flag in ((variant_col, "--variant-col"), (metric, "--metric")):
         if col not in source.columns:
