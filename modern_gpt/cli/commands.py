@@ -74,7 +74,7 @@ def _terminate(signum, frame) -> None:
     """SIGTERM and SIGHUP stop a run the way Ctrl-C does: finished work is kept."""
     if frame is not None and frame.f_code.co_name == "cb" and frame.f_code.co_filename.startswith("<frozen"):
         # importlib's module-lock weakref callback: Python ignores (and prints) an exception raised there, and the
-        # signal would be lost. Send it again once the callback has returned.
+        # signal would be lost. Send it again once the callback has returned. TODO: other frames that swallow it.
         threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
         return
     raise KeyboardInterrupt

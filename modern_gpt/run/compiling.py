@@ -34,7 +34,7 @@ class Measured:
 # (73.7-81.4 ms a step); gains classic 7% and 2%, all six 16% and 18%; compile 20.4-31.7 s cold, 1.7-2.2 s warm
 # (docs/measurements.md). Here their means. Shakespeare's 24 runs of 600 steps: off.
 CPU = Measured(gflops=66.0, gain_classic=0.045, gain_modern=0.17, cold_s=24.0, warm_s=1.9)
-# Assumed, NOT measured (no GPU was at hand): bench/bench_compile.py on a GPU should replace them.
+# TODO: measure on a GPU with bench/bench_compile.py. Assumed, NOT measured: no GPU was at hand.
 CUDA = Measured(gflops=20_000.0, gain_classic=0.2, gain_modern=0.4, cold_s=40.0, warm_s=10.0)
 GAINERS = ("rmsnorm", "rope", "swiglu", "qk_norm")  # the components whose elementwise work compile fuses
 STEP_OVERHEAD_S = 0.005  # an eager step's seconds beyond its FLOPs (smoke: about 8 ms a step, 3 of them FLOPs)

@@ -15,7 +15,7 @@ from multiprocessing.connection import wait as wait_ready
 from ...core.config import AUTO, ExecutionOptions
 from . import Executor, RemoteTraceback, _throttled, portable, spent
 
-RUNS_PER_GPU = 1  # --jobs auto on CUDA: runs at once on one GPU; 1 until bench/bench_gpu.py (b) measures more
+RUNS_PER_GPU = 1  # --jobs auto on CUDA: runs at once on one GPU. TODO: measure with bench/bench_gpu.py (b)
 SERVER_PRELOAD = ["modern_gpt.ablation.running"]  # what a job needs: torch, the model, training
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 _serverless = False  # the fork server could not start here (an AF_UNIX path too long): spawn from now on

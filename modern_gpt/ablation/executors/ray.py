@@ -297,7 +297,7 @@ class Ray(Cluster):
         try:
             return self.ray.get(ref)
         except self.ray.exceptions.RayTaskError as e:  # raised by the run itself: the ablation ends, as in-process
-            if self.token and isinstance(e.cause, self.ray.exceptions.OwnerDiedError):  # its corpus unreachable
+            if self.token and isinstance(e.cause, self.ray.exceptions.OwnerDiedError):  # TODO: a token only if asked
                 raise UserError(
                     f"the Ray cluster at {self.address} could not fetch the corpus from this driver, which asks for "
                     f"the token from {self.token} while the cluster sends none (it has no token authentication); "
