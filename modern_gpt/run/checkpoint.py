@@ -121,9 +121,10 @@ def _read_weights(folder: Path, settings: Settings, device: str) -> GPT:
         missing_keys, unexpected = load_model(model, str(folder / "model.safetensors"), strict=False, device=device)
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise UserError(f"{folder}/model.safetensors is damaged or truncated ({str(e).splitlines()[0]}).") from None
-    if missing_keys or unexpected:
+    if missing_keys or unexpected:  # safetensors gives lists or sets, by version
+        missing, extra = sorted(missing_keys)[:3], sorted(unexpected)[:3]
         raise UserError(
-            f"{folder}/model.safetensors does not match config.json (missing {missing_keys[:3]}, unexpected {unexpected[:3]})."
+            f"{folder}/model.safetensors does not match config.json (missing {missing}, unexpected {extra})."
         )
     bad = next(
         (k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()), None
