@@ -21,7 +21,19 @@ from pathlib import Path
 from common import ablate_command, machine
 
 ROOT = Path(__file__).resolve().parent.parent
-PERF = shutil.which("perf")
+
+
+def _perf() -> str | None:
+    """perf, where it can count this process's task-clock (a container may refuse it)."""
+    found = shutil.which("perf")
+    ok = (
+        found
+        and subprocess.run([found, "stat", "-x,", "-e", "task-clock", "true"], capture_output=True).returncode == 0
+    )
+    return found if ok else None
+
+
+PERF = _perf()
 
 
 def timed(tree: Path, out: str) -> tuple[float, float]:
@@ -54,7 +66,12 @@ def main() -> None:
             ["git", "archive", args.before, "modern_gpt"], cwd=ROOT, capture_output=True, check=True
         )
         subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
-        arms = {"before": before, "after": ROOT, **{t.split("=", 1)[0]: Path(t.split("=", 1)[1]) for t in args.tree}}
+        arms = {"before": before, "after": ROOT}
+        for tree in args.tree:
+            name, sep, folder = tree.partition("=")
+            if not sep or name in arms or not (Path(folder) / "modern_gpt").is_dir():
+                raise SystemExit(f"--tree {tree}: give NAME=FOLDER, a new name and a folder holding modern_gpt")
+            arms[name] = Path(folder)
         names = list(arms)
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
         for i in range(args.pairs):
@@ -70,7 +87,7 @@ def main() -> None:
         if name != "before":
             paired = [100 * (w / b[0] - 1) for (w, _), b in zip(times[name], base, strict=True)]
             line += f"; paired against before: median {statistics.median(paired):+.1f}%"
-            line += f", median of medians {100 * (statistics.median(walls) / statistics.median(b for b, _ in base) - 1):+.1f}%"
+            line += f", ratio of medians {100 * (statistics.median(walls) / statistics.median(b for b, _ in base) - 1):+.1f}%"
             if PERF:
                 cpu_paired = [100 * (c / b[1] - 1) for (_, c), b in zip(times[name], base, strict=True)]
                 line += f", CPU paired median {statistics.median(cpu_paired):+.1f}%"

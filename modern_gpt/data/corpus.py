@@ -93,7 +93,7 @@ class Corpus:
     # Where train and val lie on disk (TokenSpans): a pickled corpus (a --jobs worker's) carries these in place of
     # the memory maps, and the worker opens the same files by path; no token crosses the pipe.
     spans: tuple | None = field(default=None, repr=False, compare=False)
-    evals: tuple[EvalSet, ...] = ()  # --eval-data's sets: each a TokenSpan, sent by path as the spans are
+    evals: tuple[EvalSet, ...] = ()  # --eval-data's sets: each a TokenSpan, sent by path as the spans are (locally)
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -1,5 +1,5 @@
 """Extra evaluation sets (--eval-data NAME=PATH), read as --data reads. Each is tokenized with the corpus's
-tokenizer and kept as token files in the token cache. Workers get it by path (a TokenSpan), never as arrays.
+tokenizer and kept as token files in the token cache. Local workers get it by path (a TokenSpan).
 
 A set is measured on fixed windows chosen from its length alone (corpus.eval_offsets). So every variant and
 seed sees the same tokens, as on the validation split. Two kinds of set are refused before anything trains.
@@ -34,11 +34,11 @@ FORMAT = 1  # bump when a cached set's tokens change meaning
 @dataclass
 class EvalSet:
     """One extra evaluation set: its tokens, and what bits per byte and the lossy flag need. The tokens are a
-    TokenSpan, which pickles as its file's path."""
+    TokenSpan, which pickles as its file's path (an array in Corpus.in_memory)."""
 
     name: str
     path: str  # as given (absolute after settings.resolve)
-    ids: TokenSpan
+    ids: TokenSpan | np.ndarray
     chars: int  # characters of its text; its tokens when they are ids with no tokenizer file
     lost: int = 0  # characters the tokenizer does not give back (tokenizing.lost_chars)
     sha256: str = ""  # its files' contents

@@ -12,6 +12,7 @@ needed.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from ..core.config import ModelConfig, TrainConfig
 class Measured:
     """What the rule needs of a device. The eager step's speed, the share of it compile saves, its compile time."""
 
-    gflops: float  # achieved GFLOP/s per thread of an eager training step (step_flops / seconds)
+    gflops: float  # achieved GFLOP/s of an eager training step (step_flops / seconds): per thread on a CPU
     gain_classic: float  # 1 - compiled / eager step time, classic GPT-2
     gain_modern: float  # the same with all six components; fusing norms, RoPE, SwiGLU and QK-norm is the gain
     cold_s: float  # seconds to compile one model's step with an empty inductor cache
@@ -64,14 +65,17 @@ def rate(device: str, threads: int) -> float:
     return 1e9 * (CPU.gflops * threads if device == "cpu" else CUDA.gflops)
 
 
-def run_seconds(cfg: ModelConfig, train: TrainConfig, device: str, threads: int) -> float:
-    """A run's estimated seconds (a Slurm task's time limit): its steps and its evaluations' forward passes (the
-    curve's, the final one's and ctx2x's at twice the context) at the measured rate."""
+def run_seconds(cfg: ModelConfig, train: TrainConfig, device: str, threads: int, sets: int = 0) -> float:
+    """A run's estimated seconds (a Slurm task's time limit): its steps and its evaluations' forward passes at the
+    measured rate. The curve's points on both splits; the final pass on val, on train where it has more windows
+    than the curve's, on each of `sets` --eval-data sets (at most as many), and ctx2x's at twice the context."""
     T, r = cfg.context, rate(device, threads)
-    curve = (train.steps // train.eval_every) * train.eval_batches * train.batch_size * 2 * forward_flops(cfg, 1, T)
-    windows = train.eval_tokens / T  # the final pass's; ctx2x's are half as many, twice as long
-    final = windows * forward_flops(cfg, 1, T) + windows / 2 * forward_flops(cfg, 1, 2 * T)
-    return train.steps * (step_flops(cfg, train.batch_size) / r + STEP_OVERHEAD_S) + (curve + final) / r
+    points, curve = math.ceil(train.steps / train.eval_every), train.eval_batches * train.batch_size
+    windows = train.eval_tokens / T  # the final pass's on each split; ctx2x's are half as many, twice as long
+    passes = 1 + sets + (windows > curve)
+    flops = (2 * points * curve + passes * windows) * forward_flops(cfg, 1, T)
+    flops += windows / 2 * forward_flops(cfg, 1, 2 * T)
+    return train.steps * (step_flops(cfg, train.batch_size) / r + STEP_OVERHEAD_S) + flops / r
 
 
 def gain(cfg: ModelConfig, m: Measured) -> float:

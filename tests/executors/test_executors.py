@@ -258,7 +258,7 @@ def test_jobs_auto_starts_no_more_workers_than_pending_runs(tmp_path, monkeypatc
     )
     ablation = running.start(spec, tmp_path / "r", "test")
     ablation.run(Quiet())
-    assert [p.started for p in pools] == [2] and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
+    assert [(p.workers, p.started) for p in pools] == [(2, 2)] and len(pd.read_csv(tmp_path / "r" / "runs.csv")) == 2
     assert local.workers("auto", "cpu", 3) == 3 and local.workers("auto", "cpu", 20) == 8
 
 

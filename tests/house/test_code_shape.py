@@ -185,7 +185,7 @@ BOUNDS = {
 
 def _lines(part: str) -> int:
     path = PACKAGE / part
-    files = sorted(path.glob("*.py")) if path.is_dir() else [path]
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
     return sum(len(f.read_text(encoding="utf-8").splitlines()) for f in files)
 
 

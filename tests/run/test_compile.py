@@ -91,6 +91,31 @@ def test_step_flops_counts_the_head_and_attention():
     assert compiling.step_flops(cfg, 2) == 6 * 2 * 4 * (linears + 10 * 8) + 12 * 2 * 1 * 4 * 4 * 8
 
 
+def test_a_run_s_estimate_counts_every_evaluation_pass_worked_by_hand():
+    """A Slurm task's time limit reads it: 100 steps; 4 curve points (steps 30, 60, 90, 100) of 16 windows on both
+    splits; the final pass on val and on train (64 windows each, more than the curve's 16), ctx2x's 32 windows of
+    twice the context, and one window count per --eval-data set."""
+    cfg = ModelConfig(context=64, dim=64, heads=4, layers=2, vocab_size=256)
+    train = TrainConfig(steps=100, batch_size=8, eval_every=30, eval_batches=2, eval_tokens=64 * 64)
+    r, f = compiling.rate("cpu", 1), compiling.forward_flops
+    steps = 100 * (compiling.step_flops(cfg, 8) / r + compiling.STEP_OVERHEAD_S)
+    evals = (4 * 16 * 2 * f(cfg, 1, 64) + 2 * 64 * f(cfg, 1, 64) + 32 * f(cfg, 1, 128)) / r
+    assert compiling.run_seconds(cfg, train, "cpu", 1) == pytest.approx(steps + evals)
+    with_set = compiling.run_seconds(cfg, train, "cpu", 1, sets=1)
+    assert with_set - compiling.run_seconds(cfg, train, "cpu", 1) == pytest.approx(64 * f(cfg, 1, 64) / r)
+    assert compiling.run_seconds(cfg, train, "cpu", 2) < compiling.run_seconds(cfg, train, "cpu", 1)
+
+
+def test_cuda_s_rate_is_the_device_s_whatever_the_cpu_threads():
+    """compile auto on CUDA: the assumed GPU rate, not multiplied by the driver's CPU threads. A GPT-2 medium of
+    200 steps saves more than its compile costs; at 16 times the rate (the old rule's, on 16 threads) it would not."""
+    cfg = ModelConfig(context=1024, dim=1024, heads=16, layers=24, vocab_size=50257)
+    train = TrainConfig(steps=200, batch_size=32, compile="auto")
+    assert compiling.rate("cuda", 1) == compiling.rate("cuda", 16) == compiling.CUDA.gflops * 1e9
+    assert compiling.decide([cfg], train, "cuda", 1)[0] == compiling.decide([cfg], train, "cuda", 16)[0] == "on"
+    assert compiling.rate("cpu", 2) == 2 * compiling.rate("cpu", 1)
+
+
 def test_bench_limit_counts_with_compiling_s_formula():
     """One count of a model's arithmetic: the bench's limit (checked against FlopCounterMode in
     tests/house/test_bench_limit.py) and --compile auto's rule use the same functions, not two formulas held equal."""

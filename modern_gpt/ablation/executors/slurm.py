@@ -85,7 +85,7 @@ def run_seconds(ablation, device: str, threads: int) -> float:
 
     s, vocab = ablation.spec.settings, ablation.corpus.tokenizer.vocab_size
     models = (replace(variant_config(s.model, v), vocab_size=vocab) for v in ablation.spec.variants)
-    return max(seconds(cfg, s.train, device, threads) for cfg in models)
+    return max(seconds(cfg, s.train, device, threads, len(ablation.corpus.evals)) for cfg in models)
 
 
 def _done_file(folder: Path, row: int, seed: int) -> Path:
@@ -284,7 +284,7 @@ class Slurm(Cluster):
     def run(self, jobs, corpus, on_step, on_record) -> None:
         self.book = self.book or Book(self.folder)
         pending, gone, started = {(j.row, j.seed): j for j in jobs}, {}, time.monotonic()  # gone: tid -> first seen so
-        corpus_file = self.folder / "slurm" / f"corpus-{corpus.key[:16]}.pkl"
+        corpus_file = self.folder / "slurm" / f"corpus-{corpus.key[:16]}-tokens.pkl"  # -tokens: the sets' too
         (self.folder / "slurm" / "done").mkdir(parents=True, exist_ok=True)
         if not corpus_file.exists():
             with atomic_path(corpus_file) as tmp, open(tmp, "wb") as f:
