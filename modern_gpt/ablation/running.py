@@ -13,7 +13,7 @@ import contextlib
 import datetime as dt
 import platform
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -137,39 +137,8 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
 
 
 def _failed_record(job: Job, cfg: ModelConfig, corpus: Corpus, error: str) -> dict:
-    nan = float("nan")
-    record = {f.name: None for f in fields(RunResult)}
-    record.update(
-        seed=job.seed,
-        params=param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"],
-        train_loss=nan,
-        val_loss=nan,
-        val_loss_tune=nan,
-        val_loss_test=nan,
-        val_bpc=nan,
-        lossless=corpus.lossless,
-        val_ppl=nan,
-        best_val_loss=nan,
-        best_step=0,
-        steps_done=0,
-        tokens_seen=0,
-        epochs=0.0,
-        tokens_per_s=0.0,
-        secs=0.0,
-        threads=job.threads,
-        device=job.train.device,
-        diverged=False,
-        spikes=0,
-        error=error,
-        flops=nan,
-        mfu=nan,
-        peak_flops=nan,
-        peak="",  # a string, as RUN_SCHEMA reads it: None made the failed run's file foreign to its own folder
-        curve=[],
-        metrics={},  # runs.csv gives its further columns NaN
-        metric_notes={},
-    )
-    return record
+    params = param_counts(replace(cfg, vocab_size=corpus.tokenizer.vocab_size))["total"]
+    return RunResult.failed(job.seed, params, job.threads, job.train.device, corpus.lossless, error).to_dict()
 
 
 def default_folder(plan: str) -> Path:

@@ -103,6 +103,15 @@ class RunResult:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def failed(cls, seed: int, params: int, threads: int, device: str, lossless: bool, error: str) -> RunResult:
+        """A run that never finished training (its worker died, its plugin raised): NaN losses, no steps, the
+        fault in error; val_tokens and timing unknown (None)."""
+        losses = ("train_loss", "val_loss", "val_loss_tune", "val_loss_test", "val_bpc", "val_ppl", "best_val_loss")
+        return cls(seed, params, val_tokens=None, best_step=0, steps_done=0, tokens_seen=0, epochs=0.0,
+                   tokens_per_s=0.0, secs=0.0, threads=threads, device=device, lossless=lossless, error=error,
+                   timing=None, **dict.fromkeys(losses, math.nan))  # fmt: skip
+
 
 def stream_seed(seed: int, stream: str) -> int:
     """An independent seed for one random stream of a run."""
