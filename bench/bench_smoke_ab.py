@@ -45,12 +45,10 @@ def timed(tree: Path, out: str) -> tuple[float, float]:
     wall = time.perf_counter() - t
     if done.returncode != 0:
         raise SystemExit(f"the smoke in {tree} failed:\n{done.stderr[-2000:]}")
-    lines = [line for line in done.stderr.splitlines() if ",task-clock" in line]
-    try:
-        cpu = float(lines[-1].split(",")[0]) / 1000  # task-clock is in milliseconds
-    except (IndexError, ValueError):  # perf refused (a container without perf events)
-        cpu = float("nan")
-    return wall, cpu
+    if not PERF:
+        return wall, float("nan")
+    counted = [line for line in done.stderr.splitlines() if ",task-clock" in line]
+    return wall, float(counted[-1].split(",")[0]) / 1000  # task-clock is in milliseconds
 
 
 def main() -> None:
@@ -79,18 +77,21 @@ def main() -> None:
                 times[name].append(timed(arms[name], os.path.join(tmp, f"{name}-{i}")))
             said = ", ".join(f"{n} {times[n][-1][0]:.2f} s" for n in names)
             print(f"round {i + 1}: {said}", flush=True)
-    base = times["before"]
+
+    def median(name: str, k: int) -> float:  # k: 0 the wall seconds, 1 the CPU seconds
+        return statistics.median(t[k] for t in times[name])
+
+    def paired(name: str, k: int) -> float:  # the median change against before, round by round, in %
+        return statistics.median(100 * (t[k] / b[k] - 1) for t, b in zip(times[name], times["before"], strict=True))
+
     for name in names:
-        walls, cpus = [w for w, _ in times[name]], [c for _, c in times[name]]
-        line = f"{name}: median {statistics.median(walls):.2f} s ({min(walls):.2f}-{max(walls):.2f})"
-        line += f", CPU {statistics.median(cpus):.2f} s" if PERF else ""
+        walls = [w for w, _ in times[name]]
+        line = f"{name}: median {median(name, 0):.2f} s ({min(walls):.2f}-{max(walls):.2f})"
+        line += f", CPU {median(name, 1):.2f} s" if PERF else ""
         if name != "before":
-            paired = [100 * (w / b[0] - 1) for (w, _), b in zip(times[name], base, strict=True)]
-            line += f"; paired against before: median {statistics.median(paired):+.1f}%"
-            line += f", ratio of medians {100 * (statistics.median(walls) / statistics.median(b for b, _ in base) - 1):+.1f}%"
-            if PERF:
-                cpu_paired = [100 * (c / b[1] - 1) for (_, c), b in zip(times[name], base, strict=True)]
-                line += f", CPU paired median {statistics.median(cpu_paired):+.1f}%"
+            line += f"; paired against before: median {paired(name, 0):+.1f}%"
+            line += f", ratio of medians {100 * (median(name, 0) / median('before', 0) - 1):+.1f}%"
+            line += f", CPU paired median {paired(name, 1):+.1f}%" if PERF else ""
         print(line)
     print(f"{machine()}, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} at the end")
 

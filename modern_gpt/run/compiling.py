@@ -60,9 +60,14 @@ def step_flops(cfg: ModelConfig, batch: int, T: int | None = None) -> int:
     return 3 * forward_flops(cfg, batch, cfg.context if T is None else T)
 
 
+def measured(device: str) -> Measured:
+    """The device's measured constants: CPU's on a CPU, else CUDA's (assumed)."""
+    return CPU if device == "cpu" else CUDA
+
+
 def rate(device: str, threads: int) -> float:
     """FLOP/s of an eager training step at the measured rate: per thread on a CPU, per device on CUDA."""
-    return 1e9 * (CPU.gflops * threads if device == "cpu" else CUDA.gflops)
+    return 1e9 * measured(device).gflops * (threads if device == "cpu" else 1)
 
 
 def run_seconds(cfg: ModelConfig, train: TrainConfig, device: str, threads: int, sets: int = 0) -> float:
@@ -100,8 +105,8 @@ def decide(models: list[ModelConfig], train: TrainConfig, device: str, threads: 
         return train.compile, f"--compile {train.compile}"
     if device not in ("cpu", "cuda"):
         return "off", f"auto: off on {device}, where compile's gain is not measured"
-    m = CPU if device == "cpu" else CUDA
-    runs = [(step_flops(cfg, train.batch_size) / rate(device, threads), gain(cfg, m)) for cfg in models]
+    m, r = measured(device), rate(device, threads)
+    runs = [(step_flops(cfg, train.batch_size) / r, gain(cfg, m)) for cfg in models]
     graphs = len({repr(cfg) for cfg in models})
     saved, spent = compile_balance(runs, train.steps, graphs, m)
     choice = "on" if saved > spent else "off"

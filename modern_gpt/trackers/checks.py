@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..core.config import DEFAULT_MLFLOW_URI, check_names
 from ..core.errors import UserError
-from .records import first_line, tracking_state
+from .records import error_line, tracking_state
 
 WORKING_STORES = "sqlite:///PATH.db (a file), or http://127.0.0.1:PORT for an mlflow server"
 LOCK_WAIT_S = 1.5  # how long a sqlite store may be held by another writer (MLflow's writes take milliseconds)
@@ -122,7 +122,7 @@ def _check_mlflow(uri: str, where: str) -> None:
             Path(f"{store}{end}").unlink(missing_ok=True)
         if isinstance(e, UserError):
             raise
-        raise UserError(f"{where}: MLflow cannot use this store ({first_line(e)}); give another URI.") from None
+        raise UserError(f"{where}: MLflow cannot use this store ({error_line(e)}); give another URI.") from None
 
 
 def _check_writable(path: Path, where: str, is_file: bool) -> None:
@@ -174,7 +174,7 @@ def _check_server(uri: str, where: str) -> None:
         why = f"HTTP {e.code}"
     except Exception as e:  # refused, timed out, or something else answering (http.client.BadStatusLine)
         reason = getattr(e, "reason", e)
-        why = first_line(reason) if isinstance(reason, BaseException) else str(reason)
+        why = error_line(reason) if isinstance(reason, BaseException) else str(reason)
     raise UserError(
         f"{where}: no MLflow server answers there ({why}); start one with mlflow server, or give another URI."
     )

@@ -209,7 +209,7 @@ def artifacts(folder: Path) -> list[Path]:
     return [p for p in (Path(folder) / n for n in names) if p.is_file()]
 
 
-def first_line(e: BaseException) -> str:
+def error_line(e: BaseException) -> str:
     """An error in one line: its type and first line. A UserError keeps its own sentence, which says what to do."""
     text = (str(e).strip().splitlines() or [""])[0][:300]
     return text if isinstance(e, UserError) else f"{type(e).__name__}: {text}".rstrip(": ")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..core.config import check_names
 from .checks import mlflow_uri, store_id
-from .records import TRAIN, Margins, Tracked, first_line, tracked_ids, tracking_state
+from .records import TRAIN, Margins, Tracked, error_line, tracked_ids, tracking_state
 
 BACKENDS = {"tensorboard": "TensorBoardBackend", "mlflow": "MlflowBackend", "wandb": "WandbBackend"}
 
@@ -55,7 +55,7 @@ class Tracking:
         try:
             return call(*args)
         except Exception as e:
-            self.errors[b.name] = first_line(e)
+            self.errors[b.name] = error_line(e)
             again = push(b.name, self.folder, self.state([b.name])[b.name].get("uri"))
             self.on_warning(f"{b.name} failed ({self.errors[b.name]}); the ablation goes on without it. {again}")
             self.backends.remove(b)
