@@ -76,6 +76,10 @@ class Job:
         """What an executor calls, in whichever process it runs the job."""
         return execute(self, corpus, on_step)
 
+    def settings_hash(self, corpus: Corpus) -> str:
+        """The settings hash its run file carries (results.settings_hash), which --resume and Slurm compare."""
+        return settings_hash(Settings(self.model, self.train, self.data).to_dict(), corpus.key)
+
     def failure_record(self, corpus: Corpus, error: str) -> dict:
         """The record of this run when it could not finish, its worker dead on every try: a failed run."""
         cfg = variant_config(self.model, self.variant)
@@ -131,7 +135,7 @@ def _identified(job: Job, cfg: ModelConfig, corpus: Corpus, record: dict) -> dic
         vocab_size=corpus.tokenizer.vocab_size,  # the model's (the settings' vocab_size is a default)
         lr=job.train.lr,
         compile=job.train.compile,
-        settings_hash=settings_hash(Settings(job.model, job.train, job.data).to_dict(), corpus.key),
+        settings_hash=job.settings_hash(corpus),
     )
     return record
 

@@ -402,6 +402,36 @@ def test_a_failed_run_s_record_belongs_to_its_folder(corpus):
     assert problem(record, RUN_SCHEMA) is None and record["error"].endswith("3 times")
 
 
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", "7", '"text"'])
+def test_a_hand_edited_state_json_is_one_sentence(tmp_path, text):
+    from modern_gpt.ablation.executors import slurm
+
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "state.json").write_text(text)
+    with pytest.raises(UserError) as e:
+        slurm.Book(tmp_path)
+    assert str(e.value) == f"{tmp_path}/slurm/state.json is damaged; remove it (and cancel the folder's Slurm jobs)."
+
+
+def test_a_task_trains_a_run_whose_run_file_is_foreign_or_no_json_object(corpus, tmp_path):
+    """A task skips a run already recorded, in done/ or as this ablation's run file; a run file of other settings,
+    or one that is no JSON object (a hand edit), is no record: the run trains."""
+    from modern_gpt.ablation import planning, running
+    from modern_gpt.ablation.executors import slurm
+    from modern_gpt.core.settings import resolve
+
+    spec = planning.plan_spec(resolve(None, True, {}), planning.Request("ablate", "custom", variants="classic"))
+    s = spec.settings
+    job = running.Job(0, spec.variants[0], 0, s.model, s.train, s.data, 1)
+    (tmp_path / "runs").mkdir()
+    run_file = tmp_path / "runs" / "row00-seed0.json"
+    for text, recorded in (("[1]", False), ('{"settings_hash": "other"}', False), ("{}", False)):
+        run_file.write_text(text)
+        assert slurm._recorded(tmp_path, job, corpus) is recorded, text
+    run_file.write_text(json.dumps({"settings_hash": job.settings_hash(corpus)}))
+    assert slurm._recorded(tmp_path, job, corpus)
+
+
 def test_a_results_folder_the_compute_nodes_cannot_see_is_refused(monkeypatch, tmp_path):
     from modern_gpt.ablation.executors import slurm
 

@@ -94,15 +94,13 @@ def _done_file(folder: Path, row: int, seed: int) -> Path:
 
 def _recorded(folder: Path, job, corpus) -> bool:
     """Its record is in done/, or runs/ has this ablation's."""
-    from ...core.settings import Settings
-    from ..results import settings_hash
+    from ..results import ResultsDir
 
     if _done_file(folder, job.row, job.seed).is_file():
         return True
-    settings = Settings(job.model, job.train, job.data).to_dict()
-    with contextlib.suppress(OSError, ValueError):
-        found = json.loads((folder / "runs" / f"row{job.row:02d}-seed{job.seed}.json").read_text(encoding="utf-8"))
-        return found.get("settings_hash") == settings_hash(settings, corpus.key)
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # AttributeError: a file that is no JSON object
+        found = json.loads(ResultsDir(folder).run_file(job.row, job.seed).read_text(encoding="utf-8"))
+        return found.get("settings_hash") == job.settings_hash(corpus)
     return False
 
 
@@ -133,7 +131,10 @@ class Book:
 
     def __init__(self, folder: Path):
         self.path = folder / "slurm" / "state.json"
-        data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        try:  # a hand edit: one sentence, not a traceback
+            data = dict(json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {})
+        except (OSError, ValueError, TypeError):
+            raise UserError(f"{self.path} is damaged; remove it (and cancel the folder's Slurm jobs).") from None
         self.token = data.get("token") or os.urandom(4).hex()
         self.waves, self.attempts = data.get("waves", []), data.get("attempts", {})  # attempts: "row,seed" -> n
 
@@ -211,8 +212,7 @@ class Slurm(Cluster):
     def __init__(self, options: ExecutionOptions, threads: int, device: str):
         super().__init__(options, threads, device)
         self.submitit = need("submitit", "submitit", "slurm")
-        missing = [c for c in COMMANDS if shutil.which(c) is None]
-        if missing:
+        if missing := [c for c in COMMANDS if shutil.which(c) is None]:
             raise UserError(
                 f"--executor slurm needs Slurm's {' and '.join(missing[:2])}{' and more' if missing[2:] else ''}, "
                 "which is not on PATH; run modern-gpt on a login node of the cluster, or add Slurm's bin folder to PATH."
