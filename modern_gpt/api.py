@@ -200,9 +200,8 @@ def scale(
     its reference at each rung and over the ladder, with seed noise in its CI, and whether k changes with scale."""
     settings, options = settings_of("scale", flags, ABLATE_OPTIONS, config=config, smoke=smoke, plugins=plugins)
     rows = _rows("scale", components=components, variants=variants, lrs=lrs, lr_sweep=lr_sweep)
-    rows |= _rows("scale", depths=depths, rung_steps=rung_steps)  # the ladder's lists, as their flags' text
-    sizes = rungs if isinstance(rungs, int) and not isinstance(rungs, bool) else _joined("scale", "rungs", rungs)
-    ladder = dict(rungs=sizes, tokens_per_param=tokens_per_param, lr_rule=lr_rule, trend_margin=trend_margin)
+    rows |= _rows("scale", rungs=rungs, depths=depths, rung_steps=rung_steps)  # as their flags' text ("3" too)
+    ladder = dict(tokens_per_param=tokens_per_param, lr_rule=lr_rule, trend_margin=trend_margin)
     request = request_of("scale", options, plan=plan, **rows, **ladder, target_compute=target_compute)
     return run_ladder(settings, options, request, out, resume, _display(progress))
 

@@ -29,7 +29,7 @@ from ..core.schema import problem
 from ..core.settings import Settings
 from ..model import plugins
 from ..verdict.ladder import table_choices_problem
-from .planning import LADDER_FILE, Request, Spec, SpecError, plan_spec, variant_config
+from .planning import LADDER_FILE, Request, Spec, SpecError, plan_spec
 
 FORMAT = 1
 MAX_RUNGS = 8
@@ -421,10 +421,6 @@ def _learning_rates(
     rates = [float(f"{lr * (n / top) ** LR_EXPONENT:.3g}") for n in sizes]
     shown = ", ".join(f"{x:g}" for x in rates)
     return f"--lr-rule scaled: lr {lr:g} at the top rung times (N / N_top)^(-1/3), so {shown}", rates
-
-
-def rung_models(spec: Spec) -> list[ModelConfig]:
-    return [variant_config(spec.settings.model, v) for v in spec.variants]
 
 
 # ---------------------------------------------------------------------------

@@ -80,7 +80,7 @@ class LadderRequest:
     rates are fixed when a ladder starts. A --resume may change the scale table's own (TABLE_CHOICES).
     None: nobody chose it, so its default holds. The other commands' requests leave every one None."""
 
-    rungs: str | int | None = None  # a count, or widths separated by commas
+    rungs: str | None = None  # a count, or widths separated by commas
     depths: str | None = None
     tokens_per_param: float | None = None
     rung_steps: str | None = None

@@ -341,7 +341,7 @@ def run_ladder(
     _start_rungs(folder, ladder, options, command_line, fresh=resume is None)
     from .running import resume as resume_ablation
 
-    done, every = 0, sum(len(s.variants) * len(s.seeds) for s in ladder.specs)
+    done, every = 0, _runs(ladder.specs)
     for i in range(len(ladder.rungs)):
         ablation = resume_ablation(lad.rung_folder(folder, i), options)
         try:
@@ -354,20 +354,29 @@ def run_ladder(
     return ladder_result(folder)
 
 
+def _runs(specs) -> int:
+    return sum(len(s.variants) * len(s.seeds) for s in specs)
+
+
+def _prestart(execution: ExecutionOptions, specs) -> None:
+    """What the executor starts before torch loads for these specs' runs (the local pool's fork server)."""
+    from .executors import executor_class
+
+    executor_class(execution).prestart(execution, _runs(specs))
+
+
 def _start_rungs(folder: Path, ladder, options: AblationOptions, command_line: str, fresh: bool) -> None:
     """Every rung's folder that does not exist yet, the top rung first; ladder.json once they all do. A refusal
     on a fresh ladder removes what this call made."""
     import shutil
 
     from . import ladder as lad
-    from .executors import executor_class
     from .results import ResultsDir
     from .running import start
 
     if fresh:
         ResultsDir(folder).check_new()
-        runs = sum(len(s.variants) * len(s.seeds) for s in ladder.specs)
-        executor_class(options.execution).prestart(options.execution, runs)  # the local pool's fork server
+        _prestart(options.execution, ladder.specs)
     made = []
     try:
         for i in reversed(range(len(ladder.rungs))):
@@ -478,11 +487,8 @@ def run_ablation(
     out = None if out is None else Path(out)
     resume = None if resume is None else Path(resume)
     requested, lrs = plan(settings, request, out, resume)
-    from .executors import executor_class
-
     if resume is None:  # a new ablation: the workers' fork server imports torch while this process imports
-        runs = len(requested.variants) * len(requested.seeds)  # pandas and torch
-        executor_class(options.execution).prestart(options.execution, runs)
+        _prestart(options.execution, [requested])  # pandas and torch
     from ..verdict.table import at_lr_index  # pandas loads here, after the plan's checks
 
     at_lr_index(lrs, at_lr)  # a wrong at_lr is refused before anything trains
