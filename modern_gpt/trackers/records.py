@@ -163,11 +163,6 @@ def summary_cells(rows: list[SummaryRow]) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(summary_frame(rows).to_csv(index=False))))
 
 
-def named(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """summary cells with each row's reference by name, "" for the first row."""
-    return [{**r, "reference": r.get("reference") or ""} for r in rows]
-
-
 def metric_cells(folder: Path) -> list[dict[str, str]]:
     """metrics.csv's (row, metric) verdicts with --eval-data sets, written just before the trackers are told.
     val_loss's are left out: they are the summary's. Each Δ is also delta_val, the summary's name."""
@@ -267,15 +262,15 @@ def row_title(row: dict[str, str]) -> str:
     return f"{verdict}: {row['variant']}" + (f", {numbers}" if numbers else "")
 
 
-def answer(rows: list[dict[str, str]]) -> str:
-    """The table in one line: the rows found better, worse or the same, with Δ and CI. Then the inconclusive count."""
+def answer(rows: list[dict], verdicts=("better", "worse", "same"), said=ci_text) -> str:
+    """The table in one line: the rows of each verdict, with said(row) (Δ and CI), then the inconclusive count."""
     tested = [r for r in rows if r.get("reference")]
     parts = []
-    for verdict in ("better", "worse", "same"):
-        found = [f"{r['variant']} ({ci_text(r)})" for r in tested if r.get("verdict") == verdict]
+    for verdict in verdicts:
+        found = [f"{r['variant']} ({said(r)})" for r in tested if r.get("verdict") == verdict]
         if found:
             parts.append(f"{verdict}: {', '.join(found)}")
-    rest = sum(r.get("verdict") not in ("better", "worse", "same") for r in tested)
+    rest = sum(r.get("verdict") not in verdicts for r in tested)
     if not parts:
         return f"all {rest} rows inconclusive" if rest > 1 else "1 row, inconclusive" if rest else "no row is tested"
     return "; ".join(parts) + (f"; {rest} inconclusive" if rest else "")

@@ -81,24 +81,20 @@ def ladder_table(rep) -> Table:
 
 
 def ladder_answer(rows) -> str:
-    """The scale table in one line: the rows whose k is better or worse, with k, its CI and its trend."""
-    parts = []
-    for v in ("better", "worse"):
-        found = [
-            f"{r.variant} (k {r.k:.3g} [{r.k_low:.3g}, {r.k_high:.3g}], {r.trend})" for r in rows if r.verdict == v
-        ]
-        parts += [f"{v}: {', '.join(found)}"] if found else []
-    rest = sum(r.verdict not in ("better", "worse") for r in rows if r.reference)
-    if not parts:
-        return f"all {rest} rows inconclusive" if rest > 1 else "1 row, inconclusive" if rest else "no row is tested"
-    return "; ".join(parts) + (f"; {rest} inconclusive" if rest else "")
+    """The scale table in one line (records.answer): the rows whose k is better or worse, with k, CI and trend."""
+    from ..trackers.records import answer
+
+    def said(r: dict) -> str:
+        return f"k {r['k']:.3g} [{r['k_low']:.3g}, {r['k_high']:.3g}], {r['trend']}"
+
+    return answer([vars(r) for r in rows], ("better", "worse"), said)
 
 
 # The pages: a results folder's, a ladder's, and runs judged from a file or a DataFrame
 def folder_page(result) -> Page:
     """The page of a results folder (session.Result) or of a ladder (session.LadderResult)."""
     from ..ablation.results import ResultsDir
-    from ..trackers.records import answer, named, summary_cells
+    from ..trackers.records import answer, summary_cells
 
     if hasattr(result, "rungs"):
         return _ladder_page(result)
@@ -106,7 +102,7 @@ def folder_page(result) -> Page:
     (tables, lines), rows, meta = folder_tables(rep), rep.design.rows, ResultsDir(folder).read_meta()
     header, csv = folder_header([meta], result.runs, components(rows, meta)), result.runs.to_csv(index=False)
     power = rep.spec.plan == "power"
-    said = (lines[0] if lines else "") if power else answer(named(summary_cells(rep.summary)))  # as the trackers
+    said = (lines[0] if lines else "") if power else answer(summary_cells(rep.summary))  # as the trackers
     title = f"power: {result.title}" if power else tables[0].title
     page = Page(title, tables, result.footnotes, header, csv, folder_claim(rep, folder), said)
     metric = "val loss" + (" (the test half)" if rep.design.sweep is not None else "")
@@ -435,10 +431,8 @@ def _folder_command(rep, folder) -> tuple[str, str]:
 
 def ladder_claim(design, flags: str | None = None) -> Claim:
     """judge's command for the scale table. flags: as given (a judged file's), else a ladder folder's runs.csv's."""
-    from ..verdict.design import ALPHA
-
     if flags is None:
-        flags = " --compute-col flops" + (f" --alpha {design.alpha:g}" if design.alpha != ALPHA else "")
+        flags = " --compute-col flops" + _flags(design.alpha, None)
         flags += f" --trend-margin {design.trend_margin:g}" if design.trend_margin else ""
         flags += f" --target-compute {design.target:g}" if design.target else ""
     says = "k and its trend come from a shared loss-compute fit and a delete-one-seed jackknife, not SciPy; the "

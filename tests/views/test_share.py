@@ -211,11 +211,11 @@ def test_the_claim_test_runs_on_a_folder_whose_runs_all_diverged(kind, folders, 
 def test_the_page_opens_on_the_one_line_answer_then_the_table_then_provenance(kind, folders):
     """Issue 44, item 9: the page opened on eight rows of provenance with no answer. Now the trackers' line
     (better: ... (Δ ...); n inconclusive) is under the title, then the table, then where the numbers come from."""
-    from modern_gpt.trackers.records import answer, named, summary_cells
+    from modern_gpt.trackers.records import answer, summary_cells
 
     result = modern_gpt.report(folders / kind)
     page = modern_gpt.share(result)
-    said = answer(named(summary_cells(result.table.summary)))
+    said = answer(summary_cells(result.table.summary))
     assert page.answer == said and ("inconclusive" in said or "better" in said or "worse" in said)
     text = page.html()
     order = [text.index(x) for x in ("<h1>", 'id="answer"', 'id="verdicts"', "Where the numbers come from")]
