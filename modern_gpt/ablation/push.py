@@ -45,10 +45,8 @@ def push_folder(folder: Path, names, mlflow_uri_given: str | None = None) -> dic
                     logged[name] += 1
         state = tracking_state(meta)
         stale = [b for b in tracking.backends if logged[b.name] or not (state.get(b.name) or {}).get("summary")]
-        summary = write(results.path) if stale else []  # summary.csv and curves.png of the runs it holds now
-        points = margins(results) if stale else None
-        for b in stale:
-            tracking._safely(b, b.log_summary, results.path, summary, points)
+        if stale:  # summary.csv and curves.png of the runs it holds now
+            tracking.finish(results.path, write(results.path), margins(results), stale)
         tracking.close()
         done = {b.name for b in stale if b.name not in tracking.errors}
         for name in names:

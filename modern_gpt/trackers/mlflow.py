@@ -82,11 +82,10 @@ class MlflowBackend:
         self.client.set_terminated(run_id, "FAILED" if record.get("error") else "FINISHED", end)
         return run_id
 
-    def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
+    def log_summary(self, folder: Path, rows: list, metrics: list, margins: rec.Margins | None = None) -> None:
         """The answer and the verdict tables go in as the experiment's description. The summary run holds
         summary.csv, metrics.csv, the figures, and the table as verdicts.json. Each table row gets a run, with its
         seeds' runs nested under it. They are a millisecond apart, so the newest-first runs table keeps their order."""
-        rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
         text = f"**{rec.answer(rows)}**\n\n{rec.verdict_table(rows, metrics)}\n\n{rec.ABOUT}\n\n{LAYOUT}"
         now, key = int(time.time() * 1000), rec.run_key(folder, self.tracked, None)
         tags = {"kind": SUMMARY, "folder": Path(folder).name, "mlflow.note.content": text[:8000]}

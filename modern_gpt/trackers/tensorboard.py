@@ -85,11 +85,10 @@ class TensorBoardBackend:
         finally:
             writer.close()
 
-    def log_summary(self, folder: Path, summary: list, margins: rec.Margins | None = None) -> None:
+    def log_summary(self, folder: Path, rows: list, metrics: list, margins: rec.Margins | None = None) -> None:
         """summary/: the answer chart (TIME SERIES' first card), the verdict tables (the Text tab's first entry), and
         each row's numbers as scalars (row/NN-variant/delta_val, .../code_loss.delta, ...). Also CUSTOM SCALARS'
         margin charts and the figures. Then each seed's HPARAMS entry gets its row's verdict."""
-        rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
         writer = self._fresh(self.root / "summary")
         try:
             if rows:  # "answer" sorts before the runs' curve/ and final/ cards

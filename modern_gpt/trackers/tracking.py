@@ -11,14 +11,15 @@ from pathlib import Path
 
 from ..core.config import check_names
 from .checks import mlflow_uri, store_id
-from .records import TRAIN, Margins, Tracked, error_line, tracked_ids, tracking_state
+from .records import TRAIN, Margins, Tracked, error_line, metric_cells, summary_cells, tracked_ids, tracking_state
 
 BACKENDS = {"tensorboard": "TensorBoardBackend", "mlflow": "MlflowBackend", "wandb": "WandbBackend"}
 
 
 def backend(name: str, mlflow_uri_given: str | None = None):
     """The backend of a tracker's name, imported from trackers/NAME.py only when asked for. It has start(folder,
-    tracked), log_run(record) -> its run id, log_summary(folder, summary rows, margins); W&B's also close()."""
+    tracked), log_run(record) -> its run id, log_summary(folder, rows, metrics, margins) (the cells of summary.csv
+    and metrics.csv); W&B's also close()."""
     made = getattr(importlib.import_module(f"{__package__}.{name}"), BACKENDS[name])
     return made(mlflow_uri_given) if name == "mlflow" else made()
 
@@ -70,10 +71,12 @@ class Tracking:
                 ids[b.name] = run_id
         return ids
 
-    def finish(self, folder: Path, summary: list, margins: Margins | None = None) -> None:
-        """The summary to every backend: each row's verdicts, the figures, the margins of --seeds auto or --lrs."""
-        for b in list(self.backends):
-            self._safely(b, b.log_summary, folder, summary, margins)
+    def finish(self, folder: Path, summary: list, margins: Margins | None = None, backends=None) -> None:
+        """The summary to every backend (or those given): each row's verdicts, the figures, the margins of --seeds
+        auto or --lrs. The cells of summary.csv and metrics.csv are made once, for every backend."""
+        rows, metrics = summary_cells(summary), metric_cells(folder)
+        for b in list(self.backends if backends is None else backends):
+            self._safely(b, b.log_summary, folder, rows, metrics, margins)
 
     def close(self) -> None:
         for b in [b for b in self.backends if hasattr(b, "close")]:

@@ -93,11 +93,10 @@ class WandbBackend:
             run.finish(exit_code=1 if record.get("error") else 0)
         return run.id
 
-    def log_summary(self, folder: Path, summary: list, margins=None) -> None:
+    def log_summary(self, folder: Path, rows: list, metrics: list, margins=None) -> None:
         """The summary run: the wandb.Tables "verdicts", "metrics" (each further metric's) and "summary", the
         figures, each row's verdicts and numbers (row02.verdict, row02.code_loss.delta, ...). Then each seed's run
         gets its row's verdict."""
-        rows, metrics = rec.summary_cells(summary), rec.metric_cells(folder)
         config, key = {"folder": Path(folder).name, "plan": self.tracked.plan}, rec.run_key(folder, self.tracked, None)
         run = self._init(key, "summary", "summary", [*(_label(k, v) for k, v in config.items()), "summary"], config)
         try:
