@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 # Each command's ablation options (the fields of AblationOptions' parts), as its flags have them.
 ABLATE_OPTIONS = tuple(s.name for s in OPTIONS.values())  # ablate and duel: every one
-TRACK_OPTIONS = tuple(f.name for f in fields(TrackingOptions))  # train's
-POWER_OPTIONS = ("seeds", "alpha", *(f.name for f in fields(ExecutionOptions) if f.name != "given"), *TRACK_OPTIONS)
+TRACK_OPTIONS = tuple(TrackingOptions.names())  # train's
+POWER_OPTIONS = ("seeds", "alpha", *ExecutionOptions.names(), *TRACK_OPTIONS)
 NOT_A_FLAG = ("model.vocab_size",)  # training sets it from the tokenizer: only params has this flag
 RUNG_KEYS = ("model.dim", "model.layers", "model.mlp_hidden", "train.steps", "train.warmup_steps", "train.eval_every")
 
@@ -219,7 +219,7 @@ def request_of(command: str, options: AblationOptions, **rows) -> Request:
     from .planning import LadderRequest, Request
 
     stats = options.statistics  # each of its options is a field of Request's, of the same name
-    chosen = {f.name: stats.choice(f.name) for f in fields(stats) if f.name not in ("given", "match_params")}
+    chosen = {name: stats.choice(name) for name in stats.names() if name != "match_params"}
     ladder = LadderRequest(**{f.name: rows.pop(f.name) for f in fields(LadderRequest) if f.name in rows})
     return Request(command, **rows, **chosen, ladder=ladder, match_params=stats.match_params)  # off is no choice
 

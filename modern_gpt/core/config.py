@@ -460,6 +460,11 @@ class _Chosen:
         """The option's value when a config file or a flag gave it. None for a default nobody chose."""
         return getattr(self, name) if name in self.given else None
 
+    @classmethod
+    def names(cls) -> list[str]:
+        """Its options, in the flags' order (given is none)."""
+        return [f.name for f in fields(cls) if f.metadata.get("setting") is not False]
+
 
 def _given():
     """Not an option: a part's given (see _Chosen)."""
@@ -565,7 +570,7 @@ class ExecutionOptions(_Chosen):
 
 
 @dataclass
-class TrackingOptions:
+class TrackingOptions(_Chosen):
     """The trackers every run and the verdicts are logged to."""
 
     track: tuple[str, ...] | None = setting(  # made a tuple by validate: () when unset
@@ -578,6 +583,7 @@ class TrackingOptions:
         "with --track mlflow: the tracking URI, a server (http://127.0.0.1:5000) or a store (sqlite:///PATH.db) "
         f"(unset: MLFLOW_TRACKING_URI, else {DEFAULT_MLFLOW_URI} in the current folder, which mlflow ui opens)",
     )
+    given: tuple[str, ...] = _given()
 
     def __post_init__(self) -> None:
         self.validate()
@@ -609,9 +615,8 @@ class AblationOptions:
         turn is made from its own, checks itself and records them as given."""
         parts = {}
         for name, part in cls.parts().items():
-            mine = {f.name for f in fields(part) if f.name != "given"}
-            own = {k: v for k, v in values.items() if k in mine}
-            parts[name] = part(**own, given=tuple(own)) if issubclass(part, _Chosen) else part(**own)
+            own = {k: v for k, v in values.items() if k in part.names()}
+            parts[name] = part(**own, given=tuple(own))
         return cls(**parts)
 
 
