@@ -143,8 +143,8 @@ def judged_page(design, s, runs, rows: list[dict], notes: list[str], source) -> 
     from ..trackers.records import answer
     from ..verdict.judge import judge_columns, title
 
-    formats = render._judge_formats(rows)
-    table = Table(title(design, s), render._judge_headers(s.metric), [render._judge_cells(r, formats) for r in rows])
+    headers, cells, formats = render.judge_cells(s.metric, rows)
+    table = Table(title(design, s), headers, cells)
     frame, metric = judged_runs(design, s, runs)
     names, refs = [r.name for r in design.rows], [r.reference for r in design.rows]
     tests = [(lit(names[b]), lit(names[r]), _says(**rows[b])) for b, r in enumerate(refs) if r is not None]

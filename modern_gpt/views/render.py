@@ -258,7 +258,11 @@ def results_line(folder: Path, lrs) -> str:
 def duel_table(d: dict) -> Table:
     """The duel's two architectures side by side (report.duel). Every component on is a Qwen3: Llama's pieces
     and QK-norm."""
-    title, headers, rows = duel_cells(d)
+    return _cells_table(*duel_cells(d))
+
+
+def _cells_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    """A table of plain cells (duel_cells, power_cells): the blank header's column of labels left, the rest right."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for h in headers:
         table.add_column(h, justify="right" if h else "left")
@@ -311,13 +315,7 @@ def _pct(x: float) -> str:
 
 
 def power_table(info: dict) -> Table:
-    title, headers, rows = power_cells(info)
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for h in headers:
-        table.add_column(h, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    return table
+    return _cells_table(*power_cells(info))
 
 
 def power_cells(info: dict) -> tuple[str, list[str], list[list[str]]]:
@@ -591,6 +589,13 @@ def _val_cell(val: str, row) -> str:
     return f"{val} ({', '.join(kinds)})"
 
 
+def judge_cells(metric: str, rows: list[dict]) -> tuple[list[str], list[list[str]], dict[str, str]]:
+    """judge's table as plain cells: its headers, each row's cells, and the number formats they share. The
+    terminal, Markdown and the share page show them."""
+    formats = _judge_formats(rows)
+    return _judge_headers(metric), [_judge_cells(row, formats) for row in rows], formats
+
+
 def _judge_headers(metric: str) -> list[str]:
     return [
         "variant",
@@ -687,8 +692,7 @@ def judge_table(design: Design, s: JudgeSettings, rows: list[dict], compact: tup
 
     # names and the file's come from the user: "[" is text, never rich markup
     table = Table(title=escape(judge_title(design, s)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers, formats = _judge_headers(s.metric), _judge_formats(rows)
-    plain = [_judge_cells(row, formats) for row in rows]
+    headers, plain, formats = judge_cells(s.metric, rows)
     if compact:
         left = [s.metric if h == "mean" else h for h in compact]
         headers, plain = _judge_compact(headers, plain, rows, formats, s.metric, left)
@@ -738,7 +742,7 @@ def judged_table(console: Console, design: Design, s: JudgeSettings, rows: list[
 def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: list[str]) -> str:
     from ..verdict.judge import title as judge_title
 
-    headers = _judge_headers(s.metric)
+    headers, plain, _ = judge_cells(s.metric, rows)
     lines = [
         f"**{judge_title(design, s)}**",
         "",
@@ -746,9 +750,7 @@ def judge_markdown(design: Design, s: JudgeSettings, rows: list[dict], notes: li
         "|" + "|".join(" --- " for _ in headers) + "|",
     ]
     # a name's "|" would end its cell: escaped, as Markdown tables allow
-    lines += [
-        "| " + " | ".join(c.replace("|", "\\|") for c in _judge_cells(row, _judge_formats(rows))) + " |" for row in rows
-    ]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in plain]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
 
 
